@@ -1,0 +1,490 @@
+"""Every znode odradek reads or writes: its path and its JSON, byte-compatible with Kafka.
+
+This is Kafka's ``ZkData``: business code asks a znode object for its path and hands it
+plain data to encode; nothing else in the code base builds a path string.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+__all__ = [
+    "AdminZNode",
+    "BrokerIdZNode",
+    "BrokerIdsZNode",
+    "BrokerInfo",
+    "ClusterIdZNode",
+    "ConfigEntityChangeNotificationSequenceZNode",
+    "ConfigEntityChangeNotificationZNode",
+    "ControllerEpochZNode",
+    "ControllerZNode",
+    "DeleteTopicsTopicZNode",
+    "DeleteTopicsZNode",
+    "EndPoint",
+    "LeaderAndIsr",
+    "PERSISTENT_PATHS",
+    "PreferredReplicaElectionZNode",
+    "ProducerIdBlockZNode",
+    "ReassignPartitionsZNode",
+    "TopicAssignment",
+    "TopicConfigZNode",
+    "TopicPartitionStateZNode",
+    "TopicPartitionZNode",
+    "TopicPartitionsZNode",
+    "TopicZNode",
+    "TopicsZNode",
+]
+
+
+def _dumps(obj: object) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode()
+
+
+def _loads(data: bytes | None) -> object:
+    if not data:
+        return None
+    return json.loads(data.decode())
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+# ----------------------------------------------------------------------------- cluster
+
+
+class ClusterIdZNode:
+    path = "/cluster/id"
+
+    @staticmethod
+    def encode(cluster_id: str) -> bytes:
+        return _dumps({"version": "1", "id": cluster_id})
+
+    @staticmethod
+    def decode(data: bytes) -> str:
+        return _loads(data)["id"]  # type: ignore[index]
+
+    @staticmethod
+    def new_cluster_id() -> str:
+        # Kafka's cluster ids are URL-safe base64 of a random UUID, without padding.
+        return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+# ----------------------------------------------------------------------------- controller
+
+
+class ControllerZNode:
+    path = "/controller"
+
+    @staticmethod
+    def encode(broker_id: int, timestamp_ms: int | None = None) -> bytes:
+        return _dumps({
+            "version": 1,
+            "brokerid": broker_id,
+            "timestamp": str(timestamp_ms if timestamp_ms is not None else now_ms()),
+        })
+
+    @staticmethod
+    def decode(data: bytes) -> int | None:
+        obj = _loads(data)
+        if isinstance(obj, int):  # very old Kafka wrote just the id
+            return obj
+        return None if obj is None else int(obj["brokerid"])  # type: ignore[index]
+
+
+class ControllerEpochZNode:
+    path = "/controller_epoch"
+
+    @staticmethod
+    def encode(epoch: int) -> bytes:
+        return str(epoch).encode()
+
+    @staticmethod
+    def decode(data: bytes) -> int:
+        return int(data.decode())
+
+
+# ----------------------------------------------------------------------------- brokers
+
+
+@dataclass(frozen=True, slots=True)
+class EndPoint:
+    listener: str
+    host: str
+    port: int
+    security_protocol: str = "PLAINTEXT"
+
+    @property
+    def connection_string(self) -> str:
+        return f"{self.listener}://{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerInfo:
+    id: int
+    endpoints: tuple[EndPoint, ...]
+    rack: str | None = None
+    timestamp_ms: int = 0
+
+    def endpoint(self, listener: str | None = None) -> EndPoint:
+        if listener is None:
+            return self.endpoints[0]
+        for ep in self.endpoints:
+            if ep.listener == listener:
+                return ep
+        raise KeyError(f"broker {self.id} has no listener {listener}")
+
+
+class BrokerIdsZNode:
+    path = "/brokers/ids"
+
+
+class BrokerIdZNode:
+    """``/brokers/ids/<id>`` (ephemeral), Kafka's broker registration JSON version 5."""
+
+    @staticmethod
+    def path(broker_id: int) -> str:
+        return f"/brokers/ids/{broker_id}"
+
+    @staticmethod
+    def encode(info: BrokerInfo) -> bytes:
+        first = info.endpoints[0]
+        obj: dict[str, object] = {
+            "listener_security_protocol_map": {e.listener: e.security_protocol for e in info.endpoints},
+            "endpoints": [e.connection_string for e in info.endpoints],
+            "jmx_port": -1,
+            "features": {},
+            "host": first.host,
+            "timestamp": str(info.timestamp_ms or now_ms()),
+            "port": first.port,
+            "version": 5,
+        }
+        if info.rack is not None:
+            obj["rack"] = info.rack
+        return _dumps(obj)
+
+    @staticmethod
+    def decode(broker_id: int, data: bytes) -> BrokerInfo:
+        obj = _loads(data)
+        assert isinstance(obj, dict)
+        protocols = obj.get("listener_security_protocol_map") or {}
+        endpoints = []
+        for conn in obj.get("endpoints") or []:
+            listener, rest = conn.split("://", 1)
+            host, _, port = rest.rpartition(":")
+            host = host.strip("[]")
+            endpoints.append(EndPoint(listener, host, int(port), protocols.get(listener, listener)))
+        if not endpoints and obj.get("host"):
+            endpoints.append(EndPoint("PLAINTEXT", obj["host"], int(obj["port"])))
+        return BrokerInfo(
+            id=broker_id,
+            endpoints=tuple(endpoints),
+            rack=obj.get("rack"),
+            timestamp_ms=int(obj.get("timestamp", 0)),
+        )
+
+
+class BrokerSequenceIdZNode:
+    path = "/brokers/seqid"
+
+
+# ----------------------------------------------------------------------------- topics
+
+
+@dataclass(frozen=True, slots=True)
+class TopicAssignment:
+    """The content of ``/brokers/topics/<topic>``: replicas per partition (and reassignment)."""
+
+    partitions: Mapping[int, Sequence[int]]
+    topic_id: str | None = None
+    adding_replicas: Mapping[int, Sequence[int]] = field(default_factory=dict)
+    removing_replicas: Mapping[int, Sequence[int]] = field(default_factory=dict)
+
+
+class TopicsZNode:
+    path = "/brokers/topics"
+
+
+def _int_keyed(obj: Mapping[str, Sequence[int]] | None) -> dict[int, list[int]]:
+    return {int(k): list(v) for k, v in (obj or {}).items()}
+
+
+def _str_keyed(obj: Mapping[int, Sequence[int]]) -> dict[str, list[int]]:
+    return {str(k): list(obj[k]) for k in sorted(obj)}
+
+
+class TopicZNode:
+    """``/brokers/topics/<topic>``: Kafka's version 3 JSON (with a topic id)."""
+
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"/brokers/topics/{topic}"
+
+    @staticmethod
+    def encode(assignment: TopicAssignment) -> bytes:
+        obj: dict[str, object] = {
+            "partitions": _str_keyed(assignment.partitions),
+            "adding_replicas": _str_keyed(assignment.adding_replicas),
+            "removing_replicas": _str_keyed(assignment.removing_replicas),
+            "version": 3 if assignment.topic_id else 2,
+        }
+        if assignment.topic_id:
+            obj["topic_id"] = assignment.topic_id
+        return _dumps(obj)
+
+    @staticmethod
+    def decode(data: bytes) -> TopicAssignment:
+        obj = _loads(data)
+        assert isinstance(obj, dict)
+        return TopicAssignment(
+            partitions=_int_keyed(obj.get("partitions")),
+            topic_id=obj.get("topic_id"),
+            adding_replicas=_int_keyed(obj.get("adding_replicas")),
+            removing_replicas=_int_keyed(obj.get("removing_replicas")),
+        )
+
+    @staticmethod
+    def new_topic_id() -> str:
+        # Kafka's Uuid.toString: URL-safe base64 of 16 random bytes, no padding.
+        return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+class TopicPartitionsZNode:
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"/brokers/topics/{topic}/partitions"
+
+
+class TopicPartitionZNode:
+    @staticmethod
+    def path(topic: str, partition: int) -> str:
+        return f"/brokers/topics/{topic}/partitions/{partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsr:
+    """A partition's leadership as the controller decided it (Kafka's LeaderIsrAndControllerEpoch).
+
+    ``zk_version`` is the version of the state znode it was read from or written to; every
+    update is conditional on it.
+    """
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    zk_version: int = -1
+
+    NO_LEADER = -1
+    # The leader a partition shows while its topic is being deleted (UpdateMetadata).
+    LEADER_DURING_DELETE = -2
+
+    def new_leader_and_isr(self, leader: int, isr: Iterable[int]) -> LeaderAndIsr:
+        return LeaderAndIsr(leader, self.leader_epoch + 1, tuple(isr), self.controller_epoch,
+                            self.zk_version)
+
+    def new_isr(self, isr: Iterable[int]) -> LeaderAndIsr:
+        # Kafka bumps the leader epoch on an ISR change made by the controller, so that a
+        # broker holding the old state fences itself.
+        return LeaderAndIsr(self.leader, self.leader_epoch + 1, tuple(isr), self.controller_epoch,
+                            self.zk_version)
+
+
+class TopicPartitionStateZNode:
+    """``/brokers/topics/<t>/partitions/<p>/state``."""
+
+    @staticmethod
+    def path(topic: str, partition: int) -> str:
+        return f"/brokers/topics/{topic}/partitions/{partition}/state"
+
+    @staticmethod
+    def encode(state: LeaderAndIsr) -> bytes:
+        return _dumps({
+            "controller_epoch": state.controller_epoch,
+            "leader": state.leader,
+            "version": 1,
+            "leader_epoch": state.leader_epoch,
+            "isr": list(state.isr),
+        })
+
+    @staticmethod
+    def decode(data: bytes, zk_version: int) -> LeaderAndIsr:
+        obj = _loads(data)
+        assert isinstance(obj, dict)
+        return LeaderAndIsr(
+            leader=int(obj["leader"]),
+            leader_epoch=int(obj["leader_epoch"]),
+            isr=tuple(int(b) for b in obj["isr"]),
+            controller_epoch=int(obj["controller_epoch"]),
+            zk_version=zk_version,
+        )
+
+
+# ----------------------------------------------------------------------------- config
+
+
+class ConfigZNode:
+    path = "/config"
+
+
+class ConfigEntityTypeZNode:
+    TYPES = ("topics", "clients", "users", "brokers", "ips")
+
+    @staticmethod
+    def path(entity_type: str) -> str:
+        return f"/config/{entity_type}"
+
+
+class TopicConfigZNode:
+    """``/config/topics/<topic>``: ``{"version":1,"config":{...}}`` with string values."""
+
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"/config/topics/{topic}"
+
+    @staticmethod
+    def encode(config: Mapping[str, str]) -> bytes:
+        return _dumps({"version": 1, "config": {k: str(v) for k, v in config.items()}})
+
+    @staticmethod
+    def decode(data: bytes | None) -> dict[str, str]:
+        obj = _loads(data)
+        if not obj:
+            return {}
+        return {k: str(v) for k, v in (obj.get("config") or {}).items()}  # type: ignore[union-attr]
+
+
+class ConfigEntityChangeNotificationZNode:
+    path = "/config/changes"
+
+
+class ConfigEntityChangeNotificationSequenceZNode:
+    """``/config/changes/config_change_<seq>``: tells brokers an entity's config changed."""
+
+    PREFIX = "config_change_"
+
+    @staticmethod
+    def path_prefix() -> str:
+        return f"/config/changes/{ConfigEntityChangeNotificationSequenceZNode.PREFIX}"
+
+    @staticmethod
+    def encode(entity_type: str, entity_name: str) -> bytes:
+        return _dumps({"version": 2, "entity_path": f"{entity_type}/{entity_name}"})
+
+    @staticmethod
+    def decode(data: bytes) -> tuple[str, str]:
+        obj = _loads(data)
+        entity_type, _, name = obj["entity_path"].partition("/")  # type: ignore[index]
+        return entity_type, name
+
+
+# ----------------------------------------------------------------------------- admin
+
+
+class AdminZNode:
+    path = "/admin"
+
+
+class DeleteTopicsZNode:
+    path = "/admin/delete_topics"
+
+
+class DeleteTopicsTopicZNode:
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"/admin/delete_topics/{topic}"
+
+
+class ReassignPartitionsZNode:
+    """``/admin/reassign_partitions``: a pending reassignment request."""
+
+    path = "/admin/reassign_partitions"
+
+    @staticmethod
+    def encode(reassignment: Mapping[tuple[str, int], Sequence[int]]) -> bytes:
+        return _dumps({
+            "version": 1,
+            "partitions": [
+                {"topic": t, "partition": p, "replicas": list(r)}
+                for (t, p), r in sorted(reassignment.items())
+            ],
+        })
+
+    @staticmethod
+    def decode(data: bytes) -> dict[tuple[str, int], list[int]]:
+        obj = _loads(data) or {}
+        return {
+            (e["topic"], int(e["partition"])): [int(b) for b in e["replicas"]]
+            for e in obj.get("partitions", [])  # type: ignore[union-attr]
+        }
+
+
+class PreferredReplicaElectionZNode:
+    path = "/admin/preferred_replica_election"
+
+    @staticmethod
+    def encode(partitions: Iterable[tuple[str, int]]) -> bytes:
+        return _dumps({
+            "version": 1,
+            "partitions": [{"topic": t, "partition": p} for t, p in sorted(partitions)],
+        })
+
+    @staticmethod
+    def decode(data: bytes) -> set[tuple[str, int]]:
+        obj = _loads(data) or {}
+        return {(e["topic"], int(e["partition"])) for e in obj.get("partitions", [])}  # type: ignore[union-attr]
+
+
+class IsrChangeNotificationZNode:
+    path = "/isr_change_notification"
+
+
+class LogDirEventNotificationZNode:
+    path = "/log_dir_event_notification"
+
+
+class ConsumerPathZNode:
+    path = "/consumers"
+
+
+class ProducerIdBlockZNode:
+    """``/latest_producer_id_block``: the last block of producer ids handed to a broker."""
+
+    path = "/latest_producer_id_block"
+    BLOCK_SIZE = 1000
+
+    @staticmethod
+    def encode(broker_id: int, block_start: int, block_end: int) -> bytes:
+        return _dumps({
+            "version": 1,
+            "broker": broker_id,
+            "block_start": str(block_start),
+            "block_end": str(block_end),
+        })
+
+    @staticmethod
+    def decode(data: bytes | None) -> tuple[int, int, int] | None:
+        obj = _loads(data)
+        if not obj:
+            return None
+        return int(obj["broker"]), int(obj["block_start"]), int(obj["block_end"])  # type: ignore[index]
+
+
+# Kafka's ZkData.PersistentZkPaths: created by every broker at start-up.
+PERSISTENT_PATHS: tuple[str, ...] = (
+    ConsumerPathZNode.path,
+    BrokerIdsZNode.path,
+    TopicsZNode.path,
+    ConfigEntityChangeNotificationZNode.path,
+    DeleteTopicsZNode.path,
+    BrokerSequenceIdZNode.path,
+    IsrChangeNotificationZNode.path,
+    ProducerIdBlockZNode.path,
+    LogDirEventNotificationZNode.path,
+    *(ConfigEntityTypeZNode.path(t) for t in ConfigEntityTypeZNode.TYPES),
+)
