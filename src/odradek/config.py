@@ -1,0 +1,527 @@
+"""Broker and topic configuration: Kafka's keys, Kafka's defaults, Kafka's validation.
+
+``KafkaConfig`` is a broker's ``server.properties``; ``LogConfig`` is the effective config of
+one topic (broker defaults overlaid with the topic's overrides from ``/config/topics/<t>``).
+Unknown broker keys are reported as warnings; a value that does not parse or validate fails
+with one line naming the key, the value and the rule.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "BROKER_CONFIG",
+    "TOPIC_CONFIG",
+    "ConfigError",
+    "KafkaConfig",
+    "Listener",
+    "LogConfig",
+    "load_properties",
+    "parse_properties",
+]
+
+LONG_MAX = 2**63 - 1
+INT_MAX = 2**31 - 1
+
+
+class ConfigError(ValueError):
+    """A configuration value is missing, malformed or out of range."""
+
+
+class Type(Enum):
+    INT = "int"
+    LONG = "long"
+    DOUBLE = "double"
+    BOOLEAN = "boolean"
+    STRING = "string"
+    LIST = "list"
+
+
+_REQUIRED = object()
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigKey:
+    name: str
+    type: Type
+    default: Any = _REQUIRED
+    validator: Callable[[Any], str | None] | None = None
+    doc: str = ""
+
+    def parse(self, raw: Any) -> Any:
+        value = _convert(self.name, self.type, raw)
+        if self.validator is not None and value is not None:
+            problem = self.validator(value)
+            if problem:
+                raise ConfigError(f"Invalid value {raw} for configuration {self.name}: {problem}")
+        return value
+
+
+def _convert(name: str, type_: Type, raw: Any) -> Any:
+    if raw is None:
+        return None
+    if not isinstance(raw, str):
+        raw = str(raw).lower() if isinstance(raw, bool) else str(raw)
+    text = raw.strip()
+    try:
+        if type_ in (Type.INT, Type.LONG):
+            value = int(text)
+            limit = INT_MAX if type_ is Type.INT else LONG_MAX
+            if not -limit - 1 <= value <= limit:
+                raise ValueError
+            return value
+        if type_ is Type.DOUBLE:
+            return float(text)
+        if type_ is Type.BOOLEAN:
+            if text.lower() not in ("true", "false"):
+                raise ValueError
+            return text.lower() == "true"
+        if type_ is Type.LIST:
+            return [item.strip() for item in text.split(",") if item.strip()]
+        return text
+    except ValueError:
+        raise ConfigError(
+            f"Invalid value {raw} for configuration {name}: expected a value of type {type_.value}"
+        ) from None
+
+
+def at_least(minimum: float) -> Callable[[Any], str | None]:
+    return lambda v: None if v >= minimum else f"Value must be at least {minimum}"
+
+
+def between(lo: float, hi: float) -> Callable[[Any], str | None]:
+    return lambda v: None if lo <= v <= hi else f"Value must be between {lo} and {hi}"
+
+
+def one_of(*choices: str, case_sensitive: bool = True) -> Callable[[Any], str | None]:
+    def check(v: Any) -> str | None:
+        values = v if isinstance(v, list) else [v]
+        allowed = choices if case_sensitive else tuple(c.lower() for c in choices)
+        for item in values:
+            if (item if case_sensitive else item.lower()) not in allowed:
+                return f"String must be one of: {', '.join(choices)}"
+        return None
+    return check
+
+
+# ------------------------------------------------------------------------------ topic config
+
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+
+# (topic key, type, default, validator, broker key that supplies the default)
+_TOPIC_KEYS: list[tuple[str, Type, Any, Callable[[Any], str | None] | None, str | None]] = [
+    ("cleanup.policy", Type.LIST, "delete", one_of("delete", "compact"), "log.cleanup.policy"),
+    ("compression.type", Type.STRING, "producer", one_of(*COMPRESSION_TYPES), "compression.type"),
+    ("delete.retention.ms", Type.LONG, 86400000, at_least(0), "log.cleaner.delete.retention.ms"),
+    ("file.delete.delay.ms", Type.LONG, 60000, at_least(0), "log.segment.delete.delay.ms"),
+    ("flush.messages", Type.LONG, LONG_MAX, at_least(1), "log.flush.interval.messages"),
+    ("flush.ms", Type.LONG, LONG_MAX, at_least(0), "log.flush.interval.ms"),
+    ("follower.replication.throttled.replicas", Type.LIST, "", None, None),
+    ("index.interval.bytes", Type.INT, 4096, at_least(0), "log.index.interval.bytes"),
+    ("leader.replication.throttled.replicas", Type.LIST, "", None, None),
+    ("max.compaction.lag.ms", Type.LONG, LONG_MAX, at_least(1), "log.cleaner.max.compaction.lag.ms"),
+    ("max.message.bytes", Type.INT, 1048588, at_least(0), "message.max.bytes"),
+    ("message.downconversion.enable", Type.BOOLEAN, True, None, "log.message.downconversion.enable"),
+    ("message.format.version", Type.STRING, "3.0-IV1", None, "log.message.format.version"),
+    ("message.timestamp.difference.max.ms", Type.LONG, LONG_MAX, at_least(0),
+     "log.message.timestamp.difference.max.ms"),
+    ("message.timestamp.type", Type.STRING, "CreateTime", one_of("CreateTime", "LogAppendTime"),
+     "log.message.timestamp.type"),
+    ("min.cleanable.dirty.ratio", Type.DOUBLE, 0.5, between(0, 1), "log.cleaner.min.cleanable.ratio"),
+    ("min.compaction.lag.ms", Type.LONG, 0, at_least(0), "log.cleaner.min.compaction.lag.ms"),
+    ("min.insync.replicas", Type.INT, 1, at_least(1), "min.insync.replicas"),
+    ("preallocate", Type.BOOLEAN, False, None, "log.preallocate"),
+    ("retention.bytes", Type.LONG, -1, None, "log.retention.bytes"),
+    ("retention.ms", Type.LONG, 604800000, at_least(-1), "log.retention.ms"),
+    ("segment.bytes", Type.INT, 1073741824, at_least(14), "log.segment.bytes"),
+    ("segment.index.bytes", Type.INT, 10485760, at_least(8), "log.index.size.max.bytes"),
+    ("segment.jitter.ms", Type.LONG, 0, at_least(0), "log.roll.jitter.ms"),
+    ("segment.ms", Type.LONG, 604800000, at_least(1), "log.roll.ms"),
+    ("unclean.leader.election.enable", Type.BOOLEAN, False, None, "unclean.leader.election.enable"),
+]
+
+TOPIC_CONFIG: dict[str, ConfigKey] = {
+    name: ConfigKey(name, type_, default, validator) for name, type_, default, validator, _ in _TOPIC_KEYS
+}
+# topic key -> the broker key whose value is the topic's default
+TOPIC_CONFIG_SYNONYMS: dict[str, str] = {
+    name: broker_key for name, *_, broker_key in _TOPIC_KEYS if broker_key is not None
+}
+
+
+def validate_topic_config(overrides: Mapping[str, str]) -> dict[str, str]:
+    """Check topic overrides (as given to ``--config`` or CreateTopics); returns them as strings.
+
+    Raises ConfigError (INVALID_CONFIG at the API edge) naming the first bad key.
+    """
+    checked: dict[str, str] = {}
+    for key, raw in overrides.items():
+        spec = TOPIC_CONFIG.get(key)
+        if spec is None:
+            raise ConfigError(f"Unknown topic config name: {key}")
+        spec.parse(raw)
+        checked[key] = str(raw).strip()
+    return checked
+
+
+@dataclass(frozen=True, slots=True)
+class LogConfig:
+    """The effective configuration of one topic's logs."""
+
+    segment_bytes: int = 1073741824
+    segment_ms: int = 604800000
+    segment_jitter_ms: int = 0
+    segment_index_bytes: int = 10485760
+    index_interval_bytes: int = 4096
+    retention_bytes: int = -1
+    retention_ms: int = 604800000
+    max_message_bytes: int = 1048588
+    flush_messages: int = LONG_MAX
+    flush_ms: int = LONG_MAX
+    file_delete_delay_ms: int = 60000
+    message_timestamp_type: str = "CreateTime"
+    message_timestamp_difference_max_ms: int = LONG_MAX
+    min_insync_replicas: int = 1
+    unclean_leader_election_enable: bool = False
+    cleanup_policy: tuple[str, ...] = ("delete",)
+    compression_type: str = "producer"
+    preallocate: bool = False
+    # Everything else (valid keys odradek accepts and reports but does not act on).
+    others: Mapping[str, Any] = field(default_factory=dict)
+    # The keys that were set on the topic itself (for describe's "Configs:").
+    overridden: frozenset[str] = frozenset()
+
+    @classmethod
+    def build(cls, defaults: Mapping[str, Any], overrides: Mapping[str, str] | None = None) -> LogConfig:
+        """``defaults``: topic key -> parsed value (see ``KafkaConfig.topic_defaults``)."""
+        values = dict(defaults)
+        overrides = overrides or {}
+        for key, raw in overrides.items():
+            spec = TOPIC_CONFIG.get(key)
+            if spec is not None:
+                values[key] = spec.parse(raw)
+        known = {f for f in cls.__dataclass_fields__ if f not in ("others", "overridden")}
+        kwargs: dict[str, Any] = {}
+        others: dict[str, Any] = {}
+        for key, value in values.items():
+            attr = key.replace(".", "_")
+            if attr in known:
+                kwargs[attr] = tuple(value) if isinstance(value, list) else value
+            else:
+                others[key] = value
+        return cls(**kwargs, others=others, overridden=frozenset(k for k in overrides if k in TOPIC_CONFIG))
+
+    def value_of(self, key: str) -> Any:
+        attr = key.replace(".", "_")
+        if attr in self.__dataclass_fields__ and attr not in ("others", "overridden"):
+            value = getattr(self, attr)
+            return list(value) if isinstance(value, tuple) else value
+        return self.others.get(key)
+
+    def as_strings(self) -> dict[str, str]:
+        """Every topic config as Kafka prints it (lists comma-joined, booleans lower-case)."""
+        return {key: _to_string(self.value_of(key)) for key in sorted(TOPIC_CONFIG)}
+
+
+def _to_string(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value))
+    return "" if value is None else str(value)
+
+
+# ------------------------------------------------------------------------------ broker config
+
+_LISTENER_RE = re.compile(r"^(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:]*):(?P<port>-?\d+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    name: str
+    host: str  # "" binds every interface
+    port: int
+
+    @classmethod
+    def parse_list(cls, key: str, items: Iterable[str]) -> list[Listener]:
+        result = []
+        for item in items:
+            m = _LISTENER_RE.match(item)
+            if not m:
+                raise ConfigError(
+                    f"Invalid value {item} for configuration {key}: expected NAME://host:port")
+            port = int(m["port"])
+            if not 0 <= port <= 65535:
+                raise ConfigError(f"Invalid value {item} for configuration {key}: port out of range")
+            result.append(cls(m["name"].upper(), m["host"].strip("[]"), port))
+        names = [lst.name for lst in result]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"Invalid value {','.join(items)} for configuration {key}: "
+                              "each listener must have a distinct name")
+        return result
+
+
+def _broker_keys() -> list[ConfigKey]:
+    k = ConfigKey
+    keys = [
+        k("broker.id", Type.INT, -1, at_least(-1)),
+        k("broker.id.generation.enable", Type.BOOLEAN, True),
+        k("reserved.broker.max.id", Type.INT, 1000, at_least(0)),
+        k("broker.rack", Type.STRING, None),
+        k("listeners", Type.LIST, "PLAINTEXT://:9092"),
+        k("advertised.listeners", Type.LIST, None),
+        k("listener.security.protocol.map", Type.LIST,
+          "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
+        k("inter.broker.listener.name", Type.STRING, None),
+        k("security.inter.broker.protocol", Type.STRING, "PLAINTEXT",
+          one_of("PLAINTEXT")),
+        k("log.dirs", Type.LIST, None),
+        k("log.dir", Type.LIST, "/tmp/kafka-logs"),
+        k("zookeeper.connect", Type.STRING),
+        k("zookeeper.session.timeout.ms", Type.INT, 18000, at_least(1)),
+        k("zookeeper.connection.timeout.ms", Type.INT, None, at_least(1)),
+        k("zookeeper.max.in.flight.requests", Type.INT, 10, at_least(1)),
+        k("num.partitions", Type.INT, 1, at_least(1)),
+        k("default.replication.factor", Type.INT, 1, at_least(1)),
+        k("auto.create.topics.enable", Type.BOOLEAN, False),
+        k("delete.topic.enable", Type.BOOLEAN, True),
+        k("controlled.shutdown.enable", Type.BOOLEAN, True),
+        k("controlled.shutdown.max.retries", Type.INT, 3, at_least(0)),
+        k("controlled.shutdown.retry.backoff.ms", Type.LONG, 5000, at_least(0)),
+        k("controller.socket.timeout.ms", Type.INT, 30000, at_least(1)),
+        k("auto.leader.rebalance.enable", Type.BOOLEAN, True),
+        k("leader.imbalance.check.interval.seconds", Type.LONG, 300, at_least(1)),
+        k("leader.imbalance.per.broker.percentage", Type.INT, 10, between(0, 100)),
+        k("replica.lag.time.max.ms", Type.LONG, 30000, at_least(1)),
+        k("replica.fetch.max.bytes", Type.INT, 1048576, at_least(0)),
+        k("replica.fetch.min.bytes", Type.INT, 1, at_least(1)),
+        k("replica.fetch.wait.max.ms", Type.INT, 500, at_least(0)),
+        k("replica.fetch.response.max.bytes", Type.INT, 10485760, at_least(0)),
+        k("replica.fetch.backoff.ms", Type.INT, 1000, at_least(0)),
+        k("replica.socket.timeout.ms", Type.INT, 30000, at_least(1)),
+        k("replica.high.watermark.checkpoint.interval.ms", Type.LONG, 5000, at_least(1)),
+        k("num.replica.fetchers", Type.INT, 1, at_least(1)),
+        k("message.max.bytes", Type.INT, 1048588, at_least(0)),
+        k("socket.request.max.bytes", Type.INT, 104857600, at_least(1)),
+        k("socket.send.buffer.bytes", Type.INT, 102400),
+        k("socket.receive.buffer.bytes", Type.INT, 102400),
+        k("connections.max.idle.ms", Type.LONG, 600000),
+        k("request.timeout.ms", Type.INT, 30000, at_least(0)),
+        k("log.segment.bytes", Type.INT, 1073741824, at_least(14)),
+        k("log.roll.ms", Type.LONG, None, at_least(1)),
+        k("log.roll.hours", Type.INT, 168, at_least(1)),
+        k("log.roll.jitter.ms", Type.LONG, None, at_least(0)),
+        k("log.roll.jitter.hours", Type.INT, 0, at_least(0)),
+        k("log.retention.ms", Type.LONG, None),
+        k("log.retention.minutes", Type.INT, None),
+        k("log.retention.hours", Type.INT, 168),
+        k("log.retention.bytes", Type.LONG, -1),
+        k("log.retention.check.interval.ms", Type.LONG, 300000, at_least(1)),
+        k("log.index.interval.bytes", Type.INT, 4096, at_least(0)),
+        k("log.index.size.max.bytes", Type.INT, 10485760, at_least(8)),
+        k("log.flush.interval.messages", Type.LONG, LONG_MAX, at_least(1)),
+        k("log.flush.interval.ms", Type.LONG, None, at_least(0)),
+        k("log.flush.scheduler.interval.ms", Type.LONG, LONG_MAX),
+        k("log.flush.offset.checkpoint.interval.ms", Type.INT, 60000, at_least(0)),
+        k("log.flush.start.offset.checkpoint.interval.ms", Type.INT, 60000, at_least(0)),
+        k("log.segment.delete.delay.ms", Type.LONG, 60000, at_least(0)),
+        k("log.cleanup.policy", Type.LIST, "delete", one_of("delete", "compact")),
+        k("log.cleaner.enable", Type.BOOLEAN, True),
+        k("log.cleaner.delete.retention.ms", Type.LONG, 86400000),
+        k("log.cleaner.min.cleanable.ratio", Type.DOUBLE, 0.5, between(0, 1)),
+        k("log.cleaner.min.compaction.lag.ms", Type.LONG, 0),
+        k("log.cleaner.max.compaction.lag.ms", Type.LONG, LONG_MAX),
+        k("log.message.timestamp.type", Type.STRING, "CreateTime", one_of("CreateTime", "LogAppendTime")),
+        k("log.message.timestamp.difference.max.ms", Type.LONG, LONG_MAX),
+        k("log.message.downconversion.enable", Type.BOOLEAN, True),
+        k("log.message.format.version", Type.STRING, "3.0-IV1"),
+        k("log.preallocate", Type.BOOLEAN, False),
+        k("compression.type", Type.STRING, "producer", one_of(*COMPRESSION_TYPES)),
+        k("min.insync.replicas", Type.INT, 1, at_least(1)),
+        k("unclean.leader.election.enable", Type.BOOLEAN, False),
+        k("offsets.topic.replication.factor", Type.INT, 3, at_least(1)),
+        k("offsets.topic.num.partitions", Type.INT, 50, at_least(1)),
+        k("transaction.state.log.replication.factor", Type.INT, 3, at_least(1)),
+        k("transaction.state.log.min.isr", Type.INT, 2, at_least(1)),
+        k("group.initial.rebalance.delay.ms", Type.INT, 3000),
+        k("transactional.id.expiration.ms", Type.INT, 604800000),
+        k("producer.id.expiration.ms", Type.INT, 86400000),
+        k("inter.broker.protocol.version", Type.STRING, "3.0-IV1"),
+        k("file.delete.delay.ms", Type.LONG, None, at_least(0)),
+    ]
+    return keys
+
+
+BROKER_CONFIG: dict[str, ConfigKey] = {key.name: key for key in _broker_keys()}
+
+# Accepted and ignored: thread pool sizes and similar knobs that have no meaning in a
+# one-loop Python broker.  Listed so a Kafka server.properties loads without warnings.
+IGNORED_BROKER_KEYS = frozenset({
+    "num.network.threads", "num.io.threads", "num.recovery.threads.per.data.dir",
+    "background.threads", "queued.max.requests", "log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.io.buffer.size", "log.cleaner.backoff.ms", "group.min.session.timeout.ms",
+    "group.max.session.timeout.ms", "offsets.retention.minutes", "metric.reporters",
+    "confluent.support.metrics.enable", "zookeeper.set.acl", "ssl.client.auth",
+    "kafka.metrics.reporters", "kafka.metrics.polling.interval.secs",
+})
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java-properties subset: ``key=value`` or ``key: value`` lines, ``#``/``!`` comments,
+    trailing-backslash continuations."""
+    props: dict[str, str] = {}
+    pending = ""
+    for raw_line in text.splitlines():
+        line = pending + raw_line.strip()
+        pending = ""
+        if not line or line[0] in "#!":
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            pending = line[:-1]
+            continue
+        m = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
+        if m is None:
+            props[line] = ""
+        else:
+            props[m.group(1)] = m.group(2).strip()
+    if pending:
+        m = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", pending)
+        if m:
+            props[m.group(1)] = m.group(2).strip()
+    return props
+
+
+def load_properties(path: str | Path) -> dict[str, str]:
+    try:
+        return parse_properties(Path(path).read_text())
+    except OSError as e:
+        raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+
+
+class KafkaConfig:
+    """A broker's configuration.  ``KafkaConfig.from_props(props)`` validates everything."""
+
+    def __init__(self, values: dict[str, Any], originals: dict[str, str], warnings: list[str]) -> None:
+        self._values = values
+        self.originals = originals
+        self.warnings = warnings
+
+    @classmethod
+    def from_props(cls, props: Mapping[str, str]) -> KafkaConfig:
+        values: dict[str, Any] = {}
+        warnings: list[str] = []
+        for key, raw in props.items():
+            if key in BROKER_CONFIG:
+                values[key] = BROKER_CONFIG[key].parse(raw)
+            elif key not in IGNORED_BROKER_KEYS:
+                warnings.append(f"The configuration '{key}' was supplied but isn't a known config.")
+        for key, spec in BROKER_CONFIG.items():
+            if key not in values:
+                if spec.default is _REQUIRED:
+                    raise ConfigError(f"Missing required configuration \"{key}\" which has no default value.")
+                values[key] = spec.parse(spec.default) if isinstance(spec.default, str) else spec.default
+        config = cls(values, dict(props), warnings)
+        config._check_combinations()
+        return config
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def _check_combinations(self) -> None:
+        self.listeners = Listener.parse_list("listeners", self["listeners"])
+        advertised = self["advertised.listeners"]
+        self.advertised_listeners = (Listener.parse_list("advertised.listeners", advertised)
+                                     if advertised else list(self.listeners))
+        names = {lst.name for lst in self.listeners}
+        for lst in self.advertised_listeners:
+            if lst.name not in names:
+                raise ConfigError(
+                    f"Invalid value {','.join(advertised)} for configuration advertised.listeners: "
+                    f"listener {lst.name} is not in listeners")
+        inter = self["inter.broker.listener.name"]
+        if inter is not None and inter.upper() not in names:
+            raise ConfigError(
+                f"Invalid value {inter} for configuration inter.broker.listener.name: "
+                f"it must be one of the listeners ({', '.join(sorted(names))})")
+        self.security_protocol_map = {}
+        for item in self["listener.security.protocol.map"]:
+            name, _, proto = item.partition(":")
+            self.security_protocol_map[name.strip().upper()] = proto.strip().upper()
+        if self["broker.id"] > self["reserved.broker.max.id"] and self["broker.id.generation.enable"]:
+            raise ConfigError(
+                f"Invalid value {self['broker.id']} for configuration broker.id: it must not exceed "
+                f"reserved.broker.max.id ({self['reserved.broker.max.id']})")
+        if self["broker.id"] < 0 and not self["broker.id.generation.enable"]:
+            raise ConfigError("broker.id must be set when broker.id.generation.enable is false")
+        if not self.log_dirs:
+            raise ConfigError("Invalid value for configuration log.dirs: at least one directory is required")
+        if self["min.insync.replicas"] > self["default.replication.factor"] and "min.insync.replicas" in self.originals:
+            # Kafka accepts this (topics may override the RF); it is only worth a warning.
+            self.warnings.append("min.insync.replicas is larger than default.replication.factor: "
+                                 "acks=all produce to such topics will fail")
+
+    # -- the values the code reads most, as attributes
+
+    @property
+    def broker_id(self) -> int:
+        return self["broker.id"]
+
+    @property
+    def rack(self) -> str | None:
+        return self["broker.rack"] or None
+
+    @property
+    def log_dirs(self) -> list[str]:
+        return list(self["log.dirs"] or self["log.dir"])
+
+    @property
+    def zookeeper_connect(self) -> str:
+        return self["zookeeper.connect"]
+
+    @property
+    def inter_broker_listener_name(self) -> str:
+        return (self["inter.broker.listener.name"] or self.listeners[0].name).upper()
+
+    @property
+    def retention_ms(self) -> int:
+        if self["log.retention.ms"] is not None:
+            return self["log.retention.ms"]
+        if self["log.retention.minutes"] is not None:
+            return self["log.retention.minutes"] * 60_000
+        return self["log.retention.hours"] * 3_600_000
+
+    @property
+    def roll_ms(self) -> int:
+        if self["log.roll.ms"] is not None:
+            return self["log.roll.ms"]
+        return self["log.roll.hours"] * 3_600_000
+
+    def topic_defaults(self) -> dict[str, Any]:
+        """Topic key -> this broker's default value for it (Kafka's LogConfig defaults)."""
+        defaults = {name: spec.parse(spec.default) if isinstance(spec.default, str) else spec.default
+                    for name, spec in TOPIC_CONFIG.items()}
+        for topic_key, broker_key in TOPIC_CONFIG_SYNONYMS.items():
+            if broker_key == "log.retention.ms":
+                defaults[topic_key] = self.retention_ms
+            elif broker_key == "log.roll.ms":
+                defaults[topic_key] = self.roll_ms
+            elif broker_key == "log.roll.jitter.ms":
+                jitter = self["log.roll.jitter.ms"]
+                defaults[topic_key] = jitter if jitter is not None else self["log.roll.jitter.hours"] * 3_600_000
+            elif broker_key == "log.flush.interval.ms":
+                flush = self["log.flush.interval.ms"]
+                defaults[topic_key] = flush if flush is not None else self["log.flush.scheduler.interval.ms"]
+            elif broker_key == "log.segment.delete.delay.ms" and self["file.delete.delay.ms"] is not None:
+                defaults[topic_key] = self["file.delete.delay.ms"]
+            elif broker_key in self._values and self._values[broker_key] is not None:
+                defaults[topic_key] = self._values[broker_key]
+        return defaults
+
+    def log_config(self, overrides: Mapping[str, str] | None = None) -> LogConfig:
+        return LogConfig.build(self.topic_defaults(), overrides)
