@@ -103,6 +103,7 @@ class KafkaZkClient:
         self._zk: KazooClient | None = None
         self._state_listeners: list[Callable[[str], None]] = []
         self._last_state: str | None = None
+        self._watch_wrappers: dict[Callable[[WatchedEvent], None], Callable[[WatchedEvent], None]] = {}
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -165,16 +166,21 @@ class KafkaZkClient:
     # ------------------------------------------------------------------ primitives
 
     def _watch(self, callback: Callable[[WatchedEvent], None] | None) -> Callable[[WatchedEvent], None] | None:
+        """The kazoo-side watcher for ``callback``.  kazoo keeps a set of watchers per path,
+        so the same callback must map to the same wrapper or watches would pile up."""
         if callback is None:
             return None
-        loop = self._loop
-        assert loop is not None
+        wrapper = self._watch_wrappers.get(callback)
+        if wrapper is None:
+            loop = self._loop
+            assert loop is not None
 
-        def on_event(event: WatchedEvent) -> None:  # kazoo thread
-            if not loop.is_closed():
-                loop.call_soon_threadsafe(callback, event)
+            def wrapper(event: WatchedEvent) -> None:  # kazoo thread
+                if not loop.is_closed():
+                    loop.call_soon_threadsafe(callback, event)
 
-        return on_event
+            self._watch_wrappers[callback] = wrapper
+        return wrapper
 
     def _future(self, async_result: Any) -> asyncio.Future[Any]:
         loop = self._loop

@@ -1,0 +1,150 @@
+"""Controller events: every ZooKeeper watch and every request to the controller becomes one.
+
+Watch callbacks do nothing but enqueue one of these; the ControllerEventManager processes
+them one at a time, in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = [
+    "AlterPartitionReceived",
+    "AutoPreferredReplicaLeaderElection",
+    "BrokerChange",
+    "BrokerModifications",
+    "ControlledShutdown",
+    "ControllerChange",
+    "ControllerEvent",
+    "Expire",
+    "LeaderAndIsrResponseReceived",
+    "PartitionModifications",
+    "PartitionReassignment",
+    "PreferredReplicaLeaderElection",
+    "Reelect",
+    "RegisterBrokerAndReelect",
+    "Startup",
+    "TopicChange",
+    "TopicDeletion",
+    "TopicDeletionStopReplicaResponseReceived",
+    "TopicUncleanLeaderElectionEnable",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerEvent:
+    """Base class; ``name`` is what the event log prints."""
+
+    @property
+    def name(self) -> str:
+        return type(self).__name__
+
+
+@dataclass(frozen=True, slots=True)
+class Startup(ControllerEvent):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerChange(ControllerEvent):
+    """``/controller`` was created, changed or deleted."""
+
+
+@dataclass(frozen=True, slots=True)
+class Reelect(ControllerEvent):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class Expire(ControllerEvent):
+    """Our ZooKeeper session expired: resign if we were the controller."""
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerAndReelect(ControllerEvent):
+    """A new ZooKeeper session after an expiry: register again and take part in the election."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerChange(ControllerEvent):
+    """The children of ``/brokers/ids`` changed."""
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerModifications(ControllerEvent):
+    broker_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicChange(ControllerEvent):
+    """The children of ``/brokers/topics`` changed."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionModifications(ControllerEvent):
+    """``/brokers/topics/<topic>`` changed (partitions added)."""
+
+    topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDeletion(ControllerEvent):
+    """The children of ``/admin/delete_topics`` changed."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDeletionStopReplicaResponseReceived(ControllerEvent):
+    replica_id: int
+    # (topic, partition) -> Kafka error code; top_error applies to all when non-zero
+    partition_errors: dict[tuple[str, int], int] = field(hash=False, compare=False)
+    top_error: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsrResponseReceived(ControllerEvent):
+    broker_id: int
+    partition_errors: dict[tuple[str, int], int] = field(hash=False, compare=False)
+    top_error: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionReassignment(ControllerEvent):
+    """``/admin/reassign_partitions`` was created."""
+
+
+@dataclass(frozen=True, slots=True)
+class PreferredReplicaLeaderElection(ControllerEvent):
+    """``/admin/preferred_replica_election`` was created, or an ElectLeaders request came."""
+
+    partitions: frozenset[tuple[str, int]] | None = None
+    reply: asyncio.Future[Any] | None = field(default=None, hash=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class AutoPreferredReplicaLeaderElection(ControllerEvent):
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class TopicUncleanLeaderElectionEnable(ControllerEvent):
+    topic: str
+
+
+@dataclass(frozen=True, slots=True)
+class ControlledShutdown(ControllerEvent):
+    broker_id: int
+    broker_epoch: int
+    reply: asyncio.Future[Any] = field(hash=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionReceived(ControllerEvent):
+    """A leader asks to change a partition's ISR (AlterPartition / AlterIsr)."""
+
+    broker_id: int
+    broker_epoch: int
+    # (topic, partition) -> (leader_epoch, new_isr, partition_epoch)
+    changes: dict[tuple[str, int], tuple[int, tuple[int, ...], int]] = field(hash=False, compare=False)
+    reply: asyncio.Future[Any] = field(hash=False, compare=False)

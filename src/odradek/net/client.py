@@ -1,0 +1,131 @@
+"""A small asyncio Kafka client connection for broker-to-broker traffic.
+
+Used by the controller's channel to each broker and by follower fetchers.  Requests are
+pipelined; responses are matched to requests by correlation id (a mismatch closes the
+connection, as in aiokafka).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import struct
+from collections import deque
+from typing import Any
+
+from odradek.protocol.framing import decode_response, encode_request
+
+log = logging.getLogger(__name__)
+
+__all__ = ["BrokerConnection", "ConnectionClosed"]
+
+_SIZE = struct.Struct(">i")
+
+
+class ConnectionClosed(ConnectionError):
+    """The connection closed (or failed) before a response arrived."""
+
+
+class BrokerConnection:
+    def __init__(self, host: str, port: int, client_id: str, *, max_frame_bytes: int = 200 * 1024 * 1024) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.max_frame_bytes = max_frame_bytes
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._read_task: asyncio.Task[None] | None = None
+        self._pending: deque[tuple[int, type[Any], asyncio.Future[Any]]] = deque()
+        self._correlation = itertools.count(1)
+        self._closed_error: BaseException | None = None
+
+    @property
+    def connected(self) -> bool:
+        return self._writer is not None and self._closed_error is None
+
+    async def connect(self, timeout_s: float = 10.0) -> None:
+        self._reader, self._writer = await asyncio.wait_for(
+            asyncio.open_connection(self.host, self.port, limit=2**20), timeout_s)
+        self._closed_error = None
+        self._read_task = asyncio.get_running_loop().create_task(
+            self._read_loop(), name=f"conn-{self.host}:{self.port}")
+
+    async def send(self, payload: Any, response_type: type[Any] | None, timeout_s: float = 30.0) -> Any:
+        """Send one request and await its response (None when ``response_type`` is None,
+        i.e. the request expects no response)."""
+        if not self.connected:
+            raise ConnectionClosed(f"not connected to {self.host}:{self.port}")
+        correlation_id = next(self._correlation) & 0x7FFFFFFF
+        frame = encode_request(payload, correlation_id, self.client_id)
+        assert self._writer is not None
+        if response_type is None:
+            self._writer.write(frame)
+            await self._writer.drain()
+            return None
+        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending.append((correlation_id, response_type, fut))
+        self._writer.write(frame)
+        await self._writer.drain()
+        try:
+            return await asyncio.wait_for(fut, timeout_s)
+        except asyncio.TimeoutError:
+            # A late response would misalign the pipeline: start over on a fresh connection.
+            await self.close(ConnectionClosed(f"request to {self.host}:{self.port} timed out"))
+            raise
+
+    async def _read_loop(self) -> None:
+        reader = self._reader
+        assert reader is not None
+        error: BaseException
+        try:
+            while True:
+                size = _SIZE.unpack(await reader.readexactly(4))[0]
+                if size < 4 or size > self.max_frame_bytes:
+                    raise ConnectionClosed(f"bad response size {size} from {self.host}:{self.port}")
+                frame = await reader.readexactly(size)
+                if not self._pending:
+                    raise ConnectionClosed("response without a request")
+                correlation_id, response_type, fut = self._pending.popleft()
+                got_id, response = decode_response(frame, response_type)
+                if got_id != correlation_id:
+                    raise ConnectionClosed(
+                        f"correlation id mismatch from {self.host}:{self.port}: expected {correlation_id}, got {got_id}")
+                if not fut.done():
+                    fut.set_result(response)
+        except asyncio.CancelledError:
+            error = ConnectionClosed("connection closed")
+        except (asyncio.IncompleteReadError, ConnectionError, OSError) as e:
+            error = ConnectionClosed(f"connection to {self.host}:{self.port} lost: {e!r}")
+        except Exception as e:  # a response we could not decode
+            log.warning("closing connection to %s:%s: %r", self.host, self.port, e)
+            error = ConnectionClosed(f"bad response from {self.host}:{self.port}: {e!r}")
+        self._fail_pending(error)
+        self._closed_error = error
+        if self._writer is not None:
+            self._writer.close()
+
+    def _fail_pending(self, error: BaseException) -> None:
+        while self._pending:
+            _, _, fut = self._pending.popleft()
+            if not fut.done():
+                fut.set_exception(error)
+
+    async def close(self, error: BaseException | None = None) -> None:
+        error = error or ConnectionClosed("connection closed")
+        self._closed_error = error
+        self._fail_pending(error)
+        task, self._read_task = self._read_task, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        writer, self._writer = self._writer, None
+        if writer is not None:
+            writer.close()
+            try:
+                await writer.wait_closed()
+            except (ConnectionError, OSError):
+                pass
