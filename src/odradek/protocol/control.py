@@ -1,0 +1,365 @@
+"""The ZooKeeper-era inter-broker control APIs: LeaderAndIsr, StopReplica, UpdateMetadata and
+ControlledShutdown.
+
+kio (generated from Kafka 4.x, after ZooKeeper's removal) does not ship these, so they are
+defined here in kio's own shape: frozen dataclasses whose class attributes (``__type__``,
+``__version__``, ``__flexible__``, ``__api_key__``, ``__header_schema__``) and field metadata
+(``kafka_type``) are what kio's native ``entity_reader`` / ``entity_writer`` read. The layouts
+are those of Kafka 3.x's JSON message schemas (``clients/src/main/resources/common/message/``)
+at the one version of each API that odradek speaks; every version here is flexible (compact
+strings and arrays, a tagged-field section per struct, request header v2, response header v1).
+None of these schemas defines tagged fields.
+
+Field defaults are the schemas' explicit ``default``s, plus the empty array for ignorable
+replica lists and null for the nullable rack, which are Kafka's implicit defaults.
+
+A topic id of ``None`` is Kafka's zero UUID (kio maps one to the other in both directions).
+"""
+
+# No ``from __future__ import annotations`` here, unlike the rest of odradek: kio's codec
+# inspects ``dataclasses.Field.type`` at run time and rejects string annotations.
+
+import enum
+import uuid
+from dataclasses import dataclass, field
+from typing import ClassVar, Final
+
+from kio.schema.errors import ErrorCode
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
+from kio.schema.types import BrokerId, TopicName
+from kio.static.constants import EntityType
+from kio.static.primitive import i8, i16, i32, i64
+
+LEADER_AND_ISR_KEY: Final = 4
+STOP_REPLICA_KEY: Final = 5
+UPDATE_METADATA_KEY: Final = 6
+CONTROLLED_SHUTDOWN_KEY: Final = 7
+
+LEADER_AND_ISR_VERSION: Final = 5
+STOP_REPLICA_VERSION: Final = 3
+UPDATE_METADATA_VERSION: Final = 7
+CONTROLLED_SHUTDOWN_VERSION: Final = 3
+
+
+class LeaderAndIsrType(enum.IntEnum):
+    """Values of ``LeaderAndIsrRequest.type`` (Kafka's ``AbstractControlRequest.Type``)."""
+
+    INCREMENTAL = 0
+    FULL = 1
+
+
+# Slotted bases carrying the class attributes kio's codec reads; one pair per API keeps each
+# message's structs visibly tied to its api key and version. Top-level payloads override
+# ``__type__``.
+
+
+class _LeaderAndIsrRequestPart:
+    __slots__ = ()
+    __type__: ClassVar[EntityType] = EntityType.nested
+    __version__: ClassVar[i16] = i16(LEADER_AND_ISR_VERSION)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(LEADER_AND_ISR_KEY)
+    __header_schema__: ClassVar[type[RequestHeaderV2]] = RequestHeaderV2
+
+
+class _LeaderAndIsrResponsePart:
+    __slots__ = ()
+    __type__: ClassVar[EntityType] = EntityType.nested
+    __version__: ClassVar[i16] = i16(LEADER_AND_ISR_VERSION)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(LEADER_AND_ISR_KEY)
+    __header_schema__: ClassVar[type[ResponseHeaderV1]] = ResponseHeaderV1
+
+
+class _StopReplicaRequestPart:
+    __slots__ = ()
+    __type__: ClassVar[EntityType] = EntityType.nested
+    __version__: ClassVar[i16] = i16(STOP_REPLICA_VERSION)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(STOP_REPLICA_KEY)
+    __header_schema__: ClassVar[type[RequestHeaderV2]] = RequestHeaderV2
+
+
+class _StopReplicaResponsePart:
+    __slots__ = ()
+    __type__: ClassVar[EntityType] = EntityType.nested
+    __version__: ClassVar[i16] = i16(STOP_REPLICA_VERSION)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(STOP_REPLICA_KEY)
+    __header_schema__: ClassVar[type[ResponseHeaderV1]] = ResponseHeaderV1
+
+
+class _UpdateMetadataRequestPart:
+    __slots__ = ()
+    __type__: ClassVar[EntityType] = EntityType.nested
+    __version__: ClassVar[i16] = i16(UPDATE_METADATA_VERSION)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(UPDATE_METADATA_KEY)
+    __header_schema__: ClassVar[type[RequestHeaderV2]] = RequestHeaderV2
+
+
+class _UpdateMetadataResponsePart:
+    __slots__ = ()
+    __type__: ClassVar[EntityType] = EntityType.nested
+    __version__: ClassVar[i16] = i16(UPDATE_METADATA_VERSION)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(UPDATE_METADATA_KEY)
+    __header_schema__: ClassVar[type[ResponseHeaderV1]] = ResponseHeaderV1
+
+
+class _ControlledShutdownRequestPart:
+    __slots__ = ()
+    __type__: ClassVar[EntityType] = EntityType.nested
+    __version__: ClassVar[i16] = i16(CONTROLLED_SHUTDOWN_VERSION)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(CONTROLLED_SHUTDOWN_KEY)
+    __header_schema__: ClassVar[type[RequestHeaderV2]] = RequestHeaderV2
+
+
+class _ControlledShutdownResponsePart:
+    __slots__ = ()
+    __type__: ClassVar[EntityType] = EntityType.nested
+    __version__: ClassVar[i16] = i16(CONTROLLED_SHUTDOWN_VERSION)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(CONTROLLED_SHUTDOWN_KEY)
+    __header_schema__: ClassVar[type[ResponseHeaderV1]] = ResponseHeaderV1
+
+
+_dataclass = dataclass(frozen=True, slots=True, kw_only=True)
+
+# --- LeaderAndIsr v5 ---------------------------------------------------------------------
+
+
+@_dataclass
+class LeaderAndIsrPartitionState(_LeaderAndIsrRequestPart):
+    """The leadership state of one partition, as the controller wrote it to ZooKeeper."""
+
+    partition_index: i32 = field(metadata={"kafka_type": "int32"})
+    controller_epoch: i32 = field(metadata={"kafka_type": "int32"})
+    leader: BrokerId = field(metadata={"kafka_type": "int32"})
+    leader_epoch: i32 = field(metadata={"kafka_type": "int32"})
+    isr: tuple[BrokerId, ...] = field(metadata={"kafka_type": "int32"})
+    zk_version: i32 = field(metadata={"kafka_type": "int32"})
+    replicas: tuple[BrokerId, ...] = field(metadata={"kafka_type": "int32"})
+    adding_replicas: tuple[BrokerId, ...] = field(metadata={"kafka_type": "int32"}, default=())
+    removing_replicas: tuple[BrokerId, ...] = field(metadata={"kafka_type": "int32"}, default=())
+    is_new: bool = field(metadata={"kafka_type": "bool"}, default=False)
+    """Whether the replica should not have existed on the broker before (a new partition)."""
+
+
+@_dataclass
+class LeaderAndIsrTopicState(_LeaderAndIsrRequestPart):
+    """The partitions of one topic in a LeaderAndIsr request."""
+
+    topic_name: TopicName = field(metadata={"kafka_type": "string"})
+    topic_id: uuid.UUID | None = field(metadata={"kafka_type": "uuid"})
+    partition_states: tuple[LeaderAndIsrPartitionState, ...]
+
+
+@_dataclass
+class LeaderAndIsrLiveLeader(_LeaderAndIsrRequestPart):
+    """A live broker that leads at least one partition of the request."""
+
+    broker_id: BrokerId = field(metadata={"kafka_type": "int32"})
+    host_name: str = field(metadata={"kafka_type": "string"})
+    port: i32 = field(metadata={"kafka_type": "int32"})
+
+
+@_dataclass
+class LeaderAndIsrRequest(_LeaderAndIsrRequestPart):
+    """Controller -> broker: lead or follow these partitions (api key 4, v5)."""
+
+    __type__: ClassVar[EntityType] = EntityType.request
+    controller_id: BrokerId = field(metadata={"kafka_type": "int32"})
+    controller_epoch: i32 = field(metadata={"kafka_type": "int32"})
+    broker_epoch: i64 = field(metadata={"kafka_type": "int64"}, default=i64(-1))
+    type: i8 = field(metadata={"kafka_type": "int8"}, default=i8(LeaderAndIsrType.INCREMENTAL))
+    """A :class:`LeaderAndIsrType`: whether the request carries all of the broker's partitions."""
+    topic_states: tuple[LeaderAndIsrTopicState, ...]
+    live_leaders: tuple[LeaderAndIsrLiveLeader, ...]
+
+
+@_dataclass
+class LeaderAndIsrPartitionError(_LeaderAndIsrResponsePart):
+    """The outcome for one partition of a LeaderAndIsr request."""
+
+    partition_index: i32 = field(metadata={"kafka_type": "int32"})
+    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
+
+
+@_dataclass
+class LeaderAndIsrTopicError(_LeaderAndIsrResponsePart):
+    """The outcomes for one topic, keyed by topic id (v5 dropped the topic name here)."""
+
+    topic_id: uuid.UUID | None = field(metadata={"kafka_type": "uuid"})
+    partition_errors: tuple[LeaderAndIsrPartitionError, ...]
+
+
+@_dataclass
+class LeaderAndIsrResponse(_LeaderAndIsrResponsePart):
+    """Broker -> controller: the answer to a LeaderAndIsr request (v5)."""
+
+    __type__: ClassVar[EntityType] = EntityType.response
+    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
+    topics: tuple[LeaderAndIsrTopicError, ...]
+
+
+# --- StopReplica v3 ----------------------------------------------------------------------
+
+
+@_dataclass
+class StopReplicaPartitionState(_StopReplicaRequestPart):
+    """One partition to stop replicating, and whether to delete its log."""
+
+    partition_index: i32 = field(metadata={"kafka_type": "int32"})
+    leader_epoch: i32 = field(metadata={"kafka_type": "int32"}, default=i32(-1))
+    """-1 (no epoch) and -2 (topic deletion) bypass the broker's stale-epoch check."""
+    delete_partition: bool = field(metadata={"kafka_type": "bool"})
+
+
+@_dataclass
+class StopReplicaTopicState(_StopReplicaRequestPart):
+    """The partitions of one topic in a StopReplica request."""
+
+    topic_name: TopicName = field(metadata={"kafka_type": "string"})
+    partition_states: tuple[StopReplicaPartitionState, ...]
+
+
+@_dataclass
+class StopReplicaRequest(_StopReplicaRequestPart):
+    """Controller -> broker: stop replicating (and maybe delete) these partitions (key 5, v3)."""
+
+    __type__: ClassVar[EntityType] = EntityType.request
+    controller_id: BrokerId = field(metadata={"kafka_type": "int32"})
+    controller_epoch: i32 = field(metadata={"kafka_type": "int32"})
+    broker_epoch: i64 = field(metadata={"kafka_type": "int64"}, default=i64(-1))
+    topic_states: tuple[StopReplicaTopicState, ...]
+
+
+@_dataclass
+class StopReplicaPartitionError(_StopReplicaResponsePart):
+    """The outcome for one partition of a StopReplica request."""
+
+    topic_name: TopicName = field(metadata={"kafka_type": "string"})
+    partition_index: i32 = field(metadata={"kafka_type": "int32"})
+    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
+
+
+@_dataclass
+class StopReplicaResponse(_StopReplicaResponsePart):
+    """Broker -> controller: the answer to a StopReplica request (v3)."""
+
+    __type__: ClassVar[EntityType] = EntityType.response
+    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
+    partition_errors: tuple[StopReplicaPartitionError, ...]
+
+
+# --- UpdateMetadata v7 -------------------------------------------------------------------
+
+
+@_dataclass
+class UpdateMetadataPartitionState(_UpdateMetadataRequestPart):
+    """The leadership state of one partition, for the broker's metadata cache."""
+
+    partition_index: i32 = field(metadata={"kafka_type": "int32"})
+    controller_epoch: i32 = field(metadata={"kafka_type": "int32"})
+    leader: BrokerId = field(metadata={"kafka_type": "int32"})
+    leader_epoch: i32 = field(metadata={"kafka_type": "int32"})
+    isr: tuple[BrokerId, ...] = field(metadata={"kafka_type": "int32"})
+    zk_version: i32 = field(metadata={"kafka_type": "int32"})
+    replicas: tuple[BrokerId, ...] = field(metadata={"kafka_type": "int32"})
+    offline_replicas: tuple[BrokerId, ...] = field(metadata={"kafka_type": "int32"}, default=())
+
+
+@_dataclass
+class UpdateMetadataTopicState(_UpdateMetadataRequestPart):
+    """The partitions of one topic in an UpdateMetadata request."""
+
+    topic_name: TopicName = field(metadata={"kafka_type": "string"})
+    topic_id: uuid.UUID | None = field(metadata={"kafka_type": "uuid"})
+    partition_states: tuple[UpdateMetadataPartitionState, ...]
+
+
+@_dataclass
+class UpdateMetadataEndpoint(_UpdateMetadataRequestPart):
+    """One listener of a live broker."""
+
+    port: i32 = field(metadata={"kafka_type": "int32"})
+    host: str = field(metadata={"kafka_type": "string"})
+    listener: str = field(metadata={"kafka_type": "string"})
+    security_protocol: i16 = field(metadata={"kafka_type": "int16"})
+    """Kafka's ``SecurityProtocol`` id: 0 PLAINTEXT, 1 SSL, 2 SASL_PLAINTEXT, 3 SASL_SSL."""
+
+
+@_dataclass
+class UpdateMetadataBroker(_UpdateMetadataRequestPart):
+    """A live broker and its endpoints."""
+
+    id: BrokerId = field(metadata={"kafka_type": "int32"})
+    endpoints: tuple[UpdateMetadataEndpoint, ...]
+    rack: str | None = field(metadata={"kafka_type": "string"}, default=None)
+
+
+@_dataclass
+class UpdateMetadataRequest(_UpdateMetadataRequestPart):
+    """Controller -> broker: the cluster's live brokers and partition states (key 6, v7)."""
+
+    __type__: ClassVar[EntityType] = EntityType.request
+    controller_id: BrokerId = field(metadata={"kafka_type": "int32"})
+    controller_epoch: i32 = field(metadata={"kafka_type": "int32"})
+    broker_epoch: i64 = field(metadata={"kafka_type": "int64"}, default=i64(-1))
+    topic_states: tuple[UpdateMetadataTopicState, ...]
+    live_brokers: tuple[UpdateMetadataBroker, ...]
+
+
+@_dataclass
+class UpdateMetadataResponse(_UpdateMetadataResponsePart):
+    """Broker -> controller: the answer to an UpdateMetadata request (v7)."""
+
+    __type__: ClassVar[EntityType] = EntityType.response
+    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
+
+
+# --- ControlledShutdown v3 ---------------------------------------------------------------
+
+
+@_dataclass
+class ControlledShutdownRequest(_ControlledShutdownRequestPart):
+    """Broker -> controller: move leadership away from me before I stop (key 7, v3)."""
+
+    __type__: ClassVar[EntityType] = EntityType.request
+    broker_id: BrokerId = field(metadata={"kafka_type": "int32"})
+    broker_epoch: i64 = field(metadata={"kafka_type": "int64"}, default=i64(-1))
+
+
+@_dataclass
+class RemainingPartition(_ControlledShutdownResponsePart):
+    """A partition the shutting-down broker still leads."""
+
+    topic_name: TopicName = field(metadata={"kafka_type": "string"})
+    partition_index: i32 = field(metadata={"kafka_type": "int32"})
+
+
+@_dataclass
+class ControlledShutdownResponse(_ControlledShutdownResponsePart):
+    """Controller -> broker: the answer to a ControlledShutdown request (v3)."""
+
+    __type__: ClassVar[EntityType] = EntityType.response
+    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
+    remaining_partitions: tuple[RemainingPartition, ...]
+
+
+# Lookup tables for the frame layer: (api key, version) -> payload class.
+REQUEST_TYPES: Final[dict[tuple[int, int], type]] = {
+    (LEADER_AND_ISR_KEY, LEADER_AND_ISR_VERSION): LeaderAndIsrRequest,
+    (STOP_REPLICA_KEY, STOP_REPLICA_VERSION): StopReplicaRequest,
+    (UPDATE_METADATA_KEY, UPDATE_METADATA_VERSION): UpdateMetadataRequest,
+    (CONTROLLED_SHUTDOWN_KEY, CONTROLLED_SHUTDOWN_VERSION): ControlledShutdownRequest,
+}
+RESPONSE_TYPES: Final[dict[tuple[int, int], type]] = {
+    (LEADER_AND_ISR_KEY, LEADER_AND_ISR_VERSION): LeaderAndIsrResponse,
+    (STOP_REPLICA_KEY, STOP_REPLICA_VERSION): StopReplicaResponse,
+    (UPDATE_METADATA_KEY, UPDATE_METADATA_VERSION): UpdateMetadataResponse,
+    (CONTROLLED_SHUTDOWN_KEY, CONTROLLED_SHUTDOWN_VERSION): ControlledShutdownResponse,
+}
