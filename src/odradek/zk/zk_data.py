@@ -121,7 +121,9 @@ class EndPoint:
 
     @property
     def connection_string(self) -> str:
-        return f"{self.listener}://{self.host}:{self.port}"
+        # Kafka's Utils.formatAddress: an IPv6 host goes in brackets.
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{self.listener}://{host}:{self.port}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,15 +155,17 @@ class BrokerIdZNode:
 
     @staticmethod
     def encode(info: BrokerInfo) -> bytes:
-        first = info.endpoints[0]
+        # The top-level host and port are for old clients that only speak PLAINTEXT: Kafka
+        # writes the first PLAINTEXT endpoint there, or null and -1 when there is none.
+        plaintext = next((e for e in info.endpoints if e.security_protocol == "PLAINTEXT"), None)
         obj: dict[str, object] = {
             "listener_security_protocol_map": {e.listener: e.security_protocol for e in info.endpoints},
             "endpoints": [e.connection_string for e in info.endpoints],
             "jmx_port": -1,
             "features": {},
-            "host": first.host,
+            "host": plaintext.host if plaintext else None,
             "timestamp": str(info.timestamp_ms or now_ms()),
-            "port": first.port,
+            "port": plaintext.port if plaintext else -1,
             "version": 5,
         }
         if info.rack is not None:
