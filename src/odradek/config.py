@@ -71,6 +71,9 @@ def _convert(name: str, type_: Type, raw: Any) -> Any:
     text = raw.strip()
     try:
         if type_ in (Type.INT, Type.LONG):
+            # Java's parseInt syntax: Python's int() would also take "1_000" or non-ASCII digits.
+            if not re.fullmatch(r"[+-]?[0-9]+", text):
+                raise ValueError
             value = int(text)
             limit = INT_MAX if type_ is Type.INT else LONG_MAX
             if not -limit - 1 <= value <= limit:
@@ -289,7 +292,7 @@ def _broker_keys() -> list[ConfigKey]:
         k("zookeeper.max.in.flight.requests", Type.INT, 10, at_least(1)),
         k("num.partitions", Type.INT, 1, at_least(1)),
         k("default.replication.factor", Type.INT, 1, at_least(1)),
-        k("auto.create.topics.enable", Type.BOOLEAN, False),
+        k("auto.create.topics.enable", Type.BOOLEAN, True),
         k("delete.topic.enable", Type.BOOLEAN, True),
         k("controlled.shutdown.enable", Type.BOOLEAN, True),
         k("controlled.shutdown.max.retries", Type.INT, 3, at_least(0)),
@@ -438,21 +441,44 @@ class KafkaConfig:
         advertised = self["advertised.listeners"]
         self.advertised_listeners = (Listener.parse_list("advertised.listeners", advertised)
                                      if advertised else list(self.listeners))
+        ports = [lst.port for lst in self.listeners if lst.port != 0]
+        if len(set(ports)) != len(ports):
+            raise ConfigError(f"Invalid value {','.join(self['listeners'])} for configuration "
+                              "listeners: each listener must have a different port")
         names = {lst.name for lst in self.listeners}
         for lst in self.advertised_listeners:
             if lst.name not in names:
                 raise ConfigError(
                     f"Invalid value {','.join(advertised)} for configuration advertised.listeners: "
                     f"listener {lst.name} is not in listeners")
-        inter = self["inter.broker.listener.name"]
-        if inter is not None and inter.upper() not in names:
-            raise ConfigError(
-                f"Invalid value {inter} for configuration inter.broker.listener.name: "
-                f"it must be one of the listeners ({', '.join(sorted(names))})")
+            if lst.host == "0.0.0.0":
+                raise ConfigError(
+                    f"Invalid value {','.join(advertised or self['listeners'])} for configuration "
+                    "advertised.listeners (defaults to listeners): cannot advertise the "
+                    "non-routable meta-address 0.0.0.0")
         self.security_protocol_map = {}
         for item in self["listener.security.protocol.map"]:
             name, _, proto = item.partition(":")
             self.security_protocol_map[name.strip().upper()] = proto.strip().upper()
+        for lst in self.listeners:
+            if lst.name not in self.security_protocol_map:
+                raise ConfigError(
+                    f"Invalid value {','.join(self['listeners'])} for configuration listeners: "
+                    f"no security protocol defined for listener {lst.name} in "
+                    "listener.security.protocol.map")
+        # As Kafka: the inter-broker listener is the one named, else the one named after
+        # security.inter.broker.protocol; either way it must be advertised.
+        inter = self["inter.broker.listener.name"]
+        if inter is not None and "security.inter.broker.protocol" in self.originals:
+            raise ConfigError(f"Invalid value {inter} for configuration inter.broker.listener.name: "
+                              "only one of it and security.inter.broker.protocol may be set")
+        advertised_names = {lst.name for lst in self.advertised_listeners}
+        if self.inter_broker_listener_name not in advertised_names:
+            raise ConfigError(
+                f"Invalid value {inter or self['security.inter.broker.protocol']} for configuration "
+                f"{'inter.broker.listener.name' if inter else 'security.inter.broker.protocol'}: "
+                f"the inter-broker listener must be one of the advertised listeners "
+                f"({', '.join(sorted(advertised_names))})")
         if self["broker.id"] > self["reserved.broker.max.id"] and self["broker.id.generation.enable"]:
             raise ConfigError(
                 f"Invalid value {self['broker.id']} for configuration broker.id: it must not exceed "
@@ -461,6 +487,11 @@ class KafkaConfig:
             raise ConfigError("broker.id must be set when broker.id.generation.enable is false")
         if not self.log_dirs:
             raise ConfigError("Invalid value for configuration log.dirs: at least one directory is required")
+        if self.retention_ms == 0:
+            key = next(k for k in ("log.retention.ms", "log.retention.minutes", "log.retention.hours")
+                       if self[k] is not None)
+            raise ConfigError(f"Invalid value {self[key]} for configuration {key}: log retention "
+                              "must be unlimited (-1) or at least 1 ms")
         if self["min.insync.replicas"] > self["default.replication.factor"] and "min.insync.replicas" in self.originals:
             # Kafka accepts this (topics may override the RF); it is only worth a warning.
             self.warnings.append("min.insync.replicas is larger than default.replication.factor: "
@@ -486,15 +517,18 @@ class KafkaConfig:
 
     @property
     def inter_broker_listener_name(self) -> str:
-        return (self["inter.broker.listener.name"] or self.listeners[0].name).upper()
+        return (self["inter.broker.listener.name"] or self["security.inter.broker.protocol"]).upper()
 
     @property
     def retention_ms(self) -> int:
         if self["log.retention.ms"] is not None:
-            return self["log.retention.ms"]
-        if self["log.retention.minutes"] is not None:
-            return self["log.retention.minutes"] * 60_000
-        return self["log.retention.hours"] * 3_600_000
+            millis = self["log.retention.ms"]
+        elif self["log.retention.minutes"] is not None:
+            millis = self["log.retention.minutes"] * 60_000
+        else:
+            millis = self["log.retention.hours"] * 3_600_000
+        # Any negative value means unlimited, which Kafka normalises to -1 (log.retention.hours=-1).
+        return -1 if millis < 0 else millis
 
     @property
     def roll_ms(self) -> int:
