@@ -1,0 +1,566 @@
+"""Kafka's frame layer, sans-IO: size-prefixed frames, request and response headers.
+
+Every message on a Kafka connection is a frame: a big-endian int32 size, then that many
+bytes. A request frame holds a request header and the request body; a response frame holds
+a response header and the response body. Which header version a message uses depends on
+its api key and version:
+
+* request header v1 (api key, api version, correlation id, nullable client id) for
+  non-flexible versions, v2 (the same plus a tagged-field section) for flexible ones; the
+  client id keeps its int16-length encoding even in v2;
+* response header v0 (correlation id) for non-flexible versions, v1 (plus tagged fields) for
+  flexible ones, except ApiVersions, whose response header is always v0: a client reads that
+  response before it knows which versions the broker speaks;
+* ControlledShutdown v0 alone used a request header without the client id (v0).
+
+Whether a version is flexible comes from the payload classes themselves (kio's generated
+schemas, plus :mod:`odradek.protocol.control` for the ZooKeeper-era control APIs), so what
+can be decoded and what the header says always agree.
+
+Bodies are decoded by kio's native reader, after a structural walk of the bytes that
+refuses what kio would mishandle (see ``_read_body``).
+
+Errors are split the h11 way: the peer's bytes being wrong (:class:`MalformedRequestError`,
+:class:`UnsupportedRequestError`, :class:`MalformedResponseError`, :class:`FrameTooLargeError`)
+is a :class:`ProtocolError`; encoding a payload we built is assumed correct.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import io
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from types import NoneType, UnionType
+from typing import Any, Final, TypeVar, Union, get_args, get_origin
+
+from kio.index import KioIndexError, load_request_schema, load_response_schema
+from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
+from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
+from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
+from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
+from kio.serial import entity_reader, entity_writer
+from kio.serial.errors import SerialError
+from kio.static.primitive import i32
+from kio.static.protocol import Payload
+
+from odradek.protocol import control
+
+API_VERSIONS_KEY: Final = 18
+CONTROLLED_SHUTDOWN_KEY: Final = control.CONTROLLED_SHUTDOWN_KEY
+
+# Kafka's socket.request.max.bytes default.
+DEFAULT_MAX_FRAME_SIZE: Final = 104_857_600
+
+_SIZE = struct.Struct(">i")
+_HEADER_FIXED = struct.Struct(">hhi")  # api key, api version, correlation id
+_INT16 = struct.Struct(">h")
+
+# What kio's native reader raises on bytes that passed the structural walk: its DecodeError
+# family (invalid UTF-8, unexpected null), ValueError (invalid bool or error code values),
+# KeyError (unknown tags, which the walk already refuses).
+_DECODE_ERRORS = (SerialError, ValueError, KeyError)
+
+P = TypeVar("P", bound=Payload)
+
+
+class ProtocolError(Exception):
+    """The peer sent bytes that break the Kafka protocol; the connection should be closed."""
+
+
+class MalformedRequestError(ProtocolError):
+    """A request frame that cannot be parsed: truncated, bad lengths, invalid values."""
+
+
+class MalformedResponseError(ProtocolError):
+    """A response frame that cannot be parsed as the expected response type."""
+
+
+class FrameTooLargeError(ProtocolError):
+    """A frame's size prefix exceeds the maximum (Kafka's ``socket.request.max.bytes``)."""
+
+    def __init__(self, size: int, max_size: int) -> None:
+        super().__init__(f"frame of {size} bytes exceeds the maximum of {max_size}")
+        self.size = size
+        self.max_size = max_size
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeaderInfo:
+    """The fields of a request header, whatever its version."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    header_version: int
+
+
+class UnsupportedRequestError(ProtocolError):
+    """An api key or version that has no schema here.
+
+    Raised from a frame, ``header`` carries the request header (readable even when the body
+    is not), so the broker can answer an unsupported ApiVersions request with an
+    UNSUPPORTED_VERSION ApiVersions v0 response, as Kafka does; from the header-version
+    lookups, ``header`` is None.
+    """
+
+    def __init__(self, api_key: int, api_version: int, header: RequestHeaderInfo | None) -> None:
+        super().__init__(f"unsupported request: api key {api_key} version {api_version}")
+        self.api_key = api_key
+        self.api_version = api_version
+        self.header = header
+
+    @property
+    def correlation_id(self) -> int | None:
+        """The request's correlation id, when raised from a frame."""
+        return None if self.header is None else self.header.correlation_id
+
+
+# --- schemas and header versions ---------------------------------------------------------
+
+
+# Hits only: a peer sending arbitrary api keys and versions must not grow these.
+_request_schemas: dict[tuple[int, int], type[Payload]] = dict(control.REQUEST_TYPES)
+_response_schemas: dict[tuple[int, int], type[Payload]] = dict(control.RESPONSE_TYPES)
+
+
+def request_schema(api_key: int, api_version: int) -> type[Payload] | None:
+    """The request payload class for an api key and version, or None if there is none."""
+    schema = _request_schemas.get((api_key, api_version))
+    if schema is None:
+        try:
+            schema = _request_schemas[api_key, api_version] = load_request_schema(
+                api_key, api_version
+            )
+        except KioIndexError:
+            return None
+    return schema
+
+
+def response_schema(api_key: int, api_version: int) -> type[Payload] | None:
+    """The response payload class for an api key and version, or None if there is none."""
+    schema = _response_schemas.get((api_key, api_version))
+    if schema is None:
+        try:
+            schema = _response_schemas[api_key, api_version] = load_response_schema(
+                api_key, api_version
+            )
+        except KioIndexError:
+            return None
+    return schema
+
+
+def _request_header_version_of(schema: type[Payload]) -> int:
+    return 2 if schema.__flexible__ else 1
+
+
+def _response_header_version_of(schema: type[Payload]) -> int:
+    if schema.__api_key__ == API_VERSIONS_KEY:
+        return 0
+    return 1 if schema.__flexible__ else 0
+
+
+def request_header_version(api_key: int, api_version: int) -> int:
+    """The request header version (0, 1 or 2) used with this api key and version.
+
+    Raises :class:`UnsupportedRequestError` when no schema for it is known.
+    """
+    if api_key == CONTROLLED_SHUTDOWN_KEY and api_version == 0:
+        return 0
+    schema = request_schema(api_key, api_version)
+    if schema is None:
+        raise UnsupportedRequestError(api_key, api_version, None)
+    return _request_header_version_of(schema)
+
+
+def response_header_version(api_key: int, api_version: int) -> int:
+    """The response header version (0 or 1) used with this api key and version.
+
+    Raises :class:`UnsupportedRequestError` when no schema for it is known, except for
+    ApiVersions, whose response header is v0 at every version, known or not.
+    """
+    if api_key == API_VERSIONS_KEY:
+        return 0
+    schema = response_schema(api_key, api_version)
+    if schema is None:
+        raise UnsupportedRequestError(api_key, api_version, None)
+    return _response_header_version_of(schema)
+
+
+# --- encoding ----------------------------------------------------------------------------
+
+
+def _finish_frame(buffer: io.BytesIO) -> bytes:
+    with buffer.getbuffer() as frame:
+        _SIZE.pack_into(frame, 0, len(frame) - _SIZE.size)
+    return buffer.getvalue()
+
+
+def encode_request(payload: Payload, correlation_id: int, client_id: str | None) -> bytes:
+    """A complete request frame (size prefix, request header, body) for a request payload.
+
+    ``payload`` is a kio request payload or one from :mod:`odradek.protocol.control`.
+    """
+    payload_type = type(payload)
+    header_type = (
+        RequestHeaderV2 if _request_header_version_of(payload_type) == 2 else RequestHeaderV1
+    )
+    header = header_type(
+        request_api_key=payload_type.__api_key__,
+        request_api_version=payload_type.__version__,
+        correlation_id=i32(correlation_id),
+        client_id=client_id,
+    )
+    buffer = io.BytesIO()
+    buffer.write(bytes(_SIZE.size))  # patched by _finish_frame
+    entity_writer(header_type)(buffer, header)
+    entity_writer(payload_type)(buffer, payload)
+    return _finish_frame(buffer)
+
+
+def encode_response(payload: Payload, correlation_id: int) -> bytes:
+    """A complete response frame (size prefix, response header, body) for a response payload."""
+    payload_type = type(payload)
+    header_type = (
+        ResponseHeaderV1 if _response_header_version_of(payload_type) == 1 else ResponseHeaderV0
+    )
+    buffer = io.BytesIO()
+    buffer.write(bytes(_SIZE.size))  # patched by _finish_frame
+    entity_writer(header_type)(buffer, header_type(correlation_id=i32(correlation_id)))
+    entity_writer(payload_type)(buffer, payload)
+    return _finish_frame(buffer)
+
+
+# --- decoding ----------------------------------------------------------------------------
+
+
+class _Malformed(Exception):
+    """Internal: bytes that do not parse; re-raised as the request or response error."""
+
+
+def _read_uvarint(view: memoryview, pos: int, end: int) -> tuple[int, int]:
+    value = 0
+    for shift in range(0, 35, 7):
+        if pos >= end:
+            raise _Malformed("truncated")
+        byte = view[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return value, pos
+    raise _Malformed("unsigned varint longer than 5 bytes")
+
+
+def _tagged_fields(
+    view: memoryview, pos: int, end: int, known: dict[int, _Step] | None, owner: str
+) -> int:
+    """Skip a tagged-field section, walking the values of ``known`` tags.
+
+    With ``known`` None (headers, which define no tags) every tag is skipped, as Kafka does.
+    """
+    count, pos = _read_uvarint(view, pos, end)
+    for _ in range(count):
+        tag, pos = _read_uvarint(view, pos, end)
+        size, pos = _read_uvarint(view, pos, end)
+        if size > end - pos:
+            raise _Malformed("truncated")
+        if known is not None:
+            step = known.get(tag)
+            if step is None:
+                # Kafka would skip it, but kio's reader cannot (it raises KeyError).
+                raise _Malformed(f"unknown tagged field {tag} in {owner}")
+            if step(view, pos, pos + size) != pos + size:
+                raise _Malformed(f"tagged field {tag} in {owner} does not fill its {size} bytes")
+        pos += size
+    return pos
+
+
+def decode_request_header(frame: bytes | memoryview) -> tuple[RequestHeaderInfo, int]:
+    """Parse the request header of a frame (without its size prefix).
+
+    Returns the header and the offset at which the request body starts. Raises
+    :class:`MalformedRequestError` for bytes that are not a header, and
+    :class:`UnsupportedRequestError` (carrying the header) for an api key or version with no
+    schema here, since neither the end of such a header nor its body can be known.
+    """
+    view = memoryview(frame)
+    end = len(view)
+    client_id: str | None = None
+    try:
+        if end < _HEADER_FIXED.size:
+            raise _Malformed("truncated")
+        api_key, api_version, correlation_id = _HEADER_FIXED.unpack_from(view, 0)
+        pos = _HEADER_FIXED.size
+        # Header versions differ only from the client id on, so a header we cannot place
+        # still yields its api key, version, correlation id and client id for the error.
+        header_version = 0 if api_key == CONTROLLED_SHUTDOWN_KEY and api_version == 0 else 1
+        if header_version == 1:
+            length, pos = _read_length(view, pos, end, _INT16)
+            if length < -1 or length > end - pos:
+                raise _Malformed(f"client id length {length} with {end - pos} bytes left")
+            if length >= 0:
+                # Kafka decodes the client id leniently; so do we.
+                client_id = str(view[pos : pos + length], "utf-8", "replace")
+                pos += length
+        schema = request_schema(api_key, api_version)
+        if schema is not None and _request_header_version_of(schema) == 2:
+            header_version = 2
+            pos = _tagged_fields(view, pos, end, None, "request header")
+    except _Malformed as exc:
+        raise MalformedRequestError(f"request header: {exc}") from None
+    header = RequestHeaderInfo(api_key, api_version, correlation_id, client_id, header_version)
+    if schema is None:
+        raise UnsupportedRequestError(api_key, api_version, header)
+    return header, pos
+
+
+def decode_request(frame: bytes | memoryview) -> tuple[RequestHeaderInfo, Payload]:
+    """Parse a whole request frame (without its size prefix) into its header and payload.
+
+    Raises what :func:`decode_request_header` raises, and :class:`MalformedRequestError`
+    when the body does not parse as the header's api key and version or leaves bytes over.
+    """
+    header, pos = decode_request_header(frame)
+    schema = _request_schemas[header.api_key, header.api_version]
+    try:
+        payload = _read_body(schema, memoryview(frame), pos)
+    except _Malformed as exc:
+        raise MalformedRequestError(
+            f"api key {header.api_key} version {header.api_version}: {exc}"
+        ) from None
+    return header, payload
+
+
+def decode_response(frame: bytes | memoryview, payload_type: type[P]) -> tuple[int, P]:
+    """Parse a response frame (without its size prefix) as ``payload_type``.
+
+    Returns the correlation id and the payload; matching the correlation id to its request
+    is the caller's job. Raises :class:`MalformedResponseError` for bytes that do not parse.
+    """
+    view = memoryview(frame)
+    try:
+        if len(view) < _SIZE.size:
+            raise _Malformed("truncated")
+        (correlation_id,) = _SIZE.unpack_from(view, 0)
+        pos = _SIZE.size
+        if _response_header_version_of(payload_type) == 1:
+            pos = _tagged_fields(view, pos, len(view), None, "response header")
+        payload = _read_body(payload_type, view, pos)
+    except _Malformed as exc:
+        raise MalformedResponseError(f"{payload_type.__name__}: {exc}") from None
+    return correlation_id, payload
+
+
+def _read_body(schema: type[P], view: memoryview, pos: int) -> P:
+    # Walk the bytes first: kio's native reader sizes an array's storage from the count on
+    # the wire, and a forged count (2**32, say) aborts the whole process when that
+    # allocation fails, which no except clause can catch.
+    end = _walk(schema, view, pos, len(view))
+    if end != len(view):
+        raise _Malformed(f"{len(view) - end} bytes left over after the body")
+    try:
+        payload, _size = entity_reader(schema)(view, pos)
+    except _DECODE_ERRORS as exc:
+        raise _Malformed(f"{type(exc).__name__}: {exc}") from None
+    return payload
+
+
+# --- structural walk ---------------------------------------------------------------------
+#
+# A pass over a message's bytes, driven by the same dataclass fields kio reads, that builds
+# nothing. Like Kafka's generated readers it rejects an array whose count exceeds the bytes
+# left (every item takes at least one byte), and it rejects a null where the schema allows
+# none (kio's reader lets a null array through). It must see the structure exactly as kio
+# does, so that kio never reads a count the walk has not checked.
+
+_Step = Callable[[memoryview, int, int], int]
+
+_FIXED_SIZES: Final = {
+    "int8": 1,
+    "int16": 2,
+    "int32": 4,
+    "int64": 8,
+    "uint16": 2,
+    "float64": 8,
+    "uuid": 16,
+    "bool": 1,
+    "error_code": 2,
+    "timedelta_i32": 4,
+    "timedelta_i64": 8,
+    "datetime_i64": 8,
+}
+# Length prefixes of the non-flexible (legacy) encodings; flexible ones use varints.
+_LEGACY_LENGTHS: Final = {"string": _INT16, "bytes": _SIZE, "records": _SIZE}
+
+
+def _read_length(
+    view: memoryview, pos: int, end: int, legacy: struct.Struct | None
+) -> tuple[int, int]:
+    """A length or count, compact (varint of n + 1) or legacy (signed int); -1 is null."""
+    if legacy is None:
+        n, pos = _read_uvarint(view, pos, end)
+        return n - 1, pos
+    if legacy.size > end - pos:
+        raise _Malformed("truncated")
+    return legacy.unpack_from(view, pos)[0], pos + legacy.size
+
+
+def _fixed_step(size: int) -> _Step:
+    def step(view: memoryview, pos: int, end: int) -> int:
+        if size > end - pos:
+            raise _Malformed("truncated")
+        return pos + size
+
+    return step
+
+
+def _sized_step(legacy: struct.Struct | None, nullable: bool, what: str) -> _Step:
+    def step(view: memoryview, pos: int, end: int) -> int:
+        n, pos = _read_length(view, pos, end, legacy)
+        if n < 0 and not (n == -1 and nullable):
+            raise _Malformed(f"invalid {what} length {n}")
+        if n > end - pos:
+            raise _Malformed("truncated")
+        return pos + max(n, 0)
+
+    return step
+
+
+def _struct_step(schema: type, nullable: bool) -> _Step:
+    def step(view: memoryview, pos: int, end: int) -> int:
+        if nullable:
+            if pos >= end:
+                raise _Malformed("truncated")
+            pos += 1
+            if view[pos - 1] == 0xFF:  # int8 -1 marks null; kio reads any other byte as present
+                return pos
+        return _walk(schema, view, pos, end)
+
+    return step
+
+
+def _array_step(
+    item: _Step, item_size: int | None, flexible: bool, nullable: bool, name: str
+) -> _Step:
+    def step(view: memoryview, pos: int, end: int) -> int:
+        n, pos = _read_length(view, pos, end, None if flexible else _SIZE)
+        if n < 0:
+            if n == -1 and nullable:
+                return pos
+            raise _Malformed(f"invalid count {n} for array {name}")
+        if n > end - pos:
+            raise _Malformed(f"array {name} of {n} items in {end - pos} bytes")
+        if item_size is not None:
+            if n * item_size > end - pos:
+                raise _Malformed("truncated")
+            return pos + n * item_size
+        for _ in range(n):
+            pos = item(view, pos, end)
+        return pos
+
+    return step
+
+
+def _field_step(f: dataclasses.Field[Any], flexible: bool) -> _Step:
+    kind = f.type
+    nullable = get_origin(kind) in (UnionType, Union)
+    if nullable:
+        kind = next(arg for arg in get_args(kind) if arg is not NoneType)
+    is_array = get_origin(kind) is tuple
+    item_type = get_args(kind)[0] if is_array else kind
+    # For an array, nullability belongs to the array; its items are never null.
+    nullable_item = nullable and not is_array
+    item_size: int | None = None
+    if dataclasses.is_dataclass(item_type):
+        item = _struct_step(item_type, nullable_item)
+    else:
+        kafka_type = f.metadata["kafka_type"]
+        item_size = _FIXED_SIZES.get(kafka_type)
+        if item_size is not None:
+            item = _fixed_step(item_size)
+        elif kafka_type in _LEGACY_LENGTHS:
+            legacy = None if flexible else _LEGACY_LENGTHS[kafka_type]
+            item = _sized_step(legacy, nullable_item, kafka_type)
+        else:
+            raise TypeError(f"{f.name}: no wire layout known for kafka_type {kafka_type!r}")
+    if not is_array:
+        return item
+    return _array_step(item, item_size, flexible, nullable, f.name)
+
+
+@functools.cache
+def _plan(schema: type) -> tuple[tuple[_Step, ...], dict[int, _Step] | None]:
+    """A schema's steps, and its tagged fields' steps by tag (None when not flexible)."""
+    flexible: bool = schema.__flexible__  # type: ignore[attr-defined]
+    steps: list[_Step] = []
+    tagged: dict[int, _Step] = {}
+    for f in dataclasses.fields(schema):
+        tag = f.metadata.get("tag")
+        if tag is None:
+            steps.append(_field_step(f, flexible))
+        else:
+            tagged[tag] = _field_step(f, flexible)
+    return tuple(steps), (tagged if flexible else None)
+
+
+def _walk(schema: type, view: memoryview, pos: int, end: int) -> int:
+    steps, tagged = _plan(schema)
+    for step in steps:
+        pos = step(view, pos, end)
+    if tagged is not None:
+        pos = _tagged_fields(view, pos, end, tagged, schema.__name__)
+    return pos
+
+
+# --- frame buffer ------------------------------------------------------------------------
+
+
+class FrameBuffer:
+    """Collects bytes from a connection and hands out complete frames, sans-IO.
+
+    ``feed`` bytes as they arrive, then call ``next_frame`` until it returns None. Frames
+    come without their size prefix. After a :class:`ProtocolError` the stream cannot be
+    resynchronised: close the connection.
+    """
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        self.max_frame_size = max_frame_size
+        self._data = bytearray()
+        self._start = 0  # consumed prefix of _data, dropped lazily to avoid quadratic copying
+
+    def feed(self, data: bytes | bytearray | memoryview) -> None:
+        """Append bytes received from the peer."""
+        self._data += data
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet returned in a frame."""
+        return len(self._data) - self._start
+
+    def next_frame(self) -> bytes | None:
+        """The next complete frame, or None while more bytes are needed.
+
+        Raises :class:`FrameTooLargeError` as soon as a size prefix exceeds the maximum,
+        before the frame's bytes arrive, and :class:`ProtocolError` for a negative size.
+        """
+        if self.buffered < _SIZE.size:
+            return None
+        (size,) = _SIZE.unpack_from(self._data, self._start)
+        if size < 0:
+            raise ProtocolError(f"negative frame size {size}")
+        if size > self.max_frame_size:
+            raise FrameTooLargeError(size, self.max_frame_size)
+        begin = self._start + _SIZE.size
+        end = begin + size
+        if end > len(self._data):
+            return None
+        with memoryview(self._data) as view:
+            frame = bytes(view[begin:end])
+        self._start = end
+        if self._start > len(self._data) // 2:
+            del self._data[: self._start]
+            self._start = 0
+        return frame
