@@ -284,7 +284,8 @@ def decode_request_header(frame: bytes | memoryview) -> tuple[RequestHeaderInfo,
     Returns the header and the offset at which the request body starts. Raises
     :class:`MalformedRequestError` for bytes that are not a header, and
     :class:`UnsupportedRequestError` (carrying the header) for an api key or version with no
-    schema here, since neither the end of such a header nor its body can be known.
+    schema here, since neither the end of such a header nor its body can be known. Decode
+    the body with :func:`decode_request` rather than kio directly: it guards kio's reader.
     """
     view = memoryview(frame)
     end = len(view)
