@@ -1,0 +1,622 @@
+"""Kafka's ``Log`` (``UnifiedLog``): one partition's replica on disk.
+
+A log is a list of segments, the last one active. The leader appends produced batches after
+checking their headers and CRCs and rewriting their base offsets in place; a follower
+appends batches that already carry the leader's offsets. Reads return file regions (a
+segment's descriptor, a position and a size) so the network layer can ``sendfile`` them;
+consumers' reads stop at the high watermark, followers' at the log end offset.
+
+Nothing here starts threads or timers: the log manager's ``tick`` calls
+:meth:`Log.flush_if_due`, :meth:`Log.delete_old_segments` and
+:meth:`Log.delete_pending_segments`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import random
+import shutil
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kio.schema.errors import ErrorCode
+
+from odradek.config import LogConfig
+from odradek.log.checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile, fsync_dir
+from odradek.log.leader_epoch_cache import LeaderEpochFileCache
+from odradek.log.log_info import FetchDataInfo, FileRegion, LogAppendInfo, TimestampAndOffset
+from odradek.log.log_loader import load_segments
+from odradek.log.log_validator import assign_offsets, validate_produced
+from odradek.log.partition_metadata import read_topic_id, write_topic_id
+from odradek.log.producer_state import ProducerStateManager
+from odradek.log.segment import DELETED_SUFFIX, BatchInfo, LogSegment
+from odradek.protocol.errors import KafkaStorageError, OffsetOutOfRangeError, for_code
+from odradek.protocol.records import (
+    NO_TIMESTAMP,
+    RecordBatchHeader,
+    TimestampType,
+    check_crc,
+    decode_batch,
+    iter_batches,
+)
+
+log = logging.getLogger(__name__)
+
+UnsupportedCompressionTypeError = for_code(ErrorCode.unsupported_compression_type)
+
+# ListOffsets special timestamps
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+
+
+class UnexpectedAppendOffsetError(Exception):
+    """A follower append starts below the log end offset, or its offsets go backwards."""
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class _Deletion:
+    due_ms: int
+    segment: LogSegment = field(compare=False)
+
+
+class Log:
+    """One partition's log. Open with :meth:`Log.open`."""
+
+    def __init__(self, directory: Path, config: LogConfig, *, topic: str, partition: int,
+                 time_ms: Callable[[], int], producer_id_expiration_ms: int) -> None:
+        self.dir = directory
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self._time_ms = time_ms
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self.log_start_offset = 0
+        self.recovery_point = 0
+        self._high_watermark = 0
+        self._next_offset = 0
+        self._pending_deletes: list[_Deletion] = []
+        self._last_flush_ms = time_ms()
+        self._roll_flush_pending = False
+        self._dir_dirty = False
+        self._bound_cache: tuple[int, int, int] | None = None  # (offset, segment base, position)
+        self.leader_epoch_cache = LeaderEpochFileCache(
+            LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT),
+            lambda: self._next_offset)
+        self.producer_state = ProducerStateManager(directory, producer_id_expiration_ms)
+        self.topic_id: str | None = None
+
+    @classmethod
+    def open(cls, directory: Path, config: LogConfig, *, topic: str, partition: int,
+             log_start_offset: int = 0, recovery_point: int = 0, high_watermark: int = 0,
+             had_clean_shutdown: bool = True, time_ms: Callable[[], int] = _now_ms,
+             producer_id_expiration_ms: int = 86_400_000) -> Log:
+        """Open (creating if needed) the log in ``directory`` and recover it if the broker
+        did not shut down cleanly."""
+        directory.mkdir(parents=True, exist_ok=True)
+        self = cls(directory, config, topic=topic, partition=partition, time_ms=time_ms,
+                   producer_id_expiration_ms=producer_id_expiration_ms)
+        self.topic_id = read_topic_id(directory)
+        cache = self.leader_epoch_cache
+
+        def on_batch(header: RecordBatchHeader) -> None:
+            epoch = header.partition_leader_epoch
+            if epoch >= 0 and (cache.latest_epoch is None or epoch > cache.latest_epoch):
+                cache.assign(epoch, header.base_offset)
+
+        loaded = load_segments(directory, self._make_segment, recovery_point=recovery_point,
+                               had_clean_shutdown=had_clean_shutdown, on_batch=on_batch)
+        self.segments = loaded.segments or [self._make_segment(log_start_offset)]
+        self._bases = [s.base_offset for s in self.segments]
+        self._next_offset = self.active_segment.next_offset
+        self.log_start_offset = min(max(log_start_offset, self.segments[0].base_offset),
+                                    self._next_offset)
+        self.recovery_point = min(max(recovery_point, self.log_start_offset), self._next_offset)
+        if loaded.recovered:
+            self.flush()  # what recovery accepted is now the log: make it durable
+        cache.truncate_from_end(self._next_offset)
+        cache.truncate_from_start(self.log_start_offset)
+        self._rebuild_producer_state()
+        self._high_watermark = min(max(high_watermark, self.log_start_offset), self._next_offset)
+        if loaded.truncated_bytes:
+            log.warning("%s: recovered to log end offset %d", directory, self._next_offset)
+        return self
+
+    def _make_segment(self, base_offset: int) -> LogSegment:
+        jitter = self.config.segment_jitter_ms
+        return LogSegment(
+            self.dir, base_offset, index_interval_bytes=self.config.index_interval_bytes,
+            max_index_size=self.config.segment_index_bytes, now_ms=self._time_ms(),
+            roll_jitter_ms=random.randrange(min(jitter, self.config.segment_ms)) if jitter else 0)
+
+    def _rebuild_producer_state(self) -> None:
+        start = self.producer_state.truncate_and_reload(self.log_start_offset, self._next_offset,
+                                                        self._time_ms())
+        if start < self._next_offset:
+            self.producer_state.replay(self._headers_from(start), self._next_offset)
+
+    def _headers_from(self, offset: int) -> Iterator[RecordBatchHeader]:
+        for segment in self.segments[max(self._segment_index(offset), 0):]:
+            yield from segment.iter_headers(offset if segment.base_offset <= offset else None)
+
+    # ------------------------------------------------------------------ state
+
+    def __repr__(self) -> str:
+        return (f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, "
+                f"end={self._next_offset}, hw={self._high_watermark})")
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._next_offset
+
+    @property
+    def size(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    @property
+    def unflushed_messages(self) -> int:
+        return self._next_offset - self.recovery_point
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Set the high watermark, clamped to ``[log_start_offset, log_end_offset]``."""
+        self._high_watermark = min(max(offset, self.log_start_offset), self._next_offset)
+        return self._high_watermark
+
+    def maybe_increment_high_watermark(self, offset: int) -> bool:
+        """Raise the high watermark to ``offset`` (never lowers it); True if it moved."""
+        if offset <= self._high_watermark:
+            return False
+        self.update_high_watermark(offset)
+        return True
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self.leader_epoch_cache.latest_epoch
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetForLeaderEpoch: see :meth:`LeaderEpochFileCache.end_offset_for`."""
+        return self.leader_epoch_cache.end_offset_for(epoch)
+
+    def set_topic_id(self, topic_id: str) -> None:
+        """Record the topic id in ``partition.metadata``."""
+        write_topic_id(self.dir, topic_id)
+        self.topic_id = topic_id
+
+    def assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:
+        """A new leader records its epoch's start (its log end offset) before appending."""
+        self.leader_epoch_cache.assign(epoch, start_offset)
+
+    def _segment_index(self, offset: int) -> int:
+        return bisect.bisect_right(self._bases, offset) - 1
+
+    # ------------------------------------------------------------------ appends
+
+    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int
+                         ) -> LogAppendInfo:
+        """Validate produced batches, assign offsets in place and append them.
+
+        A ``bytearray`` is rewritten in place; other inputs are copied once. Raises
+        CorruptMessageError (bad structure or CRC), InvalidRecordError (client rule broken),
+        MessageTooLargeError, RecordListTooLargeError, InvalidTimestampError,
+        OutOfOrderSequenceError or InvalidProducerEpochError, and appends nothing then. A
+        retried idempotent batch returns its original offsets with ``duplicate=True``.
+        """
+        buf = records if isinstance(records, bytearray) else bytearray(records)
+        now = self._time_ms()
+        batches = validate_produced(buf, self.config, now)
+        log_append = self.config.message_timestamp_type == "LogAppendTime"
+        for _, header in batches:
+            dup = self.producer_state.find_duplicate(header) if header.has_producer_id else None
+            if dup is not None:
+                return LogAppendInfo(dup.first_offset, dup.last_offset, dup.timestamp,
+                                     dup.last_offset, dup.timestamp if log_append else NO_TIMESTAMP,
+                                     self.log_start_offset, 0, 0, 0, duplicate=True)
+        update = self.producer_state.prepare(from_client=True)
+
+        def on_batch(header: RecordBatchHeader, first: int, last: int, ts: int) -> None:
+            if header.has_producer_id:
+                update.add(header, first, last, ts)
+
+        assigned = assign_offsets(buf, batches, self._next_offset, leader_epoch,
+                                  now if log_append else None, on_batch)
+        if leader_epoch >= 0:
+            latest = self.leader_epoch_cache.latest_epoch
+            if latest is None or leader_epoch > latest:
+                self.leader_epoch_cache.assign(leader_epoch, assigned.first_offset)
+        self._write(buf, assigned.infos, assigned.first_offset, assigned.last_offset,
+                    assigned.max_timestamp, now)
+        update.commit(self._next_offset)
+        self._maybe_flush()
+        return LogAppendInfo(assigned.first_offset, assigned.last_offset, assigned.max_timestamp,
+                             assigned.offset_of_max_timestamp, now if log_append else NO_TIMESTAMP,
+                             self.log_start_offset, len(batches), assigned.num_records, len(buf))
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> LogAppendInfo:
+        """Append batches fetched from the leader (offsets and epochs already set).
+
+        A trailing partial batch is ignored (the next fetch brings it). Raises
+        CorruptMessageError for a bad CRC and UnexpectedAppendOffsetError when the batches
+        start below the log end offset or go backwards.
+        """
+        batches = list(iter_batches(records, partial_tail_ok=True))
+        if not batches:
+            return LogAppendInfo(-1, -1, NO_TIMESTAMP, -1, NO_TIMESTAMP, self.log_start_offset,
+                                 0, 0, 0)
+        update = self.producer_state.prepare(from_client=False)
+        cache = self.leader_epoch_cache
+        infos: list[BatchInfo] = []
+        expected = self._next_offset
+        max_ts, offset_of_max = NO_TIMESTAMP, -1
+        num_records = 0
+        for pos, header in batches:
+            check_crc(records, pos, header)
+            if header.base_offset < expected:
+                raise UnexpectedAppendOffsetError(
+                    f"batch at offset {header.base_offset} is below the expected offset "
+                    f"{expected} of {self.topic}-{self.partition}")
+            if header.has_producer_id:
+                update.add(header, header.base_offset, header.last_offset, header.max_timestamp)
+            if header.max_timestamp > max_ts:
+                max_ts, offset_of_max = header.max_timestamp, header.last_offset
+            infos.append((pos, header.size, header.last_offset, header.max_timestamp))
+            num_records += header.records_count
+            expected = header.next_offset
+        valid = batches[-1][0] + batches[-1][1].size
+        first = batches[0][1].base_offset
+        for _, header in batches:
+            epoch = header.partition_leader_epoch
+            if epoch >= 0 and (cache.latest_epoch is None or epoch > cache.latest_epoch):
+                cache.assign(epoch, header.base_offset)
+        data = records if valid == len(records) else memoryview(records)[:valid]
+        self._write(data, infos, first, expected - 1, max_ts, self._time_ms())
+        update.commit(self._next_offset)
+        self._maybe_flush()
+        return LogAppendInfo(first, expected - 1, max_ts, offset_of_max, NO_TIMESTAMP,
+                             self.log_start_offset, len(batches), num_records, valid)
+
+    def _write(self, data: bytes | bytearray | memoryview, infos: list[BatchInfo], first: int,
+               last: int, max_ts: int, now: int) -> None:
+        segment = self.active_segment
+        if segment.should_roll(messages_size=len(data), max_timestamp=max_ts, max_offset=last,
+                               now_ms=now, segment_bytes=self.config.segment_bytes,
+                               segment_ms=self.config.segment_ms):
+            segment = self.roll(first)
+        before = segment.size
+        try:
+            segment.append(data, infos)
+        except OSError as e:
+            # Leave no partial batch behind if the disk lets us; otherwise recovery will.
+            try:
+                os.ftruncate(segment.fd, before)
+                segment.size = before
+            except OSError:
+                pass
+            raise KafkaStorageError(f"error appending to {segment.log_path}: {e}") from e
+        self._next_offset = last + 1
+
+    def _maybe_flush(self) -> None:
+        if self._next_offset - self.recovery_point >= self.config.flush_messages:
+            self.flush()
+
+    def roll(self, expected_next_offset: int | None = None) -> LogSegment:
+        """Start a new active segment at ``max(expected_next_offset, log end offset)``."""
+        new_base = max(expected_next_offset or 0, self._next_offset)
+        old = self.active_segment
+        if old.size == 0 and old.base_offset == new_base:
+            return old
+        old.on_become_inactive()
+        for path in (self.dir / f"{new_base:020d}{suffix}" for suffix in
+                     (".log", ".index", ".timeindex")):
+            if path.exists():  # a stale empty leftover with our name (never a live segment)
+                path.unlink()
+        segment = self._make_segment(new_base)
+        self.segments.append(segment)
+        self._bases.append(new_base)
+        self._dir_dirty = True
+        self._roll_flush_pending = True
+        self.producer_state.map_end_offset = max(self.producer_state.map_end_offset, new_base)
+        self.producer_state.take_snapshot()
+        return segment
+
+    # ------------------------------------------------------------------ reads
+
+    def read(self, start_offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_message: bool = True) -> FetchDataInfo:
+        """Whole batches from the one holding ``start_offset``, up to ``max_bytes`` (the
+        first batch whole if ``min_one_message``) and before ``max_offset`` (exclusive;
+        pass the high watermark for consumers, None for followers: the log end offset).
+
+        Raises OffsetOutOfRangeError outside ``[log_start_offset, log_end_offset]``.
+        """
+        end = self._next_offset
+        if start_offset < self.log_start_offset or start_offset > end:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} is out of range for {self.topic}-{self.partition}: "
+                f"[{self.log_start_offset}, {end}]")
+        bound = end if max_offset is None else min(max_offset, end)
+        if start_offset >= bound:
+            return FetchDataInfo(start_offset)
+        i = max(self._segment_index(start_offset), 0)
+        while i < len(self.segments):
+            segment = self.segments[i]
+            if i + 1 < len(self.segments) and self._bases[i + 1] <= bound:
+                max_position = segment.size
+            else:
+                max_position = self._position_of(bound, segment)
+            found = segment.read(start_offset, max_bytes, max_position, min_one_message)
+            if found is not None:
+                position, size = found
+                if not size:
+                    return FetchDataInfo(start_offset)
+                return FetchDataInfo(start_offset,
+                                     (FileRegion(segment.fd, position, size, segment.log_path),))
+            i += 1
+        return FetchDataInfo(start_offset)
+
+    def _position_of(self, offset: int, segment: LogSegment) -> int:
+        """Position in ``segment`` of the batch holding ``offset`` (its size past the end)."""
+        if offset >= self._next_offset and segment is self.active_segment:
+            return segment.size
+        cached = self._bound_cache
+        if cached is not None and cached[0] == offset and cached[1] == segment.base_offset:
+            return cached[2]
+        found = segment.translate_offset(offset)
+        position = found[0] if found is not None else segment.size
+        self._bound_cache = (offset, segment.base_offset, position)
+        return position
+
+    def offset_for_timestamp(self, timestamp: int, max_offset: int | None = None
+                             ) -> TimestampAndOffset | None:
+        """ListOffsets: the first offset with a timestamp >= ``timestamp``, or the special
+        EARLIEST (-2), LATEST (-1) and MAX_TIMESTAMP (-3) answers. ``max_offset`` bounds the
+        answer (the high watermark for consumers); None when there is no such offset."""
+        bound = self._next_offset if max_offset is None else min(max_offset, self._next_offset)
+        cache = self.leader_epoch_cache
+        if timestamp == EARLIEST_TIMESTAMP:
+            return TimestampAndOffset(NO_TIMESTAMP, self.log_start_offset,
+                                      cache.epoch_for_offset(self.log_start_offset))
+        if timestamp == LATEST_TIMESTAMP:
+            return TimestampAndOffset(NO_TIMESTAMP, bound, cache.latest_epoch)
+        if timestamp == MAX_TIMESTAMP:
+            best = max(self.segments, key=lambda s: s.max_timestamp_so_far)
+            if best.max_timestamp_so_far < 0 or best.offset_of_max_timestamp_so_far >= bound:
+                return None
+            offset = best.offset_of_max_timestamp_so_far
+            return TimestampAndOffset(best.max_timestamp_so_far, offset, cache.epoch_for_offset(offset))
+        for segment in self.segments:
+            if segment.largest_timestamp < timestamp:
+                continue
+            found = segment.find_batch_by_timestamp(timestamp, self.log_start_offset)
+            if found is None:
+                continue
+            ts, offset = self._first_record_at_or_after(segment, *found, timestamp)
+            if offset >= bound:
+                return None
+            return TimestampAndOffset(ts, offset, cache.epoch_for_offset(offset))
+        return None
+
+    def _first_record_at_or_after(self, segment: LogSegment, position: int,
+                                  header: RecordBatchHeader, timestamp: int) -> tuple[int, int]:
+        """Refine a batch to its first record at or after ``timestamp`` (decodes this one
+        batch; a LogAppendTime batch or an undecodable codec answers with the batch)."""
+        floor = self.log_start_offset
+        if header.timestamp_type is TimestampType.LOG_APPEND_TIME:
+            return header.max_timestamp, max(header.base_offset, floor)
+        try:
+            _, records = decode_batch(segment.read_bytes(position, header.size))
+        except UnsupportedCompressionTypeError:
+            return header.max_timestamp, max(header.base_offset, floor)
+        for record in records:
+            if record.timestamp >= timestamp and record.offset >= floor:
+                return record.timestamp, record.offset
+        return header.max_timestamp, header.last_offset
+
+    # ------------------------------------------------------------------ truncation, retention
+
+    def truncate_to(self, target_offset: int) -> bool:
+        """Remove everything at or after ``target_offset`` (a follower diverged); returns
+        False if the log already ends at or before it."""
+        if target_offset < 0:
+            raise ValueError(f"cannot truncate to a negative offset {target_offset}")
+        if target_offset >= self._next_offset:
+            return False
+        if target_offset < self.segments[0].base_offset:
+            self.truncate_fully_and_start_at(target_offset)
+            return True
+        keep = self._segment_index(target_offset) + 1
+        self._async_delete(self.segments[keep:])
+        del self.segments[keep:]
+        del self._bases[keep:]
+        self.active_segment.truncate_to(target_offset)
+        self._next_offset = self.active_segment.next_offset
+        self._after_truncation()
+        return True
+
+    def truncate_fully_and_start_at(self, new_offset: int) -> None:
+        """Delete every segment and start empty at ``new_offset``."""
+        self._async_delete(self.segments)
+        self.segments = [self._make_segment(new_offset)]
+        self._bases = [new_offset]
+        self._dir_dirty = True
+        self.leader_epoch_cache.clear_and_flush()
+        self.producer_state.truncate_fully_and_start_at(new_offset)
+        self._next_offset = self.log_start_offset = self.recovery_point = new_offset
+        self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        self._bound_cache = None
+        end = self._next_offset
+        self.log_start_offset = min(self.log_start_offset, end)
+        self.recovery_point = min(self.recovery_point, end)
+        self._high_watermark = min(self._high_watermark, end)
+        self.leader_epoch_cache.truncate_from_end(end)
+        self._rebuild_producer_state()
+
+    def maybe_increment_log_start_offset(self, new_start_offset: int) -> bool:
+        """DeleteRecords: move the log start offset forward (never past the high
+        watermark); segments wholly below it go at the next retention pass."""
+        if new_start_offset > self._high_watermark:
+            raise OffsetOutOfRangeError(
+                f"cannot increment the log start offset to {new_start_offset} of "
+                f"{self.topic}-{self.partition}: it is past the high watermark "
+                f"{self._high_watermark}")
+        if new_start_offset <= self.log_start_offset:
+            return False
+        self.log_start_offset = new_start_offset
+        self.leader_epoch_cache.truncate_from_start(new_start_offset)
+        return True
+
+    def delete_old_segments(self, now_ms: int | None = None) -> int:
+        """Retention: delete whole segments below the log start offset, older than
+        ``retention.ms`` or beyond ``retention.bytes``, never at or past the high watermark.
+        Returns the number of segments deleted."""
+        now = self._time_ms() if now_ms is None else now_ms
+        start = self.log_start_offset
+        deleted = self._delete_segments(lambda s, nxt: nxt is not None and nxt.base_offset <= start)
+        if "delete" not in self.config.cleanup_policy:
+            return deleted
+        retention_ms = self.config.retention_ms
+        if retention_ms >= 0:
+            deleted += self._delete_segments(lambda s, _: now - s.largest_timestamp > retention_ms)
+        if self.config.retention_bytes >= 0:
+            excess = self.size - self.config.retention_bytes
+
+            def over_size(segment: LogSegment, _: LogSegment | None) -> bool:
+                nonlocal excess
+                if excess - segment.size < 0:
+                    return False
+                excess -= segment.size
+                return True
+
+            deleted += self._delete_segments(over_size)
+        return deleted
+
+    def _delete_segments(self, predicate: Callable[[LogSegment, LogSegment | None], bool]) -> int:
+        deletable: list[LogSegment] = []
+        for i, segment in enumerate(self.segments):
+            nxt = self.segments[i + 1] if i + 1 < len(self.segments) else None
+            upper = nxt.base_offset if nxt is not None else self._next_offset
+            if self._high_watermark < upper or not predicate(segment, nxt):
+                break
+            if nxt is None and segment.size == 0:
+                break
+            deletable.append(segment)
+        if not deletable:
+            return 0
+        if len(deletable) == len(self.segments):
+            self.roll()  # always keep an active segment
+        del self.segments[:len(deletable)]
+        del self._bases[:len(deletable)]
+        self._async_delete(deletable)
+        self._bound_cache = None
+        if self.segments[0].base_offset > self.log_start_offset:
+            self.log_start_offset = self.segments[0].base_offset
+            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self.producer_state.delete_snapshots_before(self.segments[0].base_offset)
+        return len(deletable)
+
+    def _async_delete(self, segments: list[LogSegment]) -> None:
+        """Rename to ``.deleted`` now (out of the log), unlink after file.delete.delay.ms, so
+        file regions handed out for sendfile stay readable meanwhile."""
+        due = self._time_ms() + self.config.file_delete_delay_ms
+        for segment in segments:
+            segment.add_suffix(DELETED_SUFFIX)
+            self._pending_deletes.append(_Deletion(due, segment))
+
+    def delete_pending_segments(self, now_ms: int) -> None:
+        """Unlink segments whose delete delay has passed."""
+        keep = []
+        for pending in self._pending_deletes:
+            if pending.due_ms <= now_ms:
+                pending.segment.delete()
+            else:
+                keep.append(pending)
+        self._pending_deletes = keep
+
+    # ------------------------------------------------------------------ durability, lifecycle
+
+    def flush(self, offset: int | None = None) -> None:
+        """fsync every segment holding data below ``offset`` (default: everything) that is
+        past the recovery point, then advance the recovery point."""
+        offset = self._next_offset if offset is None else min(offset, self._next_offset)
+        if offset > self.recovery_point:
+            try:
+                for i, segment in enumerate(self.segments):
+                    upper = self._bases[i + 1] if i + 1 < len(self.segments) else self._next_offset
+                    if segment.base_offset < offset and upper > self.recovery_point:
+                        segment.flush()
+                if self._dir_dirty:
+                    fsync_dir(self.dir)
+                    self._dir_dirty = False
+            except OSError as e:
+                raise KafkaStorageError(f"error flushing {self.dir}: {e}") from e
+            self.recovery_point = offset
+        self._last_flush_ms = self._time_ms()
+
+    def flush_if_due(self, now_ms: int) -> None:
+        """Flush rolled segments (Kafka flushes them in the background at roll) and, per
+        ``flush.ms``, everything."""
+        if now_ms - self._last_flush_ms >= self.config.flush_ms:
+            self.flush()
+        elif self._roll_flush_pending:
+            self.flush(self.active_segment.base_offset)
+        self._roll_flush_pending = False
+
+    def close(self) -> None:
+        """Snapshot producer state and release every descriptor (no fsync: see flush)."""
+        self.producer_state.map_end_offset = self._next_offset
+        self.producer_state.take_snapshot()
+        for segment in self.segments:
+            segment.close()
+        for pending in self._pending_deletes:
+            pending.segment.delete()
+        self._pending_deletes = []
+
+    def rename_dir(self, new_dir: Path) -> None:
+        """Move the partition directory (async delete); descriptors stay valid."""
+        os.rename(self.dir, new_dir)
+        self.dir = new_dir
+        for segment in self.segments:
+            segment.update_directory(new_dir)
+        for pending in self._pending_deletes:
+            pending.segment.update_directory(new_dir)
+        self.producer_state.directory = new_dir
+        self.leader_epoch_cache.checkpoint.path = new_dir / LEADER_EPOCH_CHECKPOINT
+
+    def delete(self) -> None:
+        """Release descriptors and remove the directory with everything in it."""
+        for segment in self.segments + [p.segment for p in self._pending_deletes]:
+            segment.delete()
+        self.segments = []
+        self._pending_deletes = []
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+__all__ = [
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "MAX_TIMESTAMP",
+    "FetchDataInfo",
+    "FileRegion",
+    "Log",
+    "LogAppendInfo",
+    "TimestampAndOffset",
+    "UnexpectedAppendOffsetError",
+]

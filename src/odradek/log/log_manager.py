@@ -1,0 +1,370 @@
+"""Kafka's ``LogManager``: every partition log in every ``log.dirs`` entry.
+
+* Start-up locks each directory (``.lock``), reads its checkpoints, opens every
+  ``<topic>-<partition>`` directory (recovering from the recovery point when the
+  ``.kafka_cleanshutdown`` marker is missing) and schedules ``*-delete`` directories left
+  by a deletion that a restart interrupted. The marker is removed once all logs are open,
+  so a crash from then on is seen as unclean.
+* :meth:`LogManager.async_delete` stops serving a partition at once by renaming its
+  directory to ``<topic>-<partition>.<uuid>-delete``; the files go after
+  ``file.delete.delay.ms``.
+* :meth:`LogManager.tick` is the broker's periodic call (odradek runs no threads of its
+  own): flushes, retention, checkpoints, producer-id expiry, delayed deletes.
+* :meth:`LogManager.shutdown` flushes and closes every log, writes the checkpoints and then
+  the clean-shutdown marker.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import re
+import shutil
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from kio.schema.errors import ErrorCode
+
+from odradek.config import KafkaConfig, LogConfig
+from odradek.log.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    CorruptCheckpointError,
+    OffsetCheckpointFile,
+    write_atomically,
+)
+from odradek.log.log import Log
+from odradek.protocol.errors import KafkaStorageError, for_code
+
+log = logging.getLogger(__name__)
+
+CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
+LOCK_FILE = ".lock"
+DELETE_DIR_SUFFIX = "-delete"
+_DELETE_DIR_RE = re.compile(r"^(?P<name>.+)\.(?P<uid>[0-9a-f]{32})-delete$")
+
+InconsistentTopicIdError = for_code(ErrorCode.inconsistent_topic_id)
+
+TopicPartition = tuple[str, int]
+
+
+def log_dir_name(topic: str, partition: int) -> str:
+    return f"{topic}-{partition}"
+
+
+def parse_log_dir_name(name: str) -> TopicPartition | None:
+    """``topic-partition`` -> ``(topic, partition)``; topics may hold '-' and '.', so the
+    partition is what follows the last '-'. None for anything else."""
+    topic, sep, partition = name.rpartition("-")
+    if not sep or not topic or not partition.isdigit() or name.startswith("."):
+        return None
+    return topic, int(partition)
+
+
+def delete_dir_name(topic: str, partition: int) -> str:
+    """Kafka's ``<topic>-<partition>.<uuid without dashes>-delete``."""
+    return f"{log_dir_name(topic, partition)}.{uuid.uuid4().hex}{DELETE_DIR_SUFFIX}"
+
+
+def parse_delete_dir_name(name: str) -> TopicPartition | None:
+    m = _DELETE_DIR_RE.match(name)
+    return parse_log_dir_name(m["name"]) if m else None
+
+
+class LogDirLockedError(RuntimeError):
+    """Another process holds the log directory's ``.lock``."""
+
+
+@dataclass(frozen=True, slots=True)
+class LogManagerConfig:
+    """The broker settings the log manager acts on (Kafka's names in the comments)."""
+
+    log_dirs: tuple[str, ...]
+    retention_check_interval_ms: int = 300_000  # log.retention.check.interval.ms
+    recovery_point_checkpoint_interval_ms: int = 60_000  # log.flush.offset.checkpoint.interval.ms
+    log_start_offset_checkpoint_interval_ms: int = 60_000  # ...start.offset.checkpoint...
+    high_watermark_checkpoint_interval_ms: int = 5_000  # replica.high.watermark.checkpoint...
+    producer_id_expiration_ms: int = 86_400_000  # producer.id.expiration.ms
+    producer_id_expiration_check_interval_ms: int = 600_000
+    file_delete_delay_ms: int = 60_000  # log.segment.delete.delay.ms (partition dirs)
+
+    @classmethod
+    def from_kafka_config(cls, config: KafkaConfig) -> LogManagerConfig:
+        return cls(
+            log_dirs=tuple(config.log_dirs),
+            retention_check_interval_ms=config["log.retention.check.interval.ms"],
+            recovery_point_checkpoint_interval_ms=config["log.flush.offset.checkpoint.interval.ms"],
+            log_start_offset_checkpoint_interval_ms=config[
+                "log.flush.start.offset.checkpoint.interval.ms"],
+            high_watermark_checkpoint_interval_ms=config[
+                "replica.high.watermark.checkpoint.interval.ms"],
+            producer_id_expiration_ms=config["producer.id.expiration.ms"],
+            file_delete_delay_ms=config.log_config().file_delete_delay_ms,
+        )
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class LogManager:
+    """All logs of one broker. Call :meth:`startup` before anything else."""
+
+    def __init__(self, config: LogManagerConfig, default_config: LogConfig, *,
+                 topic_config: Callable[[str], LogConfig] | None = None,
+                 time_ms: Callable[[], int] = _now_ms) -> None:
+        self.config = config
+        self.default_config = default_config
+        self._topic_config = topic_config or (lambda _topic: default_config)
+        self._time_ms = time_ms
+        self.log_dirs = [Path(d).resolve() for d in config.log_dirs]
+        self._logs: dict[TopicPartition, Log] = {}
+        self._dir_deletes: list[tuple[int, Path, Log | None]] = []
+        self._locks: list[int] = []
+        now = time_ms()
+        self._next = {
+            "retention": now + config.retention_check_interval_ms,
+            "recovery": now + config.recovery_point_checkpoint_interval_ms,
+            "start": now + config.log_start_offset_checkpoint_interval_ms,
+            "hw": now + config.high_watermark_checkpoint_interval_ms,
+            "expiry": now + config.producer_id_expiration_check_interval_ms,
+        }
+
+    # ------------------------------------------------------------------ start-up
+
+    def startup(self) -> None:
+        """Lock the directories and open every log in them."""
+        for log_dir in self.log_dirs:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            self._lock(log_dir)
+        for log_dir in self.log_dirs:
+            self._load_dir(log_dir)
+        for log_dir in self.log_dirs:
+            marker = log_dir / CLEAN_SHUTDOWN_FILE
+            if marker.exists():
+                marker.unlink()
+
+    def _lock(self, log_dir: Path) -> None:
+        fd = os.open(log_dir / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise LogDirLockedError(f"failed to acquire lock on {log_dir / LOCK_FILE}: another "
+                                    "broker process is using this directory") from None
+        self._locks.append(fd)
+
+    def _read_checkpoint(self, path: Path) -> dict[TopicPartition, int]:
+        try:
+            return OffsetCheckpointFile(path).read()
+        except (CorruptCheckpointError, OSError) as e:
+            log.warning("ignoring %s: %s", path, e)
+            return {}
+
+    def _load_dir(self, log_dir: Path) -> None:
+        clean = (log_dir / CLEAN_SHUTDOWN_FILE).exists()
+        recovery = self._read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
+        starts = self._read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
+        hws = self._read_checkpoint(log_dir / REPLICATION_OFFSET_CHECKPOINT)
+        now = self._time_ms()
+        for entry in sorted(os.scandir(log_dir), key=lambda e: e.name):
+            if not entry.is_dir():
+                continue
+            if entry.name.endswith(DELETE_DIR_SUFFIX):
+                # A deletion a restart interrupted: finish it after the delay.
+                self._dir_deletes.append((now + self.config.file_delete_delay_ms,
+                                          Path(entry.path), None))
+                continue
+            tp = parse_log_dir_name(entry.name)
+            if tp is None:
+                continue
+            if tp in self._logs:
+                raise KafkaStorageError(f"duplicate log directories for {entry.name}: "
+                                        f"{self._logs[tp].dir} and {entry.path}")
+            self._logs[tp] = Log.open(
+                Path(entry.path), self._topic_config(tp[0]), topic=tp[0], partition=tp[1],
+                log_start_offset=starts.get(tp, 0), recovery_point=recovery.get(tp, 0),
+                high_watermark=hws.get(tp, 0), had_clean_shutdown=clean, time_ms=self._time_ms,
+                producer_id_expiration_ms=self.config.producer_id_expiration_ms)
+        log.info("loaded %d logs from %s (%s shutdown)", sum(
+            1 for lg in self._logs.values() if lg.dir.parent == log_dir), log_dir,
+            "clean" if clean else "unclean")
+
+    # ------------------------------------------------------------------ logs
+
+    def get_log(self, topic: str, partition: int) -> Log | None:
+        return self._logs.get((topic, partition))
+
+    def all_logs(self) -> list[Log]:
+        return list(self._logs.values())
+
+    def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None,
+                          topic_id: str | None = None) -> Log:
+        """The partition's log, created in the least-loaded directory if there is none.
+
+        Raises INCONSISTENT_TOPIC_ID if an existing log belongs to another topic id.
+        """
+        existing = self._logs.get((topic, partition))
+        if existing is not None:
+            if topic_id is not None:
+                if existing.topic_id is None:
+                    existing.set_topic_id(topic_id)
+                elif existing.topic_id != topic_id:
+                    raise InconsistentTopicIdError(
+                        f"log for {topic}-{partition} has topic id {existing.topic_id}, "
+                        f"not {topic_id}")
+            return existing
+        counts = {d: 0 for d in self.log_dirs}
+        for lg in self._logs.values():
+            counts[lg.dir.parent] = counts.get(lg.dir.parent, 0) + 1
+        parent = min(self.log_dirs, key=lambda d: counts[d])
+        try:
+            new_log = Log.open(
+                parent / log_dir_name(topic, partition), config or self._topic_config(topic),
+                topic=topic, partition=partition, time_ms=self._time_ms,
+                producer_id_expiration_ms=self.config.producer_id_expiration_ms)
+            if topic_id is not None:
+                new_log.set_topic_id(topic_id)
+        except OSError as e:
+            raise KafkaStorageError(f"cannot create log for {topic}-{partition}: {e}") from e
+        self._logs[(topic, partition)] = new_log
+        return new_log
+
+    def update_config(self, topic: str, config: LogConfig) -> None:
+        """Apply a topic config change (AlterConfigs) to the topic's open logs."""
+        for (t, _), lg in self._logs.items():
+            if t == topic:
+                lg.config = config
+
+    def async_delete(self, topic: str, partition: int) -> Path | None:
+        """Stop serving the partition now: rename its directory to
+        ``<topic>-<partition>.<uuid>-delete`` and remove it after ``file.delete.delay.ms``.
+        Descriptors stay open until then so in-flight sendfiles finish. Returns the new path
+        (None if the partition has no log here)."""
+        lg = self._logs.pop((topic, partition), None)
+        if lg is None:
+            return None
+        target = lg.dir.parent / delete_dir_name(topic, partition)
+        try:
+            lg.rename_dir(target)
+        except OSError as e:
+            raise KafkaStorageError(f"failed to rename {lg.dir} to {target}: {e}") from e
+        self._dir_deletes.append((self._time_ms() + lg.config.file_delete_delay_ms, target, lg))
+        # A recreated topic of the same name must not inherit this one's checkpoints.
+        self._write_checkpoints(target.parent)
+        return target
+
+    # ------------------------------------------------------------------ periodic work
+
+    def tick(self, now_ms: int | None = None) -> None:
+        """Do whatever periodic work is due. Cheap when nothing is; call it every ~100 ms."""
+        now = self._time_ms() if now_ms is None else now_ms
+        retention = self._due("retention", now, self.config.retention_check_interval_ms)
+        expiry = self._due("expiry", now, self.config.producer_id_expiration_check_interval_ms)
+        for lg in list(self._logs.values()):
+            try:
+                lg.flush_if_due(now)
+                if retention:
+                    lg.delete_old_segments(now)
+                lg.delete_pending_segments(now)
+                if expiry:
+                    lg.producer_state.remove_expired_producers(now)
+            except (OSError, KafkaStorageError):
+                log.exception("periodic maintenance of %s failed", lg)
+        if self._due("recovery", now, self.config.recovery_point_checkpoint_interval_ms):
+            self.checkpoint_recovery_points()
+        if self._due("start", now, self.config.log_start_offset_checkpoint_interval_ms):
+            self.checkpoint_log_start_offsets()
+        if self._due("hw", now, self.config.high_watermark_checkpoint_interval_ms):
+            self.checkpoint_high_watermarks()
+        self._delete_due_dirs(now)
+
+    def _due(self, name: str, now: int, interval: int) -> bool:
+        if now < self._next[name]:
+            return False
+        self._next[name] = now + interval
+        return True
+
+    def _delete_due_dirs(self, now: int) -> None:
+        keep = []
+        for due, path, lg in self._dir_deletes:
+            if due > now:
+                keep.append((due, path, lg))
+                continue
+            try:
+                if lg is not None:
+                    lg.delete()
+                else:
+                    shutil.rmtree(path)
+                log.info("deleted log directory %s", path)
+            except OSError:
+                log.exception("failed to delete %s; retrying later", path)
+                keep.append((now + self.config.file_delete_delay_ms, path, lg))
+        self._dir_deletes = keep
+
+    @property
+    def pending_dir_deletes(self) -> list[Path]:
+        return [path for _, path, _ in self._dir_deletes]
+
+    # ------------------------------------------------------------------ checkpoints
+
+    def _logs_in(self, log_dir: Path) -> Iterator[tuple[TopicPartition, Log]]:
+        return ((tp, lg) for tp, lg in self._logs.items() if lg.dir.parent == log_dir)
+
+    def checkpoint_recovery_points(self) -> None:
+        for log_dir in self.log_dirs:
+            OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(
+                {tp: lg.recovery_point for tp, lg in self._logs_in(log_dir)})
+
+    def checkpoint_log_start_offsets(self) -> None:
+        for log_dir in self.log_dirs:
+            OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(
+                {tp: lg.log_start_offset for tp, lg in self._logs_in(log_dir)})
+
+    def checkpoint_high_watermarks(self) -> None:
+        for log_dir in self.log_dirs:
+            OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(
+                {tp: lg.high_watermark for tp, lg in self._logs_in(log_dir)})
+
+    def _write_checkpoints(self, log_dir: Path) -> None:
+        logs = dict(self._logs_in(log_dir))
+        for name, value in ((RECOVERY_POINT_CHECKPOINT, lambda lg: lg.recovery_point),
+                            (LOG_START_OFFSET_CHECKPOINT, lambda lg: lg.log_start_offset),
+                            (REPLICATION_OFFSET_CHECKPOINT, lambda lg: lg.high_watermark)):
+            OffsetCheckpointFile(log_dir / name).write({tp: value(lg) for tp, lg in logs.items()})
+
+    # ------------------------------------------------------------------ shutdown
+
+    def shutdown(self) -> None:
+        """Flush and close every log, write checkpoints, then mark a clean shutdown."""
+        for lg in self._logs.values():
+            lg.flush()
+            lg.close()
+        for _, _, lg in self._dir_deletes:
+            if lg is not None:
+                lg.close()  # the directory itself goes at the next start-up
+        for log_dir in self.log_dirs:
+            self._write_checkpoints(log_dir)
+            write_atomically(log_dir / CLEAN_SHUTDOWN_FILE, b"")
+        self._logs.clear()
+        self._dir_deletes.clear()
+        for fd in self._locks:
+            os.close(fd)  # closing releases the flock
+        self._locks.clear()
+
+
+__all__ = [
+    "CLEAN_SHUTDOWN_FILE",
+    "LogDirLockedError",
+    "LogManager",
+    "LogManagerConfig",
+    "delete_dir_name",
+    "log_dir_name",
+    "parse_delete_dir_name",
+    "parse_log_dir_name",
+]

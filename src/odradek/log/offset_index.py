@@ -1,0 +1,85 @@
+"""Kafka's ``OffsetIndex``: a sparse map from offset to byte position in a segment.
+
+File format (``<base offset>.index``): 8-byte entries, relative offset int32 + position
+int32, big-endian, both strictly increasing. One entry per ``index.interval.bytes`` of log
+data; an entry ``(offset, position)`` says the batch holding ``offset`` as its last offset
+starts at ``position`` or later, so a lookup scans forward from the floor entry.
+"""
+
+from __future__ import annotations
+
+import struct
+import sys
+from array import array
+from dataclasses import dataclass
+
+from odradek.log.abstract_index import AbstractIndex, IndexCorruptError
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetPosition:
+    offset: int
+    position: int
+
+
+class OffsetIndex(AbstractIndex):
+    """Relative offsets and positions, binary-searched in memory."""
+
+    entry = struct.Struct(">ii")
+
+    def _decode(self, data: bytes) -> tuple[array, array]:
+        flat = array("i")
+        flat.frombytes(data)
+        if sys.byteorder == "little":
+            flat.byteswap()
+        return flat[0::2], flat[1::2]
+
+    def _encode(self, key: int, value: int) -> bytes:
+        return self.entry.pack(key, value)
+
+    @property
+    def last_offset(self) -> int:
+        """The largest indexed offset, or the base offset when empty."""
+        keys = self.keys
+        return self.base_offset + keys[-1] if keys else self.base_offset
+
+    def last_entry(self) -> OffsetPosition:
+        keys = self.keys
+        if not keys:
+            return OffsetPosition(self.base_offset, 0)
+        return OffsetPosition(self.base_offset + keys[-1], self.values[-1])
+
+    def append(self, offset: int, position: int) -> None:
+        """Add an entry; offsets must increase (Kafka's InvalidOffsetException otherwise)."""
+        keys = self.keys
+        relative = offset - self.base_offset
+        if keys and relative <= keys[-1]:
+            raise ValueError(f"offset {offset} is not larger than the last indexed offset "
+                             f"{self.base_offset + keys[-1]} in {self.path}")
+        self._append(relative, position)
+
+    def lookup(self, target_offset: int) -> OffsetPosition:
+        """The entry with the largest offset <= target (or the segment start)."""
+        keys = self.keys
+        i = self._floor(keys, target_offset - self.base_offset)
+        if i < 0:
+            return OffsetPosition(self.base_offset, 0)
+        return OffsetPosition(self.base_offset + keys[i], self.values[i])
+
+    def lookup_position(self, position: int) -> int:
+        """The largest indexed batch position <= ``position`` (0 if none): a batch boundary."""
+        i = self._floor(self.values, position)
+        return self.values[i] if i >= 0 else 0
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry for offsets >= ``offset``."""
+        keys = self.keys
+        self._truncate_entries(self._floor(keys, offset - self.base_offset - 1) + 1)
+
+    def sanity_check(self, log_size: int) -> None:
+        """Raise IndexCorruptError unless entries are ordered and point inside the log."""
+        if self.values and self.values[-1] >= max(log_size, 1):
+            raise IndexCorruptError(f"{self.path}: last entry points past the log ({log_size})")
+        if self.keys and self.keys[0] < 0:
+            raise IndexCorruptError(f"{self.path}: negative relative offset")
+        self._check_monotonic()

@@ -1,0 +1,36 @@
+"""Kafka's ``partition.metadata`` file: the topic id a partition directory belongs to.
+
+Format (Kafka 2.8+)::
+
+    version: 0
+    topic_id: <topic id as Kafka prints it: url-safe base64, no padding>
+
+A directory whose topic id differs from the one asked for belongs to an older topic of the
+same name; the caller must not reuse it (INCONSISTENT_TOPIC_ID).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from odradek.log.checkpoints import write_atomically
+
+PARTITION_METADATA_FILE = "partition.metadata"
+
+
+def read_topic_id(directory: Path) -> str | None:
+    """The topic id recorded in ``directory``, or None if there is no (valid) file."""
+    try:
+        text = (directory / PARTITION_METADATA_FILE).read_text()
+    except FileNotFoundError:
+        return None
+    fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
+    if fields.get("version", "").strip() != "0":
+        return None
+    return fields.get("topic_id", "").strip() or None
+
+
+def write_topic_id(directory: Path, topic_id: str) -> None:
+    """Record ``topic_id`` for ``directory`` (atomically)."""
+    write_atomically(directory / PARTITION_METADATA_FILE,
+                     f"version: 0\ntopic_id: {topic_id}\n".encode())

@@ -1,0 +1,77 @@
+"""Kafka's ``TimeIndex``: a sparse map from timestamp to offset in a segment.
+
+File format (``<base offset>.timeindex``): 12-byte entries, timestamp int64 + relative
+offset int32, big-endian. An entry ``(t, o)`` says that ``t`` is the largest timestamp in
+the segment up to the batch ending at offset ``o``. Entries are added only when that maximum
+grows, so a search for the first record at or after time ``T`` may start at the offset of
+the last entry with ``t <= T``.
+"""
+
+from __future__ import annotations
+
+import struct
+from array import array
+from dataclasses import dataclass
+
+from odradek.log.abstract_index import AbstractIndex, IndexCorruptError
+from odradek.protocol.records import NO_TIMESTAMP
+
+
+@dataclass(frozen=True, slots=True)
+class TimestampOffset:
+    timestamp: int
+    offset: int
+
+
+class TimeIndex(AbstractIndex):
+    """Timestamps (int64) and relative offsets, binary-searched in memory."""
+
+    entry = struct.Struct(">qi")
+    key_type = "q"
+
+    def _decode(self, data: bytes) -> tuple[array, array]:
+        keys, values = array("q"), array("i")
+        for timestamp, relative in self.entry.iter_unpack(data):
+            keys.append(timestamp)
+            values.append(relative)
+        return keys, values
+
+    def _encode(self, key: int, value: int) -> bytes:
+        return self.entry.pack(key, value)
+
+    def last_entry(self) -> TimestampOffset:
+        """The last entry, or ``(NO_TIMESTAMP, base offset)`` when empty."""
+        keys = self.keys
+        if not keys:
+            return TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        return TimestampOffset(keys[-1], self.base_offset + self.values[-1])
+
+    def maybe_append(self, timestamp: int, offset: int) -> None:
+        """Add ``(timestamp, offset)`` if the timestamp is larger than the last entry's."""
+        keys = self.keys
+        if keys:
+            if timestamp <= keys[-1]:
+                return
+            if offset - self.base_offset < self.values[-1]:
+                raise ValueError(f"offset {offset} is smaller than the last time-indexed offset "
+                                 f"in {self.path}")
+        self._append(timestamp, offset - self.base_offset)
+
+    def lookup(self, target_timestamp: int) -> TimestampOffset:
+        """The entry with the largest timestamp <= target, or ``(NO_TIMESTAMP, base)``."""
+        keys = self.keys
+        i = self._floor(keys, target_timestamp)
+        if i < 0:
+            return TimestampOffset(NO_TIMESTAMP, self.base_offset)
+        return TimestampOffset(keys[i], self.base_offset + self.values[i])
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every entry for offsets >= ``offset`` (offsets are non-decreasing)."""
+        self._truncate_entries(self._floor(self.values, offset - self.base_offset - 1) + 1)
+
+    def sanity_check(self, next_offset: int) -> None:
+        """Raise IndexCorruptError unless entries are ordered and inside the segment."""
+        if self.values and (self.values[0] < 0 or self.base_offset + self.values[-1] >= max(
+                next_offset, self.base_offset + 1)):
+            raise IndexCorruptError(f"{self.path}: entries point outside the segment")
+        self._check_monotonic()

@@ -1,0 +1,476 @@
+"""Record batch v2 (magic 2): header parsing, CRC-32C, in-place offset rewrite.
+
+The broker never decodes records on the produce/fetch path (DESIGN.md, principle 3). The
+functions at the top of this module work on batch *headers* only: they walk a ``records``
+byte string batch by batch, check bounds, magic and CRC, and patch the fields that are
+outside the CRC (base offset, partition leader epoch). The record decoder, the codecs and
+the batch builder at the bottom are for tests, tools and the rare lookup that needs one
+record's timestamp (ListOffsets by time); they are never called per produced batch.
+
+Layout (all big-endian), Kafka's ``DefaultRecordBatch``::
+
+    0  baseOffset int64          21 attributes int16        43 producerId int64
+    8  batchLength int32         23 lastOffsetDelta int32   51 producerEpoch int16
+    12 partitionLeaderEpoch int32 27 baseTimestamp int64     53 baseSequence int32
+    16 magic int8                35 maxTimestamp int64      57 recordsCount int32
+    17 crc uint32 (CRC-32C of bytes 21..end)                61 records...
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+import crc32c as _crc32c
+from kio.schema.errors import ErrorCode
+
+from odradek.protocol.errors import CorruptMessageError, InvalidRecordError, for_code
+
+__all__ = [
+    "HEADER_SIZE",
+    "LOG_OVERHEAD",
+    "NO_PRODUCER_EPOCH",
+    "NO_PRODUCER_ID",
+    "NO_SEQUENCE",
+    "NO_TIMESTAMP",
+    "CompressionType",
+    "Record",
+    "RecordBatchHeader",
+    "SimpleRecord",
+    "TimestampType",
+    "build_batch",
+    "check_crc",
+    "compress",
+    "compute_crc",
+    "decode_batch",
+    "decompress",
+    "iter_batches",
+    "parse_header",
+    "set_base_offset",
+    "set_log_append_time",
+    "set_partition_leader_epoch",
+]
+
+# Field offsets inside a batch.
+BASE_OFFSET_OFFSET = 0
+LENGTH_OFFSET = 8
+PARTITION_LEADER_EPOCH_OFFSET = 12
+MAGIC_OFFSET = 16
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+MAX_TIMESTAMP_OFFSET = 35
+HEADER_SIZE = 61  # Kafka's RECORD_BATCH_OVERHEAD
+LOG_OVERHEAD = 12  # baseOffset + batchLength: what precedes the length-counted part
+MAGIC = 2
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+NO_PARTITION_LEADER_EPOCH = -1
+NO_TIMESTAMP = -1
+
+_INT32_MAX = 2**31 - 1
+
+_COMPRESSION_MASK = 0x07
+_TIMESTAMP_TYPE_MASK = 0x08
+_TRANSACTIONAL_MASK = 0x10
+_CONTROL_MASK = 0x20
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_INT64 = struct.Struct(">q")
+_INT32 = struct.Struct(">i")
+_UINT32 = struct.Struct(">I")
+_INT16 = struct.Struct(">h")
+
+
+class CompressionType(IntEnum):
+    NONE = 0
+    GZIP = 1
+    SNAPPY = 2
+    LZ4 = 3
+    ZSTD = 4
+
+
+class TimestampType(IntEnum):
+    CREATE_TIME = 0
+    LOG_APPEND_TIME = 1
+
+
+@dataclass(frozen=True, slots=True)
+class RecordBatchHeader:
+    """The 61-byte header of one record batch, as stored."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+
+    @property
+    def size(self) -> int:
+        """Bytes this batch occupies in a log: the 12-byte prefix plus ``batch_length``."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta + 1
+
+    @property
+    def compression(self) -> CompressionType:
+        try:
+            return CompressionType(self.attributes & _COMPRESSION_MASK)
+        except ValueError:
+            raise CorruptMessageError(
+                f"unknown compression codec {self.attributes & _COMPRESSION_MASK}") from None
+
+    @property
+    def timestamp_type(self) -> TimestampType:
+        return (TimestampType.LOG_APPEND_TIME if self.attributes & _TIMESTAMP_TYPE_MASK
+                else TimestampType.CREATE_TIME)
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & _TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & _CONTROL_MASK)
+
+    @property
+    def has_producer_id(self) -> bool:
+        return self.producer_id > NO_PRODUCER_ID
+
+    @property
+    def last_sequence(self) -> int:
+        """The sequence of the last record; sequences wrap from INT32_MAX to 0 as in Kafka."""
+        if self.base_sequence == NO_SEQUENCE:
+            return NO_SEQUENCE
+        return (self.base_sequence + self.last_offset_delta) % (_INT32_MAX + 1)
+
+
+def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> RecordBatchHeader:
+    """Parse the batch header at ``pos``; checks that the header fits and the magic is 2.
+
+    Raises CorruptMessageError for a truncated or malformed header and InvalidRecordError
+    for magic 0/1 (Kafka's answer to a v3+ Produce carrying legacy message sets).
+    """
+    if len(buf) - pos < HEADER_SIZE:
+        # The magic byte may still be readable: report legacy formats for what they are.
+        if len(buf) - pos > MAGIC_OFFSET and buf[pos + MAGIC_OFFSET] in (0, 1):
+            raise InvalidRecordError(f"record batch at {pos} has magic {buf[pos + MAGIC_OFFSET]}; "
+                                     "only magic 2 is supported")
+        raise CorruptMessageError(f"record batch header at {pos} is truncated")
+    header = RecordBatchHeader(*_HEADER.unpack_from(buf, pos))
+    if header.magic != MAGIC:
+        if header.magic in (0, 1):
+            raise InvalidRecordError(f"record batch at {pos} has magic {header.magic}; "
+                                     "only magic 2 is supported")
+        raise CorruptMessageError(f"record batch at {pos} has invalid magic {header.magic}")
+    if header.batch_length < HEADER_SIZE - LOG_OVERHEAD:
+        raise CorruptMessageError(f"record batch at {pos} has length {header.batch_length}, "
+                                  f"less than the minimum {HEADER_SIZE - LOG_OVERHEAD}")
+    if header.last_offset_delta < 0 or header.records_count < 0:
+        raise CorruptMessageError(f"record batch at {pos} has a negative offset delta or count")
+    return header
+
+
+def iter_batches(buf: bytes | bytearray | memoryview, *, partial_tail_ok: bool = False
+                 ) -> Iterator[tuple[int, RecordBatchHeader]]:
+    """Yield ``(position, header)`` for each batch in ``buf``, in order.
+
+    Every batch must lie entirely inside ``buf``; a trailing fragment is corrupt unless
+    ``partial_tail_ok`` (a fetch response may end in a cut batch), in which case iteration
+    stops before it. CRCs are not checked here (see :func:`check_crc`).
+    """
+    end = len(buf)
+    pos = 0
+    while pos < end:
+        if end - pos < HEADER_SIZE:
+            if partial_tail_ok:
+                return
+            parse_header(buf, pos)  # raises with the precise reason
+        header = parse_header(buf, pos)
+        size = header.batch_length + LOG_OVERHEAD
+        if pos + size > end:
+            if partial_tail_ok:
+                return
+            raise CorruptMessageError(f"record batch at {pos} claims {size} bytes, "
+                                      f"only {end - pos} remain")
+        yield pos, header
+        pos += size
+
+
+def compute_crc(buf: bytes | bytearray | memoryview, pos: int, header: RecordBatchHeader) -> int:
+    """CRC-32C over attributes..end of the batch at ``pos`` (Kafka's checksum scope)."""
+    view = memoryview(buf)
+    return _crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET:pos + LOG_OVERHEAD + header.batch_length])
+
+
+def check_crc(buf: bytes | bytearray | memoryview, pos: int, header: RecordBatchHeader) -> None:
+    """Raise CorruptMessageError unless the stored CRC matches the batch's bytes."""
+    actual = compute_crc(buf, pos, header)
+    if actual != header.crc:
+        raise CorruptMessageError(f"record batch at offset {header.base_offset} is corrupt "
+                                  f"(stored crc = {header.crc}, computed crc = {actual})")
+
+
+def set_base_offset(buf: bytearray | memoryview, pos: int, offset: int) -> None:
+    """Rewrite the base offset in place (outside the CRC, so the CRC stays valid)."""
+    _INT64.pack_into(buf, pos + BASE_OFFSET_OFFSET, offset)
+
+
+def set_partition_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
+    """Rewrite the partition leader epoch in place (outside the CRC)."""
+    _INT32.pack_into(buf, pos + PARTITION_LEADER_EPOCH_OFFSET, epoch)
+
+
+def set_log_append_time(buf: bytearray | memoryview, pos: int, header: RecordBatchHeader,
+                        timestamp: int) -> None:
+    """Stamp the batch with the broker's time: LogAppendTime bit, maxTimestamp, new CRC.
+
+    As in Kafka, the records keep their own timestamps; readers of a LogAppendTime batch
+    use maxTimestamp for every record.
+    """
+    attributes = header.attributes | _TIMESTAMP_TYPE_MASK
+    _INT16.pack_into(buf, pos + ATTRIBUTES_OFFSET, attributes)
+    _INT64.pack_into(buf, pos + MAX_TIMESTAMP_OFFSET, timestamp)
+    view = memoryview(buf)
+    crc = _crc32c.crc32c(view[pos + ATTRIBUTES_OFFSET:pos + LOG_OVERHEAD + header.batch_length])
+    _UINT32.pack_into(buf, pos + CRC_OFFSET, crc)
+
+
+# ------------------------------------------------------------------ codecs (tests and tools)
+
+_SNAPPY_JAVA_MAGIC = b"\x82SNAPPY\x00"
+
+
+def _pyarrow_codec(name: str) -> Any:  # pyarrow is optional: imported on first use
+    try:
+        import pyarrow
+    except ImportError:
+        raise for_code(ErrorCode.unsupported_compression_type)(
+            f"{name} needs pyarrow (pip install odradek[spark])") from None
+    return pyarrow
+
+
+def decompress(codec: CompressionType, data: bytes | memoryview) -> bytes:
+    """Decompress a batch's records section. gzip uses the standard library; snappy, lz4
+    (frame format) and zstd use pyarrow when it is installed."""
+    data = bytes(data)
+    if codec is CompressionType.NONE:
+        return data
+    try:
+        if codec is CompressionType.GZIP:
+            return zlib.decompress(data, wbits=47)  # 32+15: gzip or zlib header
+        pa = _pyarrow_codec(codec.name.lower())
+        if codec is CompressionType.SNAPPY:
+            return _snappy_decompress(pa, data)
+        name = "lz4" if codec is CompressionType.LZ4 else "zstd"
+        return pa.CompressedInputStream(pa.BufferReader(data), name).read().to_pybytes()
+    except (zlib.error, OSError, ValueError) as e:
+        raise CorruptMessageError(f"cannot decompress {codec.name} records: {e}") from None
+    except Exception as e:
+        if type(e).__module__.startswith("pyarrow"):
+            raise CorruptMessageError(f"cannot decompress {codec.name} records: {e}") from None
+        raise
+
+
+def _snappy_decompress(pa: Any, data: bytes) -> bytes:
+    codec = pa.Codec("snappy")
+
+    def raw(block: bytes) -> bytes:
+        size, _ = _read_uvarint(block, 0)  # raw snappy starts with the uncompressed length
+        return codec.decompress(block, decompressed_size=size, asbytes=True)
+
+    if not data.startswith(_SNAPPY_JAVA_MAGIC):
+        return raw(data)
+    # xerial snappy-java framing (the Java client): 16-byte header, then [int32 len][block]*
+    out = bytearray()
+    pos = 16
+    while pos < len(data):
+        (length,) = _INT32.unpack_from(data, pos)
+        out += raw(data[pos + 4:pos + 4 + length])
+        pos += 4 + length
+    return bytes(out)
+
+
+def compress(codec: CompressionType, data: bytes) -> bytes:
+    """Compress a records section (used by the test/tool batch builder)."""
+    if codec is CompressionType.NONE:
+        return data
+    if codec is CompressionType.GZIP:
+        return gzip.compress(data)
+    pa = _pyarrow_codec(codec.name.lower())
+    name = {CompressionType.SNAPPY: "snappy", CompressionType.LZ4: "lz4",
+            CompressionType.ZSTD: "zstd"}[codec]
+    return pa.Codec(name).compress(data, asbytes=True)
+
+
+# --------------------------------------------------------------- records (tests and tools)
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One decoded record with its absolute offset and effective timestamp."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SimpleRecord:
+    """A record to build: ``timestamp=None`` takes the builder's default timestamp."""
+
+    value: bytes | None
+    key: bytes | None = None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+    timestamp: int | None = None
+
+
+def _read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    result = 0
+    shift = 0
+    while True:
+        try:
+            b = buf[pos]
+        except IndexError:
+            raise CorruptMessageError("truncated varint") from None
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+        if shift > 63:
+            raise CorruptMessageError("varint is too long")
+
+
+def _read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    raw, pos = _read_uvarint(buf, pos)
+    return (raw >> 1) ^ -(raw & 1), pos
+
+
+def _write_varint(out: bytearray, value: int) -> None:
+    raw = (value << 1) ^ (value >> 63)  # zigzag (64-bit)
+    raw &= 0xFFFFFFFFFFFFFFFF
+    while raw >= 0x80:
+        out.append((raw & 0x7F) | 0x80)
+        raw >>= 7
+    out.append(raw)
+
+
+def _read_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
+    length, pos = _read_varint(buf, pos)
+    if length < 0:
+        return None, pos
+    if pos + length > len(buf):
+        raise CorruptMessageError("record field runs past the end of the batch")
+    return buf[pos:pos + length], pos + length
+
+
+def decode_batch(batch: bytes | bytearray | memoryview) -> tuple[RecordBatchHeader, list[Record]]:
+    """Decode one whole batch (header, CRC check, decompression, records).
+
+    Not for the hot path: it costs Python work per record.
+    """
+    header = parse_header(batch)
+    if header.size > len(batch):
+        raise CorruptMessageError("record batch is truncated")
+    check_crc(batch, 0, header)
+    payload = decompress(header.compression, memoryview(batch)[HEADER_SIZE:header.size])
+    log_append = header.timestamp_type is TimestampType.LOG_APPEND_TIME
+    records: list[Record] = []
+    pos = 0
+    for _ in range(header.records_count):
+        length, pos = _read_varint(payload, pos)
+        end = pos + length
+        if length < 0 or end > len(payload):
+            raise CorruptMessageError("record length runs past the end of the batch")
+        pos += 1  # record attributes: unused in v2
+        ts_delta, pos = _read_varint(payload, pos)
+        offset_delta, pos = _read_varint(payload, pos)
+        key, pos = _read_bytes(payload, pos)
+        value, pos = _read_bytes(payload, pos)
+        count, pos = _read_varint(payload, pos)
+        headers = []
+        for _ in range(max(count, 0)):
+            hkey, pos = _read_bytes(payload, pos)
+            hvalue, pos = _read_bytes(payload, pos)
+            if hkey is None:
+                raise CorruptMessageError("record header key is null")
+            headers.append((hkey.decode("utf-8", "replace"), hvalue))
+        if pos != end:
+            raise CorruptMessageError("record length does not match its fields")
+        timestamp = header.max_timestamp if log_append else header.base_timestamp + ts_delta
+        records.append(Record(header.base_offset + offset_delta, timestamp, key, value,
+                              tuple(headers)))
+    if pos != len(payload):
+        raise CorruptMessageError("record batch has trailing bytes after its records")
+    return header, records
+
+
+def build_batch(records: Sequence[SimpleRecord], *, base_offset: int = 0, timestamp: int = 0,
+                partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+                producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH,
+                base_sequence: int = NO_SEQUENCE, is_transactional: bool = False,
+                compression: CompressionType = CompressionType.NONE,
+                timestamp_type: TimestampType = TimestampType.CREATE_TIME) -> bytes:
+    """Encode ``records`` as one v2 batch (for tests and tools; the broker never builds)."""
+    if not records:
+        raise ValueError("a record batch needs at least one record")
+    stamps = [timestamp if r.timestamp is None else r.timestamp for r in records]
+    first_ts = stamps[0]
+    body = bytearray()
+    for delta, (record, ts) in enumerate(zip(records, stamps, strict=True)):
+        rec = bytearray(b"\x00")
+        _write_varint(rec, ts - first_ts)
+        _write_varint(rec, delta)
+        for field in (record.key, record.value):
+            if field is None:
+                _write_varint(rec, -1)
+            else:
+                _write_varint(rec, len(field))
+                rec += field
+        _write_varint(rec, len(record.headers))
+        for hkey, hvalue in record.headers:
+            encoded = hkey.encode("utf-8")
+            _write_varint(rec, len(encoded))
+            rec += encoded
+            if hvalue is None:
+                _write_varint(rec, -1)
+            else:
+                _write_varint(rec, len(hvalue))
+                rec += hvalue
+        _write_varint(body, len(rec))
+        body += rec
+    payload = compress(compression, bytes(body))
+    attributes = int(compression)
+    if timestamp_type is TimestampType.LOG_APPEND_TIME:
+        attributes |= _TIMESTAMP_TYPE_MASK
+    if is_transactional:
+        attributes |= _TRANSACTIONAL_MASK
+    out = bytearray(HEADER_SIZE) + payload
+    _HEADER.pack_into(out, 0, base_offset, len(out) - LOG_OVERHEAD, partition_leader_epoch, MAGIC,
+                      0, attributes, len(records) - 1, first_ts, max(stamps), producer_id,
+                      producer_epoch, base_sequence, len(records))
+    _UINT32.pack_into(out, CRC_OFFSET, _crc32c.crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
+    return bytes(out)
