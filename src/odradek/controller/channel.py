@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from odradek.controller import control_requests as build
 from odradek.controller.context import ControllerContext, ReplicaAssignment, TopicPartition
 from odradek.controller.events import (
     ControllerEvent,
@@ -65,7 +66,7 @@ class _BrokerSender:
             try:
                 await conn.connect(timeout_s=self.timeout_s)
                 return conn
-            except (OSError, asyncio.TimeoutError) as e:
+            except (TimeoutError, OSError) as e:
                 log.debug("controller connection to broker %d failed: %r", self.info.id, e)
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 1.0)
@@ -79,7 +80,7 @@ class _BrokerSender:
                 try:
                     response = await self.conn.send(item.payload, item.response_type, self.timeout_s)
                     break
-                except (ConnectionError, OSError, asyncio.TimeoutError) as e:
+                except (TimeoutError, ConnectionError, OSError) as e:
                     log.info("controller request to broker %d failed, retrying: %r", self.info.id, e)
                     await self.conn.close()
                     self.conn = None
@@ -221,7 +222,7 @@ class ControllerBrokerRequestBatch:
                     kind = "become-leader" if info.state.leader == broker_id else "become-follower"
                     logger.info(f"Sending {kind} LeaderAndIsr request {_fmt_state(info)} to broker {broker_id} "
                                 f"for partition {tp}")
-            request = control.build_leader_and_isr_request(
+            request = build.build_leader_and_isr_request(
                 controller_id=self.controller_id,
                 controller_epoch=controller_epoch,
                 broker_epoch=self._broker_epoch(broker_id),
@@ -235,7 +236,7 @@ class ControllerBrokerRequestBatch:
 
     def _leader_and_isr_callback(self, broker_id: int) -> Callable[[Any], None]:
         def on_response(response: Any) -> None:
-            top, errors = control.leader_and_isr_response_errors(response)
+            top, errors = build.leader_and_isr_response_errors(response, self.ctx.topic_ids)
             self.event_sink(LeaderAndIsrResponseReceived(broker_id, errors, top))
         return on_response
 
@@ -260,7 +261,7 @@ class ControllerBrokerRequestBatch:
                 continue
             if logger.enabled and states:
                 logger.info(f"Sending UpdateMetadata request to broker {broker_id} for {len(states)} partitions")
-            request = control.build_update_metadata_request(
+            request = build.build_update_metadata_request(
                 controller_id=self.controller_id,
                 controller_epoch=controller_epoch,
                 broker_epoch=self._broker_epoch(broker_id),
@@ -286,7 +287,7 @@ class ControllerBrokerRequestBatch:
             if logger.enabled:
                 logger.info(f"Sending StopReplica request for {len(entries)} partitions to broker {broker_id}"
                             f" (delete: {sorted(str(tp) for tp, (_, d) in entries.items() if d)})")
-            request = control.build_stop_replica_request(
+            request = build.build_stop_replica_request(
                 controller_id=self.controller_id,
                 controller_epoch=controller_epoch,
                 broker_epoch=self._broker_epoch(broker_id),
@@ -297,7 +298,7 @@ class ControllerBrokerRequestBatch:
 
     def _stop_replica_callback(self, broker_id: int) -> Callable[[Any], None]:
         def on_response(response: Any) -> None:
-            top, errors = control.stop_replica_response_errors(response)
+            top, errors = build.stop_replica_response_errors(response)
             self.event_sink(TopicDeletionStopReplicaResponseReceived(broker_id, errors, top))
         return on_response
 

@@ -18,7 +18,12 @@ from kazoo.protocol.states import EventType, WatchedEvent
 
 from odradek.config import KafkaConfig
 from odradek.controller.channel import ControllerBrokerRequestBatch, ControllerChannelManager
-from odradek.controller.context import ControllerContext, PartitionAndReplica, ReplicaAssignment, TopicPartition
+from odradek.controller.context import (
+    ControllerContext,
+    PartitionAndReplica,
+    ReplicaAssignment,
+    TopicPartition,
+)
 from odradek.controller.event_manager import ControllerEventManager
 from odradek.controller.events import (
     AlterPartitionReceived,

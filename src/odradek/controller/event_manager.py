@@ -46,7 +46,7 @@ class ControllerEventManager:
         self._queue.put_nowait(None)
         try:
             await asyncio.wait_for(self._task, timeout=10)
-        except (asyncio.TimeoutError, asyncio.CancelledError):
+        except (TimeoutError, asyncio.CancelledError):
             self._task.cancel()
         self._task = None
 

@@ -69,7 +69,7 @@ class BrokerConnection:
         await self._writer.drain()
         try:
             return await asyncio.wait_for(fut, timeout_s)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             # A late response would misalign the pipeline: start over on a fresh connection.
             await self.close(ConnectionClosed(f"request to {self.host}:{self.port} timed out"))
             raise

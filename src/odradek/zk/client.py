@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,7 +113,7 @@ class KafkaZkClient:
         hosts, chroot = split_chroot(self.connect_string)
         timeout_s = self.connection_timeout_ms / 1000
         if chroot:
-            await self._loop.run_in_executor(None, _ensure_chroot, hosts, chroot, timeout_s)
+            await self._loop.run_in_executor(None, ensure_chroot, hosts, chroot, timeout_s)
         self._zk = KazooClient(
             hosts=hosts + chroot,
             timeout=self.session_timeout_ms / 1000,
@@ -576,7 +576,8 @@ def _with_version(state: LeaderAndIsr, zk_version: int) -> LeaderAndIsr:
     return LeaderAndIsr(state.leader, state.leader_epoch, state.isr, state.controller_epoch, zk_version)
 
 
-def _ensure_chroot(hosts: str, chroot: str, timeout_s: float) -> None:
+def ensure_chroot(hosts: str, chroot: str, timeout_s: float) -> None:
+    """Create the chroot of a connect string (Kafka brokers do this at start-up)."""
     zk = KazooClient(hosts=hosts, timeout=timeout_s)
     try:
         zk.start(timeout=timeout_s)

@@ -14,6 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 __all__ = [
+    "PERSISTENT_PATHS",
     "AdminZNode",
     "BrokerIdZNode",
     "BrokerIdsZNode",
@@ -27,7 +28,6 @@ __all__ = [
     "DeleteTopicsZNode",
     "EndPoint",
     "LeaderAndIsr",
-    "PERSISTENT_PATHS",
     "PreferredReplicaElectionZNode",
     "ProducerIdBlockZNode",
     "ReassignPartitionsZNode",
@@ -492,3 +492,20 @@ PERSISTENT_PATHS: tuple[str, ...] = (
     LogDirEventNotificationZNode.path,
     *(ConfigEntityTypeZNode.path(t) for t in ConfigEntityTypeZNode.TYPES),
 )
+
+
+def topic_id_to_uuid(topic_id: str | None) -> uuid.UUID:
+    """Kafka's topic id string (URL-safe base64, no padding) as a UUID; zero when unknown."""
+    if not topic_id:
+        return uuid.UUID(int=0)
+    padded = topic_id + "=" * (-len(topic_id) % 4)
+    try:
+        return uuid.UUID(bytes=base64.urlsafe_b64decode(padded))
+    except (ValueError, TypeError):
+        return uuid.UUID(int=0)
+
+
+def uuid_to_topic_id(value: uuid.UUID | None) -> str | None:
+    if value is None or value.int == 0:
+        return None
+    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")

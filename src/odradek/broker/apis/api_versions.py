@@ -1,0 +1,43 @@
+"""ApiVersions (key 18): answered from the handler table."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kio.index import load_response_schema
+
+from odradek.broker.apis.registry import REGISTRY, api
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.framing import UnsupportedRequestError, encode_response
+
+if TYPE_CHECKING:
+    from odradek.broker.server import KafkaServer
+    from odradek.net.server import Request, Response
+
+API_VERSIONS = 18
+
+
+def _response(version: int, error: ErrorCode) -> object:
+    schema = load_response_schema(API_VERSIONS, version)
+    module = __import__(schema.__module__, fromlist=["ApiVersion"])
+    keys = tuple(
+        module.ApiVersion(api_key=spec.api_key, min_version=spec.min_version, max_version=spec.max_version)
+        for spec in sorted(REGISTRY.values(), key=lambda s: s.api_key)
+    )
+    fields = {"error_code": error, "api_keys": keys}
+    if version >= 1:
+        fields["throttle_time"] = 0
+    return schema(**fields)
+
+
+@api(API_VERSIONS, "ApiVersions", 0, 3)
+def handle_api_versions(broker: KafkaServer, request: Request) -> Response:
+    return encode_response(_response(request.api_version, ErrorCode.none), request.header.correlation_id)
+
+
+def unsupported_api_versions(error: UnsupportedRequestError) -> Response:
+    """A client asking ApiVersions at a version we don't know gets Kafka's answer: a v0
+    response with UNSUPPORTED_VERSION and our versions, so it can retry with one we do."""
+    if error.api_key != API_VERSIONS or error.header is None:
+        return None
+    return encode_response(_response(0, ErrorCode.unsupported_version), error.header.correlation_id)

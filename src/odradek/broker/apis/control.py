@@ -1,0 +1,52 @@
+"""The controller's requests to brokers (LeaderAndIsr, StopReplica, UpdateMetadata) and the
+brokers' ControlledShutdown request to the controller."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from odradek.broker.apis.registry import api, decode_body
+from odradek.controller.events import ControlledShutdown
+from odradek.protocol import control
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.framing import encode_response
+
+if TYPE_CHECKING:
+    from odradek.broker.server import KafkaServer
+    from odradek.net.server import Request, Response
+
+
+@api(control.LEADER_AND_ISR_KEY, "LeaderAndIsr", control.LEADER_AND_ISR_VERSION, control.LEADER_AND_ISR_VERSION)
+def handle_leader_and_isr(broker: KafkaServer, request: Request) -> Response:
+    body = decode_body(request)
+    response = broker.replica_manager.become_leader_or_follower(request.header.correlation_id, body)
+    return encode_response(response, request.header.correlation_id)
+
+
+@api(control.STOP_REPLICA_KEY, "StopReplica", control.STOP_REPLICA_VERSION, control.STOP_REPLICA_VERSION)
+def handle_stop_replica(broker: KafkaServer, request: Request) -> Response:
+    body = decode_body(request)
+    response = broker.replica_manager.stop_replicas(request.header.correlation_id, body)
+    return encode_response(response, request.header.correlation_id)
+
+
+@api(control.UPDATE_METADATA_KEY, "UpdateMetadata", control.UPDATE_METADATA_VERSION, control.UPDATE_METADATA_VERSION)
+def handle_update_metadata(broker: KafkaServer, request: Request) -> Response:
+    body = decode_body(request)
+    error = broker.replica_manager.maybe_update_metadata_cache(request.header.correlation_id, body)
+    return encode_response(control.UpdateMetadataResponse(error_code=error), request.header.correlation_id)
+
+
+@api(control.CONTROLLED_SHUTDOWN_KEY, "ControlledShutdown", control.CONTROLLED_SHUTDOWN_VERSION,
+     control.CONTROLLED_SHUTDOWN_VERSION)
+async def handle_controlled_shutdown(broker: KafkaServer, request: Request) -> Response:
+    body = decode_body(request)
+    reply: asyncio.Future[tuple[ErrorCode, list]] = asyncio.get_running_loop().create_future()
+    broker.controller.event_manager.put(ControlledShutdown(body.broker_id, body.broker_epoch, reply))
+    error, remaining = await reply
+    return encode_response(control.ControlledShutdownResponse(
+        error_code=error,
+        remaining_partitions=tuple(control.RemainingPartition(topic_name=tp.topic, partition_index=tp.partition)
+                                   for tp in remaining)),
+        request.header.correlation_id)

@@ -1,0 +1,42 @@
+"""The table of implemented APIs: api key -> versions and handler."""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from odradek.broker.server import KafkaServer
+    from odradek.net.server import Request, Response
+
+Handler = Callable[["KafkaServer", "Request"], "Response | Awaitable[Response]"]
+
+__all__ = ["REGISTRY", "ApiSpec", "api"]
+
+
+@dataclass(frozen=True, slots=True)
+class ApiSpec:
+    api_key: int
+    name: str
+    min_version: int
+    max_version: int
+    handler: Handler
+
+
+REGISTRY: dict[int, ApiSpec] = {}
+
+
+def api(api_key: int, name: str, min_version: int, max_version: int) -> Callable[[Handler], Handler]:
+    """Register ``handler`` for ``api_key`` in ``[min_version, max_version]``."""
+    def register(handler: Handler) -> Handler:
+        REGISTRY[api_key] = ApiSpec(api_key, name, min_version, max_version, handler)
+        return handler
+    return register
+
+
+def decode_body(request: Request) -> Any:
+    """The request's payload (kio or control-plane dataclass)."""
+    from odradek.protocol.framing import decode_request
+
+    return decode_request(request.frame)[1]

@@ -1,0 +1,196 @@
+"""KafkaServer: wires one broker together and runs its start-up and shutdown sequences."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import socket
+from typing import Any
+
+from odradek.broker.apis import load_handlers
+from odradek.broker.apis.api_versions import unsupported_api_versions
+from odradek.broker.metadata_cache import MetadataCache
+from odradek.broker.replica_manager import ReplicaManager
+from odradek.config import KafkaConfig
+from odradek.controller.controller import KafkaController
+from odradek.net.client import BrokerConnection
+from odradek.net.server import Request, Response, SocketServer
+from odradek.protocol import control
+from odradek.protocol.errors import ErrorCode
+from odradek.zk.client import KafkaZkClient, NodeExistsError
+from odradek.zk.zk_data import BrokerIdZNode, BrokerInfo, EndPoint, now_ms
+
+log = logging.getLogger(__name__)
+
+__all__ = ["BrokerIdTakenError", "BrokerStartupError", "KafkaServer"]
+
+
+class BrokerStartupError(RuntimeError):
+    """The broker cannot start (the message says why, in one line)."""
+
+
+class BrokerIdTakenError(BrokerStartupError):
+    """Another live broker is registered with this broker.id."""
+
+
+class KafkaServer:
+    def __init__(self, config: KafkaConfig) -> None:
+        self.config = config
+        self.broker_id = config.broker_id
+        self.zk = KafkaZkClient(config.zookeeper_connect, config["zookeeper.session.timeout.ms"],
+                                config["zookeeper.connection.timeout.ms"])
+        self.metadata_cache = MetadataCache(self.broker_id)
+        self.broker_epoch = -1
+        self.cluster_id: str | None = None
+        self.replica_manager = ReplicaManager(self.broker_id, self.metadata_cache, lambda: self.broker_epoch)
+        self.handlers = load_handlers()
+        self.socket_server = SocketServer(
+            config.listeners, self.dispatch, on_unsupported=unsupported_api_versions,
+            max_request_bytes=config["socket.request.max.bytes"])
+        self.controller = KafkaController(config, self.zk, self.register_broker)
+        self.broker_info: BrokerInfo | None = None
+        self._started = False
+        self.shutdown_requested = asyncio.Event()
+
+    # ------------------------------------------------------------------ requests
+
+    def dispatch(self, request: Request) -> Response | Any:
+        spec = self.handlers.get(request.api_key)
+        if spec is None or not spec.min_version <= request.api_version <= spec.max_version:
+            raise UnsupportedVersion(f"api key {request.api_key} version {request.api_version} is not supported")
+        return spec.handler(self, request)
+
+    # ------------------------------------------------------------------ start-up
+
+    async def startup(self) -> None:
+        await self.zk.start()
+        stale = await self._check_existing_registration()
+        await self.zk.create_top_level_paths()
+        self.cluster_id = await self.zk.get_or_create_cluster_id()
+        try:
+            ports = await self.socket_server.start()
+        except OSError as e:
+            await self.zk.close()
+            raise BrokerStartupError(f"cannot listen on {', '.join(lst.name + '://' + (lst.host or '0.0.0.0') + ':' + str(lst.port) for lst in self.config.listeners)}: {e.strerror or e}") from None
+        self.broker_info = self._broker_info(ports)
+        if stale:
+            await self._wait_for_stale_registration()
+        try:
+            await self.register_broker()
+        except BrokerIdTakenError:
+            await self.socket_server.stop()
+            await self.zk.close()
+            raise
+        self.controller.startup()
+        self._started = True
+        endpoints = ", ".join(e.connection_string for e in self.broker_info.endpoints)
+        log.info("[KafkaServer id=%d] started (%s), cluster id %s", self.broker_id, endpoints, self.cluster_id)
+
+    async def _check_existing_registration(self) -> bool:
+        """Refuse to start if a live broker holds our id.  A registration with exactly our
+        advertised endpoints is our own previous life (SIGKILLed, its session not yet
+        expired): if we can bind those endpoints it is dead, so we wait for it to expire."""
+        got = await self.zk.get(BrokerIdZNode.path(self.broker_id))
+        if got is None:
+            return False
+        existing = BrokerIdZNode.decode(self.broker_id, got[0])
+        ours = {EndPoint(lst.name, lst.host, lst.port).connection_string for lst in self.config.advertised_listeners}
+        if all(lst.port for lst in self.config.advertised_listeners) and \
+                {e.connection_string for e in existing.endpoints} == ours:
+            return True
+        await self.zk.close()
+        raise BrokerIdTakenError(
+            f"broker.id {self.broker_id} is already registered in ZooKeeper by a live broker at "
+            f"{','.join(e.connection_string for e in existing.endpoints)} ({BrokerIdZNode.path(self.broker_id)}); "
+            "refusing to start a second broker with that id")
+
+    async def _wait_for_stale_registration(self) -> None:
+        path = BrokerIdZNode.path(self.broker_id)
+        timeout_s = self.config["zookeeper.session.timeout.ms"] / 1000 * 2 + 5
+        log.info("Waiting up to %.0fs for the previous registration of broker %d (a dead process) to expire",
+                 timeout_s, self.broker_id)
+        gone = asyncio.Event()
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while asyncio.get_running_loop().time() < deadline:
+            gone.clear()
+            if await self.zk.exists(path, watch=lambda _e: gone.set()) is None:
+                return
+            try:
+                await asyncio.wait_for(gone.wait(), 1.0)
+            except TimeoutError:
+                pass
+
+    def _broker_info(self, bound_ports: dict[str, int]) -> BrokerInfo:
+        endpoints = []
+        for listener in self.config.advertised_listeners:
+            port = listener.port or bound_ports.get(listener.name, 0)
+            host = listener.host or socket.getfqdn()
+            protocol = self.config.security_protocol_map.get(listener.name, listener.name)
+            endpoints.append(EndPoint(listener.name, host, port, protocol))
+        return BrokerInfo(self.broker_id, tuple(endpoints), self.config.rack, now_ms())
+
+    async def register_broker(self) -> int:
+        assert self.broker_info is not None
+        try:
+            self.broker_epoch = await self.zk.register_broker(self.broker_info)
+        except NodeExistsError:
+            raise BrokerIdTakenError(
+                f"broker.id {self.broker_id} is already registered in ZooKeeper by a live broker "
+                f"({BrokerIdZNode.path(self.broker_id)})") from None
+        log.info("Registered broker %d at path %s with addresses: %s, czxid (broker epoch): %d",
+                 self.broker_id, BrokerIdZNode.path(self.broker_id),
+                 ",".join(e.connection_string for e in self.broker_info.endpoints), self.broker_epoch)
+        return self.broker_epoch
+
+    # ------------------------------------------------------------------ shutdown
+
+    async def shutdown(self) -> None:
+        if not self._started:
+            return
+        self._started = False
+        log.info("[KafkaServer id=%d] shutting down", self.broker_id)
+        if self.config["controlled.shutdown.enable"]:
+            try:
+                await self._controlled_shutdown()
+            except Exception:
+                log.warning("controlled shutdown failed; proceeding with unclean shutdown", exc_info=True)
+        await self.socket_server.stop()
+        await self.controller.shutdown()
+        await self.zk.close()
+        log.info("[KafkaServer id=%d] shut down completed", self.broker_id)
+
+    async def _controlled_shutdown(self) -> None:
+        """Ask the controller to move leadership away before stopping (Kafka's controlled
+        shutdown): retried until the controller reports nothing left or retries run out."""
+        retries = self.config["controlled.shutdown.max.retries"]
+        backoff_s = self.config["controlled.shutdown.retry.backoff.ms"] / 1000
+        for attempt in range(retries + 1):
+            controller_id = await self.zk.get_controller_id()
+            if controller_id is None:
+                log.info("controlled shutdown: no active controller")
+            else:
+                brokers = await self.zk.get_brokers([controller_id])
+                if controller_id in brokers:
+                    info = brokers[controller_id][0]
+                    ep = next((e for e in info.endpoints if e.listener == self.config.inter_broker_listener_name),
+                              info.endpoints[0])
+                    conn = BrokerConnection(ep.host, ep.port, f"broker-{self.broker_id}-shutdown")
+                    try:
+                        await conn.connect(timeout_s=5)
+                        response = await conn.send(
+                            control.ControlledShutdownRequest(broker_id=self.broker_id, broker_epoch=self.broker_epoch),
+                            control.ControlledShutdownResponse, timeout_s=30)
+                    finally:
+                        await conn.close()
+                    if response.error_code == ErrorCode.none and not response.remaining_partitions:
+                        log.info("Controlled shutdown succeeded")
+                        return
+                    log.info("Controlled shutdown attempt %d: error %s, %d partitions still led here",
+                             attempt + 1, ErrorCode(response.error_code).name, len(response.remaining_partitions))
+            if attempt < retries:
+                await asyncio.sleep(backoff_s)
+        log.warning("Controlled shutdown did not complete after %d attempts", retries + 1)
+
+
+class UnsupportedVersion(Exception):
+    """An api key or version outside the handler table: the connection is closed, as Kafka does."""

@@ -1,0 +1,287 @@
+"""The broker's socket server: Kafka framing over asyncio, many requests in flight per
+connection, responses written in request order.
+
+A request handler gets a :class:`Request` and returns the encoded response frame (bytes, or a
+list of chunks), ``None`` for "no response" (acks=0 produce), or an awaitable of those.  A
+frame that is garbage, truncated or larger than ``socket.request.max.bytes`` closes that
+connection only.  A handler that raises closes its connection too: handlers map errors they
+expect to Kafka error codes themselves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import os
+import socket
+import struct
+from collections import deque
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Union
+
+from odradek.config import Listener
+from odradek.protocol.framing import (
+    MalformedRequestError,
+    ProtocolError,
+    RequestHeaderInfo,
+    UnsupportedRequestError,
+    decode_request_header,
+)
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Connection", "FileChunk", "Request", "Response", "SocketServer"]
+
+_SIZE = struct.Struct(">i")
+
+# Stop reading from a connection with this many responses outstanding (Kafka's clients
+# pipeline at most max.in.flight.requests.per.connection, 5 by default, so this only bites
+# a misbehaving peer).
+MAX_IN_FLIGHT_PER_CONNECTION = 100
+
+
+@dataclass(frozen=True, slots=True)
+class FileChunk:
+    """A region of a file to send as part of a response (fetch data, sent without decoding)."""
+
+    fd: int
+    position: int
+    size: int
+
+
+ResponseChunk = Union[bytes, bytearray, memoryview, FileChunk]
+Response = Union[bytes, Sequence[ResponseChunk], None]
+
+
+@dataclass(slots=True)
+class Request:
+    header: RequestHeaderInfo
+    frame: bytes
+    body_offset: int
+    connection: Connection
+
+    @property
+    def api_key(self) -> int:
+        return self.header.api_key
+
+    @property
+    def api_version(self) -> int:
+        return self.header.api_version
+
+
+Dispatcher = Callable[[Request], Response | Awaitable[Response]]
+UnsupportedHandler = Callable[[UnsupportedRequestError], Response]
+
+
+class Connection(asyncio.Protocol):
+    """One client connection."""
+
+    def __init__(self, server: SocketServer, listener: str) -> None:
+        self.server = server
+        self.listener = listener
+        self.transport: asyncio.Transport | None = None
+        self.peer: str = "?"
+        self._buffer = bytearray()
+        self._pending: deque[asyncio.Future[Response] | Response] = deque()
+        self._paused_for_writes = False
+        self._paused_for_in_flight = False
+        self.closed = False
+
+    # -- asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio.Transport subclasses
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+        transport.set_write_buffer_limits(high=4 * 1024 * 1024)
+        self.server.connections.add(self)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.closed = True
+        self.server.connections.discard(self)
+        for item in self._pending:
+            if isinstance(item, asyncio.Future):
+                item.cancel()
+        self._pending.clear()
+
+    def pause_writing(self) -> None:
+        self._paused_for_writes = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._paused_for_writes = False
+        self._update_reading()
+
+    def data_received(self, data: bytes) -> None:
+        buffer = self._buffer
+        buffer += data
+        max_size = self.server.max_request_bytes
+        start = 0
+        end = len(buffer)
+        while end - start >= 4:
+            (size,) = _SIZE.unpack_from(buffer, start)
+            if size < 0 or size > max_size:
+                log.warning("Closing connection from %s: request size %d is outside 0..%d (socket.request.max.bytes)",
+                            self.peer, size, max_size)
+                self.close()
+                return
+            if end - start - 4 < size:
+                break
+            frame = bytes(buffer[start + 4:start + 4 + size])
+            start += 4 + size
+            self._handle_frame(frame)
+            if self.closed:
+                return
+        if start:
+            del buffer[:start]
+
+    # -- requests
+
+    def _handle_frame(self, frame: bytes) -> None:
+        try:
+            header, offset = decode_request_header(frame)
+        except UnsupportedRequestError as e:
+            response = self.server.on_unsupported(e)
+            if response is None:
+                log.info("Closing connection from %s: %s", self.peer, e)
+                self.close()
+            else:
+                self._enqueue(response)
+            return
+        except (MalformedRequestError, ProtocolError) as e:
+            log.info("Closing connection from %s: malformed request: %s", self.peer, e)
+            self.close()
+            return
+        request = Request(header, frame, offset, self)
+        try:
+            result = self.server.dispatch(request)
+        except Exception as e:
+            self._handler_failed(request, e)
+            return
+        if inspect.isawaitable(result):
+            fut = asyncio.ensure_future(result)
+            self._pending.append(fut)
+            fut.add_done_callback(self._on_done)
+            self._update_reading()
+        else:
+            self._enqueue(result)
+
+    def _enqueue(self, response: Response) -> None:
+        if not self._pending:
+            self._write(response)
+        else:
+            self._pending.append(response)
+
+    def _on_done(self, fut: asyncio.Future[Response]) -> None:
+        if fut.cancelled():
+            return
+        exc = fut.exception()
+        if exc is not None:
+            self._handler_failed(None, exc)
+            return
+        self._flush()
+
+    def _flush(self) -> None:
+        pending = self._pending
+        while pending:
+            head = pending[0]
+            if isinstance(head, asyncio.Future):
+                if not head.done():
+                    break
+                if head.cancelled() or head.exception() is not None:
+                    pending.popleft()
+                    continue
+                pending.popleft()
+                self._write(head.result())
+            else:
+                pending.popleft()
+                self._write(head)
+        self._update_reading()
+
+    def _write(self, response: Response) -> None:
+        transport = self.transport
+        if response is None or transport is None or self.closed:
+            return
+        if isinstance(response, (bytes, bytearray, memoryview)):
+            transport.write(response)
+            return
+        for chunk in response:
+            if isinstance(chunk, FileChunk):
+                transport.write(_read_file_chunk(chunk))
+            else:
+                transport.write(chunk)
+
+    def _handler_failed(self, request: Request | None, exc: BaseException) -> None:
+        what = (f"api key {request.api_key} v{request.api_version} correlation id {request.header.correlation_id}"
+                if request is not None else "a request")
+        log.error("Error handling %s from %s; closing the connection", what, self.peer, exc_info=exc)
+        self.close()
+
+    def _update_reading(self) -> None:
+        transport = self.transport
+        if transport is None or self.closed:
+            return
+        should_pause = self._paused_for_writes or len(self._pending) >= MAX_IN_FLIGHT_PER_CONNECTION
+        if should_pause and not self._paused_for_in_flight:
+            self._paused_for_in_flight = True
+            transport.pause_reading()
+        elif not should_pause and self._paused_for_in_flight:
+            self._paused_for_in_flight = False
+            transport.resume_reading()
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            if self.transport is not None:
+                self.transport.close()
+
+
+def _read_file_chunk(chunk: FileChunk) -> bytes:
+    data = os.pread(chunk.fd, chunk.size, chunk.position)
+    if len(data) < chunk.size:  # the file shrank under us (truncation): pad is not allowed; send what exists
+        log.debug("short read from fd %d: %d of %d bytes", chunk.fd, len(data), chunk.size)
+    return data
+
+
+class SocketServer:
+    def __init__(self, listeners: Sequence[Listener], dispatch: Dispatcher, *,
+                 on_unsupported: UnsupportedHandler | None = None, max_request_bytes: int = 104857600) -> None:
+        self.listeners = list(listeners)
+        self.dispatch = dispatch
+        self.on_unsupported = on_unsupported or (lambda _e: None)
+        self.max_request_bytes = max_request_bytes
+        self.connections: set[Connection] = set()
+        self._servers: list[asyncio.base_events.Server] = []
+        self.bound_ports: dict[str, int] = {}
+
+    async def start(self) -> dict[str, int]:
+        """Bind every listener; returns listener name -> bound port (port 0 picks one)."""
+        loop = asyncio.get_running_loop()
+        for listener in self.listeners:
+            server = await loop.create_server(
+                lambda name=listener.name: Connection(self, name),
+                host=listener.host or None, port=listener.port, reuse_address=True, backlog=1024)
+            self._servers.append(server)
+            self.bound_ports[listener.name] = server.sockets[0].getsockname()[1]
+        return dict(self.bound_ports)
+
+    async def stop(self) -> None:
+        for server in self._servers:
+            server.close()
+        for conn in list(self.connections):
+            conn.close()
+        for server in self._servers:
+            try:
+                await asyncio.wait_for(server.wait_closed(), 5)
+            except (TimeoutError, Exception):
+                pass
+        self._servers.clear()
+
