@@ -283,7 +283,7 @@ def decompress(codec: CompressionType, data: bytes | memoryview) -> bytes:
         if codec is CompressionType.SNAPPY:
             return _snappy_decompress(pa, data)
         name = "lz4" if codec is CompressionType.LZ4 else "zstd"
-        return pa.CompressedInputStream(pa.BufferReader(data), name).read().to_pybytes()
+        return bytes(pa.CompressedInputStream(pa.BufferReader(data), name).read())
     except (zlib.error, OSError, ValueError) as e:
         raise CorruptMessageError(f"cannot decompress {codec.name} records: {e}") from None
     except Exception as e:
