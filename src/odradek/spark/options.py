@@ -142,7 +142,8 @@ _SOURCE_OPTIONS = {
         "groupIdPrefix",
     )
 }
-_SINK_OPTIONS = {name.lower(): name for name in ("topic", "includeHeaders")}
+# checkpointLocation belongs to Spark's streaming engine, which passes it on to the sink.
+_SINK_OPTIONS = {name.lower(): name for name in ("topic", "includeHeaders", "checkpointLocation")}
 
 # Kafka client settings the data source owns (as Spark's Kafka source and sink do).
 _FORBIDDEN_SOURCE_PARAMS = {
