@@ -1,0 +1,118 @@
+"""`odradek zookeeper` and `odradek up` as a user runs them."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import run_odradek, wait_until
+from kazoo.client import KazooClient
+
+from odradek.local.zookeeper import free_port
+
+
+def _spawn(*args: str) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "odradek", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def _stop(proc: subprocess.Popen[str]) -> int:
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+    try:
+        return proc.wait(60)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        return proc.wait()
+
+
+def test_zookeeper_command_serves_and_stops(tmp_path: Path) -> None:
+    port = free_port()
+    proc = _spawn("zookeeper", "--port", str(port), "--dir", str(tmp_path / "zk"))
+    try:
+        line = proc.stdout.readline()
+        assert f"ZooKeeper serving on 127.0.0.1:{port}" in line
+        zk = KazooClient(f"127.0.0.1:{port}")
+        zk.start(timeout=10)
+        zk.create("/hello", b"world")
+        assert zk.get("/hello")[0] == b"world"
+        zk.stop()
+        zk.close()
+    finally:
+        assert _stop(proc) == 0
+    assert (tmp_path / "zk" / "zoo.cfg").exists()
+
+
+def test_zookeeper_command_without_java_is_one_clear_line(tmp_path: Path) -> None:
+    bare_path = tmp_path / "bin"
+    bare_path.mkdir()
+    python_dir = os.path.dirname(sys.executable)
+    env = {"PATH": f"{bare_path}:{python_dir}", "JAVA_HOME": ""}
+    assert shutil.which("java", path=env["PATH"]) is None
+    result = run_odradek("zookeeper", "--port", "0", "--dir", str(tmp_path / "zk"), env=env, timeout=60)
+    assert result.returncode != 0
+    assert result.stderr.strip().splitlines() == [
+        "Error: java not found: the embedded ZooKeeper needs a Java runtime (17 or newer) on PATH or in JAVA_HOME"]
+
+
+def test_up_writes_configs_and_cluster_json_and_stops_everything(tmp_path: Path) -> None:
+    directory = tmp_path / "cluster"
+    proc = _spawn("up", "-n", "3", "--racks", "r1,r2,r3", "--dir", str(directory))
+    try:
+        wait_until(lambda: (directory / "cluster.json").exists() and proc.poll() is None, timeout=60,
+                   message="cluster.json")
+        out_lines = []
+        while not any("Press Ctrl-C" in line for line in out_lines):
+            line = proc.stdout.readline()
+            assert line, proc.stderr.read()
+            out_lines.append(line)
+        data = json.loads((directory / "cluster.json").read_text())
+        assert [b["id"] for b in data["brokers"]] == [0, 1, 2]
+        assert data["bootstrap_servers"] == ",".join(f"127.0.0.1:{b['port']}" for b in data["brokers"])
+        pids = [b["pid"] for b in data["brokers"]]
+        for b, rack in zip(data["brokers"], ("r1", "r2", "r3"), strict=True):
+            props = Path(b["config"]).read_text()
+            assert f"broker.id={b['id']}\n" in props
+            assert f"broker.rack={rack}\n" in props
+            assert f"zookeeper.connect={data['zookeeper']}\n" in props
+            assert Path(b["config"]) == directory / f"broker-{b['id']}" / "server.properties"
+        zk = KazooClient(data["zookeeper"])
+        zk.start(timeout=10)
+        registered = sorted(zk.get_children("/brokers/ids"))
+        racks = {json.loads(zk.get(f"/brokers/ids/{i}")[0])["rack"] for i in registered}
+        zk.stop()
+        zk.close()
+        assert registered == ["0", "1", "2"]
+        assert racks == {"r1", "r2", "r3"}
+    finally:
+        assert _stop(proc) == 0
+    for pid in pids:
+        assert not _alive(pid)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie (exited, not yet reaped by its parent) is not alive either.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except OSError:
+        return False
+
+
+def test_up_rejects_bad_arguments_with_one_line(tmp_path: Path) -> None:
+    result = run_odradek("up", "-n", "2", "--racks", "r1", "--dir", str(tmp_path / "x"))
+    assert result.returncode != 0
+    assert result.stderr.strip() == "Error: --racks names 1 racks for 2 brokers"
+    assert not (tmp_path / "x").exists()
+    result = run_odradek("up", "-n", "1", "--override", "num.partitions=many", "--dir", str(tmp_path / "y"))
+    assert result.returncode != 0
+    assert result.stderr.strip() == "Error: Invalid value many for configuration num.partitions: expected a value of type int"
+    assert not (tmp_path / "y").exists()
