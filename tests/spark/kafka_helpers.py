@@ -7,7 +7,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterable
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
 
 TIMEOUT_S = 30.0
@@ -106,7 +106,13 @@ def delete_records(bootstrap: str, topic: str, before: dict[int, int]) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
     futures = admin.delete_records([TopicPartition(topic, p, o) for p, o in before.items()])
     for future in futures.values():
-        future.result(TIMEOUT_S)
+        try:
+            future.result(TIMEOUT_S)
+        except KafkaException as e:
+            raise AssertionError(
+                f"the broker refused DeleteRecords, which this test needs to remove old "
+                f"records as retention would: {e}"
+            ) from e
 
 
 def wait_for(condition: Callable[[], bool], what: str, timeout: float = TIMEOUT_S) -> None:

@@ -121,8 +121,12 @@ def _after_error(
             if low < r.end:
                 consumer.assign([KafkaTopicPartition(r.topic, r.partition, low)])
             return low
-        _data_loss(options, f"offset {position} of partition {tp} is past its end ({high})")
-        return r.end
+        if position > high:
+            _data_loss(options, f"offset {position} of partition {tp} is past its end ({high})")
+            return r.end
+        # In range again (the log moved under a leader change): fetch from where we were.
+        consumer.assign([KafkaTopicPartition(r.topic, r.partition, position)])
+        return position
     raise KafkaException(error)
 
 
