@@ -201,7 +201,9 @@ class ReplicaStateMachine:
                 continue
             leader = LeaderAndIsr.NO_LEADER if current.leader == broker_id else current.leader
             isr = current.isr if len(current.isr) == 1 else tuple(b for b in current.isr if b != broker_id)
-            proposed[tp] = current.new_leader_and_isr(leader, isr)
+            # Stamped with this controller's epoch, as every controller write (Kafka's
+            # updateLeaderAndIsr); the cached state may have been written by an older one.
+            proposed[tp] = LeaderAndIsr(leader, current.leader_epoch + 1, isr, self.ctx.epoch, current.zk_version)
         if not proposed:
             return {}
         results = await self.zk.update_partition_states(proposed, self.ctx.epoch_zk_version)
