@@ -64,12 +64,14 @@ class AbstractIndex:
 
     @property
     def keys(self) -> array:
-        self._ensure_open()
+        if self._fd < 0:
+            self._ensure_open()
         return self._keys
 
     @property
     def values(self) -> array:
-        self._ensure_open()
+        if self._fd < 0:
+            self._ensure_open()
         return self._values
 
     def __len__(self) -> int:
@@ -80,7 +82,8 @@ class AbstractIndex:
         return len(self.keys) >= self.max_entries
 
     def _append(self, key: int, value: int) -> None:
-        self._ensure_open()
+        if self._fd < 0:
+            self._ensure_open()
         self._keys.append(key)
         self._values.append(value)
         self._pending += self._encode(key, value)

@@ -223,7 +223,7 @@ class Log:
         batches = validate_produced(buf, self.config, now)
         log_append = self.config.message_timestamp_type == "LogAppendTime"
         for _, header in batches:
-            dup = self.producer_state.find_duplicate(header) if header.has_producer_id else None
+            dup = self.producer_state.find_duplicate(header) if header.producer_id >= 0 else None
             if dup is not None:
                 return LogAppendInfo(dup.first_offset, dup.last_offset, dup.timestamp,
                                      dup.last_offset, dup.timestamp if log_append else NO_TIMESTAMP,
@@ -231,7 +231,7 @@ class Log:
         update = self.producer_state.prepare(from_client=True)
 
         def on_batch(header: RecordBatchHeader, first: int, last: int, ts: int) -> None:
-            if header.has_producer_id:
+            if header.producer_id >= 0:
                 update.add(header, first, last, ts)
 
         assigned = assign_offsets(buf, batches, self._next_offset, leader_epoch,

@@ -158,12 +158,16 @@ class LogSegment:
                     now_ms: int, segment_bytes: int, segment_ms: int) -> bool:
         """Kafka's ``shouldRoll``: full by size or index, old by ``segment.ms``, or the new
         offsets do not fit a 32-bit relative offset."""
-        first = self._rolling_timestamp()
+        if (self.size > segment_bytes - messages_size or self.index.is_full
+                or self.time_index.is_full or max_offset - self.base_offset > _INT32_MAX):
+            return True
+        if self.size == 0:
+            return False
+        first = self._rolling_based_timestamp
+        if first is None:
+            first = self._rolling_timestamp()
         waited = max_timestamp - first if first >= 0 else now_ms - self.created_ms
-        return (self.size > segment_bytes - messages_size
-                or (self.size > 0 and waited > segment_ms - self.roll_jitter_ms)
-                or self.index.is_full or self.time_index.is_full
-                or max_offset - self.base_offset > _INT32_MAX)
+        return waited > segment_ms - self.roll_jitter_ms
 
     # ------------------------------------------------------------------ writes
 
