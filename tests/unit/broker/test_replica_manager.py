@@ -1,0 +1,263 @@
+"""ReplicaManager's control plane: LeaderAndIsr (becomeLeaderOrFollower), StopReplica and
+UpdateMetadata, with Kafka's controller-epoch, broker-epoch and leader-epoch rules."""
+
+from __future__ import annotations
+
+from control_helpers import (
+    OTHER_TOPIC_ID,
+    TOPIC_ID,
+    lai_state,
+    leader_and_isr,
+    stop_replica,
+    um_broker,
+    um_state,
+    update_metadata,
+)
+
+from odradek.broker.metadata_cache import MetadataCache
+from odradek.broker.partition import Partition
+from odradek.broker.replica_manager import ReplicaManager
+from odradek.controller.context import TopicPartition
+from odradek.protocol import control
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.framing import decode_response, encode_response
+
+BROKER = 1
+BROKER_EPOCH = 100
+T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
+
+
+class Hooks:
+    def __init__(self, rm: ReplicaManager) -> None:
+        self.leaders: list[list[str]] = []
+        self.followers: list[list[str]] = []
+        self.stopped: list[list[tuple[bool, TopicPartition, bool]]] = []
+        rm.on_become_leader.append(lambda ps: self.leaders.append([p.name for p in ps]))
+        rm.on_become_follower.append(lambda ps: self.followers.append([p.name for p in ps]))
+        rm.on_stop_replica.append(
+            lambda items: self.stopped.append([(p is not None, t, d) for p, t, d in items]))
+
+
+def _rm() -> tuple[ReplicaManager, Hooks]:
+    rm = ReplicaManager(BROKER, MetadataCache(BROKER), broker_epoch=lambda: BROKER_EPOCH)
+    return rm, Hooks(rm)
+
+
+def _errors(response: control.LeaderAndIsrResponse) -> dict[tuple[object, int], int]:
+    return {(t.topic_id, p.partition_index): int(p.error_code) for t in response.topics for p in t.partition_errors}
+
+# ----------------------------------------------------------------------------- LeaderAndIsr
+
+
+def test_become_leader_and_follower_bookkeeping() -> None:
+    rm, hooks = _rm()
+    response = rm.become_leader_or_follower(7, leader_and_isr([
+        lai_state(0, leader=1, leader_epoch=3, isr=(1, 2), replicas=(1, 2, 0), zk_version=4, controller_epoch=2),
+        lai_state(1, leader=2, leader_epoch=5, isr=(2, 1), replicas=(2, 1)),
+    ], controller_epoch=2))
+
+    assert response.error_code == ErrorCode.none
+    assert _errors(response) == {(TOPIC_ID, 0): 0, (TOPIC_ID, 1): 0}
+    assert rm.controller_epoch == 2
+
+    leader = rm.get_partition("t", 0)
+    assert leader is not None and leader.is_leader
+    assert (leader.leader_id, leader.leader_epoch, leader.isr, leader.replicas) == (1, 3, (1, 2), (1, 2, 0))
+    assert (leader.partition_epoch, leader.controller_epoch, leader.topic_id) == (4, 2, TOPIC_ID)
+    # A new leader does not know where its followers are.
+    assert leader.remote_leos == {2: -1, 0: -1}
+
+    follower = rm.get_partition("t", 1)
+    assert follower is not None and not follower.is_leader
+    assert (follower.leader_id, follower.leader_epoch, follower.isr, follower.remote_leos) == (2, 5, (), {})
+
+    assert hooks.leaders == [["t-0"]] and hooks.followers == [["t-1"]]
+    assert [p.name for p in rm.leader_partitions()] == ["t-0"]
+
+
+def test_request_from_a_stale_controller_epoch_is_refused_whole() -> None:
+    rm, hooks = _rm()
+    rm.become_leader_or_follower(1, leader_and_isr([lai_state(0, 1, 3, (1,), (1,))], controller_epoch=5))
+    response = rm.become_leader_or_follower(2, leader_and_isr(
+        [lai_state(0, 2, 9, (2, 1), (1, 2)), lai_state(1, 1, 0, (1,), (1,))], controller_epoch=4))
+
+    assert response.error_code == ErrorCode.stale_controller_epoch
+    assert set(_errors(response).values()) == {int(ErrorCode.stale_controller_epoch)}
+    assert len(_errors(response)) == 2
+    assert rm.controller_epoch == 5
+    assert rm.get_partition("t", 0).leader_epoch == 3  # type: ignore[union-attr]
+    assert rm.get_partition("t", 1) is None
+    assert len(hooks.leaders) == 1 and hooks.followers == []
+
+
+def test_request_with_a_stale_broker_epoch_is_refused_whole() -> None:
+    rm, hooks = _rm()
+    response = rm.become_leader_or_follower(1, leader_and_isr(
+        [lai_state(0, 1, 0, (1,), (1,))], broker_epoch=BROKER_EPOCH - 1))
+    assert response.error_code == ErrorCode.stale_broker_epoch
+    assert _errors(response) == {(TOPIC_ID, 0): int(ErrorCode.stale_broker_epoch)}
+    assert rm.partitions == {} and hooks.leaders == []
+
+    # The current epoch, a newer one and "unknown" (-1) are all accepted.
+    for epoch, partition in ((BROKER_EPOCH, 0), (BROKER_EPOCH + 1, 1), (-1, 2)):
+        response = rm.become_leader_or_follower(1, leader_and_isr(
+            [lai_state(partition, 1, 0, (1,), (1,))], broker_epoch=epoch))
+        assert response.error_code == ErrorCode.none
+    assert set(rm.partitions) == {T0, T1, TopicPartition("t", 2)}
+
+
+def test_leader_epoch_rules() -> None:
+    rm, hooks = _rm()
+    rm.become_leader_or_follower(1, leader_and_isr([lai_state(0, 2, 5, (2, 1), (2, 1))]))
+    before = rm.get_partition("t", 0)
+    assert before is not None and before.leader_id == 2
+
+    # Older leader epoch: refused with STALE_CONTROLLER_EPOCH (Kafka's code for it), no change.
+    response = rm.become_leader_or_follower(2, leader_and_isr([lai_state(0, 1, 4, (1,), (2, 1))]))
+    assert response.error_code == ErrorCode.none
+    assert _errors(response) == {(TOPIC_ID, 0): int(ErrorCode.stale_controller_epoch)}
+    assert (before.leader_id, before.leader_epoch) == (2, 5)
+
+    # Same leader epoch, same topic: nothing to do, no error.
+    response = rm.become_leader_or_follower(3, leader_and_isr([lai_state(0, 1, 5, (1,), (2, 1))]))
+    assert _errors(response) == {(TOPIC_ID, 0): 0}
+    assert before.leader_id == 2
+
+    # Same leader epoch but another topic id (the topic was recreated): refused.
+    response = rm.become_leader_or_follower(4, leader_and_isr([lai_state(0, 1, 5, (1,), (2, 1))],
+                                                              topic_id=OTHER_TOPIC_ID))
+    assert _errors(response) == {(OTHER_TOPIC_ID, 0): int(ErrorCode.stale_controller_epoch)}
+    assert before.leader_id == 2
+    assert len(hooks.followers) == 1 and hooks.leaders == []
+
+    # Newer leader epoch: applied; the follower becomes leader.
+    response = rm.become_leader_or_follower(5, leader_and_isr([lai_state(0, 1, 6, (1, 2), (2, 1))]))
+    assert _errors(response) == {(TOPIC_ID, 0): 0}
+    assert rm.get_partition("t", 0) is before
+    assert (before.is_leader, before.leader_epoch, before.isr) == (True, 6, (1, 2))
+    assert before.remote_leos == {2: -1}
+    assert hooks.leaders == [["t-0"]]
+
+
+def test_broker_not_among_the_replicas_gets_unknown_topic_or_partition() -> None:
+    rm, hooks = _rm()
+    response = rm.become_leader_or_follower(1, leader_and_isr([
+        lai_state(0, 2, 1, (2, 3), (2, 3)),
+        lai_state(1, 1, 1, (1,), (1,)),
+    ]))
+    assert _errors(response) == {(TOPIC_ID, 0): int(ErrorCode.unknown_topic_or_partition), (TOPIC_ID, 1): 0}
+    assert T0 not in rm.partitions
+    assert hooks.followers == [] and hooks.leaders == [["t-1"]]
+
+
+def test_a_leader_that_stays_leader_keeps_follower_positions_of_remaining_replicas() -> None:
+    rm, _ = _rm()
+    rm.become_leader_or_follower(1, leader_and_isr([lai_state(0, 1, 1, (1, 2, 3), (1, 2, 3))]))
+    partition = rm.get_partition("t", 0)
+    assert partition is not None
+    partition.remote_leos.update({2: 40, 3: 35})
+    # Replica 3 is reassigned away, 4 comes in; the ISR shrinks.
+    rm.become_leader_or_follower(2, leader_and_isr([lai_state(0, 1, 2, (1, 2), (1, 2, 4))]))
+    assert partition.remote_leos == {2: 40, 4: -1}
+    assert partition.isr == (1, 2)
+
+
+def test_several_topics_in_one_request_report_errors_per_topic_id() -> None:
+    rm, _ = _rm()
+    request = leader_and_isr([lai_state(0, 1, 0, (1,), (1,))], more=[
+        control.LeaderAndIsrTopicState(topic_name="u", topic_id=OTHER_TOPIC_ID, partition_states=(
+            lai_state(3, 0, 0, (0,), (0,)),))])
+    response = rm.become_leader_or_follower(1, request)
+    assert _errors(response) == {(TOPIC_ID, 0): 0, (OTHER_TOPIC_ID, 3): int(ErrorCode.unknown_topic_or_partition)}
+    # The response goes out on the wire and comes back the same.
+    _, decoded = decode_response(encode_response(response, 1)[4:], control.LeaderAndIsrResponse)
+    assert _errors(decoded) == _errors(response)
+
+
+# ----------------------------------------------------------------------------- StopReplica
+
+
+def _with_partitions(rm: ReplicaManager) -> tuple[Partition, Partition]:
+    rm.become_leader_or_follower(1, leader_and_isr([
+        lai_state(0, 1, 5, (1, 2), (1, 2)), lai_state(1, 2, 5, (2, 1), (2, 1))], controller_epoch=3))
+    p0, p1 = rm.get_partition("t", 0), rm.get_partition("t", 1)
+    assert p0 is not None and p1 is not None
+    return p0, p1
+
+
+def _stop_errors(response: control.StopReplicaResponse) -> dict[tuple[str, int], int]:
+    return {(p.topic_name, p.partition_index): int(p.error_code) for p in response.partition_errors}
+
+
+def test_stop_replica_fences_older_leader_epochs() -> None:
+    rm, hooks = _rm()
+    _with_partitions(rm)
+    response = rm.stop_replicas(2, stop_replica([("t", 0, 4, True), ("t", 1, 6, False)], controller_epoch=3))
+    assert response.error_code == ErrorCode.none
+    assert _stop_errors(response) == {("t", 0): int(ErrorCode.fenced_leader_epoch), ("t", 1): 0}
+    assert T0 in rm.partitions  # fenced: not deleted
+    assert hooks.stopped == [[(True, T1, False)]]
+    assert T1 in rm.partitions  # stopped without delete: still hosted
+
+
+def test_stop_replica_sentinel_epochs_bypass_the_check_and_delete_removes_the_partition() -> None:
+    rm, hooks = _rm()
+    _with_partitions(rm)
+    response = rm.stop_replicas(2, stop_replica(
+        [("t", 0, -2, True), ("t", 1, -1, True), ("gone", 4, 9, True)], controller_epoch=3))
+    assert set(_stop_errors(response).values()) == {0}
+    assert T0 not in rm.partitions and T1 not in rm.partitions
+    # A partition this broker does not host is still reported deleted (its log may be on disk).
+    assert hooks.stopped == [[(True, T0, True), (True, T1, True), (False, TopicPartition("gone", 4), True)]]
+
+
+def test_stop_replica_with_the_current_leader_epoch_is_applied() -> None:
+    rm, _ = _rm()
+    _with_partitions(rm)
+    response = rm.stop_replicas(2, stop_replica([("t", 0, 5, True)], controller_epoch=3))
+    assert _stop_errors(response) == {("t", 0): 0}
+    assert T0 not in rm.partitions
+
+
+def test_stop_replica_from_stale_controller_or_broker_epoch_changes_nothing() -> None:
+    rm, hooks = _rm()
+    _with_partitions(rm)
+    response = rm.stop_replicas(2, stop_replica([("t", 0, -2, True)], controller_epoch=2))
+    assert response.error_code == ErrorCode.stale_controller_epoch
+    response = rm.stop_replicas(3, stop_replica([("t", 0, -2, True)], controller_epoch=3,
+                                                broker_epoch=BROKER_EPOCH - 1))
+    assert response.error_code == ErrorCode.stale_broker_epoch
+    assert T0 in rm.partitions and hooks.stopped == []
+
+
+# ----------------------------------------------------------------------------- UpdateMetadata
+
+
+def test_update_metadata_applies_to_the_cache_and_deletes_with_leader_minus_two() -> None:
+    rm, _ = _rm()
+    request = update_metadata({"t": (TOPIC_ID, [um_state(0, 1, 2, (1,), (1,)), um_state(1, 1)])},
+                              [um_broker(1)], controller_epoch=3)
+    assert rm.maybe_update_metadata_cache(1, request) == ErrorCode.none
+    assert rm.controller_epoch == 3
+    assert rm.metadata_cache.partition("t", 0) is not None
+
+    delete = update_metadata({"t": (TOPIC_ID, [um_state(0, -2), um_state(1, -2)])}, [um_broker(1)],
+                             controller_epoch=3)
+    assert rm.maybe_update_metadata_cache(2, delete) == ErrorCode.none
+    assert not rm.metadata_cache.contains_topic("t")
+
+
+def test_update_metadata_from_a_stale_epoch_is_refused_and_epochs_are_shared() -> None:
+    rm, _ = _rm()
+    assert rm.maybe_update_metadata_cache(1, update_metadata(
+        {"t": (TOPIC_ID, [um_state(0, 1)])}, [um_broker(1)], controller_epoch=4)) == ErrorCode.none
+    stale = update_metadata({"t": (TOPIC_ID, [um_state(0, -2)])}, [], controller_epoch=3)
+    assert rm.maybe_update_metadata_cache(2, stale) == ErrorCode.stale_controller_epoch
+    assert rm.metadata_cache.contains_topic("t") and rm.metadata_cache.alive_broker_ids() == [1]
+    stale_broker = update_metadata({}, [], controller_epoch=4, broker_epoch=BROKER_EPOCH - 1)
+    assert rm.maybe_update_metadata_cache(3, stale_broker) == ErrorCode.stale_broker_epoch
+    assert rm.metadata_cache.alive_broker_ids() == [1]
+    # The epoch learnt from UpdateMetadata fences LeaderAndIsr from the old controller too.
+    response = rm.become_leader_or_follower(4, leader_and_isr([lai_state(0, 1, 0, (1,), (1,))],
+                                                              controller_epoch=3))
+    assert response.error_code == ErrorCode.stale_controller_epoch
