@@ -119,11 +119,22 @@ class AbstractIndex:
         self._file_size = count * self.entry.size
         os.ftruncate(self._fd, self._file_size)
 
-    def _check_monotonic(self) -> None:
-        keys, values = self.keys, self.values
-        for i in range(1, len(keys)):
-            if keys[i] <= keys[i - 1] or values[i] < values[i - 1]:
-                raise IndexCorruptError(f"{self.path}: entry {i} is out of order")
+    def _last_raw(self) -> tuple[int, int] | None:
+        """The last entry as stored, reading only the file's tail if it is not loaded, so
+        start-up checks and retention need not load whole indexes."""
+        if self._fd >= 0:
+            return (self._keys[-1], self._values[-1]) if self._keys else None
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return None
+        try:
+            size = os.fstat(fd).st_size
+            size -= size % self.entry.size
+            raw = os.pread(fd, self.entry.size, size - self.entry.size) if size else b""
+        finally:
+            os.close(fd)
+        return self.entry.unpack(raw) if raw else None
 
     def reset(self) -> None:
         """Drop every entry (before a rebuild)."""

@@ -40,14 +40,13 @@ class OffsetIndex(AbstractIndex):
     @property
     def last_offset(self) -> int:
         """The largest indexed offset, or the base offset when empty."""
-        keys = self.keys
-        return self.base_offset + keys[-1] if keys else self.base_offset
+        return self.last_entry().offset
 
     def last_entry(self) -> OffsetPosition:
-        keys = self.keys
-        if not keys:
+        last = self._last_raw()
+        if last is None:
             return OffsetPosition(self.base_offset, 0)
-        return OffsetPosition(self.base_offset + keys[-1], self.values[-1])
+        return OffsetPosition(self.base_offset + last[0], last[1])
 
     def append(self, offset: int, position: int) -> None:
         """Add an entry; offsets must increase (Kafka's InvalidOffsetException otherwise)."""
@@ -77,9 +76,8 @@ class OffsetIndex(AbstractIndex):
         self._truncate_entries(self._floor(keys, offset - self.base_offset - 1) + 1)
 
     def sanity_check(self, log_size: int) -> None:
-        """Raise IndexCorruptError unless entries are ordered and point inside the log."""
-        if self.values and self.values[-1] >= max(log_size, 1):
-            raise IndexCorruptError(f"{self.path}: last entry points past the log ({log_size})")
-        if self.keys and self.keys[0] < 0:
-            raise IndexCorruptError(f"{self.path}: negative relative offset")
-        self._check_monotonic()
+        """Kafka's O(1) check: the last entry lies inside the segment and its log file."""
+        last = self._last_raw()
+        if last is not None and (last[0] < 0 or last[1] >= max(log_size, 1)):
+            raise IndexCorruptError(f"{self.path}: last entry {last} lies outside the segment "
+                                    f"(log size {log_size})")

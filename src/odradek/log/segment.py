@@ -256,7 +256,7 @@ class LogSegment:
         if self.size and not (self.index.path.exists() and self.time_index.path.exists()):
             raise IndexCorruptError(f"index files of {self.log_path} are missing")
         self.index.sanity_check(self.size)
-        self.time_index.sanity_check(self.next_offset)
+        self.time_index.sanity_check()
 
     def on_become_inactive(self) -> None:
         """Called at roll: index the final max timestamp so time lookups find it."""

@@ -41,10 +41,10 @@ class TimeIndex(AbstractIndex):
 
     def last_entry(self) -> TimestampOffset:
         """The last entry, or ``(NO_TIMESTAMP, base offset)`` when empty."""
-        keys = self.keys
-        if not keys:
+        last = self._last_raw()
+        if last is None:
             return TimestampOffset(NO_TIMESTAMP, self.base_offset)
-        return TimestampOffset(keys[-1], self.base_offset + self.values[-1])
+        return TimestampOffset(last[0], self.base_offset + last[1])
 
     def maybe_append(self, timestamp: int, offset: int) -> None:
         """Add ``(timestamp, offset)`` if the timestamp is larger than the last entry's."""
@@ -69,9 +69,8 @@ class TimeIndex(AbstractIndex):
         """Remove every entry for offsets >= ``offset`` (offsets are non-decreasing)."""
         self._truncate_entries(self._floor(self.values, offset - self.base_offset - 1) + 1)
 
-    def sanity_check(self, next_offset: int) -> None:
-        """Raise IndexCorruptError unless entries are ordered and inside the segment."""
-        if self.values and (self.values[0] < 0 or self.base_offset + self.values[-1] >= max(
-                next_offset, self.base_offset + 1)):
-            raise IndexCorruptError(f"{self.path}: entries point outside the segment")
-        self._check_monotonic()
+    def sanity_check(self) -> None:
+        """Kafka's O(1) check: the last entry lies inside the segment."""
+        last = self._last_raw()
+        if last is not None and last[1] < 0:
+            raise IndexCorruptError(f"{self.path}: last entry {last} lies before the segment")

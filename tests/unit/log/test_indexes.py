@@ -47,9 +47,10 @@ def test_offset_index_truncate_full_and_torn_entry(tmp_path: Path) -> None:
 
 def test_offset_index_sanity_check(tmp_path: Path) -> None:
     path = tmp_path / "00000000000000000000.index"
-    path.write_bytes(struct.pack(">iiii", 5, 100, 3, 200))  # offsets go backwards
+    path.write_bytes(struct.pack(">iiii", 5, 100, -3, 200))  # last entry before the base
     with pytest.raises(IndexCorruptError):
         OffsetIndex(path, 0, 1024).sanity_check(1000)
+    OffsetIndex(path.with_name("1.index"), 0, 1024).sanity_check(0)  # empty: fine
     path.write_bytes(struct.pack(">ii", 5, 5000))  # points past the log
     with pytest.raises(IndexCorruptError):
         OffsetIndex(path, 0, 1024).sanity_check(1000)

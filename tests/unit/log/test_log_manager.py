@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from log_helpers import Clock, all_offsets, batch, config
 
+from odradek.config import KafkaConfig
 from odradek.log.log_manager import (
     CLEAN_SHUTDOWN_FILE,
     InconsistentTopicIdError,
@@ -186,3 +187,12 @@ def test_meta_properties(tmp_path: Path) -> None:
         check_and_write_meta_properties([tmp_path], 3, "another-cluster")
     (tmp_path / "meta.properties").write_text("#\ncluster.id=abc\nversion=0\nbroker.id=0\n")
     assert read_meta_properties(tmp_path) == BrokerMetadata(0, "abc")  # Kafka's own file
+
+
+def test_config_from_server_properties() -> None:
+    cfg = KafkaConfig.from_props({
+        "broker.id": "1", "zookeeper.connect": "zk:2181", "log.dirs": "/data/a,/data/b",
+        "log.segment.delete.delay.ms": "1234", "log.retention.check.interval.ms": "1000"})
+    mgr_cfg = LogManagerConfig.from_kafka_config(cfg)
+    assert mgr_cfg.log_dirs == ("/data/a", "/data/b")
+    assert (mgr_cfg.file_delete_delay_ms, mgr_cfg.retention_check_interval_ms) == (1234, 1000)
