@@ -33,7 +33,15 @@ from odradek.log.log_loader import load_segments
 from odradek.log.log_validator import assign_offsets, validate_produced
 from odradek.log.partition_metadata import read_topic_id, write_topic_id
 from odradek.log.producer_state import ProducerStateManager
-from odradek.log.segment import DELETED_SUFFIX, BatchInfo, LogSegment
+from odradek.log.segment import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    BatchInfo,
+    LogSegment,
+    filename_prefix,
+)
 from odradek.protocol.errors import KafkaStorageError, OffsetOutOfRangeError, for_code
 from odradek.protocol.records import (
     NO_TIMESTAMP,
@@ -102,7 +110,10 @@ class Log:
              producer_id_expiration_ms: int = 86_400_000) -> Log:
         """Open (creating if needed) the log in ``directory`` and recover it if the broker
         did not shut down cleanly."""
+        created = not directory.exists()
         directory.mkdir(parents=True, exist_ok=True)
+        if created:
+            fsync_dir(directory.parent)  # the partition directory itself must survive a crash
         self = cls(directory, config, topic=topic, partition=partition, time_ms=time_ms,
                    producer_id_expiration_ms=producer_id_expiration_ms)
         self.topic_id = read_topic_id(directory)
@@ -115,7 +126,10 @@ class Log:
 
         loaded = load_segments(directory, self._make_segment, recovery_point=recovery_point,
                                had_clean_shutdown=had_clean_shutdown, on_batch=on_batch)
-        self.segments = loaded.segments or [self._make_segment(log_start_offset)]
+        if not loaded.segments:
+            loaded.segments.append(self._make_segment(log_start_offset))
+            self._dir_dirty = True
+        self.segments = loaded.segments
         self._bases = [s.base_offset for s in self.segments]
         self._next_offset = self.active_segment.next_offset
         self.log_start_offset = min(max(log_start_offset, self.segments[0].base_offset),
@@ -322,8 +336,8 @@ class Log:
         if old.size == 0 and old.base_offset == new_base:
             return old
         old.on_become_inactive()
-        for path in (self.dir / f"{new_base:020d}{suffix}" for suffix in
-                     (".log", ".index", ".timeindex")):
+        for path in (self.dir / f"{filename_prefix(new_base)}{suffix}" for suffix in
+                     (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
             if path.exists():  # a stale empty leftover with our name (never a live segment)
                 path.unlink()
         segment = self._make_segment(new_base)

@@ -39,6 +39,7 @@ from odradek.log.checkpoints import (
     write_atomically,
 )
 from odradek.log.log import Log
+from odradek.log.partition_metadata import topic_id_string
 from odradek.protocol.errors import KafkaStorageError, for_code
 
 log = logging.getLogger(__name__)
@@ -204,11 +205,14 @@ class LogManager:
         return list(self._logs.values())
 
     def get_or_create_log(self, topic: str, partition: int, config: LogConfig | None = None,
-                          topic_id: str | None = None) -> Log:
+                          topic_id: str | uuid.UUID | None = None) -> Log:
         """The partition's log, created in the least-loaded directory if there is none.
 
-        Raises INCONSISTENT_TOPIC_ID if an existing log belongs to another topic id.
+        ``topic_id`` (Kafka's string form or a UUID) is recorded in ``partition.metadata``;
+        raises INCONSISTENT_TOPIC_ID if an existing log belongs to another topic id.
         """
+        if topic_id is not None:
+            topic_id = topic_id_string(topic_id)
         existing = self._logs.get((topic, partition))
         if existing is not None:
             if topic_id is not None:

@@ -11,11 +11,20 @@ same name; the caller must not reuse it (INCONSISTENT_TOPIC_ID).
 
 from __future__ import annotations
 
+import base64
+import uuid
 from pathlib import Path
 
 from odradek.log.checkpoints import write_atomically
 
 PARTITION_METADATA_FILE = "partition.metadata"
+
+
+def topic_id_string(topic_id: str | uuid.UUID) -> str:
+    """Kafka's text form of a topic id (``Uuid.toString``: url-safe base64, no padding)."""
+    if isinstance(topic_id, uuid.UUID):
+        return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
+    return topic_id
 
 
 def read_topic_id(directory: Path) -> str | None:

@@ -3,8 +3,10 @@ across a restart), meta.properties, locks and topic ids."""
 
 from __future__ import annotations
 
+import base64
 import os
 import re
+import uuid
 from pathlib import Path
 
 import pytest
@@ -150,6 +152,8 @@ def test_lock_and_topic_ids(tmp_path: Path, clock: Clock) -> None:
     mgr.shutdown()
     mgr = manager([tmp_path], clock)
     assert mgr.get_log("t", 0).topic_id == "7ZwH7P9nQ8mWJ9sX0kJbHw"
+    as_uuid = uuid.UUID(bytes=base64.urlsafe_b64decode("7ZwH7P9nQ8mWJ9sX0kJbHw=="))
+    assert mgr.get_or_create_log("t", 0, topic_id=as_uuid) is mgr.get_log("t", 0)
     mgr.shutdown()
 
 
