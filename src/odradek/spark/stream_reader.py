@@ -89,6 +89,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [InputPartition(piece) for piece in pieces]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if partition.value is None:  # PySpark's stand-in when there is nothing to read
+            return iter(())
         return read_range(partition.value, self.options)
 
     def commit(self, end: dict) -> None:
