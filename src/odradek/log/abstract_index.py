@@ -11,6 +11,7 @@ use, so start-up does not read the indexes of segments nobody looks at.
 
 from __future__ import annotations
 
+import bisect
 import os
 import struct
 from array import array
@@ -99,14 +100,7 @@ class AbstractIndex:
     @staticmethod
     def _floor(column: array, target: int) -> int:
         """Index of the last entry whose ``column`` value is <= target, or -1."""
-        lo, hi = 0, len(column)
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if column[mid] <= target:
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo - 1
+        return bisect.bisect_right(column, target) - 1
 
     def _truncate_entries(self, count: int) -> None:
         """Keep the first ``count`` entries."""

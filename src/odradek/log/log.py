@@ -374,7 +374,10 @@ class Log:
                 max_position = segment.size
             else:
                 max_position = self._position_of(bound, segment)
-            found = segment.read(start_offset, max_bytes, max_position, min_one_message)
+            try:
+                found = segment.read(start_offset, max_bytes, max_position, min_one_message)
+            except OSError as e:
+                raise KafkaStorageError(f"error reading {segment.log_path}: {e}") from e
             if found is not None:
                 position, size = found
                 if not size:
