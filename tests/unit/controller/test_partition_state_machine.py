@@ -327,3 +327,44 @@ def test_offline_to_non_existent_forgets_the_partition() -> None:
     run(c.psm.handle_state_changes([tp("t", 0)], NON_EXISTENT))
     assert c.psm.state(tp("t", 0)) is NON_EXISTENT
     assert tp("t", 0) not in c.psm.states
+
+
+# ----------------------------------------------------------------------------- broker failure flows
+
+
+def test_leader_broker_failure_and_return() -> None:
+    c = Cluster()
+    _online(c, {0: [0, 1, 2], 1: [1, 2, 0]})
+    run(c.fail_brokers(0))
+
+    # t-0 was led by 0: the next in-sync replica in assignment order leads, 0 leaves the ISR.
+    assert c.psm.state(tp("t", 0)) is ONLINE
+    s0, s1 = c.zk.states[tp("t", 0)], c.zk.states[tp("t", 1)]
+    assert (s0.leader, s0.isr) == (1, (1, 2))
+    # t-1 keeps its leader; only the ISR shrinks.
+    assert (s1.leader, s1.isr) == (1, (1, 2))
+    assert all(s.controller_epoch == CONTROLLER_EPOCH for s in (s0, s1))
+
+    c.batch.clear()
+    run(c.start_brokers(0))
+    # The returning replica is told the current state and follows; leadership does not move back.
+    sent = c.batch.leader_and_isr_to(tp("t", 0))
+    assert sent[0].state == c.zk.states[tp("t", 0)] and sent[0].state.leader == 1
+    assert c.zk.states[tp("t", 0)].leader == 1
+
+
+def test_losing_the_last_in_sync_replica_leaves_the_partition_leaderless_until_it_returns() -> None:
+    c = Cluster()
+    _online(c, {0: [0, 1]})
+    c.ctx.leadership[tp("t", 0)] = c.zk.bump(tp("t", 0), isr=(0,))
+    run(c.fail_brokers(0))
+
+    assert c.psm.state(tp("t", 0)) is OFFLINE
+    state = c.zk.states[tp("t", 0)]
+    # Leader none, but 0 stays in the ISR: a clean election must wait for it.
+    assert (state.leader, state.isr) == (LeaderAndIsr.NO_LEADER, (0,))
+
+    run(c.start_brokers(0))
+    assert c.psm.state(tp("t", 0)) is ONLINE
+    state = c.zk.states[tp("t", 0)]
+    assert (state.leader, state.isr) == (0, (0,))
