@@ -273,3 +273,11 @@ def test_bad_sink_options_name_the_option(options, option, fragment):
         parse_sink_options(lowered({**BOOTSTRAP, **options}))
     assert caught.value.option.lower() == option.lower()
     assert fragment in str(caught.value)
+
+
+def test_option_error_survives_pickling():
+    import pickle
+
+    error = pickle.loads(pickle.dumps(OptionError("subscribe", "is wrong")))
+    assert error.option == "subscribe"
+    assert str(error) == "odradek data source: option 'subscribe': is wrong"

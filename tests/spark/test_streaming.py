@@ -128,8 +128,9 @@ def test_max_offsets_per_trigger_bounds_every_batch(spark, kafka_bootstrap, tmp_
 
     sizes = [p["numInputRows"] for p in query.recentProgress if p["numInputRows"]]
     assert sizes == [8, 8, 8, 8, 8]
-    first_end = json.loads(query.recentProgress[0]["sources"][0]["endOffset"])
-    assert first_end == {topic: {"0": 6, "1": 2, "2": 0}}  # 3:1 backlog, split in proportion
+    first = query.recentProgress[0]["sources"][0]
+    assert json.loads(first["endOffset"]) == {topic: {"0": 6, "1": 2, "2": 0}}  # 3:1 backlog
+    assert json.loads(first["latestOffset"]) == {topic: {"0": 30, "1": 10, "2": 0}}
     assert sink_rows(spark, tmp_path) == expected({0: range(30), 1: range(10)})
 
 

@@ -10,6 +10,7 @@ one request per broker and kind.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections import defaultdict
 from collections.abc import Callable, Iterable
@@ -256,19 +257,16 @@ class ControllerBrokerRequestBatch:
                                      state.controller_epoch, state.zk_version)
             states[tp] = (state, replicas, offline)
         live = list(self.ctx.live_brokers.values())
+        # The partition states are the same for every broker: build them once.
+        template = build.build_update_metadata_request(
+            controller_id=self.controller_id, controller_epoch=controller_epoch, broker_epoch=-1,
+            partitions=states, topic_ids=self.ctx.topic_ids, live_brokers=live)
         for broker_id in sorted(self.update_metadata_brokers):
             if broker_id not in self.ctx.live_brokers:
                 continue
             if logger.enabled and states:
                 logger.info(f"Sending UpdateMetadata request to broker {broker_id} for {len(states)} partitions")
-            request = build.build_update_metadata_request(
-                controller_id=self.controller_id,
-                controller_epoch=controller_epoch,
-                broker_epoch=self._broker_epoch(broker_id),
-                partitions=states,
-                topic_ids=self.ctx.topic_ids,
-                live_brokers=live,
-            )
+            request = dataclasses.replace(template, broker_epoch=self._broker_epoch(broker_id))
             self.channel.send_request(broker_id, request, control.UpdateMetadataResponse)
 
     def _send_stop_replica(self, controller_epoch: int, logger: StateChangeLogger) -> None:

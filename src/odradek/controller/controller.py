@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
@@ -252,15 +253,24 @@ class KafkaController:
 
     async def _on_controller_failover(self) -> None:
         self.logger = StateChangeLogger(self.broker_id, controller_epoch=self.ctx.epoch)
+        started = time.monotonic()
+
+        def phase(name: str) -> None:
+            log.info("Controller failover: %s (%.0f ms since start)", name, (time.monotonic() - started) * 1000)
+
         await self.zk.get_children(DeleteTopicsZNode.path, watch=self._on_topic_deletion)
         await self.zk.exists(PreferredReplicaElectionZNode.path, watch=self._on_preferred_election)
         await self._initialize_controller_context()
+        phase(f"loaded {len(self.ctx.live_brokers)} brokers, {len(self.ctx.all_topics)} topics, "
+              f"{len(self.ctx.leadership)} partition states")
         to_delete, ineligible = await self._fetch_topic_deletions()
         await self.deletion.init(to_delete, ineligible)
         # Brokers must learn the live broker list before any LeaderAndIsr names a leader.
         await self.send_update_metadata_request(self.ctx.live_or_shutting_down_broker_ids, [])
         await self.replica_sm.startup()
+        phase("replica state machine started")
         await self.partition_sm.startup()
+        phase("partition state machine started")
         await self.deletion.try_topic_deletion()
         if await self.zk.exists(PreferredReplicaElectionZNode.path) is not None:
             self.event_manager.put(PreferredReplicaLeaderElection())
@@ -269,6 +279,7 @@ class KafkaController:
         self.failover_count += 1
         self.logger.info(f"Controller {self.broker_id} completed failover: {len(self.ctx.live_brokers)} live "
                          f"brokers, {len(self.ctx.all_topics)} topics")
+        phase("done")
 
     async def _on_controller_resignation(self) -> None:
         if self._rebalance_task is not None:

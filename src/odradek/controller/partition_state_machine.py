@@ -124,8 +124,11 @@ class PartitionStateMachine:
         self.batch.new_batch()
         try:
             failed = await self._do_handle_state_changes(partitions, target, election)
-        finally:
-            await self.batch.send_requests_to_brokers(self.ctx.epoch)
+        except BaseException:
+            # A controller that just lost its seat (or hit a bug) sends nothing it collected.
+            self.batch.clear()
+            raise
+        await self.batch.send_requests_to_brokers(self.ctx.epoch)
         return failed
 
     async def _do_handle_state_changes(self, partitions: list[TopicPartition], target: PartitionState,

@@ -108,8 +108,10 @@ class ReplicaStateMachine:
                 by_broker[r.replica].append(r)
             for broker_id, rs in by_broker.items():
                 await self._do_handle_state_changes(broker_id, rs, target)
-        finally:
-            await self.batch.send_requests_to_brokers(self.ctx.epoch)
+        except BaseException:
+            self.batch.clear()  # as in the partition state machine: send nothing on failure
+            raise
+        await self.batch.send_requests_to_brokers(self.ctx.epoch)
 
     async def _do_handle_state_changes(self, broker_id: int, replicas: list[PartitionAndReplica],
                                        target: ReplicaState) -> None:

@@ -10,7 +10,6 @@ from __future__ import annotations
 from kio.schema.errors import ErrorCode
 
 
-
 class KafkaError(Exception):
     """An error with a Kafka error code; ``str(e)`` is the message sent back to clients."""
 

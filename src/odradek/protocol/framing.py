@@ -217,7 +217,11 @@ def encode_request(payload: Payload, correlation_id: int, client_id: str | None)
     buffer = io.BytesIO()
     buffer.write(bytes(_SIZE.size))  # patched by _finish_frame
     entity_writer(header_type)(buffer, header)
-    entity_writer(payload_type)(buffer, payload)
+    fast = control.FAST_WRITERS.get(payload_type)
+    if fast is not None:
+        buffer.write(fast(payload))
+    else:
+        entity_writer(payload_type)(buffer, payload)
     return _finish_frame(buffer)
 
 

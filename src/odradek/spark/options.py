@@ -24,6 +24,10 @@ class OptionError(ValueError):
     def __init__(self, option: str, problem: str) -> None:
         super().__init__(f"odradek data source: option '{option}': {problem}")
         self.option = option
+        self.problem = problem
+
+    def __reduce__(self):
+        return (type(self), (self.option, self.problem))
 
 
 class Bound(Enum):
