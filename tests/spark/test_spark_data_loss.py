@@ -6,8 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from kafka_helpers import ONE_RECORD_PER_BATCH, create_topic, delete_records, produce
 from pyspark.errors import StreamingQueryException
+from spark_helpers import ONE_RECORD_PER_BATCH, create_topic, delete_records, produce
 
 
 def values(topic_range: range) -> list[tuple[int, bytes]]:

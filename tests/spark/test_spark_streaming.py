@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from kafka_helpers import (
+from spark_helpers import (
     ONE_RECORD_PER_BATCH,
     WRITE_OPTIONS,
     create_topic,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import Producer
-from kafka_helpers import ONE_RECORD_PER_BATCH, create_topic, delete_records, produce
+from spark_helpers import ONE_RECORD_PER_BATCH, create_topic, delete_records, produce
 
 from odradek.spark.consumer import read_range
 from odradek.spark.offsets import DataLossError, OffsetRange

@@ -5,7 +5,7 @@ the rules of one mode, since Spark tells a data source which mode it is in only 
 from __future__ import annotations
 
 import pytest
-from kafka_helpers import create_topic
+from spark_helpers import create_topic
 
 
 def load(spark, **options):

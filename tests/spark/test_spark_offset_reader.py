@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kafka_helpers import ONE_RECORD_PER_BATCH, create_topic, produce, wait_for
+from spark_helpers import ONE_RECORD_PER_BATCH, create_topic, produce, wait_for
 
 from odradek.spark.offset_reader import KafkaOffsetReader, admin_client
 from odradek.spark.offsets import TopicPartition

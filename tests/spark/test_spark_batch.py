@@ -7,7 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from confluent_kafka import Producer
-from kafka_helpers import (
+from pyspark.sql import Row
+from spark_helpers import (
     ONE_RECORD_PER_BATCH,
     WRITE_OPTIONS,
     consume_all,
@@ -15,7 +16,6 @@ from kafka_helpers import (
     end_offsets,
     produce,
 )
-from pyspark.sql import Row
 
 
 def read(spark, bootstrap, **options):
