@@ -262,7 +262,7 @@ class PartitionStateMachine:
             if not retry:
                 break
             pending = retry
-        for tp, err in failed.items():
+        for err in failed.values():
             self.logger.error(str(err))
         return done, failed
 

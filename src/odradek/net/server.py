@@ -19,7 +19,6 @@ import struct
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Union
 
 from odradek.config import Listener
 from odradek.protocol.framing import (
@@ -51,8 +50,8 @@ class FileChunk:
     size: int
 
 
-ResponseChunk = Union[bytes, bytearray, memoryview, FileChunk]
-Response = Union[bytes, Sequence[ResponseChunk], None]
+ResponseChunk = bytes | bytearray | memoryview | FileChunk
+Response = bytes | Sequence[ResponseChunk] | None
 
 
 @dataclass(slots=True)
