@@ -1,13 +1,43 @@
-"""One partition as this broker hosts it: leader or follower, leader epoch, ISR, replicas."""
+"""One partition as this broker hosts it: leader or follower, its log, ISR and high watermark.
+
+As leader it tracks each follower's log end offset (from the offsets the follower fetches
+at), keeps the high watermark at the smallest log end offset in the ISR, and proposes ISR
+changes to the controller (it never writes the ISR itself).  While a change is in flight
+the ISR used for the high watermark is the *maximal* one (current plus any replica being
+added), so the high watermark never gets ahead of a replica that may yet be in the ISR.
+"""
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from odradek.protocol import control
 
-__all__ = ["Partition"]
+if TYPE_CHECKING:
+    from odradek.log.log import Log
+
+log = logging.getLogger(__name__)
+
+__all__ = ["Partition", "PendingIsrChange", "RemoteReplica"]
+
+
+@dataclass(slots=True)
+class RemoteReplica:
+    """The leader's view of one follower."""
+
+    log_end_offset: int = -1
+    last_caught_up_time_ms: int = 0
+    last_fetch_leader_log_end_offset: int = -1
+    last_fetch_time_ms: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PendingIsrChange:
+    isr: tuple[int, ...]
+    leader_epoch: int
+    partition_epoch: int
 
 
 @dataclass
@@ -24,10 +54,14 @@ class Partition:
     replicas: tuple[int, ...] = ()
     adding_replicas: tuple[int, ...] = ()
     removing_replicas: tuple[int, ...] = ()
-    # The partition's log, once the storage layer has opened or created it.
-    log: Any = None
-    # Follower state the leader tracks: replica id -> log end offset, last caught-up time.
-    remote_leos: dict[int, int] = field(default_factory=dict)
+    log: Log | None = None
+    remote: dict[int, RemoteReplica] = field(default_factory=dict)
+    pending_isr: PendingIsrChange | None = None
+    # The log end offset when this broker became leader at the current epoch: a follower is
+    # only caught up once it has everything up to here (Kafka's leaderEpochStartOffset).
+    leader_epoch_start_offset: int = 0
+    # Follower: truncation by leader epoch must happen before fetching (KIP-101/279).
+    needs_truncation: bool = False
 
     @property
     def is_leader(self) -> bool:
@@ -37,6 +71,23 @@ class Partition:
     def name(self) -> str:
         return f"{self.topic}-{self.partition}"
 
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        """The ISR plus replicas whose addition is in flight."""
+        if self.pending_isr is None:
+            return self.isr
+        return tuple(dict.fromkeys(self.isr + self.pending_isr.isr))
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.high_watermark if self.log is not None else 0
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset if self.log is not None else 0
+
+    # ------------------------------------------------------------------ role changes
+
     def _apply(self, state: control.LeaderAndIsrPartitionState) -> None:
         self.controller_epoch = state.controller_epoch
         self.replicas = tuple(state.replicas)
@@ -45,29 +96,108 @@ class Partition:
         self.leader_epoch = state.leader_epoch
         self.partition_epoch = state.zk_version
 
-    def make_leader(self, state: control.LeaderAndIsrPartitionState) -> bool:
-        """Become leader with the controller's ISR and epoch; True if we were not leader."""
+    def make_leader(self, state: control.LeaderAndIsrPartitionState, now_ms: int) -> bool:
+        """Lead at the controller's epoch with its ISR; True if we were not leader before.
+        Returns after possibly advancing the high watermark (the ISR may be just us)."""
         was_leader = self.is_leader
         self._apply(state)
         self.isr = tuple(state.isr)
+        self.pending_isr = None
         self.leader_id = self.local_broker_id
+        self.needs_truncation = False
+        assert self.log is not None
+        leo = self.log.log_end_offset
+        # Record where this epoch begins, so followers can truncate against it.
+        self.log.assign_epoch_start_offset(self.leader_epoch, leo)
+        self.leader_epoch_start_offset = leo
+        others = [r for r in self.replicas if r != self.local_broker_id]
         if not was_leader:
-            # Followers' positions are unknown until they fetch from the new leader.
-            self.remote_leos = {r: -1 for r in self.replicas if r != self.local_broker_id}
+            self.remote = {
+                r: RemoteReplica(-1, now_ms if r in self.isr else 0, leo, now_ms) for r in others}
         else:
-            for r in self.replicas:
-                if r != self.local_broker_id:
-                    self.remote_leos.setdefault(r, -1)
-            for r in list(self.remote_leos):
-                if r not in self.replicas:
-                    del self.remote_leos[r]
+            self.remote = {r: self.remote.get(r, RemoteReplica(-1, 0, leo, now_ms)) for r in others}
         return not was_leader
 
     def make_follower(self, state: control.LeaderAndIsrPartitionState) -> bool:
-        """Follow ``state.leader``; True if the leader changed (fetching must restart)."""
-        previous = self.leader_id
+        """Follow ``state.leader``; True if the leader or epoch changed (fetching restarts
+        from a truncation by leader epoch)."""
+        previous = (self.leader_id, self.leader_epoch)
         self._apply(state)
-        self.isr = ()  # only the leader tracks the ISR
-        self.remote_leos = {}
+        self.isr = tuple(state.isr)
+        self.pending_isr = None
+        self.remote = {}
         self.leader_id = state.leader
-        return previous != state.leader
+        changed = previous != (state.leader, state.leader_epoch)
+        if changed:
+            self.needs_truncation = True
+        return changed
+
+    # ------------------------------------------------------------------ leader bookkeeping
+
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+        """A follower fetched at ``fetch_offset`` (so its log end offset is that).  Returns
+        True if the high watermark moved."""
+        replica = self.remote.get(replica_id)
+        if replica is None or self.log is None:
+            return False
+        leader_leo = self.log.log_end_offset
+        # Kafka's rule: caught up now if it fetched at our LEO; caught up as of its previous
+        # fetch if it has reached what our LEO was then.
+        if fetch_offset >= leader_leo:
+            replica.last_caught_up_time_ms = now_ms
+        elif fetch_offset >= replica.last_fetch_leader_log_end_offset:
+            replica.last_caught_up_time_ms = max(replica.last_caught_up_time_ms, replica.last_fetch_time_ms)
+        replica.log_end_offset = fetch_offset
+        replica.last_fetch_leader_log_end_offset = leader_leo
+        replica.last_fetch_time_ms = now_ms
+        return self.maybe_increment_high_watermark()
+
+    def maybe_increment_high_watermark(self) -> bool:
+        """High watermark = the smallest log end offset among the (maximal) ISR."""
+        if self.log is None or not self.is_leader:
+            return False
+        new_hw = self.log.log_end_offset
+        for r in self.maximal_isr:
+            if r == self.local_broker_id:
+                continue
+            replica = self.remote.get(r)
+            leo = replica.log_end_offset if replica is not None else -1
+            if leo < new_hw:
+                new_hw = leo
+        if new_hw < 0:
+            return False
+        return self.log.maybe_increment_high_watermark(new_hw)
+
+    def isr_expansion_candidate(self, replica_id: int) -> bool:
+        """A follower not in the ISR rejoins once it has caught up to the high watermark and to
+        the start of the current leader epoch."""
+        if not self.is_leader or self.pending_isr is not None or replica_id in self.isr:
+            return False
+        if replica_id not in self.replicas or replica_id in self.removing_replicas:
+            return False
+        replica = self.remote.get(replica_id)
+        return (replica is not None and replica.log_end_offset >= self.high_watermark
+                and replica.log_end_offset >= self.leader_epoch_start_offset)
+
+    def out_of_sync_replicas(self, now_ms: int, max_lag_ms: int) -> list[int]:
+        """ISR members that have not caught up with the leader for ``max_lag_ms``."""
+        if not self.is_leader or self.pending_isr is not None:
+            return []
+        stale = []
+        for r in self.isr:
+            if r == self.local_broker_id:
+                continue
+            replica = self.remote.get(r)
+            if replica is None or now_ms - replica.last_caught_up_time_ms > max_lag_ms:
+                stale.append(r)
+        return stale
+
+    def min_insync_replicas(self) -> int:
+        return self.log.config.min_insync_replicas if self.log is not None else 1
+
+    def enough_replicas_reached(self, required_offset: int) -> tuple[bool, bool]:
+        """For acks=-1: (done, enough ISR).  Done once the high watermark passes
+        ``required_offset``; then the ISR must still be at least min.insync.replicas."""
+        if self.high_watermark >= required_offset:
+            return True, len(self.isr) >= self.min_insync_replicas()
+        return False, True

@@ -1,44 +1,215 @@
-"""ReplicaManager: which partitions this broker leads or follows, as the controller says.
+"""ReplicaManager: the partitions this broker leads or follows, and their data path.
 
-``become_leader_or_follower`` is Kafka's: refuse a request from a stale controller epoch;
-per partition, accept only a newer leader epoch; then make leaders and followers.
+Control: ``become_leader_or_follower`` is Kafka's (refuse a stale controller or broker
+epoch; per partition accept only a newer leader epoch; make leaders, then followers) and
+``stop_replicas`` stops (and maybe deletes) replicas.  Data: leaders append produced
+batches (``append_records``, with acks 0/1/-1), serve fetches from consumers (up to the high
+watermark) and followers (up to the log end offset, recording each follower's position),
+keep the high watermark at the smallest log end offset in the ISR and ask the controller
+to shrink or expand the ISR.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
-from collections.abc import Callable
-from typing import Any
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
+from odradek.broker.alter_partition import AlterPartitionManager
+from odradek.broker.fetcher import ReplicaFetcherManager
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.partition import Partition
+from odradek.broker.purgatory import DelayedOperation, Purgatory
 from odradek.controller.context import TopicPartition
+from odradek.log.log_info import FileRegion
 from odradek.protocol import control
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.state_change_log import StateChangeLogger
+from odradek.zk.zk_data import uuid_to_topic_id
+
+if TYPE_CHECKING:
+    from odradek.config import KafkaConfig
+    from odradek.log.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ReplicaManager"]
+__all__ = ["FetchPartitionResult", "ProducePartitionResult", "ReplicaManager"]
 
 # StopReplica leader epochs that bypass the stale-epoch check: unknown, and "topic deleted".
 _NO_EPOCH = -1
 _EPOCH_DURING_DELETE = -2
+NO_TIMESTAMP = -1
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class ProducePartitionResult:
+    error: ErrorCode
+    base_offset: int = -1
+    log_append_time: int = NO_TIMESTAMP
+    log_start_offset: int = -1
+    message: str | None = None
+    required_offset: int = -1  # acks=-1: the high watermark this append waits for
+
+
+@dataclass(slots=True)
+class FetchPartitionResult:
+    error: ErrorCode
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    regions: tuple[FileRegion, ...] = ()
+
+    @property
+    def size(self) -> int:
+        return sum(r.size for r in self.regions)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPartitionRequest:
+    topic: str
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+
+
+class DelayedProduce(DelayedOperation):
+    """acks=-1: wait until every appended partition's high watermark passes its batch."""
+
+    def __init__(self, manager: ReplicaManager, timeout_ms: int,
+                 results: dict[TopicPartition, ProducePartitionResult]) -> None:
+        super().__init__(timeout_ms)
+        self.manager = manager
+        self.results = results
+        self.pending = {tp for tp, r in results.items() if r.error == ErrorCode.none and r.required_offset >= 0}
+
+    def try_complete(self) -> bool:
+        for tp in list(self.pending):
+            partition = self.manager.partitions.get(tp)
+            if partition is None or not partition.is_leader:
+                self.results[tp].error = ErrorCode.not_leader_or_follower
+                self.pending.discard(tp)
+                continue
+            done, enough = partition.enough_replicas_reached(self.results[tp].required_offset)
+            if done:
+                if not enough:
+                    self.results[tp].error = ErrorCode.not_enough_replicas_after_append
+                self.pending.discard(tp)
+        if not self.pending:
+            return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        for tp in self.pending:
+            self.results[tp].error = ErrorCode.request_timed_out
+        self.future.set_result(self.results)
+
+
+class DelayedFetch(DelayedOperation):
+    """Wait until ``min_bytes`` are available (or leadership changes, or the timeout)."""
+
+    def __init__(self, manager: ReplicaManager, timeout_ms: int, replica_id: int, min_bytes: int, max_bytes: int,
+                 requests: list[FetchPartitionRequest], isolation_level: int) -> None:
+        super().__init__(timeout_ms)
+        self.manager = manager
+        self.replica_id = replica_id
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes
+        self.requests = requests
+        self.isolation_level = isolation_level
+        self._epochs = {(r.topic, r.partition): self._epoch(r) for r in requests}
+
+    def _epoch(self, r: FetchPartitionRequest) -> tuple[int | None, int]:
+        p = self.manager.partitions.get(TopicPartition(r.topic, r.partition))
+        return (p.leader_id, p.leader_epoch) if p is not None else (None, -1)
+
+    def try_complete(self) -> bool:
+        available = 0
+        for r in self.requests:
+            if self._epoch(r) != self._epochs[(r.topic, r.partition)]:
+                return self.force_complete()
+            p = self.manager.partitions.get(TopicPartition(r.topic, r.partition))
+            if p is None or p.log is None or not p.is_leader:
+                return self.force_complete()
+            bound = p.log.log_end_offset if self.replica_id >= 0 else p.high_watermark
+            if bound < r.fetch_offset or r.fetch_offset < p.log.log_start_offset:
+                return self.force_complete()  # truncated or out of range: answer with the error now
+            if bound > r.fetch_offset:
+                try:
+                    available += p.log.read(r.fetch_offset, r.max_bytes, bound, True).size
+                except KafkaError:
+                    return self.force_complete()
+                if available >= self.min_bytes:
+                    return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        self.future.set_result(self.manager.read_from_local_log(
+            self.replica_id, self.max_bytes, self.requests, self.isolation_level))
 
 
 class ReplicaManager:
-    def __init__(self, broker_id: int, metadata_cache: MetadataCache,
-                 broker_epoch: Callable[[], int]) -> None:
+    def __init__(self, broker_id: int, config: KafkaConfig, metadata_cache: MetadataCache,
+                 log_manager: LogManager | None, broker_epoch: Callable[[], int],
+                 topic_log_config: Callable[[str, Mapping[str, str]], Any] | None = None) -> None:
         self.broker_id = broker_id
+        self.config = config
         self.metadata_cache = metadata_cache
+        self.log_manager = log_manager
         self._broker_epoch = broker_epoch
+        self._topic_log_config = topic_log_config or (lambda _t, overrides: config.log_config(overrides))
         self.controller_epoch = 0
         self.partitions: dict[TopicPartition, Partition] = {}
         self.logger = StateChangeLogger(broker_id)
-        # Hooks the data plane and replication attach to (log creation, fetchers, deletion).
-        self.on_become_leader: list[Callable[[list[Partition]], None]] = []
-        self.on_become_follower: list[Callable[[list[Partition]], None]] = []
+        self.produce_purgatory = Purgatory()
+        self.fetch_purgatory = Purgatory()
+        self.fetchers = ReplicaFetcherManager(broker_id, config, metadata_cache, self._on_follower_appended,
+                                              self.logger.info)
+        self.alter_partition = AlterPartitionManager(broker_id, broker_epoch, metadata_cache,
+                                                     config.inter_broker_listener_name, self._on_isr_applied)
+        self._tasks: list[asyncio.Task[None]] = []
         self.on_stop_replica: list[Callable[[list[tuple[Partition | None, TopicPartition, bool]]], None]] = []
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def startup(self) -> None:
+        self.alter_partition.start()
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._isr_expiration_loop(), name="isr-expiration"))
+        self._tasks.append(loop.create_task(self._maintenance_loop(), name="log-maintenance"))
+
+    async def shutdown(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            try:
+                await task
+            except (asyncio.CancelledError, Exception):
+                pass
+        self._tasks.clear()
+        await self.fetchers.shutdown()
+        await self.alter_partition.stop()
+
+    async def _maintenance_loop(self) -> None:
+        while True:
+            await asyncio.sleep(0.1)
+            if self.log_manager is not None:
+                try:
+                    self.log_manager.tick()
+                except Exception:
+                    log.exception("log maintenance failed")
+
+    async def _isr_expiration_loop(self) -> None:
+        lag_ms = self.config["replica.lag.time.max.ms"]
+        while True:
+            await asyncio.sleep(lag_ms / 2000)
+            self.maybe_shrink_isrs(_now_ms())
 
     # ------------------------------------------------------------------ queries
 
@@ -51,11 +222,21 @@ class ReplicaManager:
     def _stale_broker_epoch(self, request_epoch: int) -> bool:
         return request_epoch != -1 and request_epoch < self._broker_epoch()
 
+    def topics_without_logs(self, request: control.LeaderAndIsrRequest) -> set[str]:
+        """Topics of a LeaderAndIsr request that need a log created here (their config is
+        then read from ZooKeeper before the request is applied)."""
+        if self.log_manager is None:
+            return set()
+        return {ts.topic_name for ts in request.topic_states for ps in ts.partition_states
+                if self.log_manager.get_log(ts.topic_name, ps.partition_index) is None}
+
     # ------------------------------------------------------------------ LeaderAndIsr
 
-    def become_leader_or_follower(self, correlation_id: int, request: control.LeaderAndIsrRequest
+    def become_leader_or_follower(self, correlation_id: int, request: control.LeaderAndIsrRequest,
+                                  topic_configs: Mapping[str, Mapping[str, str]] | None = None
                                   ) -> control.LeaderAndIsrResponse:
         ctrl = f"controller {request.controller_id} epoch {request.controller_epoch}"
+        topic_configs = topic_configs or {}
 
         def response(top: ErrorCode, errors: dict[tuple[Any, int], ErrorCode]) -> control.LeaderAndIsrResponse:
             by_topic: dict[Any, list[control.LeaderAndIsrPartitionError]] = {}
@@ -107,6 +288,13 @@ class ReplicaManager:
                     self.logger.info(f"Ignoring LeaderAndIsr request for partition {tp}: its leader epoch "
                                      f"{ps.leader_epoch} matches the current one")
                     errors[key] = ErrorCode.none if same_topic else ErrorCode.stale_controller_epoch
+        for partition, _ in accepted:
+            try:
+                self._ensure_log(partition, topic_configs)
+            except KafkaError as e:
+                self.logger.error(f"Could not open the log of partition {partition.name}: {e}")
+                errors[(partition.topic_id, partition.partition)] = e.code
+        accepted = [(p, s) for p, s in accepted if p.log is not None or self.log_manager is None]
         leaders = [(p, s) for p, s in accepted if s.leader == self.broker_id]
         followers = [(p, s) for p, s in accepted if s.leader != self.broker_id]
         if leaders:
@@ -115,30 +303,58 @@ class ReplicaManager:
             self._make_followers(followers, ctrl, correlation_id)
         return response(ErrorCode.none, errors)
 
+    def _ensure_log(self, partition: Partition, topic_configs: Mapping[str, Mapping[str, str]]) -> None:
+        if self.log_manager is None or partition.log is not None:
+            return
+        existing = self.log_manager.get_log(partition.topic, partition.partition)
+        if existing is not None:
+            partition.log = existing
+            return
+        config = self._topic_log_config(partition.topic, topic_configs.get(partition.topic, {}))
+        partition.log = self.log_manager.get_or_create_log(
+            partition.topic, partition.partition, config, uuid_to_topic_id(partition.topic_id))
+
     def _make_leaders(self, items: list[tuple[Partition, control.LeaderAndIsrPartitionState]],
                       ctrl: str, correlation_id: int) -> None:
-        became = []
+        now = _now_ms()
+        self.fetchers.remove_partitions(TopicPartition(p.topic, p.partition) for p, _ in items)
         for partition, ps in items:
-            partition.make_leader(ps)
-            became.append(partition)
+            if partition.log is not None:
+                partition.make_leader(ps, now)
+                partition.maybe_increment_high_watermark()
+            else:
+                partition.leader_id = self.broker_id
+                partition.leader_epoch = ps.leader_epoch
+                partition.isr = tuple(ps.isr)
             self.logger.info(f"Completed become-leader transition for partition {partition.name} with leader "
                              f"epoch {ps.leader_epoch}, ISR [{','.join(map(str, ps.isr))}] (from {ctrl}, "
                              f"correlation id {correlation_id})")
-        for hook in self.on_become_leader:
-            hook(became)
+            self._wake(TopicPartition(partition.topic, partition.partition))
 
     def _make_followers(self, items: list[tuple[Partition, control.LeaderAndIsrPartitionState]],
                         ctrl: str, correlation_id: int) -> None:
-        became = []
+        tps = [TopicPartition(p.topic, p.partition) for p, _ in items]
+        self.fetchers.remove_partitions(tps)
+        to_fetch = []
         for partition, ps in items:
+            leader_alive = ps.leader >= 0 and ps.leader in self.metadata_cache.alive_brokers
+            if not leader_alive and ps.leader >= 0:
+                # Kafka keeps the old state when the named leader is not (yet) known alive.
+                self.logger.warn(f"Leader {ps.leader} of partition {partition.name} is not alive in the metadata "
+                                 "cache; following it once it is")
             partition.make_follower(ps)
-            became.append(partition)
+            if partition.log is None:
+                partition.leader_id = ps.leader
+                partition.leader_epoch = ps.leader_epoch
+            if ps.leader >= 0:
+                to_fetch.append(partition)
             leader = ps.leader if ps.leader >= 0 else "none"
             self.logger.info(f"Completed become-follower transition for partition {partition.name} with new "
                              f"leader {leader} and leader epoch {ps.leader_epoch} (from {ctrl}, "
                              f"correlation id {correlation_id})")
-        for hook in self.on_become_follower:
-            hook(became)
+            self._wake(TopicPartition(partition.topic, partition.partition))
+        if self.log_manager is not None:
+            self.fetchers.add_partitions(to_fetch)
 
     # ------------------------------------------------------------------ StopReplica
 
@@ -171,9 +387,21 @@ class ReplicaManager:
             else:
                 self.logger.info(f"Handling StopReplica request for partition {tp} (delete="
                                  f"{str(ps.delete_partition).lower()}) correlation id {correlation_id} from {ctrl}")
+                self.fetchers.remove_partitions([tp])
                 if ps.delete_partition:
                     self.partitions.pop(tp, None)
+                    if self.log_manager is not None:
+                        try:
+                            path = self.log_manager.async_delete(tp.topic, tp.partition)
+                            if path is not None:
+                                self.logger.info(f"Renamed the log of partition {tp} to {path.name} for deletion")
+                        except KafkaError as e:
+                            err = e.code
+                elif partition is not None:
+                    # No longer replicating: neither leader nor fetching.
+                    partition.leader_id = None if partition.is_leader else partition.leader_id
                 stopped.append((partition, tp, ps.delete_partition))
+                self._wake(tp)
             errors.append(control.StopReplicaPartitionError(
                 topic_name=topic, partition_index=ps.partition_index, error_code=err))
         for hook in self.on_stop_replica:
@@ -196,6 +424,208 @@ class ReplicaManager:
                          f"controller {request.controller_id} epoch {request.controller_epoch} with correlation id "
                          f"{correlation_id}" + (f"; deleted {len(deleted)} partitions" if deleted else ""))
         return ErrorCode.none
+
+    # ------------------------------------------------------------------ produce
+
+    def append_records(self, acks: int, timeout_ms: int, entries: Iterable[tuple[str, int, bytes | None]]
+                       ) -> tuple[dict[TopicPartition, ProducePartitionResult], DelayedProduce | None]:
+        """Append to the leaders here.  With acks=-1 a DelayedProduce is returned when some
+        partition's high watermark has not reached its batch yet (await its future)."""
+        results: dict[TopicPartition, ProducePartitionResult] = {}
+        for topic, partition_id, records in entries:
+            tp = TopicPartition(topic, partition_id)
+            results[tp] = self._append_to_leader(tp, records, acks)
+        if acks != -1:
+            return results, None
+        delayed = DelayedProduce(self, timeout_ms, results)
+        if not delayed.pending or self.produce_purgatory.try_complete_else_watch(delayed, delayed.pending):
+            delayed.force_complete()
+            return results, None
+        return results, delayed
+
+    def _append_to_leader(self, tp: TopicPartition, records: bytes | None, acks: int) -> ProducePartitionResult:
+        partition = self.partitions.get(tp)
+        if partition is None or partition.log is None:
+            known = self.metadata_cache.partition(tp.topic, tp.partition) is not None
+            return ProducePartitionResult(
+                ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition)
+        if not partition.is_leader:
+            return ProducePartitionResult(ErrorCode.not_leader_or_follower)
+        if not records:
+            return ProducePartitionResult(ErrorCode.corrupt_message, message="no record batches")
+        if acks == -1 and len(partition.isr) < partition.min_insync_replicas():
+            return ProducePartitionResult(
+                ErrorCode.not_enough_replicas,
+                message=f"the ISR of {partition.name} has {len(partition.isr)} replicas, fewer than "
+                        f"min.insync.replicas={partition.min_insync_replicas()}")
+        lg = partition.log
+        try:
+            info = lg.append_as_leader(records, partition.leader_epoch)
+        except KafkaError as e:
+            return ProducePartitionResult(e.code, message=str(e))
+        if not info.duplicate:
+            self.fetch_purgatory.check_and_complete(tp)  # followers waiting for data
+            if partition.maybe_increment_high_watermark():
+                self._on_high_watermark(tp)
+        return ProducePartitionResult(ErrorCode.none, info.first_offset, info.log_append_time,
+                                      lg.log_start_offset, None, info.last_offset + 1)
+
+    # ------------------------------------------------------------------ fetch
+
+    def fetch_messages(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
+                       requests: list[FetchPartitionRequest], isolation_level: int
+                       ) -> dict[TopicPartition, FetchPartitionResult] | DelayedFetch:
+        results = self.read_from_local_log(replica_id, max_bytes, requests, isolation_level)
+        if max_wait_ms <= 0 or not requests:
+            return results
+        total = 0
+        for r in results.values():
+            if r.error != ErrorCode.none:
+                return results
+            total += r.size
+        if total >= min_bytes:
+            return results
+        delayed = DelayedFetch(self, max_wait_ms, replica_id, min_bytes, max_bytes, requests, isolation_level)
+        keys = [TopicPartition(r.topic, r.partition) for r in requests]
+        if self.fetch_purgatory.try_complete_else_watch(delayed, keys):
+            return delayed  # completed at once; its future holds the answer
+        return delayed
+
+    def read_from_local_log(self, replica_id: int, max_bytes: int, requests: list[FetchPartitionRequest],
+                            isolation_level: int) -> dict[TopicPartition, FetchPartitionResult]:
+        results: dict[TopicPartition, FetchPartitionResult] = {}
+        remaining = max_bytes
+        first_with_data = True
+        now = _now_ms()
+        follower = replica_id >= 0
+        for r in requests:
+            tp = TopicPartition(r.topic, r.partition)
+            p = self.partitions.get(tp)
+            if p is None or p.log is None:
+                known = self.metadata_cache.partition(r.topic, r.partition) is not None
+                results[tp] = FetchPartitionResult(
+                    ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition)
+                continue
+            if not p.is_leader:
+                results[tp] = FetchPartitionResult(ErrorCode.not_leader_or_follower)
+                continue
+            if r.current_leader_epoch >= 0:
+                if r.current_leader_epoch < p.leader_epoch:
+                    results[tp] = FetchPartitionResult(ErrorCode.fenced_leader_epoch)
+                    continue
+                if r.current_leader_epoch > p.leader_epoch:
+                    results[tp] = FetchPartitionResult(ErrorCode.unknown_leader_epoch)
+                    continue
+            lg = p.log
+            if follower and replica_id not in p.replicas:
+                results[tp] = FetchPartitionResult(ErrorCode.not_leader_or_follower)
+                continue
+            bound = None if follower else lg.high_watermark
+            try:
+                data = lg.read(r.fetch_offset, min(r.max_bytes, remaining) if remaining > 0 else 0, bound,
+                               first_with_data)
+            except KafkaError as e:
+                results[tp] = FetchPartitionResult(e.code, lg.high_watermark, lg.log_start_offset)
+                continue
+            size = data.size
+            if size:
+                first_with_data = False
+                remaining -= size
+            if follower:
+                if p.update_follower_fetch_state(replica_id, r.fetch_offset, now):
+                    self._on_high_watermark(tp)
+                if p.isr_expansion_candidate(replica_id):
+                    new_isr = (*p.isr, replica_id)
+                    if self.alter_partition.submit(p, new_isr):
+                        self.logger.info(f"Expanding ISR of partition {p.name} from "
+                                         f"[{','.join(map(str, p.isr))}] to [{','.join(map(str, new_isr))}]")
+            results[tp] = FetchPartitionResult(ErrorCode.none, lg.high_watermark, lg.log_start_offset, data.regions)
+        return results
+
+    # ------------------------------------------------------------------ offsets
+
+    def offset_for_timestamp(self, topic: str, partition: int, timestamp: int, current_leader_epoch: int,
+                             replica_id: int) -> tuple[ErrorCode, int, int, int]:
+        """ListOffsets: (error, timestamp, offset, leader epoch)."""
+        p = self.partitions.get(TopicPartition(topic, partition))
+        if p is None or p.log is None:
+            known = self.metadata_cache.partition(topic, partition) is not None
+            return (ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition), -1, -1, -1
+        if not p.is_leader and replica_id != -2:
+            return ErrorCode.not_leader_or_follower, -1, -1, -1
+        if current_leader_epoch >= 0 and current_leader_epoch != p.leader_epoch:
+            code = ErrorCode.fenced_leader_epoch if current_leader_epoch < p.leader_epoch else ErrorCode.unknown_leader_epoch
+            return code, -1, -1, -1
+        bound = None if replica_id >= 0 else p.log.high_watermark
+        found = p.log.offset_for_timestamp(timestamp, bound)
+        if found is None:
+            return ErrorCode.none, -1, -1, -1
+        epoch = found.leader_epoch if found.leader_epoch is not None else -1
+        return ErrorCode.none, found.timestamp, found.offset, epoch
+
+    def end_offset_for_epoch(self, topic: str, partition: int, current_leader_epoch: int, leader_epoch: int
+                             ) -> tuple[ErrorCode, int, int]:
+        """OffsetForLeaderEpoch on the leader: (error, epoch, end offset)."""
+        p = self.partitions.get(TopicPartition(topic, partition))
+        if p is None or p.log is None:
+            known = self.metadata_cache.partition(topic, partition) is not None
+            return (ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition), -1, -1
+        if not p.is_leader:
+            return ErrorCode.not_leader_or_follower, -1, -1
+        if current_leader_epoch >= 0 and current_leader_epoch != p.leader_epoch:
+            code = ErrorCode.fenced_leader_epoch if current_leader_epoch < p.leader_epoch else ErrorCode.unknown_leader_epoch
+            return code, -1, -1
+        epoch, end = p.log.end_offset_for_epoch(leader_epoch)
+        return ErrorCode.none, epoch, end
+
+    def delete_records(self, topic: str, partition: int, offset: int) -> tuple[ErrorCode, int]:
+        """DeleteRecords: advance the log start offset (up to the high watermark)."""
+        p = self.partitions.get(TopicPartition(topic, partition))
+        if p is None or p.log is None:
+            known = self.metadata_cache.partition(topic, partition) is not None
+            return (ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition), -1
+        if not p.is_leader:
+            return ErrorCode.not_leader_or_follower, -1
+        hw = p.log.high_watermark
+        target = hw if offset == -1 else offset
+        if target < 0 or target > hw:
+            return ErrorCode.offset_out_of_range, -1
+        p.log.maybe_increment_log_start_offset(target)
+        return ErrorCode.none, p.log.log_start_offset
+
+    # ------------------------------------------------------------------ ISR
+
+    def maybe_shrink_isrs(self, now_ms: int) -> None:
+        lag_ms = self.config["replica.lag.time.max.ms"]
+        for p in self.leader_partitions():
+            stale = p.out_of_sync_replicas(now_ms, lag_ms)
+            if not stale:
+                continue
+            new_isr = tuple(r for r in p.isr if r not in stale)
+            if not new_isr:
+                continue
+            if self.alter_partition.submit(p, new_isr):
+                self.logger.info(f"Shrinking ISR of partition {p.name} from [{','.join(map(str, p.isr))}] to "
+                                 f"[{','.join(map(str, new_isr))}]: replicas {stale} have not caught up for "
+                                 f"{lag_ms} ms")
+
+    def _on_isr_applied(self, partition: Partition) -> None:
+        if partition.maybe_increment_high_watermark():
+            self._on_high_watermark(TopicPartition(partition.topic, partition.partition))
+        else:
+            # ISR size matters to acks=-1 (NOT_ENOUGH_REPLICAS_AFTER_APPEND) even without a new HW.
+            self.produce_purgatory.check_and_complete(TopicPartition(partition.topic, partition.partition))
+
+    def _on_high_watermark(self, tp: TopicPartition) -> None:
+        self.produce_purgatory.check_and_complete(tp)
+        self.fetch_purgatory.check_and_complete(tp)
+
+    def _wake(self, tp: TopicPartition) -> None:
+        self.produce_purgatory.check_and_complete(tp)
+        self.fetch_purgatory.check_and_complete(tp)
+
+    def _on_follower_appended(self, partitions: list[Partition]) -> None:
+        """Follower logs grew (nothing waits on a follower's log here)."""
 
 
 def _fmt(ps: control.LeaderAndIsrPartitionState) -> str:

@@ -5,14 +5,22 @@ from __future__ import annotations
 import asyncio
 import logging
 import socket
+from pathlib import Path
 from typing import Any
 
+from odradek import state_change_log
+from odradek.admin.topics import TopicAdmin
 from odradek.broker.apis import load_handlers
 from odradek.broker.apis.api_versions import unsupported_api_versions
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.config import KafkaConfig
 from odradek.controller.controller import KafkaController
+from odradek.log.log_manager import LogDirLockedError, LogManager, LogManagerConfig
+from odradek.log.meta_properties import (
+    InconsistentBrokerMetadataError,
+    check_and_write_meta_properties,
+)
 from odradek.net.client import BrokerConnection
 from odradek.net.server import Request, Response, SocketServer
 from odradek.protocol import control
@@ -42,7 +50,12 @@ class KafkaServer:
         self.metadata_cache = MetadataCache(self.broker_id)
         self.broker_epoch = -1
         self.cluster_id: str | None = None
-        self.replica_manager = ReplicaManager(self.broker_id, self.metadata_cache, lambda: self.broker_epoch)
+        self.log_manager = LogManager(LogManagerConfig.from_kafka_config(config), config.log_config())
+        self.replica_manager = ReplicaManager(self.broker_id, config, self.metadata_cache, self.log_manager,
+                                              lambda: self.broker_epoch,
+                                              lambda _topic, overrides: config.log_config(overrides))
+        self.topic_admin = TopicAdmin(self.zk)
+        self.producer_ids: Any = None  # created on the first InitProducerId
         self.handlers = load_handlers()
         self.socket_server = SocketServer(
             config.listeners, self.dispatch, on_unsupported=unsupported_api_versions,
@@ -68,8 +81,18 @@ class KafkaServer:
         await self.zk.create_top_level_paths()
         self.cluster_id = await self.zk.get_or_create_cluster_id()
         try:
+            self.log_manager.startup()  # creates and locks the directories, recovers the logs
+            check_and_write_meta_properties([Path(d) for d in self.config.log_dirs], self.broker_id,
+                                            self.cluster_id)
+        except (LogDirLockedError, InconsistentBrokerMetadataError, OSError) as e:
+            await self.zk.close()
+            raise BrokerStartupError(f"cannot use log.dirs {','.join(self.config.log_dirs)}: {e}") from None
+        self.replica_manager.startup()
+        try:
             ports = await self.socket_server.start()
         except OSError as e:
+            await self.replica_manager.shutdown()
+            self.log_manager.shutdown()
             await self.zk.close()
             raise BrokerStartupError(f"cannot listen on {', '.join(lst.name + '://' + (lst.host or '0.0.0.0') + ':' + str(lst.port) for lst in self.config.listeners)}: {e.strerror or e}") from None
         self.broker_info = self._broker_info(ports)
@@ -79,6 +102,8 @@ class KafkaServer:
             await self.register_broker()
         except BrokerIdTakenError:
             await self.socket_server.stop()
+            await self.replica_manager.shutdown()
+            self.log_manager.shutdown()
             await self.zk.close()
             raise
         self.controller.startup()
@@ -152,11 +177,17 @@ class KafkaServer:
         if self.config["controlled.shutdown.enable"]:
             try:
                 await self._controlled_shutdown()
+            except (TimeoutError, ConnectionError, OSError) as e:
+                # Typically the controller is stopping at the same moment.
+                log.warning("controlled shutdown failed (%s); proceeding with unclean shutdown", e)
             except Exception:
                 log.warning("controlled shutdown failed; proceeding with unclean shutdown", exc_info=True)
         await self.socket_server.stop()
+        await self.replica_manager.shutdown()
         await self.controller.shutdown()
+        self.log_manager.shutdown()
         await self.zk.close()
+        state_change_log.flush()
         log.info("[KafkaServer id=%d] shut down completed", self.broker_id)
 
     async def _controlled_shutdown(self) -> None:

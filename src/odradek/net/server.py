@@ -19,6 +19,7 @@ import struct
 from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from odradek.config import Listener
 from odradek.protocol.framing import (
@@ -213,10 +214,10 @@ class Connection(asyncio.Protocol):
             transport.write(response)
             return
         for chunk in response:
-            if isinstance(chunk, FileChunk):
-                transport.write(_read_file_chunk(chunk))
-            else:
+            if isinstance(chunk, (bytes, bytearray, memoryview)):
                 transport.write(chunk)
+            else:  # a file region (FileChunk, or the log's FileRegion): fd, position, size
+                transport.write(_read_file_chunk(chunk))
 
     def _handler_failed(self, request: Request | None, exc: BaseException) -> None:
         what = (f"api key {request.api_key} v{request.api_version} correlation id {request.header.correlation_id}"
@@ -243,10 +244,12 @@ class Connection(asyncio.Protocol):
                 self.transport.close()
 
 
-def _read_file_chunk(chunk: FileChunk) -> bytes:
+def _read_file_chunk(chunk: Any) -> bytes:
     data = os.pread(chunk.fd, chunk.size, chunk.position)
-    if len(data) < chunk.size:  # the file shrank under us (truncation): pad is not allowed; send what exists
-        log.debug("short read from fd %d: %d of %d bytes", chunk.fd, len(data), chunk.size)
+    if len(data) < chunk.size:
+        # The file shrank under us (a truncation): the frame's size is already promised, so
+        # pad; a client rejects the damaged batch by its CRC and fetches again.
+        data += bytes(chunk.size - len(data))
     return data
 
 

@@ -12,7 +12,8 @@ from odradek.broker.apis.registry import REGISTRY, ApiSpec, api
 
 __all__ = ["REGISTRY", "ApiSpec", "api", "load_handlers"]
 
-_MODULES = ("api_versions", "control")
+_MODULES = ("api_versions", "control", "metadata", "produce", "fetch", "offsets", "alter_partition",
+            "init_producer_id")
 
 
 def load_handlers() -> dict[int, ApiSpec]:

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kio.index import load_response_schema
-
-from odradek.broker.apis.registry import REGISTRY, api
+from odradek.broker.apis.registry import REGISTRY, api, build, response_module
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.framing import UnsupportedRequestError, encode_response
 
@@ -18,16 +16,13 @@ API_VERSIONS = 18
 
 
 def _response(version: int, error: ErrorCode) -> object:
-    schema = load_response_schema(API_VERSIONS, version)
-    module = __import__(schema.__module__, fromlist=["ApiVersion"])
+    m = response_module(API_VERSIONS, version)
     keys = tuple(
-        module.ApiVersion(api_key=spec.api_key, min_version=spec.min_version, max_version=spec.max_version)
+        build(m.ApiVersion, api_key=spec.api_key, min_version=spec.min_version, max_version=spec.max_version)
         for spec in sorted(REGISTRY.values(), key=lambda s: s.api_key)
     )
-    fields = {"error_code": error, "api_keys": keys}
-    if version >= 1:
-        fields["throttle_time"] = 0
-    return schema(**fields)
+    return build(m.ApiVersionsResponse, error_code=error, api_keys=keys, supported_features=(),
+                 finalized_features_epoch=-1, finalized_features=(), zk_migration_ready=False)
 
 
 @api(API_VERSIONS, "ApiVersions", 0, 3)

@@ -18,9 +18,12 @@ if TYPE_CHECKING:
 
 
 @api(control.LEADER_AND_ISR_KEY, "LeaderAndIsr", control.LEADER_AND_ISR_VERSION, control.LEADER_AND_ISR_VERSION)
-def handle_leader_and_isr(broker: KafkaServer, request: Request) -> Response:
+async def handle_leader_and_isr(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)
-    response = broker.replica_manager.become_leader_or_follower(request.header.correlation_id, body)
+    # New logs take their topic's config from ZooKeeper (as Kafka's LogManager does).
+    topics = broker.replica_manager.topics_without_logs(body)
+    configs = await broker.zk.get_topic_configs(topics) if topics else {}
+    response = broker.replica_manager.become_leader_or_follower(request.header.correlation_id, body, configs)
     return encode_response(response, request.header.correlation_id)
 
 

@@ -1,0 +1,145 @@
+"""AlterPartitionManager: a leader's requests to the controller to change an ISR.
+
+The leader never writes the ISR itself (the controller is the only writer of a partition's
+state).  Proposed changes are batched into AlterPartition requests (api key 56, v2) sent to
+the active controller; a change is pending until the answer arrives, and the answer (the
+ISR and partition epoch the controller wrote) is applied to the partition.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from kio.schema.alter_partition.v2 import request as req
+from kio.schema.alter_partition.v2 import response as resp
+
+from odradek.broker.partition import Partition, PendingIsrChange
+from odradek.net.client import BrokerConnection
+from odradek.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.broker.metadata_cache import MetadataCache
+
+log = logging.getLogger(__name__)
+
+__all__ = ["AlterPartitionManager"]
+
+
+class AlterPartitionManager:
+    def __init__(self, broker_id: int, broker_epoch: Callable[[], int], metadata_cache: MetadataCache,
+                 listener: str, on_applied: Callable[[Partition], None]) -> None:
+        self.broker_id = broker_id
+        self._broker_epoch = broker_epoch
+        self.metadata_cache = metadata_cache
+        self.listener = listener
+        self._on_applied = on_applied
+        self._queue: dict[tuple[str, int], Partition] = {}
+        self._wakeup = asyncio.Event()
+        self._conn: BrokerConnection | None = None
+        self._conn_target: tuple[int, str, int] | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="alter-partition-manager")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            try:
+                await self._task
+            except (asyncio.CancelledError, Exception):
+                pass
+        if self._conn is not None:
+            await self._conn.close()
+
+    def submit(self, partition: Partition, new_isr: tuple[int, ...]) -> bool:
+        """Propose ``new_isr``; False if a change for this partition is already pending."""
+        if partition.pending_isr is not None or partition.topic_id is None:
+            return False
+        partition.pending_isr = PendingIsrChange(new_isr, partition.leader_epoch, partition.partition_epoch)
+        self._queue[(partition.topic, partition.partition)] = partition
+        self._wakeup.set()
+        return True
+
+    async def _controller(self) -> BrokerConnection | None:
+        controller = self.metadata_cache.controller_id
+        if controller is None:
+            return None
+        endpoint = self.metadata_cache.endpoint(controller, self.listener)
+        if endpoint is None:
+            return None
+        target = (controller, *endpoint)
+        if self._conn is not None and self._conn.connected and self._conn_target == target:
+            return self._conn
+        if self._conn is not None:
+            await self._conn.close()
+        conn = BrokerConnection(endpoint[0], endpoint[1], f"broker-{self.broker_id}-alter-partition")
+        await conn.connect(timeout_s=5)
+        self._conn, self._conn_target = conn, target
+        return conn
+
+    async def _run(self) -> None:
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            batch, self._queue = self._queue, {}
+            if not batch:
+                continue
+            try:
+                conn = await self._controller()
+                if conn is None:
+                    raise ConnectionError("no known controller")
+                response = await conn.send(self._request(batch), resp.AlterPartitionResponse, timeout_s=30)
+            except (TimeoutError, ConnectionError, OSError) as e:
+                log.info("AlterPartition request failed (%r); retrying", e)
+                if self._conn is not None:
+                    await self._conn.close()
+                    self._conn = None
+                for key, partition in batch.items():
+                    self._queue.setdefault(key, partition)
+                await asyncio.sleep(0.2)
+                self._wakeup.set()
+                continue
+            self._handle_response(batch, response)
+
+    def _request(self, batch: dict[tuple[str, int], Partition]) -> req.AlterPartitionRequest:
+        by_topic: dict[object, list[req.PartitionData]] = {}
+        for partition in batch.values():
+            pending = partition.pending_isr
+            assert pending is not None
+            by_topic.setdefault(partition.topic_id, []).append(req.PartitionData(
+                partition_index=partition.partition, leader_epoch=pending.leader_epoch, new_isr=pending.isr,
+                leader_recovery_state=0, partition_epoch=pending.partition_epoch))
+        return req.AlterPartitionRequest(
+            broker_id=self.broker_id, broker_epoch=self._broker_epoch(),
+            topics=tuple(req.TopicData(topic_id=tid, partitions=tuple(parts)) for tid, parts in by_topic.items()))
+
+    def _handle_response(self, batch: dict[tuple[str, int], Partition], response: resp.AlterPartitionResponse) -> None:
+        by_id = {(p.topic_id, p.partition): p for p in batch.values()}
+        answered = set()
+        if response.error_code != ErrorCode.none:
+            log.info("AlterPartition refused by the controller: %s", ErrorCode(response.error_code).name)
+        for topic in response.topics:
+            for pd in topic.partitions:
+                partition = by_id.get((topic.topic_id, pd.partition_index))
+                if partition is None:
+                    continue
+                answered.add((partition.topic, partition.partition))
+                pending = partition.pending_isr
+                partition.pending_isr = None
+                if pd.error_code != ErrorCode.none:
+                    log.info("ISR change %s for %s refused: %s", pending.isr if pending else "?", partition.name,
+                             ErrorCode(pd.error_code).name)
+                    continue
+                if partition.is_leader and pd.leader_epoch == partition.leader_epoch:
+                    partition.isr = tuple(pd.isr)
+                    partition.partition_epoch = pd.partition_epoch
+                    log.info("ISR of %s is now [%s] (partition epoch %d)", partition.name,
+                             ",".join(map(str, pd.isr)), pd.partition_epoch)
+                    self._on_applied(partition)
+        for key, partition in batch.items():
+            if key not in answered:
+                partition.pending_isr = None

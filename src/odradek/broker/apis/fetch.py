@@ -1,0 +1,47 @@
+"""Fetch (key 1): consumers read up to the high watermark, followers up to the log end offset.
+
+Responses are written by hand (``protocol.fetch_response``) so record batches go out as file
+regions.  Fetch sessions (KIP-227) are not kept: every response has session id 0, which
+tells clients to send full fetch requests.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from odradek.broker.apis.registry import api, decode_body
+from odradek.broker.replica_manager import DelayedFetch, FetchPartitionRequest
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.fetch_response import FetchedPartition, encode_fetch_response
+
+if TYPE_CHECKING:
+    from odradek.broker.server import KafkaServer
+    from odradek.net.server import Request, Response
+
+FETCH = 1
+
+
+@api(FETCH, "Fetch", 4, 12)
+async def handle_fetch(broker: KafkaServer, request: Request) -> Response:
+    body = decode_body(request)
+    version = request.api_version
+    correlation_id = request.header.correlation_id
+    if version >= 7 and (body.session_id != 0 or body.session_epoch not in (-1, 0)):
+        return encode_fetch_response(correlation_id, version, ErrorCode.fetch_session_id_not_found, 0, [])
+    requests = [
+        FetchPartitionRequest(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
+                              getattr(p, "current_leader_epoch", -1))
+        for t in body.topics for p in t.partitions]
+    max_wait_ms = int(body.max_wait.total_seconds() * 1000)
+    outcome = broker.replica_manager.fetch_messages(
+        body.replica_id, max_wait_ms, body.min_bytes, body.max_bytes, requests, body.isolation_level)
+    if isinstance(outcome, DelayedFetch):
+        outcome = await outcome.future
+    read_committed = body.isolation_level == 1
+    topics: dict[str, list[FetchedPartition]] = {}
+    for r in requests:
+        res = outcome[(r.topic, r.partition)]
+        topics.setdefault(r.topic, []).append(FetchedPartition(
+            r.partition, res.error, res.high_watermark, res.high_watermark, res.log_start_offset,
+            res.regions, aborted_transactions_null=not read_committed))
+    return encode_fetch_response(correlation_id, version, ErrorCode.none, 0, list(topics.items()))

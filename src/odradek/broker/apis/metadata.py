@@ -1,0 +1,107 @@
+"""Metadata (key 3): brokers, controller and partition leadership from the metadata cache."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from odradek.admin.topics import INTERNAL_TOPICS, validate_topic_name
+from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
+from odradek.protocol.errors import (
+    ErrorCode,
+    InvalidTopicError,
+    KafkaError,
+    TopicAlreadyExistsError,
+)
+
+if TYPE_CHECKING:
+    from odradek.broker.server import KafkaServer
+    from odradek.net.server import Request, Response
+
+log = logging.getLogger(__name__)
+
+METADATA = 3
+
+
+@api(METADATA, "Metadata", 0, 12)
+async def handle_metadata(broker: KafkaServer, request: Request) -> Response:
+    body = decode_body(request)
+    version = request.api_version
+    cache = broker.metadata_cache
+    if body.topics is None or (version == 0 and not body.topics):
+        wanted = cache.topics()
+        explicit = False
+    else:
+        wanted = [t.name for t in body.topics if t.name is not None]
+        explicit = True
+    allow_auto = version < 4 or getattr(body, "allow_auto_topic_creation", True)
+    created: set[str] = set()
+    errors: dict[str, ErrorCode] = {}
+    if explicit:
+        for topic in wanted:
+            if cache.contains_topic(topic):
+                continue
+            try:
+                validate_topic_name(topic)
+            except InvalidTopicError:
+                errors[topic] = ErrorCode.invalid_topic_exception
+                continue
+            if allow_auto and broker.config["auto.create.topics.enable"]:
+                errors[topic] = await _auto_create(broker, topic)
+                created.add(topic)
+            else:
+                errors[topic] = ErrorCode.unknown_topic_or_partition
+    return respond(request, _response(broker, request, wanted, errors))
+
+
+async def _auto_create(broker: KafkaServer, topic: str) -> ErrorCode:
+    """Kafka's auto topic creation: default partitions and replication factor; the client is
+    told LEADER_NOT_AVAILABLE and asks again once the controller has brought it online."""
+    try:
+        await broker.topic_admin.create_topic(
+            topic, broker.config["num.partitions"], broker.config["default.replication.factor"])
+        log.info("Auto-created topic %s", topic)
+    except TopicAlreadyExistsError:
+        pass
+    except KafkaError as e:
+        log.info("Could not auto-create topic %s: %s", topic, e)
+        return e.code
+    return ErrorCode.leader_not_available
+
+
+def _response(broker: KafkaServer, request: Request, topics: list[str], errors: dict[str, ErrorCode]) -> object:
+    version = request.api_version
+    m = response_module(METADATA, version)
+    cache = broker.metadata_cache
+    listener = request.connection.listener
+    brokers = tuple(
+        build(m.MetadataResponseBroker, node_id=broker_id, host=host, port=port, rack=rack)
+        for broker_id, host, port, rack in cache.brokers_for_listener(listener))
+    alive = set(cache.alive_brokers)
+    topic_entries = []
+    for topic in topics:
+        if topic in errors:
+            topic_entries.append(build(m.MetadataResponseTopic, error_code=errors[topic], name=topic,
+                                       topic_id=None, is_internal=False, partitions=()))
+            continue
+        partitions = []
+        for p, meta in sorted(cache.partitions_of(topic).items()):
+            if meta.leader < 0 or meta.leader not in alive:
+                error = ErrorCode.leader_not_available
+            elif any(r not in alive for r in meta.replicas) and version == 0:
+                error = ErrorCode.replica_not_available
+            else:
+                error = ErrorCode.none
+            partitions.append(build(
+                m.MetadataResponsePartition, error_code=error, partition_index=p,
+                leader_id=meta.leader if meta.leader in alive else -1, leader_epoch=meta.leader_epoch,
+                replica_nodes=meta.replicas, isr_nodes=meta.isr, offline_replicas=meta.offline_replicas))
+        topic_entries.append(build(
+            m.MetadataResponseTopic, error_code=ErrorCode.none, name=topic, topic_id=cache.topic_id(topic),
+            is_internal=topic in INTERNAL_TOPICS, partitions=tuple(partitions),
+            topic_authorized_operations=-2147483648))
+    controller = cache.controller_id if cache.controller_id is not None else -1
+    return build(
+        m.MetadataResponse, throttle_time_ms=0, brokers=brokers, cluster_id=broker.cluster_id,
+        controller_id=controller, topics=tuple(topic_entries), cluster_authorized_operations=-2147483648,
+        error_code=ErrorCode.none)

@@ -1,0 +1,60 @@
+"""Produce (key 0): leaders append record batches as bytes; acks 0, 1 or -1 (all ISR)."""
+
+from __future__ import annotations
+
+import datetime
+from typing import TYPE_CHECKING
+
+from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
+from odradek.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.broker.server import KafkaServer
+    from odradek.net.server import Request, Response
+
+PRODUCE = 0
+_UTC = datetime.UTC
+
+
+@api(PRODUCE, "Produce", 3, 9)
+async def handle_produce(broker: KafkaServer, request: Request) -> Response:
+    body = decode_body(request)
+    acks = body.acks
+    entries = [(t.name, pd.index, pd.records) for t in body.topic_data for pd in t.partition_data]
+    if body.transactional_id is not None:
+        results = {(t, p): (ErrorCode.transactional_id_authorization_failed,
+                            "transactions are not supported by this broker") for t, p, _ in entries}
+        return respond(request, _error_response(request.api_version, results))
+    if acks not in (0, 1, -1):
+        results = {(t, p): (ErrorCode.invalid_required_acks, f"acks={acks} is not 0, 1 or -1") for t, p, _ in entries}
+        return respond(request, _error_response(request.api_version, results))
+    timeout_ms = int(body.timeout.total_seconds() * 1000)
+    results, delayed = broker.replica_manager.append_records(acks, timeout_ms, entries)
+    if acks == 0:
+        if any(r.error != ErrorCode.none for r in results.values()):
+            # Kafka closes the connection so an acks=0 producer notices and refreshes metadata.
+            request.connection.close()
+        return None
+    if delayed is not None:
+        results = await delayed.future
+    m = response_module(PRODUCE, request.api_version)
+    by_topic: dict[str, list[object]] = {}
+    for (topic, partition), r in results.items():
+        by_topic.setdefault(topic, []).append(build(
+            m.PartitionProduceResponse, index=partition, error_code=r.error, base_offset=r.base_offset,
+            log_append_time=None if r.log_append_time < 0 else datetime.datetime.fromtimestamp(
+                r.log_append_time / 1000, _UTC),
+            log_start_offset=r.log_start_offset, record_errors=(), error_message=r.message))
+    return respond(request, build(m.ProduceResponse, responses=tuple(
+        build(m.TopicProduceResponse, name=t, partition_responses=tuple(ps)) for t, ps in by_topic.items())))
+
+
+def _error_response(version: int, results: dict[tuple[str, int], tuple[ErrorCode, str]]) -> object:
+    m = response_module(PRODUCE, version)
+    by_topic: dict[str, list[object]] = {}
+    for (topic, partition), (error, message) in results.items():
+        by_topic.setdefault(topic, []).append(build(
+            m.PartitionProduceResponse, index=partition, error_code=error, base_offset=-1, log_append_time=None,
+            log_start_offset=-1, record_errors=(), error_message=message))
+    return build(m.ProduceResponse, responses=tuple(
+        build(m.TopicProduceResponse, name=t, partition_responses=tuple(ps)) for t, ps in by_topic.items()))

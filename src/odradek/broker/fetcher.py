@@ -1,0 +1,365 @@
+"""Follower fetchers: replicate partitions from their leaders (Kafka's ReplicaFetcherThread).
+
+Each (leader, fetcher id) pair has one task; a partition goes to fetcher
+``hash(topic, partition) % num.replica.fetchers`` of its leader.  A partition that has just
+become a follower first truncates its log by leader epoch (OffsetForLeaderEpoch, KIP-101 and
+KIP-279: never blindly to the high watermark, never keeping a tail that diverged from the
+leader), then fetches from its log end offset with its replica id, appends what it gets,
+and follows the leader's high watermark and log start offset.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+import time
+import zlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kio.schema.fetch.v12 import request as fetch_req
+from kio.schema.fetch.v12 import response as fetch_resp
+from kio.schema.list_offsets.v7 import request as lo_req
+from kio.schema.list_offsets.v7 import response as lo_resp
+from kio.schema.offset_for_leader_epoch.v3 import request as epoch_req
+from kio.schema.offset_for_leader_epoch.v3 import response as epoch_resp
+
+from odradek.broker.partition import Partition
+from odradek.controller.context import TopicPartition
+from odradek.log.log import UnexpectedAppendOffsetError
+from odradek.net.client import BrokerConnection
+from odradek.protocol.errors import ErrorCode, KafkaError
+
+if TYPE_CHECKING:
+    from odradek.broker.metadata_cache import MetadataCache
+    from odradek.config import KafkaConfig
+
+log = logging.getLogger(__name__)
+
+__all__ = ["ReplicaFetcherManager"]
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+
+
+@dataclass
+class _Fetching:
+    partition: Partition
+    leader_epoch: int  # the epoch this fetcher was started for
+    backoff_until: float = 0.0
+    # KIP-279: the epoch to ask about in the next OffsetForLeaderEpoch round (None: latest).
+    ask_epoch: int | None = None
+
+
+class ReplicaFetcher:
+    """Fetches a set of partitions from one leader."""
+
+    def __init__(self, manager: ReplicaFetcherManager, leader_id: int, fetcher_id: int) -> None:
+        self.manager = manager
+        self.leader_id = leader_id
+        self.fetcher_id = fetcher_id
+        self.partitions: dict[TopicPartition, _Fetching] = {}
+        self._changed = asyncio.Event()
+        self._conn: BrokerConnection | None = None
+        self._task = asyncio.get_running_loop().create_task(
+            self._run(), name=f"replica-fetcher-{manager.broker_id}-from-{leader_id}-{fetcher_id}")
+
+    def add(self, partition: Partition) -> None:
+        self.partitions[TopicPartition(partition.topic, partition.partition)] = _Fetching(
+            partition, partition.leader_epoch)
+        self._changed.set()
+
+    def remove(self, tp: TopicPartition) -> None:
+        self.partitions.pop(tp, None)
+
+    async def close(self) -> None:
+        self._task.cancel()
+        try:
+            await self._task
+        except (asyncio.CancelledError, Exception):
+            pass
+        if self._conn is not None:
+            await self._conn.close()
+
+    async def _connection(self) -> BrokerConnection:
+        if self._conn is not None and self._conn.connected:
+            return self._conn
+        endpoint = self.manager.metadata_cache.endpoint(self.leader_id, self.manager.listener)
+        if endpoint is None:
+            raise ConnectionError(f"leader {self.leader_id} is not a live broker")
+        conn = BrokerConnection(endpoint[0], endpoint[1], f"replica-fetcher-{self.manager.broker_id}")
+        await conn.connect(timeout_s=self.manager.socket_timeout_s)
+        self._conn = conn
+        return conn
+
+    async def _run(self) -> None:
+        backoff_s = self.manager.config["replica.fetch.backoff.ms"] / 1000
+        while True:
+            if not self.partitions:
+                self._changed.clear()
+                await self._changed.wait()
+                continue
+            try:
+                conn = await self._connection()
+                truncating = [f for f in self.partitions.values() if f.partition.needs_truncation]
+                if truncating:
+                    await self._truncate(conn, truncating)
+                    continue
+                now = time.monotonic()
+                ready = [f for f in self.partitions.values() if f.backoff_until <= now]
+                if not ready:
+                    await asyncio.sleep(min(f.backoff_until for f in self.partitions.values()) - now)
+                    continue
+                await self._fetch(conn, ready)
+            except asyncio.CancelledError:
+                raise
+            except (TimeoutError, ConnectionError, OSError) as e:
+                log.info("Fetcher %d from broker %d: %r; backing off", self.fetcher_id, self.leader_id, e)
+                if self._conn is not None:
+                    await self._conn.close()
+                    self._conn = None
+                await asyncio.sleep(backoff_s)
+            except Exception:
+                log.exception("Fetcher %d from broker %d failed; backing off", self.fetcher_id, self.leader_id)
+                await asyncio.sleep(backoff_s)
+
+    # ------------------------------------------------------------------ truncation
+
+    async def _truncate(self, conn: BrokerConnection, items: list[_Fetching]) -> None:
+        """One round of OffsetForLeaderEpoch for the partitions that need truncation."""
+        asks: dict[TopicPartition, tuple[_Fetching, int]] = {}
+        for item in items:
+            p = item.partition
+            assert p.log is not None
+            epoch = item.ask_epoch
+            if epoch is None:
+                epoch = p.log.latest_epoch
+            if epoch is None:
+                # No epochs known (an empty log): nothing can have diverged.
+                self._finish_truncation(item, p.log.log_end_offset)
+                continue
+            asks[TopicPartition(p.topic, p.partition)] = (item, epoch)
+        if not asks:
+            return
+        by_topic: dict[str, list[epoch_req.OffsetForLeaderPartition]] = {}
+        for tp, (item, epoch) in asks.items():
+            by_topic.setdefault(tp.topic, []).append(epoch_req.OffsetForLeaderPartition(
+                partition=tp.partition, current_leader_epoch=item.leader_epoch, leader_epoch=epoch))
+        request = epoch_req.OffsetForLeaderEpochRequest(
+            replica_id=self.manager.broker_id,
+            topics=tuple(epoch_req.OffsetForLeaderTopic(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()))
+        response = await conn.send(request, epoch_resp.OffsetForLeaderEpochResponse, self.manager.socket_timeout_s)
+        for topic in response.topics:
+            for pr in topic.partitions:
+                tp = TopicPartition(topic.topic, pr.partition)
+                if tp not in asks or self.partitions.get(tp) is not asks[tp][0]:
+                    continue
+                item, asked_epoch = asks[tp]
+                if pr.error_code != ErrorCode.none:
+                    log.info("OffsetForLeaderEpoch for %s failed: %s", tp, ErrorCode(pr.error_code).name)
+                    item.backoff_until = time.monotonic() + self.manager.config["replica.fetch.backoff.ms"] / 1000
+                    continue
+                self._apply_epoch_answer(item, asked_epoch, pr.leader_epoch, pr.end_offset)
+
+    def _apply_epoch_answer(self, item: _Fetching, asked_epoch: int, leader_epoch: int, leader_end: int) -> None:
+        p = item.partition
+        assert p.log is not None
+        lg = p.log
+        if leader_end == UNDEFINED_EPOCH_OFFSET:
+            # The leader knows no such epoch (e.g. its log was emptied): only the high
+            # watermark is known to be safe.
+            self._finish_truncation(item, min(lg.high_watermark, lg.log_end_offset))
+            return
+        if leader_epoch == UNDEFINED_EPOCH:
+            self._finish_truncation(item, min(leader_end, lg.log_end_offset))
+            return
+        own_epoch, own_end = lg.end_offset_for_epoch(leader_epoch)
+        if own_epoch != leader_epoch and own_epoch != UNDEFINED_EPOCH:
+            # KIP-279: we don't have the leader's epoch; truncate to what both agree on and
+            # ask again with our epoch below it.
+            target = min(leader_end, own_end)
+            lg.truncate_to(target)
+            item.ask_epoch = own_epoch
+            log.info("Truncated %s to %d (epoch %d unknown here); asking again for epoch %d",
+                     p.name, target, leader_epoch, own_epoch)
+            return
+        if own_epoch == UNDEFINED_EPOCH:
+            self._finish_truncation(item, min(leader_end, lg.log_end_offset))
+            return
+        self._finish_truncation(item, min(leader_end, own_end))
+
+    def _finish_truncation(self, item: _Fetching, target: int) -> None:
+        p = item.partition
+        assert p.log is not None
+        before = p.log.log_end_offset
+        if target < before:
+            p.log.truncate_to(target)
+            log.info("Truncated %s from %d to %d by leader epoch (leader %d)", p.name, before, target, self.leader_id)
+            self.manager.state_change(f"Truncated partition {p.name} to offset {target} (was {before}) after "
+                                      f"OffsetForLeaderEpoch from leader {self.leader_id}")
+        item.ask_epoch = None
+        p.needs_truncation = False
+
+    # ------------------------------------------------------------------ fetching
+
+    async def _fetch(self, conn: BrokerConnection, items: list[_Fetching]) -> None:
+        config = self.manager.config
+        by_topic: dict[str, list[fetch_req.FetchPartition]] = {}
+        asked: dict[TopicPartition, tuple[_Fetching, int]] = {}
+        for item in items:
+            p = item.partition
+            assert p.log is not None
+            offset = p.log.log_end_offset
+            latest = p.log.latest_epoch
+            by_topic.setdefault(p.topic, []).append(fetch_req.FetchPartition(
+                partition=p.partition, current_leader_epoch=item.leader_epoch, fetch_offset=offset,
+                last_fetched_epoch=latest if latest is not None else -1, log_start_offset=p.log.log_start_offset,
+                partition_max_bytes=config["replica.fetch.max.bytes"]))
+            asked[TopicPartition(p.topic, p.partition)] = (item, offset)
+        request = fetch_req.FetchRequest(
+            replica_id=self.manager.broker_id,
+            max_wait=datetime.timedelta(milliseconds=config["replica.fetch.wait.max.ms"]),
+            min_bytes=config["replica.fetch.min.bytes"], max_bytes=config["replica.fetch.response.max.bytes"],
+            isolation_level=0, session_id=0, session_epoch=-1,
+            topics=tuple(fetch_req.FetchTopic(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
+            forgotten_topics_data=(), rack_id="")
+        timeout = self.manager.socket_timeout_s + config["replica.fetch.wait.max.ms"] / 1000
+        response = await conn.send(request, fetch_resp.FetchResponse, timeout)
+        if response.error_code != ErrorCode.none:
+            raise KafkaError(f"fetch from broker {self.leader_id} failed: {ErrorCode(response.error_code).name}")
+        touched = []
+        for topic in response.responses:
+            for pd in topic.partitions:
+                tp = TopicPartition(topic.topic, pd.partition_index)
+                entry = asked.get(tp)
+                if entry is None or self.partitions.get(tp) is not entry[0]:
+                    continue  # reassigned while the fetch was in flight
+                item, offset = entry
+                if self._handle_partition(item, offset, pd):
+                    touched.append(item.partition)
+        if touched:
+            self.manager.on_follower_appended(touched)
+
+    def _handle_partition(self, item: _Fetching, offset: int, pd: fetch_resp.PartitionData) -> bool:
+        p = item.partition
+        lg = p.log
+        assert lg is not None
+        if lg.log_end_offset != offset or p.needs_truncation:
+            return False  # truncated meanwhile
+        error = ErrorCode(pd.error_code)
+        if error == ErrorCode.none:
+            appended = False
+            if pd.records:
+                try:
+                    info = lg.append_as_follower(pd.records)
+                    appended = info.num_batches > 0
+                except UnexpectedAppendOffsetError as e:
+                    log.warning("%s; truncating by leader epoch again", e)
+                    p.needs_truncation = True
+                    return False
+            lg.update_high_watermark(min(pd.high_watermark, lg.log_end_offset))
+            if pd.log_start_offset > lg.log_start_offset:
+                lg.maybe_increment_log_start_offset(min(pd.log_start_offset, lg.high_watermark))
+            return appended
+        if error == ErrorCode.offset_out_of_range:
+            self.manager.spawn(self._handle_out_of_range(item))
+            item.backoff_until = time.monotonic() + 60  # until the reset below completes
+            return False
+        if error in (ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch,
+                     ErrorCode.not_leader_or_follower, ErrorCode.unknown_topic_or_partition,
+                     ErrorCode.leader_not_available):
+            # Our view of the leadership is stale or ahead; LeaderAndIsr will sort it out.
+            item.backoff_until = time.monotonic() + self.manager.config["replica.fetch.backoff.ms"] / 1000
+            return False
+        log.warning("Fetch of %s from broker %d failed: %s", p.name, self.leader_id, error.name)
+        item.backoff_until = time.monotonic() + self.manager.config["replica.fetch.backoff.ms"] / 1000
+        return False
+
+    async def _handle_out_of_range(self, item: _Fetching) -> None:
+        """Kafka's handleOffsetOutOfRange: our fetch offset is past the leader's end (only
+        after an unclean election: truncate to it) or before its log start (start over at
+        its log start)."""
+        p = item.partition
+        assert p.log is not None
+        try:
+            conn = await self._connection()
+            earliest = await self._list_offset(conn, item, -2)
+            latest = await self._list_offset(conn, item, -1)
+        except (TimeoutError, ConnectionError, OSError, KafkaError) as e:
+            log.info("Could not resolve out-of-range fetch of %s: %r", p.name, e)
+            item.backoff_until = time.monotonic() + 1
+            return
+        leo = p.log.log_end_offset
+        if leo > latest:
+            log.warning("Truncating %s from %d to the leader's log end offset %d (unclean leader election?)",
+                        p.name, leo, latest)
+            p.log.truncate_to(latest)
+        elif leo < earliest:
+            log.info("Resetting %s to the leader's log start offset %d", p.name, earliest)
+            p.log.truncate_fully_and_start_at(earliest)
+        item.backoff_until = 0
+
+    async def _list_offset(self, conn: BrokerConnection, item: _Fetching, timestamp: int) -> int:
+        p = item.partition
+        request = lo_req.ListOffsetsRequest(
+            replica_id=self.manager.broker_id, isolation_level=0,
+            topics=(lo_req.ListOffsetsTopic(name=p.topic, partitions=(lo_req.ListOffsetsPartition(
+                partition_index=p.partition, current_leader_epoch=item.leader_epoch, timestamp=timestamp),)),))
+        response = await conn.send(request, lo_resp.ListOffsetsResponse, self.manager.socket_timeout_s)
+        pr = response.topics[0].partitions[0]
+        if pr.error_code != ErrorCode.none:
+            raise KafkaError(ErrorCode(pr.error_code).name)
+        return pr.offset
+
+
+class ReplicaFetcherManager:
+    def __init__(self, broker_id: int, config: KafkaConfig, metadata_cache: MetadataCache,
+                 on_follower_appended: Callable[[list[Partition]], None],
+                 state_change: Callable[[str], None]) -> None:
+        self.broker_id = broker_id
+        self.config = config
+        self.metadata_cache = metadata_cache
+        self.listener = config.inter_broker_listener_name
+        self.socket_timeout_s = config["replica.socket.timeout.ms"] / 1000
+        self.on_follower_appended = on_follower_appended
+        self.state_change = state_change
+        self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def _fetcher_id(self, tp: TopicPartition) -> int:
+        # Stable across processes (Python's str hash is salted per process).
+        return zlib.crc32(f"{tp.topic}-{tp.partition}".encode()) % self.config["num.replica.fetchers"]
+
+    def add_partitions(self, partitions: Iterable[Partition]) -> None:
+        for p in partitions:
+            if p.leader_id is None or p.leader_id < 0 or p.leader_id == self.broker_id:
+                continue
+            tp = TopicPartition(p.topic, p.partition)
+            key = (p.leader_id, self._fetcher_id(tp))
+            fetcher = self.fetchers.get(key)
+            if fetcher is None:
+                fetcher = self.fetchers[key] = ReplicaFetcher(self, *key)
+            fetcher.add(p)
+
+    def remove_partitions(self, tps: Iterable[TopicPartition]) -> None:
+        tps = set(tps)
+        for fetcher in self.fetchers.values():
+            for tp in tps:
+                fetcher.remove(tp)
+
+    def spawn(self, coro: object) -> None:
+        task = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def shutdown_idle(self) -> None:
+        for key in [k for k, f in self.fetchers.items() if not f.partitions]:
+            await self.fetchers.pop(key).close()
+
+    async def shutdown(self) -> None:
+        fetchers, self.fetchers = self.fetchers, {}
+        await asyncio.gather(*(f.close() for f in fetchers.values()))
+        for task in list(self._tasks):
+            task.cancel()

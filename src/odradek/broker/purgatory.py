@@ -1,0 +1,96 @@
+"""Delayed operations (Kafka's DelayedOperation and purgatory).
+
+An operation that cannot complete now (an acks=all produce waiting for the high watermark,
+a fetch waiting for ``min_bytes``) is parked under the partitions it depends on.  Whoever
+changes a partition's high watermark or log end offset calls ``check_and_complete`` for it;
+each operation completes exactly once: satisfied, or expired after its timeout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Hashable, Iterable
+from typing import Any
+
+__all__ = ["DelayedOperation", "Purgatory"]
+
+
+class DelayedOperation:
+    """Subclasses implement ``try_complete`` (return True once satisfied and call
+    ``force_complete``) and ``on_complete`` (set ``future``'s result)."""
+
+    def __init__(self, timeout_ms: int) -> None:
+        loop = asyncio.get_running_loop()
+        self.future: asyncio.Future[Any] = loop.create_future()
+        self.completed = False
+        self.expired = False
+        self._timer = loop.call_later(max(timeout_ms, 0) / 1000, self._expire)
+
+    def try_complete(self) -> bool:
+        raise NotImplementedError
+
+    def on_complete(self) -> None:
+        raise NotImplementedError
+
+    def force_complete(self) -> bool:
+        """Complete now; False if it already was (so ``on_complete`` runs exactly once)."""
+        if self.completed:
+            return False
+        self.completed = True
+        self._timer.cancel()
+        try:
+            self.on_complete()
+        except Exception as e:  # surface handler bugs through the awaiting request
+            if not self.future.done():
+                self.future.set_exception(e)
+        return True
+
+    def _expire(self) -> None:
+        if not self.completed:
+            self.expired = True
+            self.force_complete()
+
+
+class Purgatory:
+    def __init__(self) -> None:
+        self._watchers: dict[Hashable, list[DelayedOperation]] = {}
+
+    def try_complete_else_watch(self, op: DelayedOperation, keys: Iterable[Hashable]) -> bool:
+        """Complete ``op`` now if it can be, else watch it under ``keys``."""
+        if op.try_complete():
+            return True
+        for key in keys:
+            self._watchers.setdefault(key, []).append(op)
+        return False
+
+    def check_and_complete(self, key: Hashable) -> int:
+        """Try the operations watching ``key``; returns how many completed."""
+        ops = self._watchers.get(key)
+        if not ops:
+            return 0
+        done = 0
+        remaining = []
+        for op in ops:
+            if op.completed:
+                continue
+            if op.try_complete():
+                done += 1
+            else:
+                remaining.append(op)
+        if remaining:
+            self._watchers[key] = remaining
+        else:
+            del self._watchers[key]
+        return done
+
+    def watched(self) -> int:
+        return sum(1 for ops in self._watchers.values() for op in ops if not op.completed)
+
+    def purge(self) -> None:
+        """Drop completed operations (those that expired are still listed until now)."""
+        for key in list(self._watchers):
+            live = [op for op in self._watchers[key] if not op.completed]
+            if live:
+                self._watchers[key] = live
+            else:
+                del self._watchers[key]
