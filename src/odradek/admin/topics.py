@@ -250,14 +250,19 @@ class TopicAdmin:
     async def live_broker_ids(self) -> set[int]:
         return set(await self.zk.get_all_broker_ids())
 
-    async def alter_topic_config(self, topic: str, config: Mapping[str, str]) -> None:
+    async def alter_topic_config(self, topic: str, config: Mapping[str, str], *,
+                                 validate_only: bool = False) -> dict[str, str]:
+        """Replace a topic's config overrides with ``config`` (unless ``validate_only``);
+        returns them as written."""
         try:
             checked = validate_topic_config(config)
         except ConfigError as e:
             raise InvalidConfigError(str(e)) from None
         if topic not in await self.zk.get_all_topics():
             raise UnknownTopicOrPartitionError(f"Topic '{topic}' does not exist.")
-        await self.zk.set_topic_config(topic, checked)
+        if not validate_only:
+            await self.zk.set_topic_config(topic, checked)
+        return checked
 
 
 class InvalidReplicaAssignmentCount(AdminOperationError):

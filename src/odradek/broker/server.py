@@ -12,6 +12,7 @@ from odradek import state_change_log
 from odradek.admin.topics import TopicAdmin
 from odradek.broker.apis import load_handlers
 from odradek.broker.apis.api_versions import unsupported_api_versions
+from odradek.broker.config_manager import DynamicConfigManager
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.config import KafkaConfig
@@ -61,6 +62,8 @@ class KafkaServer:
             config.listeners, self.dispatch, on_unsupported=unsupported_api_versions,
             max_request_bytes=config["socket.request.max.bytes"])
         self.controller = KafkaController(config, self.zk, self.register_broker)
+        # Dynamic topic configs: applies /config/changes notifications to the open logs.
+        self.config_manager = DynamicConfigManager(self.zk, config, self.log_manager, self.controller)
         self.broker_info: BrokerInfo | None = None
         self._started = False
         self.shutdown_requested = asyncio.Event()
@@ -88,6 +91,8 @@ class KafkaServer:
             await self.zk.close()
             raise BrokerStartupError(f"cannot use log.dirs {','.join(self.config.log_dirs)}: {e}") from None
         self.replica_manager.startup()
+        # Topic config overrides reach the logs before any request can.
+        await self.config_manager.startup()
         try:
             ports = await self.socket_server.start()
         except OSError as e:
@@ -183,6 +188,7 @@ class KafkaServer:
             except Exception:
                 log.warning("controlled shutdown failed; proceeding with unclean shutdown", exc_info=True)
         await self.socket_server.stop()
+        await self.config_manager.shutdown()  # dynamic topic configs
         await self.replica_manager.shutdown()
         await self.controller.shutdown()
         self.log_manager.shutdown()

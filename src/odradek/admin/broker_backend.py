@@ -1,0 +1,410 @@
+"""``odradek topics --bootstrap-server``: the topics command over the Kafka protocol.
+
+The same actions, flags and output as ``--zookeeper`` (cli_topics formats both), carried out
+with CreateTopics / DeleteTopics / CreatePartitions (sent to the controller, as Kafka's
+ZooKeeper-mode brokers require), Metadata, DescribeConfigs and IncrementalAlterConfigs.
+The client is odradek's own small connection plus kio's message classes: versions are
+negotiated with ApiVersions, and fields a version lacks are dropped, so one code path
+speaks every version in between.
+
+What the protocol cannot show: ``--list`` cannot mark topics pending deletion (brokers drop
+them from their metadata as soon as deletion starts), as Kafka's AdminClient path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import sys
+import types
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import click
+from kio.index import KioIndexError, load_request_schema, load_response_schema
+
+from odradek import __version__
+from odradek.admin.assignment import (
+    AdminOperationError,
+    assign_replicas_to_brokers,
+    parse_replica_assignment,
+)
+from odradek.admin.topics import (
+    PartitionDescription,
+    TopicDescription,
+    has_collision_chars,
+    validate_topic_name,
+)
+from odradek.broker.apis.registry import build
+from odradek.cli_topics import format_describe
+from odradek.net.client import BrokerConnection
+from odradek.protocol.errors import ErrorCode, KafkaError, for_code
+from odradek.zk.zk_data import uuid_to_topic_id
+
+__all__ = ["AdminConnection", "run_with_broker"]
+
+log = logging.getLogger(__name__)
+
+API_VERSIONS, METADATA, CREATE_TOPICS, DELETE_TOPICS = 18, 3, 19, 20
+DESCRIBE_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 32, 37, 44
+
+# The newest version of each API this client speaks (it speaks every older one kio has too).
+_MAX_VERSIONS = {API_VERSIONS: 3, METADATA: 12, CREATE_TOPICS: 7, DELETE_TOPICS: 6, DESCRIBE_CONFIGS: 4,
+                 CREATE_PARTITIONS: 3, INCREMENTAL_ALTER_CONFIGS: 1}
+_NAMES = {METADATA: "Metadata", CREATE_TOPICS: "CreateTopics", DELETE_TOPICS: "DeleteTopics",
+          DESCRIBE_CONFIGS: "DescribeConfigs", CREATE_PARTITIONS: "CreatePartitions",
+          INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs"}
+TOPIC_RESOURCE = 2
+DYNAMIC_TOPIC_CONFIG = 1
+SET, DELETE = 0, 1
+
+CONNECT_TIMEOUT_S = 10.0
+ADMIN_TIMEOUT_MS = 30_000  # how long brokers may wait for topics to appear or vanish
+_RESPONSE_SLACK_S = 15.0
+_NOT_CONTROLLER_RETRIES = 3
+
+WARNING_COLLISION = ("WARNING: Due to limitations in metric names, topics with a period ('.') or underscore "
+                     "('_') could collide. To avoid issues it is best to use either, but not both.")
+WARNING_PARTITIONS = ("WARNING: If partitions are increased for a topic that has a key, the partition logic or "
+                      "ordering of the messages will be affected")
+
+
+class CommandError(Exception):
+    """A failure to report as one line."""
+
+
+def _parse_bootstrap(bootstrap: str) -> list[tuple[str, int]]:
+    servers = []
+    for item in (s.strip() for s in bootstrap.split(",")):
+        host, sep, port = item.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise CommandError(f"Invalid --bootstrap-server {bootstrap!r}: expected host:port[,host:port...]")
+        servers.append((host.strip("[]"), int(port)))
+    return servers
+
+
+def _raise_for(code: int, message: str | None, what: str) -> None:
+    if code != ErrorCode.none:
+        error = ErrorCode(code)
+        raise for_code(error)(message or f"{what}: {error.name.upper()}")
+
+
+# ----------------------------------------------------------------------------- client
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterView:
+    """What one Metadata response says."""
+
+    brokers: dict[int, tuple[str, int, str | None]]
+    controller_id: int
+    topics: list[Any]
+
+
+class AdminConnection:
+    """Admin requests over one bootstrap connection, plus one to the controller."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.servers = _parse_bootstrap(bootstrap)
+        self.bootstrap = bootstrap
+        self._conn: BrokerConnection | None = None
+        self._controller: BrokerConnection | None = None
+        self._versions: dict[int, tuple[int, int]] = {}
+
+    async def __aenter__(self) -> AdminConnection:
+        errors = []
+        for host, port in self.servers:
+            conn = BrokerConnection(host, port, "odradek-topics")
+            try:
+                await conn.connect(timeout_s=CONNECT_TIMEOUT_S)
+                self._versions = await self._api_versions(conn)
+            except (OSError, TimeoutError, ConnectionError, KafkaError) as e:
+                await conn.close()
+                errors.append(f"{host}:{port}: {e.strerror if isinstance(e, OSError) and e.strerror else e!r}")
+                continue
+            self._conn = conn
+            return self
+        raise CommandError(f"could not connect to any broker of --bootstrap-server {self.bootstrap} "
+                           f"({'; '.join(errors)})")
+
+    async def __aexit__(self, *exc: object) -> None:
+        for conn in (self._controller, self._conn):
+            if conn is not None:
+                await conn.close()
+
+    async def _api_versions(self, conn: BrokerConnection) -> dict[int, tuple[int, int]]:
+        version = _MAX_VERSIONS[API_VERSIONS]
+        request = build(load_request_schema(API_VERSIONS, version), client_software_name="odradek",
+                        client_software_version=__version__)
+        response = await conn.send(request, load_response_schema(API_VERSIONS, version), timeout_s=CONNECT_TIMEOUT_S)
+        _raise_for(response.error_code, None, "ApiVersions")
+        return {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
+
+    def version(self, api_key: int) -> int:
+        """The newest version both sides speak; CommandError if there is none."""
+        low, high = self._versions.get(api_key, (0, -1))
+        for version in range(min(high, _MAX_VERSIONS[api_key]), low - 1, -1):
+            try:
+                load_request_schema(api_key, version)
+            except KioIndexError:
+                continue
+            return version
+        raise CommandError(f"the broker at {self.bootstrap} does not support {_NAMES[api_key]} "
+                           "at a version this client speaks")
+
+    async def request(self, api_key: int, build_body: Any, *, controller: bool = False,
+                      timeout_ms: int = ADMIN_TIMEOUT_MS) -> Any:
+        """Send ``build_body(module)`` (module: kio's request classes of the negotiated
+        version) and return the response."""
+        version = self.version(api_key)
+        request_cls = load_request_schema(api_key, version)
+        body = build_body(sys.modules[request_cls.__module__], version)
+        response_cls = load_response_schema(api_key, version)
+        conn = await self._controller_connection() if controller else self._conn
+        assert conn is not None
+        return await conn.send(body, response_cls, timeout_s=timeout_ms / 1000 + _RESPONSE_SLACK_S)
+
+    async def _controller_connection(self) -> BrokerConnection:
+        if self._controller is not None and self._controller.connected:
+            return self._controller
+        view = await self.metadata([])
+        if view.controller_id not in view.brokers:
+            raise CommandError("the cluster has no active controller right now; try again")
+        host, port, _ = view.brokers[view.controller_id]
+        conn = BrokerConnection(host, port, "odradek-topics")
+        try:
+            await conn.connect(timeout_s=CONNECT_TIMEOUT_S)
+        except (OSError, TimeoutError) as e:
+            raise CommandError(f"could not connect to the controller (broker {view.controller_id} at "
+                               f"{host}:{port}): {e}") from None
+        self._controller = conn
+        return conn
+
+    async def controller_request(self, api_key: int, build_body: Any) -> Any:
+        """A request the controller must answer; retried if the controller moves meanwhile."""
+        for _ in range(_NOT_CONTROLLER_RETRIES):
+            response = await self.request(api_key, build_body, controller=True)
+            results = getattr(response, "topics", None) or getattr(response, "responses", None) or \
+                getattr(response, "results", None) or ()
+            if not any(r.error_code == ErrorCode.not_controller for r in results):
+                return response
+            if self._controller is not None:
+                await self._controller.close()
+                self._controller = None
+        return response
+
+    async def metadata(self, topics: Sequence[str] | None) -> ClusterView:
+        """Brokers, controller and (None: all) topics; never auto-creates."""
+        def body(m: types.ModuleType, version: int) -> Any:
+            wanted = None if topics is None else tuple(
+                build(m.MetadataRequestTopic, name=t, topic_id=uuid.UUID(int=0)) for t in topics)
+            return build(m.MetadataRequest, topics=wanted, allow_auto_topic_creation=False,
+                         include_cluster_authorized_operations=False, include_topic_authorized_operations=False)
+
+        response = await self.request(METADATA, body)
+        brokers = {b.node_id: (b.host, b.port, b.rack) for b in response.brokers}
+        return ClusterView(brokers, response.controller_id, list(response.topics))
+
+
+# ----------------------------------------------------------------------------- operations
+
+
+def _descriptions(view: ClusterView, names: Sequence[str], configs: Mapping[str, dict[str, str]]
+                  ) -> list[TopicDescription]:
+    by_name = {t.name: t for t in view.topics if t.error_code == ErrorCode.none}
+    result = []
+    for name in names:
+        topic = by_name[name]
+        partitions = tuple(
+            PartitionDescription(p.partition_index, tuple(p.replica_nodes),
+                                 p.leader_id if p.leader_id >= 0 else None, tuple(p.isr_nodes),
+                                 getattr(p, "leader_epoch", -1))
+            for p in sorted(topic.partitions, key=lambda p: p.partition_index))
+        topic_id = getattr(topic, "topic_id", None)
+        result.append(TopicDescription(name, uuid_to_topic_id(topic_id) if topic_id and topic_id.int else None,
+                                       partitions, configs.get(name, {})))
+    return result
+
+
+async def _topic_overrides(admin: AdminConnection, names: Sequence[str]) -> dict[str, dict[str, str]]:
+    if not names:
+        return {}
+
+    def body(m: types.ModuleType, version: int) -> Any:
+        return build(m.DescribeConfigsRequest, include_synonyms=False, include_documentation=False, resources=tuple(
+            build(m.DescribeConfigsResource, resource_type=TOPIC_RESOURCE, resource_name=n, configuration_keys=None)
+            for n in names))
+
+    response = await admin.request(DESCRIBE_CONFIGS, body)
+    overrides: dict[str, dict[str, str]] = {}
+    for result in response.results:
+        if result.error_code == ErrorCode.unknown_topic_or_partition:
+            continue  # deleted between Metadata and DescribeConfigs
+        _raise_for(result.error_code, result.error_message, f"describing configs of {result.resource_name}")
+        overrides[result.resource_name] = {
+            c.name: c.value for c in result.configs
+            if c.config_source == DYNAMIC_TOPIC_CONFIG and c.value is not None}
+    return overrides
+
+
+def _existing(view: ClusterView) -> list[str]:
+    return sorted(t.name for t in view.topics if t.error_code == ErrorCode.none)
+
+
+def _missing(topic: str) -> CommandError:
+    return CommandError(f"Topic '{topic}' does not exist as expected")
+
+
+async def _create(admin: AdminConnection, o: Mapping[str, Any]) -> int:
+    topic = o["topic"]
+    validate_topic_name(topic)
+    if has_collision_chars(topic):
+        click.echo(WARNING_COLLISION)
+    assignment = parse_replica_assignment(o["replica_assignment"]) if o["replica_assignment"] else None
+    if o["if_not_exists"] and topic in _existing(await admin.metadata([topic])):
+        return 0
+    partitions, rf = o["partitions"], o["replication_factor"]
+    if assignment is None and o["disable_rack_aware"] and partitions > 0 and rf > 0:
+        # The broker places replicas rack-aware; ignoring racks means placing them here.
+        brokers = sorted((await admin.metadata([])).brokers)
+        assignment = assign_replicas_to_brokers(brokers, partitions, rf)
+
+    def body(m: types.ModuleType, version: int) -> Any:
+        return build(m.CreateTopicsRequest, timeout=ADMIN_TIMEOUT_MS, validate_only=False, topics=(build(
+            m.CreatableTopic, name=topic,
+            num_partitions=-1 if assignment is not None else partitions,
+            replication_factor=-1 if assignment is not None else rf,
+            assignments=tuple(build(m.CreatableReplicaAssignment, partition_index=p, broker_ids=tuple(r))
+                              for p, r in sorted((assignment or {}).items())),
+            configs=tuple(build(m.CreatableTopicConfig, name=k, value=v) for k, v in o["config_map"].items())),))
+
+    response = await admin.controller_request(CREATE_TOPICS, body)
+    result = response.topics[0]
+    if result.error_code == ErrorCode.topic_already_exists and o["if_not_exists"]:
+        return 0
+    # Timed out: the topic exists, its partitions are still coming online (as --zookeeper).
+    if result.error_code != ErrorCode.request_timed_out:
+        _raise_for(result.error_code, result.error_message, f"creating topic {topic}")
+    click.echo(f'Created topic "{topic}".')
+    return 0
+
+
+async def _describe(admin: AdminConnection, o: Mapping[str, Any]) -> int:
+    topic = o["topic"]
+    view = await admin.metadata(None if topic is None else [topic])
+    wanted = _existing(view)
+    if o["exclude_internal"]:
+        wanted = [t for t in wanted if not t.startswith("__")]
+    if topic is not None and not wanted:
+        if o["if_exists"]:
+            return 0
+        raise _missing(topic)
+    overrides = await _topic_overrides(admin, wanted)
+    wanted = [t for t in wanted if t in overrides]
+    for line in format_describe(_descriptions(view, wanted, overrides), set(view.brokers),
+                                under_replicated=o["under_replicated_partitions"],
+                                unavailable=o["unavailable_partitions"], with_overrides=o["topics_with_overrides"]):
+        click.echo(line)
+    return 0
+
+
+async def _alter(admin: AdminConnection, o: Mapping[str, Any], view: ClusterView) -> int:
+    topic = o["topic"]
+    if o["config_map"] or o["delete_configs"]:
+        ops = [(k, SET, v) for k, v in o["config_map"].items()] + [(k, DELETE, None) for k in o["delete_configs"]]
+
+        def body(m: types.ModuleType, version: int) -> Any:
+            return build(m.IncrementalAlterConfigsRequest, validate_only=False, resources=(build(
+                m.AlterConfigsResource, resource_type=TOPIC_RESOURCE, resource_name=topic, configs=tuple(
+                    build(m.AlterableConfig, name=k, config_operation=op, value=v) for k, op, v in ops)),))
+
+        response = await admin.request(INCREMENTAL_ALTER_CONFIGS, body)
+        result = response.responses[0]
+        _raise_for(result.error_code, result.error_message, f"altering the config of {topic}")
+        click.echo(f"Updated config for topic {topic}.")
+    if o["partitions"] is not None:
+        current = {p.partition_index: list(p.replica_nodes)
+                   for p in next(t for t in view.topics if t.name == topic).partitions}
+        new: list[list[int]] | None = None
+        if o["replica_assignment"]:
+            full = parse_replica_assignment(o["replica_assignment"])
+            new = [r for p, r in sorted(full.items()) if p >= len(current)]
+        elif o["disable_rack_aware"] and current and o["partitions"] > len(current):
+            new = _rack_unaware_new_partitions(sorted(view.brokers), current, o["partitions"])
+        click.echo(WARNING_PARTITIONS)
+
+        def body(m: types.ModuleType, version: int) -> Any:
+            assignments = None if new is None else tuple(
+                build(m.CreatePartitionsAssignment, broker_ids=tuple(r)) for r in new)
+            return build(m.CreatePartitionsRequest, timeout=ADMIN_TIMEOUT_MS, validate_only=False, topics=(
+                build(m.CreatePartitionsTopic, name=topic, count=o["partitions"], assignments=assignments),))
+
+        response = await admin.controller_request(CREATE_PARTITIONS, body)
+        result = response.results[0]
+        if result.error_code != ErrorCode.request_timed_out:
+            _raise_for(result.error_code, result.error_message, f"adding partitions to {topic}")
+        click.echo("Adding partitions succeeded!")
+    return 0
+
+
+def _rack_unaware_new_partitions(broker_ids: list[int], current: Mapping[int, list[int]], count: int
+                                 ) -> list[list[int]]:
+    """Kafka's add-partitions placement with racks ignored: start at the broker holding the
+    first replica of the lowest partition, partition ids continuing from the current count."""
+    first = current[min(current)][0]
+    start = next((i for i, b in enumerate(broker_ids) if b >= first), 0)
+    rf = len(current[min(current)])
+    placed = assign_replicas_to_brokers(broker_ids, count - len(current), rf, start, len(current))
+    return [placed[p] for p in sorted(placed)]
+
+
+async def _delete(admin: AdminConnection, o: Mapping[str, Any]) -> int:
+    topic = o["topic"]
+
+    def body(m: types.ModuleType, version: int) -> Any:
+        return build(m.DeleteTopicsRequest, timeout=ADMIN_TIMEOUT_MS, topic_names=(topic,),
+                     topics=(build(m.DeleteTopicState, name=topic, topic_id=uuid.UUID(int=0)),))
+
+    response = await admin.controller_request(DELETE_TOPICS, body)
+    result = response.responses[0]
+    # Timed out: marked for deletion, still in progress (a replica's broker may be down).
+    if result.error_code != ErrorCode.request_timed_out:
+        _raise_for(result.error_code, getattr(result, "error_message", None), f"deleting topic {topic}")
+    click.echo(f"Topic {topic} is marked for deletion.")
+    return 0
+
+
+async def _execute(bootstrap: str, o: Mapping[str, Any]) -> int:
+    async with AdminConnection(bootstrap) as admin:
+        if o["create"]:
+            return await _create(admin, o)
+        if o["list_"]:
+            for name in _existing(await admin.metadata(None)):
+                if not (o["exclude_internal"] and name.startswith("__")):
+                    click.echo(name)
+            return 0
+        if o["describe"]:
+            return await _describe(admin, o)
+        view = await admin.metadata([o["topic"]])
+        if o["topic"] not in _existing(view):
+            if o["if_exists"]:
+                return 0
+            raise _missing(o["topic"])
+        if o["alter"]:
+            return await _alter(admin, o, view)
+        return await _delete(admin, o)
+
+
+def run_with_broker(bootstrap: str, opts: Mapping[str, Any]) -> int:
+    """Run one ``odradek topics`` action against ``bootstrap``; returns the exit code.
+    ``opts`` are the command's options (plus ``config_map``, the parsed ``--config`` items)."""
+    try:
+        return asyncio.run(_execute(bootstrap, opts))
+    except (CommandError, KafkaError, AdminOperationError) as e:
+        message = str(e)
+    except (ConnectionError, OSError, TimeoutError) as e:
+        message = f"lost the connection to the cluster ({bootstrap}): {e or type(e).__name__}"
+    click.echo(f"Error while executing topic command : {message}", err=True)
+    return 1

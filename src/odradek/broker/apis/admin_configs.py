@@ -1,0 +1,207 @@
+"""DescribeConfigs (key 32), AlterConfigs (key 33) and IncrementalAlterConfigs (key 44).
+
+Topic configs live in ``/config/topics/<t>``; altering them writes that znode and a
+``/config/changes`` notification (``KafkaZkClient.set_topic_config``), and every broker's
+DynamicConfigManager applies the change to its open logs.  Broker configs come from
+``server.properties`` only: they can be described but not altered (INVALID_REQUEST).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from odradek.admin.topics import validate_topic_name
+from odradek.broker.apis.admin_topics import Outcome, outcome_of
+from odradek.broker.apis.configs_describe import (
+    ConfigEntry,
+    ResourceType,
+    broker_config_entries,
+    topic_config_entries,
+)
+from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
+from odradek.config import TOPIC_CONFIG, Type
+from odradek.protocol.errors import (
+    ErrorCode,
+    InvalidConfigError,
+    InvalidRequestError,
+    UnknownTopicOrPartitionError,
+)
+from odradek.zk.zk_data import TopicZNode
+
+if TYPE_CHECKING:
+    from odradek.broker.server import KafkaServer
+    from odradek.net.server import Request, Response
+
+log = logging.getLogger(__name__)
+
+DESCRIBE_CONFIGS = 32
+ALTER_CONFIGS = 33
+INCREMENTAL_ALTER_CONFIGS = 44
+
+
+def _resource_name(resource_type: int) -> str:
+    try:
+        return ResourceType(resource_type).name
+    except ValueError:
+        return str(resource_type)
+
+
+async def _require_topic(broker: KafkaServer, topic: str) -> None:
+    """The topic must exist: in this broker's metadata cache or, if the cache has not heard
+    of it yet, in ZooKeeper."""
+    if broker.metadata_cache.contains_topic(topic):
+        return
+    if await broker.zk.exists(TopicZNode.path(topic)) is None:
+        raise UnknownTopicOrPartitionError(f"Topic '{topic}' does not exist.")
+
+
+def _broker_resource_id(broker: KafkaServer, name: str) -> int | None:
+    """The broker id a BROKER resource names (None: the cluster-wide default, ``""``)."""
+    if not name:
+        return None
+    try:
+        broker_id = int(name)
+    except ValueError:
+        raise InvalidRequestError(f"Broker id must be an integer, but it is: {name}") from None
+    if broker_id != broker.broker_id:
+        raise InvalidRequestError(
+            f"Unexpected broker id, expected {broker.broker_id} or empty string, but received {name}")
+    return broker_id
+
+
+# ----------------------------------------------------------------------------- DescribeConfigs
+
+
+@api(DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4)
+async def handle_describe_configs(broker: KafkaServer, request: Request) -> Response:
+    body = decode_body(request)
+    m = response_module(DESCRIBE_CONFIGS, request.api_version)
+    synonyms = getattr(body, "include_synonyms", False)
+    documentation = getattr(body, "include_documentation", False)
+    results = []
+    for resource in body.resources:
+        keys = resource.configuration_keys
+        entries: list[ConfigEntry] = []
+        try:
+            entries = await _describe(broker, resource.resource_type, resource.resource_name, keys)
+            error: Outcome = (ErrorCode.none, None)
+        except Exception as e:
+            error = outcome_of(e, f"describing configs of {resource.resource_name}")
+        configs = tuple(
+            build(m.DescribeConfigsResourceResult, name=e.name, value=e.value, read_only=e.read_only,
+                  config_source=int(e.source), is_default=e.is_default, is_sensitive=e.sensitive,
+                  synonyms=tuple(build(m.DescribeConfigsSynonym, name=n, value=v, source=int(s))
+                                 for n, v, s in e.synonyms) if synonyms else (),
+                  config_type=e.config_type, documentation=e.documentation if documentation else None)
+            for e in entries)
+        results.append(build(m.DescribeConfigsResult, error_code=error[0], error_message=error[1],
+                             resource_type=resource.resource_type, resource_name=resource.resource_name,
+                             configs=configs))
+    return respond(request, build(m.DescribeConfigsResponse, results=tuple(results)))
+
+
+async def _describe(broker: KafkaServer, resource_type: int, name: str, keys: Any) -> list[ConfigEntry]:
+    if resource_type == ResourceType.TOPIC:
+        validate_topic_name(name)
+        await _require_topic(broker, name)
+        return topic_config_entries(broker.config, await broker.zk.get_topic_config(name), keys)
+    if resource_type == ResourceType.BROKER:
+        if _broker_resource_id(broker, name) is None:
+            return []  # no dynamic cluster-wide defaults exist
+        return broker_config_entries(broker.config, keys)
+    raise InvalidRequestError(f"Unsupported resource type {_resource_name(resource_type)} for DescribeConfigs; "
+                              "odradek describes TOPIC and BROKER configs")
+
+
+# ----------------------------------------------------------------------------- AlterConfigs
+
+
+def _refuse_non_topic(broker: KafkaServer, resource_type: int, name: str, api_name: str) -> None:
+    if resource_type == ResourceType.BROKER:
+        _broker_resource_id(broker, name)
+        raise InvalidRequestError(
+            "Dynamic broker configs are not supported: odradek brokers take their config from "
+            "server.properties only (change it there and restart the broker)")
+    if resource_type != ResourceType.TOPIC:
+        raise InvalidRequestError(
+            f"{api_name} is only supported for topics, but resource type is {_resource_name(resource_type)}")
+
+
+async def _alter_responses(broker: KafkaServer, request: Request, api_key: int, incremental: bool) -> Any:
+    body = decode_body(request)
+    m = response_module(api_key, request.api_version)
+    api_name = "IncrementalAlterConfigs" if incremental else "AlterConfigs"
+    responses = []
+    for resource in body.resources:
+        name = resource.resource_name
+        try:
+            _refuse_non_topic(broker, resource.resource_type, name, api_name)
+            await _require_topic(broker, name)
+            if incremental:
+                config = _apply_ops(await broker.zk.get_topic_config(name), resource.configs)
+            else:
+                nulls = [c.name for c in resource.configs if c.value is None]
+                if nulls:
+                    raise InvalidRequestError(f"Null value not supported for : {','.join(nulls)}")
+                config = {c.name: c.value for c in resource.configs}
+            await broker.topic_admin.alter_topic_config(name, config, validate_only=body.validate_only)
+            if not body.validate_only:
+                log.info("%s set the config of topic %s to %s", api_name, name, config)
+            outcome: Outcome = (ErrorCode.none, None)
+        except Exception as e:
+            outcome = outcome_of(e, f"altering configs of {name}")
+        responses.append(build(m.AlterConfigsResourceResponse, error_code=outcome[0], error_message=outcome[1],
+                               resource_type=resource.resource_type, resource_name=name))
+    return m, tuple(responses)
+
+
+@api(ALTER_CONFIGS, "AlterConfigs", 0, 2)
+async def handle_alter_configs(broker: KafkaServer, request: Request) -> Response:
+    m, responses = await _alter_responses(broker, request, ALTER_CONFIGS, incremental=False)
+    return respond(request, build(m.AlterConfigsResponse, responses=responses))
+
+
+@api(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1)
+async def handle_incremental_alter_configs(broker: KafkaServer, request: Request) -> Response:
+    m, responses = await _alter_responses(broker, request, INCREMENTAL_ALTER_CONFIGS, incremental=True)
+    return respond(request, build(m.IncrementalAlterConfigsResponse, responses=responses))
+
+
+# IncrementalAlterConfigs operations (KIP-339).
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+
+
+def _apply_ops(current: dict[str, str], ops: Any) -> dict[str, str]:
+    """A topic's overrides after KIP-339 operations: SET, DELETE, and APPEND / SUBTRACT on
+    list configs (starting from the topic-level default when the topic has no override)."""
+    if any(n > 1 for n in Counter(op.name for op in ops).values()):
+        raise InvalidRequestError("Error due to duplicate config keys")
+    nulls = [op.name for op in ops if op.value is None and op.config_operation != DELETE]
+    if nulls:
+        raise InvalidRequestError(f"Null value not supported for : {','.join(nulls)}")
+    config = dict(current)
+    for op in ops:
+        if op.config_operation == SET:
+            config[op.name] = op.value
+        elif op.config_operation == DELETE:
+            config.pop(op.name, None)
+        elif op.config_operation in (APPEND, SUBTRACT):
+            verb = "append" if op.config_operation == APPEND else "subtract"
+            spec = TOPIC_CONFIG.get(op.name)
+            if spec is None or spec.type is not Type.LIST:
+                raise InvalidConfigError(f"Config value {verb} is not allowed for config key: {op.name}")
+            old = config.get(op.name)
+            if old is None:
+                old = spec.default if isinstance(spec.default, str) else ",".join(spec.default or ())
+            items = [v.strip() for v in old.split(",") if v.strip()]
+            given = [v.strip() for v in op.value.split(",") if v.strip()]
+            if op.config_operation == APPEND:
+                items += [v for v in given if v not in items]
+            else:
+                items = [v for v in items if v not in given]
+            config[op.name] = ",".join(items)
+        else:
+            raise InvalidRequestError(f"Unknown config operation {op.config_operation} for {op.name}")
+    return config

@@ -1,0 +1,156 @@
+"""What DescribeConfigs (and CreateTopics v5+) report for a config: value, source, synonyms.
+
+Sans-IO: plain functions over a broker's :class:`KafkaConfig` and a topic's overrides.
+Sources and their precedence are Kafka's (KIP-226): a topic override (DYNAMIC_TOPIC_CONFIG)
+beats the broker's synonym set in ``server.properties`` (STATIC_BROKER_CONFIG), which beats
+that synonym's default (DEFAULT_CONFIG).  A topic config that no override and no broker
+synonym sets is DEFAULT_CONFIG.  odradek has no dynamic broker configs, so every broker
+config is read-only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from enum import IntEnum
+from typing import Any
+
+from odradek.config import (
+    BROKER_CONFIG,
+    TOPIC_CONFIG,
+    TOPIC_CONFIG_SYNONYMS,
+    ConfigKey,
+    KafkaConfig,
+    Type,
+)
+
+__all__ = [
+    "ConfigEntry",
+    "ConfigSource",
+    "ResourceType",
+    "broker_config_entries",
+    "config_string",
+    "topic_config_entries",
+]
+
+
+class ResourceType(IntEnum):
+    """Kafka's ConfigResource.Type codes."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
+
+
+class ConfigSource(IntEnum):
+    """Kafka's DescribeConfigsResponse.ConfigSource codes."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+
+
+# Kafka's ConfigDef.Type codes as DescribeConfigs v3+ reports them.
+_TYPE_CODES = {Type.BOOLEAN: 1, Type.STRING: 2, Type.INT: 3, Type.LONG: 5, Type.DOUBLE: 6, Type.LIST: 7}
+
+# Topic configs whose broker default comes from more than one broker key, in the order the
+# broker consults them (config.KafkaConfig.topic_defaults).
+_BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
+    "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "segment.ms": ("log.roll.ms", "log.roll.hours"),
+    "segment.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    "flush.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+    "file.delete.delay.ms": ("file.delete.delay.ms", "log.segment.delete.delay.ms"),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    source: ConfigSource
+    read_only: bool
+    config_type: int
+    documentation: str | None
+    synonyms: tuple[tuple[str, str | None, ConfigSource], ...]
+    sensitive: bool = False
+
+    @property
+    def is_default(self) -> bool:
+        return self.source is ConfigSource.DEFAULT_CONFIG
+
+
+def config_string(value: Any) -> str | None:
+    """A parsed config value as Kafka prints it (lists comma-joined, booleans lower-case)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+def _default_of(spec: ConfigKey) -> Any:
+    return spec.parse(spec.default) if isinstance(spec.default, str) else spec.default
+
+
+def _broker_synonyms(config: KafkaConfig, keys: Collection[str]) -> list[tuple[str, str | None, ConfigSource]]:
+    """Each broker key's static value (if server.properties sets it) then its default (if it
+    has one), key by key in precedence order, as Kafka lists synonyms."""
+    synonyms = []
+    for key in keys:
+        spec = BROKER_CONFIG.get(key)
+        if spec is None:
+            continue
+        if key in config.originals:
+            synonyms.append((key, config_string(config[key]), ConfigSource.STATIC_BROKER_CONFIG))
+        default = _default_of(spec)
+        if default is not None:
+            synonyms.append((key, config_string(default), ConfigSource.DEFAULT_CONFIG))
+    return synonyms
+
+
+def _wanted(name: str, keys: Collection[str] | None) -> bool:
+    return not keys or name in keys
+
+
+def topic_config_entries(config: KafkaConfig, overrides: Mapping[str, str],
+                         keys: Collection[str] | None = None) -> list[ConfigEntry]:
+    """Every topic config (or those in ``keys``) with its effective value on this broker."""
+    values = config.log_config(overrides).as_strings()
+    entries = []
+    for name in sorted(TOPIC_CONFIG):
+        if not _wanted(name, keys):
+            continue
+        broker_keys = _BROKER_SYNONYMS.get(name) or (
+            (TOPIC_CONFIG_SYNONYMS[name],) if name in TOPIC_CONFIG_SYNONYMS else ())
+        synonyms = _broker_synonyms(config, broker_keys)
+        if name in overrides:
+            synonyms.insert(0, (name, values[name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
+        source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
+        spec = TOPIC_CONFIG[name]
+        entries.append(ConfigEntry(name, values[name], source, False, _TYPE_CODES.get(spec.type, 0),
+                                   spec.doc or None, tuple(synonyms)))
+    return entries
+
+
+def broker_config_entries(config: KafkaConfig, keys: Collection[str] | None = None) -> list[ConfigEntry]:
+    """This broker's configs (or those in ``keys``): STATIC_BROKER_CONFIG for keys set in
+    server.properties, DEFAULT_CONFIG otherwise; all read-only."""
+    entries = []
+    for name in sorted(BROKER_CONFIG):
+        if not _wanted(name, keys):
+            continue
+        spec = BROKER_CONFIG[name]
+        synonyms = _broker_synonyms(config, (name,))
+        source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
+        entries.append(ConfigEntry(name, config_string(config[name]), source, True,
+                                   _TYPE_CODES.get(spec.type, 0), spec.doc or None, tuple(synonyms)))
+    return entries

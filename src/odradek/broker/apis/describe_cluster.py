@@ -1,0 +1,41 @@
+"""DescribeCluster (key 60): the live brokers on the connection's listener, the controller and
+the cluster id, from the metadata cache."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
+from odradek.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.broker.server import KafkaServer
+    from odradek.net.server import Request, Response
+
+DESCRIBE_CLUSTER = 60
+
+_BROKER_ENDPOINTS = 1  # KIP-919 endpoint types: 1 brokers, 2 controllers
+_OMITTED = -2147483648
+# Kafka's AclOperation codes a CLUSTER resource supports: ALTER, CREATE, CLUSTER_ACTION,
+# DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE.  With no authorizer, all are allowed.
+_CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+
+
+@api(DESCRIBE_CLUSTER, "DescribeCluster", 0, 1)
+def handle_describe_cluster(broker: KafkaServer, request: Request) -> Response:
+    body = decode_body(request)
+    m = response_module(DESCRIBE_CLUSTER, request.api_version)
+    endpoint_type = getattr(body, "endpoint_type", _BROKER_ENDPOINTS)
+    cache = broker.metadata_cache
+    if endpoint_type != _BROKER_ENDPOINTS:
+        return respond(request, build(
+            m.DescribeClusterResponse, error_code=ErrorCode.unsupported_endpoint_type,
+            error_message="The broker does not support controller endpoints (ZooKeeper mode)",
+            endpoint_type=endpoint_type, cluster_id=broker.cluster_id or "", brokers=()))
+    brokers = tuple(build(m.DescribeClusterBroker, broker_id=broker_id, host=host, port=port, rack=rack)
+                    for broker_id, host, port, rack in cache.brokers_for_listener(request.connection.listener))
+    operations = _CLUSTER_OPERATIONS if body.include_cluster_authorized_operations else _OMITTED
+    return respond(request, build(
+        m.DescribeClusterResponse, error_code=ErrorCode.none, error_message=None, endpoint_type=endpoint_type,
+        cluster_id=broker.cluster_id or "", controller_id=cache.controller_id if cache.controller_id is not None else -1,
+        brokers=brokers, cluster_authorized_operations=operations))

@@ -1,0 +1,176 @@
+"""DynamicConfigManager: topic config changes reach every broker's open logs.
+
+As Kafka's DynamicConfigManager with its ZkNodeChangeNotificationListener: whoever changes
+``/config/topics/<t>`` then creates a sequential ``/config/changes/config_change_<seq>``
+naming the topic.  Each broker watches ``/config/changes``, processes the notifications with
+a sequence number above the last it executed (re-reading the topic's config and applying it
+to that topic's logs), and deletes notifications older than 15 minutes.  At start-up every
+stored topic config is applied once, so logs reopened from disk carry their overrides.
+
+A topic whose config turns ``unclean.leader.election.enable`` on also gets an unclean
+election attempt from the controller, if it is active here (Kafka's TopicConfigHandler).
+
+The ZooKeeper watch only wakes one asyncio task; all reads happen there.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from odradek.config import TOPIC_CONFIG, ConfigError, KafkaConfig
+from odradek.controller.events import TopicUncleanLeaderElectionEnable
+from odradek.zk.client import KafkaZkClient, NoNodeError, ZkConnectionError
+from odradek.zk.zk_data import (
+    ConfigEntityChangeNotificationSequenceZNode,
+    ConfigEntityChangeNotificationZNode,
+    ConfigEntityTypeZNode,
+    now_ms,
+)
+
+if TYPE_CHECKING:
+    from kazoo.protocol.states import WatchedEvent
+
+    from odradek.controller.controller import KafkaController
+    from odradek.log.log_manager import LogManager
+
+log = logging.getLogger(__name__)
+
+__all__ = ["DynamicConfigManager"]
+
+TOPICS = "topics"
+CHANGE_EXPIRATION_MS = 15 * 60 * 1000
+_RETRY_S = 1.0
+_UNCLEAN = "unclean.leader.election.enable"
+
+
+def notification_sequence(name: str) -> int | None:
+    """The sequence number of a ``config_change_<seq>`` child, or None for other names."""
+    prefix = ConfigEntityChangeNotificationSequenceZNode.PREFIX
+    if not name.startswith(prefix) or not name[len(prefix):].isdigit():
+        return None
+    return int(name[len(prefix):])
+
+
+class DynamicConfigManager:
+    def __init__(self, zk: KafkaZkClient, config: KafkaConfig, log_manager: LogManager,
+                 controller: KafkaController, *, time_ms: Callable[[], int] = now_ms) -> None:
+        self.zk = zk
+        self.config = config
+        self.log_manager = log_manager
+        self.controller = controller
+        self._time_ms = time_ms
+        self.last_executed = -1
+        self._wakeup: asyncio.Event | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def startup(self) -> None:
+        """Apply every stored topic config, then follow ``/config/changes``."""
+        self._wakeup = asyncio.Event()
+        # Notifications up to the newest one now present describe configs the bootstrap reads.
+        children = await self.zk.get_children(ConfigEntityChangeNotificationZNode.path) or []
+        self.last_executed = max((s for s in map(notification_sequence, children) if s is not None), default=-1)
+        topics = await self.zk.get_children(ConfigEntityTypeZNode.path(TOPICS)) or []
+        for topic in sorted(topics):
+            await self._apply_topic(topic, bootstrap=True)
+        self.zk.add_state_listener(self._on_zk_state)
+        self._task = asyncio.get_running_loop().create_task(self._run(), name="dynamic-config-manager")
+        self._wakeup.set()
+
+    async def shutdown(self) -> None:
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            try:
+                await task
+            except asyncio.CancelledError:
+                pass
+
+    # ------------------------------------------------------------------ watch -> task
+
+    def _on_change(self, _event: WatchedEvent) -> None:
+        if self._wakeup is not None:
+            self._wakeup.set()
+
+    def _on_zk_state(self, state: str) -> None:
+        # A new session has no watches: re-read (and re-watch) the notifications.
+        if state == "CONNECTED" and self._wakeup is not None:
+            self._wakeup.set()
+
+    async def _run(self) -> None:
+        assert self._wakeup is not None
+        while True:
+            await self._wakeup.wait()
+            self._wakeup.clear()
+            try:
+                await self.process_notifications()
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:
+                level = logging.INFO if isinstance(e, (ZkConnectionError, ConnectionError)) else logging.ERROR
+                log.log(level, "processing config change notifications failed (retrying): %r", e,
+                        exc_info=level == logging.ERROR)
+                await asyncio.sleep(_RETRY_S)
+                self._wakeup.set()
+
+    # ------------------------------------------------------------------ processing
+
+    async def process_notifications(self) -> None:
+        """Execute the notifications newer than the last executed one, then purge old ones."""
+        parent = ConfigEntityChangeNotificationZNode.path
+        children = await self.zk.get_children(parent, watch=self._on_change) or []
+        numbered = sorted((seq, name) for name in children if (seq := notification_sequence(name)) is not None)
+        changed: list[str] = []
+        newest = self.last_executed
+        for seq, name in numbered:
+            if seq <= self.last_executed:
+                continue
+            got = await self.zk.get(f"{parent}/{name}")
+            newest = seq
+            if got is None:
+                continue
+            try:
+                entity_type, entity = ConfigEntityChangeNotificationSequenceZNode.decode(got[0])
+            except (KeyError, TypeError, ValueError, AttributeError):
+                log.warning("ignoring malformed config change notification %s: %r", name, got[0])
+                continue
+            if entity_type == TOPICS:
+                if entity not in changed:
+                    changed.append(entity)
+            else:
+                log.debug("ignoring config change of %s/%s (only topic configs are dynamic)", entity_type, entity)
+        for topic in changed:
+            await self._apply_topic(topic, bootstrap=False)
+        self.last_executed = newest
+        await self._purge_obsolete([name for seq, name in numbered if seq <= newest])
+
+    async def _apply_topic(self, topic: str, *, bootstrap: bool) -> None:
+        overrides = await self.zk.get_topic_config(topic)
+        try:
+            log_config = self.config.log_config(overrides)
+        except ConfigError as e:
+            log.error("not applying the stored config of topic %s: %s", topic, e)
+            return
+        self.log_manager.update_config(topic, log_config)
+        if not bootstrap:
+            log.info("Processed config change for topic %s: %s", topic, overrides)
+        if _UNCLEAN in overrides and TOPIC_CONFIG[_UNCLEAN].parse(overrides[_UNCLEAN]) and self.controller.is_active:
+            self.controller.event_manager.put(TopicUncleanLeaderElectionEnable(topic))
+
+    async def _purge_obsolete(self, names: list[str]) -> None:
+        """Delete executed notifications older than CHANGE_EXPIRATION_MS (every broker tries;
+        the first one wins).  Names are in creation order, so stop at the first young one."""
+        parent = ConfigEntityChangeNotificationZNode.path
+        now = self._time_ms()
+        for name in names:
+            stat = await self.zk.exists(f"{parent}/{name}")
+            if stat is None:
+                continue
+            if stat.ctime + CHANGE_EXPIRATION_MS >= now:
+                break
+            try:
+                await self.zk.delete(f"{parent}/{name}")
+            except NoNodeError:
+                pass
