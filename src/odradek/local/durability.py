@@ -1,0 +1,293 @@
+"""A durability run: acks=all producers write records with unique ids while brokers are
+SIGKILLed and restarted (leaders and the controller among them) and paused past their
+ZooKeeper session timeout; afterwards the cluster must hold every acknowledged record
+exactly once at the offset it was acknowledged at, in-sync replicas must hold byte-identical
+logs, and nothing a consumer read may have disappeared.
+
+Used by the fault test (a short run) and by ``bench/durability_runner.py`` (100+ faults).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import random
+import signal
+import threading
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from odradek.local.cluster import LocalCluster
+
+__all__ = ["DurabilityReport", "DurabilityRun"]
+
+
+@dataclass
+class DurabilityReport:
+    faults: list[str] = field(default_factory=list)
+    produced: int = 0
+    acknowledged: int = 0
+    lost: list[str] = field(default_factory=list)  # acked ids missing or at another offset
+    duplicated: list[str] = field(default_factory=list)  # ids present more than once
+    consumer_reads: int = 0
+    vanished_reads: list[str] = field(default_factory=list)  # read by a consumer, later gone
+    divergent_replicas: list[str] = field(default_factory=list)
+    longest_unavailability_s: dict[int, float] = field(default_factory=dict)
+    duration_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return not (self.lost or self.duplicated or self.vanished_reads or self.divergent_replicas)
+
+    def summary(self) -> str:
+        worst = max(self.longest_unavailability_s.values(), default=0.0)
+        return (f"faults injected: {len(self.faults)}, records produced: {self.produced}, acknowledged: "
+                f"{self.acknowledged}, lost: {len(self.lost)}, duplicated: {len(self.duplicated)}, consumer reads: "
+                f"{self.consumer_reads}, reads later gone: {len(self.vanished_reads)}, divergent replicas: "
+                f"{len(self.divergent_replicas)}, longest unavailability per partition (s): "
+                + ", ".join(f"p{p}={s:.1f}" for p, s in sorted(self.longest_unavailability_s.items()))
+                + f" (worst {worst:.1f}), run time {self.duration_s:.0f}s")
+
+
+class DurabilityRun:
+    def __init__(self, cluster: LocalCluster, topic: str = "durability", partitions: int = 3, *,
+                 faults: int = 6, seed: int | None = None, log=print) -> None:
+        self.cluster = cluster
+        self.topic = topic
+        self.partitions = partitions
+        self.target_faults = faults
+        self.rng = random.Random(seed)
+        self.log = log
+        self.report = DurabilityReport()
+        self.acked: dict[str, tuple[int, int]] = {}
+        self.ack_times: dict[int, list[float]] = defaultdict(list)
+        self.reads: dict[tuple[int, int], bytes] = {}
+        self._stop = threading.Event()
+        self._errors: list[BaseException] = []
+        self.session_timeout_s = int(cluster.overrides.get("zookeeper.session.timeout.ms", "6000")) / 1000
+
+    # ------------------------------------------------------------------ run
+
+    def run(self) -> DurabilityReport:
+        started = time.monotonic()
+        producer_thread = threading.Thread(target=self._guard(self._produce), name="producer")
+        consumer_thread = threading.Thread(target=self._guard(self._consume), name="consumer")
+        producer_thread.start()
+        consumer_thread.start()
+        try:
+            self._wait_first_acks()
+            self._inject_faults()
+        finally:
+            self._stop.set()
+            producer_thread.join(180)
+            consumer_thread.join(60)
+        if self._errors:
+            raise self._errors[0]
+        self._restore_all()
+        self._verify()
+        self.report.duration_s = time.monotonic() - started
+        return self.report
+
+    def _guard(self, fn):
+        def wrapped() -> None:
+            try:
+                fn()
+            except BaseException as e:  # surfaced by run()
+                self._errors.append(e)
+                self._stop.set()
+        return wrapped
+
+    def _wait_first_acks(self) -> None:
+        deadline = time.monotonic() + 60
+        while len(self.acked) < 100 and time.monotonic() < deadline and not self._stop.is_set():
+            time.sleep(0.05)
+
+    # ------------------------------------------------------------------ load
+
+    def _produce(self) -> None:
+        producer = Producer({
+            "bootstrap.servers": self.cluster.bootstrap_servers, "acks": "all", "enable.idempotence": True,
+            "linger.ms": 5, "message.timeout.ms": 120000, "log_level": 0,
+        })
+        seq = 0
+
+        def report(err, msg) -> None:
+            if err is None:
+                self.acked[msg.value().decode().split(":")[0]] = (msg.partition(), msg.offset())
+                self.ack_times[msg.partition()].append(time.monotonic())
+
+        while not self._stop.is_set():
+            for _ in range(50):
+                record_id = f"id{seq:09d}"
+                seq += 1
+                try:
+                    producer.produce(self.topic, value=f"{record_id}:{'x' * 80}".encode(), key=record_id.encode(),
+                                     partition=seq % self.partitions, on_delivery=report)
+                except BufferError:
+                    producer.poll(0.1)
+            producer.poll(0.01)
+        producer.flush(150)
+        self.report.produced = seq
+        self.report.acknowledged = len(self.acked)
+
+    def _consume(self) -> None:
+        consumer = Consumer({
+            "bootstrap.servers": self.cluster.bootstrap_servers, "group.id": "durability-reader",
+            "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": 0,
+        })
+        consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
+        try:
+            while not self._stop.is_set():
+                for msg in consumer.consume(500, 0.2):
+                    if msg.error() is None:
+                        self.reads[(msg.partition(), msg.offset())] = msg.value()
+        finally:
+            consumer.close()
+        self.report.consumer_reads = len(self.reads)
+
+    # ------------------------------------------------------------------ faults
+
+    def _controller(self) -> int | None:
+        zk = self.cluster.zk_client()
+        if not zk.exists("/controller"):
+            return None
+        return json.loads(zk.get("/controller")[0])["brokerid"]
+
+    def _leaders(self) -> dict[int, int]:
+        zk = self.cluster.zk_client()
+        leaders = {}
+        for p in range(self.partitions):
+            path = f"/brokers/topics/{self.topic}/partitions/{p}/state"
+            if zk.exists(path):
+                leaders[p] = json.loads(zk.get(path)[0])["leader"]
+        return leaders
+
+    def _inject_faults(self) -> None:
+        brokers = list(self.cluster.brokers)
+        for n in range(self.target_faults):
+            if self._stop.is_set():
+                return
+            kind = self.rng.choice(["kill-leader", "kill-controller", "kill-any", "pause"])
+            if kind == "kill-controller":
+                victim = self._controller()
+            elif kind == "kill-leader":
+                leaders = [b for b in self._leaders().values() if b >= 0]
+                victim = self.rng.choice(leaders) if leaders else None
+            else:
+                victim = None
+            if victim is None:
+                victim = self.rng.choice(brokers)
+            if kind == "pause":
+                self.log(f"fault {n + 1}: SIGSTOP broker {victim} past the session timeout")
+                self.cluster.signal_broker(victim, signal.SIGSTOP)
+                time.sleep(self.session_timeout_s + 2 + self.rng.random() * 2)
+                self.cluster.signal_broker(victim, signal.SIGCONT)
+            else:
+                self.log(f"fault {n + 1}: SIGKILL broker {victim} ({kind})")
+                self.cluster.kill_broker(victim)
+                time.sleep(self.rng.random() * 3)
+                self.cluster.start_broker(victim, timeout_s=120)
+            self.report.faults.append(f"{kind} broker {victim}")
+            self._wait_healthy(timeout_s=90)
+
+    def _isr_full(self) -> bool:
+        zk = self.cluster.zk_client()
+        for p in range(self.partitions):
+            path = f"/brokers/topics/{self.topic}/partitions/{p}/state"
+            if not zk.exists(path):
+                return False
+            state = json.loads(zk.get(path)[0])
+            if state["leader"] < 0 or len(state["isr"]) < len(self.cluster.brokers):
+                return False
+        return len(zk.get_children("/brokers/ids")) == len(self.cluster.brokers)
+
+    def _wait_healthy(self, timeout_s: float) -> None:
+        """Before the next fault: every broker registered and every ISR full again."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and not self._stop.is_set():
+            if self._isr_full():
+                return
+            time.sleep(0.2)
+        self.log("warning: ISRs not full again before the next fault")
+
+    def _restore_all(self) -> None:
+        for broker_id, broker in self.cluster.brokers.items():
+            self.cluster.signal_broker(broker_id, signal.SIGCONT)
+            if not broker.alive:
+                self.cluster.start_broker(broker_id, timeout_s=120)
+        deadline = time.monotonic() + 120
+        while not self._isr_full():
+            if time.monotonic() > deadline:
+                raise TimeoutError("ISRs did not recover after the run")
+            time.sleep(0.2)
+
+    # ------------------------------------------------------------------ verification
+
+    def _read_final(self) -> dict[int, dict[int, bytes]]:
+        consumer = Consumer({
+            "bootstrap.servers": self.cluster.bootstrap_servers, "group.id": "durability-verifier",
+            "enable.auto.commit": False, "log_level": 0,
+        })
+        final: dict[int, dict[int, bytes]] = defaultdict(dict)
+        try:
+            ends = {p: consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=30)[1]
+                    for p in range(self.partitions)}
+            consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
+            remaining = {p for p, end in ends.items() if end > 0}
+            deadline = time.monotonic() + 300
+            while remaining and time.monotonic() < deadline:
+                for msg in consumer.consume(1000, 1.0):
+                    if msg.error() is not None:
+                        if msg.error().code() != KafkaError._PARTITION_EOF:
+                            continue
+                        continue
+                    final[msg.partition()][msg.offset()] = msg.value()
+                    if msg.offset() >= ends[msg.partition()] - 1:
+                        remaining.discard(msg.partition())
+            if remaining:
+                raise TimeoutError(f"could not read partitions {sorted(remaining)} to their end")
+        finally:
+            consumer.close()
+        return final
+
+    def _verify(self) -> None:
+        final = self._read_final()
+        positions: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        for p, records in final.items():
+            for offset, value in records.items():
+                positions[value.decode().split(":")[0]].append((p, offset))
+        for record_id, where in self.acked.items():
+            if positions.get(record_id) != [where]:
+                self.report.lost.append(f"{record_id} acked at {where}, found at {positions.get(record_id)}")
+        self.report.duplicated = [i for i, ps in positions.items() if len(ps) > 1]
+        for (p, offset), value in self.reads.items():
+            if final.get(p, {}).get(offset) != value:
+                self.report.vanished_reads.append(f"p{p}@{offset}")
+        self._compare_replicas()
+        for p, times in self.ack_times.items():
+            times.sort()
+            gaps = [b - a for a, b in itertools.pairwise(times)]
+            self.report.longest_unavailability_s[p] = max(gaps, default=0.0)
+
+    def _compare_replicas(self) -> None:
+        """Once every replica is in the ISR and caught up, their logs are byte-identical."""
+        deadline = time.monotonic() + 60
+        for p in range(self.partitions):
+            while True:
+                contents = {b: _log_bytes(broker.config_path.parent / "data" / f"{self.topic}-{p}")
+                            for b, broker in self.cluster.brokers.items()}
+                if len(set(contents.values())) == 1:
+                    break
+                if time.monotonic() > deadline:
+                    sizes = {b: len(c) for b, c in contents.items()}
+                    self.report.divergent_replicas.append(f"partition {p}: log sizes {sizes}")
+                    break
+                time.sleep(0.2)
+
+
+def _log_bytes(directory: Path) -> bytes:
+    return b"".join(path.read_bytes() for path in sorted(directory.glob("*.log")))
