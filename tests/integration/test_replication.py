@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import asyncio
+import datetime
 import signal
 import time
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
-from conftest import controller_of, partition_state, run_odradek, wait_until
+from kio.schema.produce.v9 import request as preq
+from kio.schema.produce.v9 import response as presp
 
+from conftest import controller_of, partition_state, run_odradek, wait_until
 from odradek.local.cluster import LocalCluster
+from odradek.net.client import BrokerConnection
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.records import SimpleRecord, build_batch
 
 
 def create(cluster: LocalCluster, topic: str, *args: str) -> None:
@@ -31,7 +38,7 @@ def produce_all(p: Producer, topic: str, values: list[bytes], partition: int = 0
     """Produce and flush; returns (error, offset) per record in order."""
     results: list[tuple[object, int]] = [None] * len(values)  # type: ignore[list-item]
     for i, v in enumerate(values):
-        def report(err, msg, i=i):  # noqa: ANN001
+        def report(err, msg, i=i):
             results[i] = (err, msg.offset() if err is None else -1)
         p.produce(topic, value=v, partition=partition, on_delivery=report)
         p.poll(0)
@@ -183,7 +190,7 @@ def test_leader_failover_mid_traffic_loses_no_acknowledged_record(cluster_factor
     acked: dict[bytes, tuple[int, int]] = {}
     victim = next(b for b in range(3) if b != controller)
 
-    def report(err, msg):  # noqa: ANN001
+    def report(err, msg):
         if err is None:
             acked[msg.value()] = (msg.partition(), msg.offset())
 
@@ -207,3 +214,44 @@ def test_leader_failover_mid_traffic_loses_no_acknowledged_record(cluster_factor
     else:
         # acks=1 may lose what only the dead leader had; nothing else.
         assert all(acked[v][0] in range(3) for v in missing)
+
+
+def test_leader_paused_past_its_session_cannot_ack_writes_that_are_lost(cluster_factory) -> None:
+    """A leader whose ZooKeeper session expired while it was paused still thinks it leads when
+    it resumes; an acks=-1 write it takes must not be acknowledged (its followers have moved
+    to the new leader), and it steps down once the controller tells it."""
+    cluster = cluster_factory(3, overrides={"min.insync.replicas": "2"})
+    controller, _ = controller_of(cluster)
+    leader, other = (x for x in range(3) if x != controller)
+    create(cluster, "fenced", "--replica-assignment", f"{leader}:{other}:{controller}")
+    wait_until(lambda: online(cluster, "fenced"))
+    produce_all(producer(cluster, acks="all"), "fenced", [b"before"] * 5)
+    cluster.signal_broker(leader, signal.SIGSTOP)
+    try:
+        wait_until(lambda: partition_state(cluster, "fenced", 0)["leader"] not in (leader, -1), timeout=40,
+                   message="new leader while the old one is paused")
+    finally:
+        cluster.signal_broker(leader, signal.SIGCONT)
+
+    async def produce_to_old_leader() -> int:
+        conn = BrokerConnection("127.0.0.1", cluster.brokers[leader].port, "fencing-test")
+        await conn.connect()
+        try:
+            batch = build_batch([SimpleRecord(value=b"ghost")])
+            request = preq.ProduceRequest(
+                transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=10),
+                topic_data=(preq.TopicProduceData(name="fenced", partition_data=(
+                    preq.PartitionProduceData(index=0, records=batch),)),))
+            response = await conn.send(request, presp.ProduceResponse, timeout_s=30)
+            return response.responses[0].partition_responses[0].error_code
+        finally:
+            await conn.close()
+
+    error = asyncio.run(produce_to_old_leader())
+    assert error != ErrorCode.none
+    produce_all(producer(cluster, acks="all"), "fenced", [b"after"] * 5)
+    values = [v for _, v in read_all(cluster, "fenced", expect=10)]
+    assert b"ghost" not in values
+    assert values == [b"before"] * 5 + [b"after"] * 5
+    wait_until(lambda: segment_bytes(cluster, leader, "fenced") == segment_bytes(cluster, other, "fenced"),
+               timeout=60, message="old leader truncated and caught up as a follower")
