@@ -217,8 +217,10 @@ def up(num_brokers: int, racks: str | None, directory: str | None, zookeeper_por
 
 def _register_more() -> None:
     from odradek.cli_topics import topics
+    from odradek.perf.cli import perf
 
     main.add_command(topics)
+    main.add_command(perf)
     try:
         from odradek.local.demo import demo
 

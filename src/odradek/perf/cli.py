@@ -1,0 +1,149 @@
+"""``odradek perf produce|consume``: kafka-producer-perf-test / kafka-consumer-perf-test.
+
+Each run prints one summary line (or, with ``--json``, one JSON object).  Mistakes in the
+arguments and failed runs print one ``Error: ...`` line on stderr and exit non-zero.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+import click
+
+from odradek.perf.common import PerfError, parse_props
+
+__all__ = ["perf"]
+
+USAGE_EXIT = 2
+
+
+def _one_line(e: click.ClickException) -> None:
+    _usage(e.format_message())
+
+
+def _usage(message: str) -> None:
+    click.echo(f"Error: {message}", err=True)
+    sys.exit(USAGE_EXIT)
+
+
+class _OneLineCommand(click.Command):
+    """Usage errors as one line, without click's usage block."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as e:
+            _one_line(e)
+            raise  # unreachable: _one_line exits
+
+
+class _OneLineGroup(click.Group):
+    command_class = _OneLineCommand
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as e:
+            _one_line(e)
+            raise
+
+    def resolve_command(self, ctx: click.Context, args: list[str]) -> Any:
+        try:
+            return super().resolve_command(ctx, args)
+        except click.UsageError as e:
+            _one_line(e)
+            raise
+
+
+def _props(option: Sequence[str], extra: Sequence[str]) -> dict[str, str]:
+    try:
+        return parse_props([*option, *extra])
+    except PerfError as e:
+        _usage(str(e))
+        raise  # unreachable: _usage exits
+
+
+def _report(result: Any, as_json: bool) -> None:
+    click.echo(json.dumps(result.to_json()) if as_json else result.summary_line())
+
+
+@click.group(cls=_OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
+def perf() -> None:
+    """Producer and consumer performance tests (Kafka's perf-test tools)."""
+
+
+@perf.command()
+@click.option("--topic", required=True, help="Topic to produce to (must exist).")
+@click.option("--num-records", type=click.IntRange(min=1), required=True, help="Records to send.")
+@click.option("--record-size", type=click.IntRange(min=1), required=True, help="Bytes per record.")
+@click.option("--throughput", type=float, default=-1, show_default=True,
+              help="Target records/s; -1 for no limit.")
+@click.option("--producer-props", multiple=True, metavar="K=V",
+              help="confluent-kafka properties, e.g. acks=1 linger.ms=5 (several may follow).")
+@click.option("--bootstrap-server", help="host:port[,...] (or bootstrap.servers in --producer-props).")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
+@click.option("-v", "--verbose", is_flag=True, help="Show the client's log lines on stderr.")
+@click.argument("more_props", nargs=-1, metavar="[K=V]...")
+def produce(topic: str, num_records: int, record_size: int, throughput: float,
+            producer_props: tuple[str, ...], bootstrap_server: str | None, as_json: bool,
+            verbose: bool, more_props: tuple[str, ...]) -> None:
+    """Send records as fast as possible (or at --throughput) and report records/s, MB/s and
+    latency from send to delivery callback (avg, max, 50th/95th/99th/99.9th percentiles)."""
+    from odradek.perf.producer import run_producer
+
+    props = _props(producer_props, more_props)
+    servers = bootstrap_server or props.pop("bootstrap.servers", None)
+    props.pop("bootstrap.servers", None)
+    if not servers:
+        _usage("--bootstrap-server is required (or bootstrap.servers=... in --producer-props)")
+    try:
+        result = run_producer(servers, topic, num_records, record_size, throughput=throughput,
+                              props=props, verbose=verbose)
+    except PerfError as e:
+        click.echo(f"Error: {e}", err=True)
+        sys.exit(1)
+    _report(result, as_json)
+    if result.errors:
+        click.echo(f"Error: {result.errors} of {num_records} records failed; first: {result.first_error}",
+                   err=True)
+        sys.exit(1)
+
+
+@perf.command()
+@click.option("--topic", required=True, help="Topic to consume (all partitions, by assign()).")
+@click.option("--messages", type=click.IntRange(min=1), required=True, help="Records to consume.")
+@click.option("--fetch-size", type=click.IntRange(min=1), default=1024 * 1024, show_default=True,
+              help="Bytes per partition per fetch (max.partition.fetch.bytes).")
+@click.option("--consumer-props", multiple=True, metavar="K=V",
+              help="confluent-kafka properties, e.g. fetch.wait.max.ms=100 (several may follow).")
+@click.option("--bootstrap-server", help="host:port[,...] (or bootstrap.servers in --consumer-props).")
+@click.option("--timeout", "timeout_ms", type=click.IntRange(min=1), default=10000, show_default=True,
+              help="Give up after this many ms without a record.")
+@click.option("--from-latest", is_flag=True, help="Start at the log end instead of the beginning.")
+@click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
+@click.option("-v", "--verbose", is_flag=True, help="Show the client's log lines on stderr.")
+@click.argument("more_props", nargs=-1, metavar="[K=V]...")
+def consume(topic: str, messages: int, fetch_size: int, consumer_props: tuple[str, ...],
+            bootstrap_server: str | None, timeout_ms: int, from_latest: bool, as_json: bool,
+            verbose: bool, more_props: tuple[str, ...]) -> None:
+    """Read records with assign() (no group) and report records/s and MB/s."""
+    from odradek.perf.consumer import run_consumer
+
+    props = _props(consumer_props, more_props)
+    servers = bootstrap_server or props.pop("bootstrap.servers", None)
+    props.pop("bootstrap.servers", None)
+    if not servers:
+        _usage("--bootstrap-server is required (or bootstrap.servers=... in --consumer-props)")
+    try:
+        result = run_consumer(servers, topic, messages, fetch_size=fetch_size, props=props,
+                              timeout_s=timeout_ms / 1000, from_latest=from_latest, verbose=verbose)
+    except PerfError as e:
+        click.echo(f"Error: {e}", err=True)
+        sys.exit(1)
+    _report(result, as_json)
+    if result.errors and verbose:
+        click.echo(f"warning: {result.errors} transient consumer errors; first: {result.first_error}",
+                   err=True)

