@@ -1,0 +1,202 @@
+"""odradek vs Tansu, side by side in one invocation (issue 3, Performance).
+
+One odradek broker (a 1-broker LocalCluster with its embedded ZooKeeper) and one Tansu broker
+(`--storage-engine memory://tansu/`) run at the same time; each phase loads one of them while
+the other idles.  For 1 and 6 partitions, 100-byte records, acks=1, the same producer and
+consumer (`odradek perf produce|consume`, each its own process) run against both:
+
+    produce  N records, then   consume  the same N records from the beginning
+
+and the table shows records/s, MB/s (2^20 bytes of record values, as Kafka's tools count),
+the ratio odradek/Tansu, and broker CPU seconds per GB (utime+stime of the broker process
+from /proc/<pid>/stat before and after the phase, per 2^30 bytes of record values; for
+odradek the broker process only, not ZooKeeper).  The order of the two brokers alternates
+between partition counts, and each phase is preceded by a short warm-up on its own topic.
+
+Client settings (identical for both brokers):
+    producer: acks=1 linger.ms=5 batch.size=1000000 batch.num.messages=10000
+              compression.type=none  (the last three are librdkafka's defaults, stated)
+    consumer: assign() from the beginning, max.partition.fetch.bytes=1048576 (Kafka's
+              --fetch-size default), fetch.queue.backoff.ms=1 (the perf tool's default)
+
+With --profile, after the measured phases, the odradek broker is sampled with py-spy during
+one extra produce phase and one extra consume phase (6 partitions); speedscope files and
+a top-functions summary land in bench/results/ (the measured phases are not profiled).
+
+    .venv/bin/python bench/produce_consume_vs_tansu.py [--records 2000000] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from odradek.local.cluster import LocalCluster
+from odradek.perf.harness import (
+    TansuBroker,
+    create_topic_admin,
+    create_topic_zk,
+    process_cpu_seconds,
+    pyspy_record,
+    run_perf,
+    summarize_speedscope,
+)
+
+RESULTS = Path(__file__).resolve().parent / "results"
+GB = float(1 << 30)
+PRODUCER_PROPS = ["acks=1", "linger.ms=5", "batch.size=1000000", "batch.num.messages=10000",
+                  "compression.type=none"]
+FETCH_SIZE = 1024 * 1024
+
+
+class Target:
+    """A broker under test: how to reach it, whose CPU to read, how to make a topic."""
+
+    def __init__(self, name: str, bootstrap: str, pid: int, create) -> None:  # type: ignore[no-untyped-def]
+        self.name = name
+        self.bootstrap = bootstrap
+        self.pid = pid
+        self.create = create
+
+
+def produce(target: Target, topic: str, records: int, record_size: int,
+            extra_props: list[str]) -> dict[str, object]:
+    cpu0 = process_cpu_seconds(target.pid)
+    result = run_perf("produce", ["--bootstrap-server", target.bootstrap, "--topic", topic,
+                                  "--num-records", str(records), "--record-size", str(record_size),
+                                  "--throughput", "-1", "--producer-props", *PRODUCER_PROPS, *extra_props])
+    result["broker_cpu_s"] = process_cpu_seconds(target.pid) - cpu0
+    return result
+
+
+def consume(target: Target, topic: str, records: int) -> dict[str, object]:
+    cpu0 = process_cpu_seconds(target.pid)
+    result = run_perf("consume", ["--bootstrap-server", target.bootstrap, "--topic", topic,
+                                  "--messages", str(records), "--fetch-size", str(FETCH_SIZE)])
+    result["broker_cpu_s"] = process_cpu_seconds(target.pid) - cpu0
+    return result
+
+
+def cpu_per_gb(result: dict[str, object]) -> float:
+    return float(result["broker_cpu_s"]) / (float(result["bytes"]) / GB)  # type: ignore[arg-type]
+
+
+def run_config(targets: list[Target], partitions: int, records: int, record_size: int,
+               warmup: int, extra_props: list[str], label: str) -> dict[str, dict[str, object]]:
+    out: dict[str, dict[str, object]] = {}
+    for target in targets:
+        warm = f"warmup-{label}-p{partitions}"
+        topic = f"bench-{label}-p{partitions}"
+        target.create(warm, partitions)
+        target.create(topic, partitions)
+        if warmup:
+            produce(target, warm, warmup, record_size, extra_props)
+            consume(target, warm, warmup)
+        p = produce(target, topic, records, record_size, extra_props)
+        c = consume(target, topic, records)
+        if int(c["records"]) != records or int(c["bytes"]) != records * record_size:  # type: ignore[call-overload]
+            raise SystemExit(f"{target.name}: consumed {c['records']} records / {c['bytes']} bytes, "
+                             f"expected {records} / {records * record_size}")
+        out[target.name] = {"produce": p, "consume": c}
+        print(f"  {target.name:8} p={partitions}: produce {p['records_per_sec']:>10,.0f} rec/s "
+              f"(broker {p['broker_cpu_s']:.1f} s CPU, client {p['client_cpu_s']:.1f} s), "
+              f"consume {c['records_per_sec']:>10,.0f} rec/s "
+              f"(broker {c['broker_cpu_s']:.1f} s CPU, client {c['client_cpu_s']:.1f} s)", flush=True)
+    return out
+
+
+def table(results: dict[int, dict[str, dict[str, object]]]) -> str:
+    head = (f"{'phase':8} {'parts':>5} | {'odradek rec/s':>13} {'MB/s':>7} | {'tansu rec/s':>11} "
+            f"{'MB/s':>7} | {'ratio':>5} | {'odr CPU s/GB':>12} {'tansu CPU s/GB':>14} {'ratio':>5}")
+    lines = [head, "-" * len(head)]
+    for partitions, by_broker in results.items():
+        for phase in ("produce", "consume"):
+            o, t = by_broker["odradek"][phase], by_broker["tansu"][phase]
+            oc, tc = cpu_per_gb(o), cpu_per_gb(t)
+            lines.append(
+                f"{phase:8} {partitions:>5} | {o['records_per_sec']:>13,.0f} {o['mb_per_sec']:>7.1f} | "
+                f"{t['records_per_sec']:>11,.0f} {t['mb_per_sec']:>7.1f} | "
+                f"{float(o['records_per_sec']) / float(t['records_per_sec']):>5.2f} | "  # type: ignore[arg-type]
+                f"{oc:>12.1f} {tc:>14.1f} {oc / tc if tc else float('inf'):>5.2f}")
+    return "\n".join(lines)
+
+
+def profile(odradek: Target, records: int, record_size: int, extra_props: list[str],
+            stamp: str) -> dict[str, object]:
+    partitions = 6
+    topic = f"profile-{stamp}-p{partitions}"
+    odradek.create(topic, partitions)
+    out: dict[str, object] = {}
+    for phase in ("produce", "consume"):
+        path = RESULTS / f"odradek-broker-{phase}-{stamp}.speedscope.json"
+        with pyspy_record(odradek.pid, path):
+            if phase == "produce":
+                r = produce(odradek, topic, records, record_size, extra_props)
+            else:
+                r = consume(odradek, topic, records)
+        summary = summarize_speedscope(path)
+        print(summary.format(f"\nodradek broker, {phase}, {partitions} partitions "
+                             f"({r['records_per_sec']:,.0f} rec/s under py-spy; {path.name})"))
+        out[phase] = {"file": str(path), "records_per_sec": r["records_per_sec"],
+                      "broker_cpu_s": r["broker_cpu_s"], "sampled_s": summary.sampled_s,
+                      "self_top": summary.self_top, "inclusive_top": summary.inclusive_top}
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--records", type=int, default=2_000_000, help="records per measured phase")
+    ap.add_argument("--record-size", type=int, default=100)
+    ap.add_argument("--partitions", default="1,6", help="comma-separated partition counts")
+    ap.add_argument("--warmup", type=int, default=200_000, help="warm-up records before each phase (0: none)")
+    ap.add_argument("--producer-props", nargs="*", default=[], help="extra producer properties (both brokers)")
+    ap.add_argument("--profile", action="store_true", help="py-spy the odradek broker in extra phases")
+    ap.add_argument("--profile-records", type=int, default=None, help="records per profiled phase")
+    ap.add_argument("--dir", help="working directory (default: a temporary one)")
+    args = ap.parse_args()
+
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = Path(args.dir or tempfile.mkdtemp(prefix="odradek-vs-tansu-"))
+    base.mkdir(parents=True, exist_ok=True)
+    counts = [int(p) for p in args.partitions.split(",")]
+    print(f"records/phase {args.records:,} x {args.record_size} B; producer {' '.join(PRODUCER_PROPS + args.producer_props)}; "
+          f"consumer fetch-size {FETCH_SIZE}; load average {os.getloadavg()[0]:.2f}; work dir {base}", flush=True)
+
+    with LocalCluster(base / "odradek", 1) as cluster, TansuBroker(base / "tansu.log") as tansu:
+        broker = next(iter(cluster.brokers.values()))
+        assert broker.pid is not None
+        zk = cluster.zookeeper_connect
+        odradek = Target("odradek", cluster.bootstrap_servers, broker.pid,
+                         lambda t, n: create_topic_zk(zk, t, n, 1))
+        peer = Target("tansu", tansu.bootstrap_servers, tansu.pid,
+                      lambda t, n: create_topic_admin(tansu.bootstrap_servers, t, n, 1))
+        results: dict[int, dict[str, dict[str, object]]] = {}
+        for i, partitions in enumerate(counts):
+            order = [odradek, peer] if i % 2 == 0 else [peer, odradek]
+            results[partitions] = run_config(order, partitions, args.records, args.record_size,
+                                             args.warmup, args.producer_props, stamp.replace("-", ""))
+        print()
+        print(table(results))
+        profiles = None
+        if args.profile:
+            profiles = profile(odradek, args.profile_records or args.records, args.record_size,
+                               args.producer_props, stamp.replace("-", ""))
+
+    out = RESULTS / f"produce_consume_vs_tansu-{stamp}.json"
+    out.write_text(json.dumps({
+        "started": stamp, "records": args.records, "record_size": args.record_size,
+        "producer_props": PRODUCER_PROPS + args.producer_props, "fetch_size": FETCH_SIZE,
+        "cpu_count": os.cpu_count(), "python": sys.version.split()[0],
+        "results": {str(k): v for k, v in results.items()}, "profiles": profiles,
+    }, indent=2) + "\n")
+    print(f"\nwrote {out}")
+
+
+if __name__ == "__main__":
+    main()
