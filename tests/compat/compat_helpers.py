@@ -10,6 +10,7 @@ client's consumer from explicit offsets, and compare with :func:`assert_read_bac
 from __future__ import annotations
 
 import asyncio
+import datetime
 import random
 import time
 from collections import defaultdict
@@ -17,6 +18,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kio.schema.fetch.v12 import request as fetch_req
+from kio.schema.fetch.v12 import response as fetch_resp
 from kio.schema.list_offsets.v7 import request as list_offsets_req
 from kio.schema.list_offsets.v7 import response as list_offsets_resp
 from kio.schema.metadata.v12 import request as metadata_req
@@ -26,6 +29,7 @@ from conftest import run_odradek, wait_until
 from odradek.local.cluster import LocalCluster
 from odradek.net.client import BrokerConnection
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.records import RecordBatchHeader, iter_batches
 
 Address = tuple[str, int]
 Headers = tuple[tuple[str, bytes | None], ...]
@@ -84,6 +88,35 @@ def list_offset(address: Address, topic: str, partition: int, timestamp: int) ->
     response = kafka_request(address, request, list_offsets_resp.ListOffsetsResponse)
     (p,) = response.topics[0].partitions
     return p.error_code, p.offset, p.timestamp
+
+
+def fetch(address: Address, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20,
+          max_wait_ms: int = 0) -> Any:
+    """Fetch v12 (as a consumer) for one partition: its PartitionData."""
+    request = fetch_req.FetchRequest(
+        max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=1, max_bytes=max_bytes,
+        topics=(fetch_req.FetchTopic(topic=topic, partitions=(fetch_req.FetchPartition(
+            partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes),)),),
+        forgotten_topics_data=())
+    response = kafka_request(address, request, fetch_resp.FetchResponse)
+    assert response.error_code == ErrorCode.none, response.error_code
+    (t,) = response.responses
+    (p,) = t.partitions
+    return p
+
+
+def batch_headers(address: Address, topic: str, partition: int) -> list[RecordBatchHeader]:
+    """The headers of every batch in a partition (from offset 0), read with raw fetches."""
+    out: list[RecordBatchHeader] = []
+    offset = 0
+    while True:
+        p = fetch(address, topic, partition, offset)
+        assert p.error_code == ErrorCode.none, p.error_code
+        headers = [h for _, h in iter_batches(p.records or b"", partial_tail_ok=True)]
+        if not headers:
+            return out
+        out += headers
+        offset = headers[-1].next_offset
 
 
 # ----------------------------------------------------------------------------- topics
