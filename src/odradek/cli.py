@@ -216,17 +216,15 @@ def up(num_brokers: int, racks: str | None, directory: str | None, zookeeper_por
 
 
 def _register_more() -> None:
+    from odradek.cli_reassign import reassign_partitions
     from odradek.cli_topics import topics
+    from odradek.local.demo import demo
     from odradek.perf.cli import perf
 
     main.add_command(topics)
+    main.add_command(reassign_partitions)
     main.add_command(perf)
-    try:
-        from odradek.local.demo import demo
-
-        main.add_command(demo)
-    except ImportError:  # pragma: no cover - demo module arrives with its own dependencies
-        pass
+    main.add_command(demo)
 
 
 _register_more()

@@ -49,6 +49,7 @@ from odradek.controller.events import (
 )
 from odradek.controller.leader_selectors import ElectionType
 from odradek.controller.partition_state_machine import PartitionState, PartitionStateMachine
+from odradek.controller.reassignment import ReassignmentManager
 from odradek.controller.replica_state_machine import ReplicaState, ReplicaStateMachine
 from odradek.controller.topic_deletion import TopicDeletionManager
 from odradek.protocol.errors import ErrorCode
@@ -89,6 +90,7 @@ class KafkaController:
         self.replica_sm = ReplicaStateMachine(self.broker_id, self.ctx, zk, self.batch)
         self.deletion = TopicDeletionManager(
             config["delete.topic.enable"], self.ctx, self.replica_sm, self.partition_sm, self)
+        self.reassignment = ReassignmentManager(self)
         self._topic_watchers: dict[str, Callable[[WatchedEvent], None]] = {}
         self._muted_topics: set[str] = set()
         self._rebalance_task: asyncio.Task[None] | None = None
@@ -136,6 +138,10 @@ class KafkaController:
     def _on_preferred_election(self, event: WatchedEvent) -> None:
         if event.type in (EventType.CREATED, EventType.CHANGED):
             self.event_manager.put(PreferredReplicaLeaderElection())
+
+    def on_reassignment_znode(self, event: WatchedEvent) -> None:
+        if event.type in (EventType.CREATED, EventType.CHANGED):
+            self.event_manager.put(PartitionReassignment())
 
     def _topic_watcher(self, topic: str) -> Callable[[WatchedEvent], None]:
         watcher = self._topic_watchers.get(topic)
@@ -201,7 +207,8 @@ class KafkaController:
                     if self.is_active:
                         await self.partition_sm.trigger_online_partition_state_change(topic)
                 case PartitionReassignment():
-                    log.info("partition reassignment through ZooKeeper is not supported; ignoring")
+                    if self.is_active:
+                        await self.reassignment.on_request_znode()
                 case _:
                     log.warning("unknown controller event %r", event)
         except ControllerMovedError as e:
@@ -271,6 +278,7 @@ class KafkaController:
         phase("replica state machine started")
         await self.partition_sm.startup()
         phase("partition state machine started")
+        await self.reassignment.initialize()
         await self.deletion.try_topic_deletion()
         if await self.zk.exists(PreferredReplicaElectionZNode.path) is not None:
             self.event_manager.put(PreferredReplicaLeaderElection())
@@ -413,6 +421,8 @@ class KafkaController:
         await self.replica_sm.handle_state_changes(
             [r for r in replicas if not self.deletion.is_topic_queued_up_for_deletion(r.topic)], ReplicaState.ONLINE)
         await self.partition_sm.trigger_online_partition_state_change()
+        for tp in sorted({r.topic_partition for r in replicas} & self.ctx.partitions_being_reassigned):
+            await self.reassignment.maybe_complete(tp)
         if deleting:
             await self.deletion.resume_deletion_for_topics({r.topic for r in deleting})
 
@@ -605,7 +615,7 @@ class KafkaController:
         for (topic, partition), (leader_epoch, new_isr, partition_epoch) in event.changes.items():
             tp = TopicPartition(topic, partition)
             current = self.ctx.leadership.get(tp)
-            if current is None or self.deletion.is_topic_queued_up_for_deletion(topic):
+            if current is None:
                 results[(topic, partition)] = ErrorCode.unknown_topic_or_partition
             elif current.leader != event.broker_id:
                 results[(topic, partition)] = ErrorCode.not_leader_or_follower
@@ -637,6 +647,11 @@ class KafkaController:
                                  f"request of leader {event.broker_id} (partition epoch {res.zk_version})")
             if changed:
                 await self.send_update_metadata_request(self.ctx.live_or_shutting_down_broker_ids, changed)
+            _set_reply(event.reply, (ErrorCode.none, results))
+            for tp in changed:
+                if tp in self.ctx.partitions_being_reassigned:
+                    await self.reassignment.maybe_complete(tp)
+            return
         _set_reply(event.reply, (ErrorCode.none, results))
 
     # ------------------------------------------------------------------ preferred leaders
