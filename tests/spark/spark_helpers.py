@@ -2,50 +2,41 @@
 
 from __future__ import annotations
 
-import itertools
 import time
-import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable, Mapping
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic, OffsetSpec
+from confluent_kafka.admin import AdminClient, OffsetSpec
+from spark_brokers import OdradekBroker, TansuBroker, unique_topic, wait_for
+
+__all__ = [
+    "consume_all",
+    "create_topic",
+    "delete_records",
+    "end_offsets",
+    "produce",
+    "register_broker",
+    "unique_topic",
+    "wait_for",
+]
 
 TIMEOUT_S = 30.0
 
-# Tansu 0.6 answers ListOffsets(latest) with the base offset of a partition's last record
-# batch + 1 rather than its log end offset, so a "latest" lookup falls short whenever the
-# last batch holds several records. Writing one record per batch is valid against every
-# broker and keeps Tansu honest; drop this when the fixture runs odradek.
-ONE_RECORD_PER_BATCH = {"batch.num.messages": "1"}
-WRITE_OPTIONS = {f"kafka.{k}": v for k, v in ONE_RECORD_PER_BATCH.items()}
-
-_counter = itertools.count()
+# Each broker fixture registers itself here, so a test needs only its bootstrap string.
+_brokers: dict[str, OdradekBroker | TansuBroker] = {}
 
 
-def unique_topic(prefix: str) -> str:
-    return f"{prefix}-{next(_counter)}-{uuid.uuid4().hex[:6]}"
+def register_broker(broker: OdradekBroker | TansuBroker) -> None:
+    _brokers[broker.bootstrap] = broker
 
 
-def create_topic(bootstrap: str, prefix: str, partitions: int = 1) -> str:
-    """Create a fresh topic and wait until every partition has a leader."""
+def create_topic(
+    bootstrap: str, prefix: str, partitions: int = 1, config: Mapping[str, str] | None = None
+) -> str:
+    """Create a fresh topic on the broker behind ``bootstrap``; return once it is usable."""
     name = unique_topic(prefix)
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for future in admin.create_topics([NewTopic(name, partitions, 1)]).values():
-        future.result(TIMEOUT_S)
-    wait_for(
-        lambda: _leaders_known(admin, name, partitions), f"leaders of {name}", timeout=TIMEOUT_S
-    )
+    _brokers[bootstrap].create_topic(name, partitions, config)
     return name
-
-
-def _leaders_known(admin: AdminClient, topic: str, partitions: int) -> bool:
-    metadata = admin.list_topics(topic=topic, timeout=TIMEOUT_S).topics.get(topic)
-    return (
-        metadata is not None
-        and metadata.error is None
-        and len(metadata.partitions) == partitions
-        and all(p.leader >= 0 for p in metadata.partitions.values())
-    )
 
 
 def produce(
@@ -113,11 +104,3 @@ def delete_records(bootstrap: str, topic: str, before: dict[int, int]) -> None:
                 f"the broker refused DeleteRecords, which this test needs to remove old "
                 f"records as retention would: {e}"
             ) from e
-
-
-def wait_for(condition: Callable[[], bool], what: str, timeout: float = TIMEOUT_S) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.05)

@@ -8,9 +8,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from confluent_kafka import Producer
 from pyspark.sql import Row
+from spark_brokers import PATTERN_BROKERS, TANSU_ONE_RECORD_PER_BATCH
 from spark_helpers import (
-    ONE_RECORD_PER_BATCH,
-    WRITE_OPTIONS,
     consume_all,
     create_topic,
     end_offsets,
@@ -32,7 +31,7 @@ def write(df, bootstrap, **options):
         df.write.format("odradek")
         .mode("append")
         .option("kafka.bootstrap.servers", bootstrap)
-        .options(**WRITE_OPTIONS, **options)
+        .options(**options)
         .save()
     )
 
@@ -106,7 +105,6 @@ def test_ranges_between_starting_and_ending_offsets(spark, kafka_bootstrap):
         kafka_bootstrap,
         topic,
         [(p, None, f"{p}:{i}".encode()) for i in range(10) for p in (0, 1)],
-        **ONE_RECORD_PER_BATCH,
     )
     df = read(
         spark,
@@ -149,15 +147,16 @@ def test_ranges_that_start_inside_a_record_batch(spark, kafka_bootstrap):
     ]
 
 
-def test_read_stops_at_end_offset_across_a_transaction_marker(spark, kafka_bootstrap):
+def test_read_stops_at_end_offset_across_a_transaction_marker(spark, tansu_bootstrap):
     """A committed transaction ends with a control record: the last offset before the end
-    holds no data record, and the read must still finish."""
-    topic = create_topic(kafka_bootstrap, "txn", partitions=1)
+    holds no data record, and the read must still finish. On Tansu: odradek has no
+    transactions."""
+    topic = create_topic(tansu_bootstrap, "txn", partitions=1)
     producer = Producer(
         {
-            "bootstrap.servers": kafka_bootstrap,
+            "bootstrap.servers": tansu_bootstrap,
             "transactional.id": f"tx-{topic}",
-            **ONE_RECORD_PER_BATCH,
+            **TANSU_ONE_RECORD_PER_BATCH,
         }
     )
     producer.init_transactions(30)
@@ -165,9 +164,9 @@ def test_read_stops_at_end_offset_across_a_transaction_marker(spark, kafka_boots
     for i in range(3):
         producer.produce(topic, value=f"t{i}".encode(), partition=0)
     producer.commit_transaction(30)
-    assert end_offsets(kafka_bootstrap, topic, 1)[0] > 3  # the marker took an offset
+    assert end_offsets(tansu_bootstrap, topic, 1)[0] > 3  # the marker took an offset
 
-    df = read(spark, kafka_bootstrap, subscribe=topic, **{"kafkaConsumer.pollTimeoutMs": "20000"})
+    df = read(spark, tansu_bootstrap, subscribe=topic, **{"kafkaConsumer.pollTimeoutMs": "20000"})
     assert [(r.offset, r.value) for r in df.orderBy("offset").collect()] == [
         (0, b"t0"),
         (1, b"t1"),
@@ -181,7 +180,6 @@ def test_large_ranges_are_split_into_input_partitions(spark, kafka_bootstrap):
         kafka_bootstrap,
         topic,
         [(0, None, str(i).encode()) for i in range(35)],
-        **ONE_RECORD_PER_BATCH,
     )
     by_size = read(spark, kafka_bootstrap, subscribe=topic, maxRecordsPerPartition="10")
     assert by_size.rdd.getNumPartitions() == 4
@@ -199,9 +197,8 @@ def test_headers(spark, kafka_bootstrap):
         topic,
         [(0, b"k", b"with")],
         headers=[("trace", b"abc"), ("empty", None), ("trace", b"again")],
-        **ONE_RECORD_PER_BATCH,
     )
-    produce(kafka_bootstrap, topic, [(0, b"k", b"without")], **ONE_RECORD_PER_BATCH)
+    produce(kafka_bootstrap, topic, [(0, b"k", b"without")])
 
     df = read(spark, kafka_bootstrap, subscribe=topic, includeHeaders="true")
     assert df.schema["headers"].dataType.simpleString() == "array<struct<key:string,value:binary>>"
@@ -234,7 +231,6 @@ def test_assign_reads_only_the_assigned_partitions(spark, kafka_bootstrap):
         kafka_bootstrap,
         topic,
         [(p, None, f"{p}".encode()) for p in range(3) for _ in range(4)],
-        **ONE_RECORD_PER_BATCH,
     )
     df = read(spark, kafka_bootstrap, assign=json.dumps({topic: [0, 2]}))
     assert sorted((r.partition, r.offset) for r in df.collect()) == [
@@ -242,24 +238,26 @@ def test_assign_reads_only_the_assigned_partitions(spark, kafka_bootstrap):
     ]
 
 
-def test_subscribe_pattern_reads_every_matching_topic(spark, kafka_bootstrap):
-    first = create_topic(kafka_bootstrap, "pattern", partitions=2)
+@pytest.mark.parametrize("broker", PATTERN_BROKERS)
+def test_subscribe_pattern_reads_every_matching_topic(spark, request, broker):
+    bootstrap = request.getfixturevalue(broker)
+    first = create_topic(bootstrap, "pattern", partitions=2)
     prefix = first.rsplit("-", 2)[0] + "-x"
-    second = create_topic(kafka_bootstrap, prefix, partitions=1)
-    third = create_topic(kafka_bootstrap, prefix, partitions=1)
-    other = create_topic(kafka_bootstrap, "elsewhere", partitions=1)
+    second = create_topic(bootstrap, prefix, partitions=1)
+    third = create_topic(bootstrap, prefix, partitions=1)
+    other = create_topic(bootstrap, "elsewhere", partitions=1)
     for topic in (first, second, third, other):
-        produce(kafka_bootstrap, topic, [(0, None, topic.encode())], **ONE_RECORD_PER_BATCH)
+        produce(bootstrap, topic, [(0, None, topic.encode())])
 
-    df = read(spark, kafka_bootstrap, subscribePattern=prefix.replace(".", r"\.") + ".*")
+    df = read(spark, bootstrap, subscribePattern=prefix.replace(".", r"\.") + ".*")
     assert sorted(r.topic for r in df.collect()) == sorted([second, third])
 
 
 def test_subscribe_to_several_topics(spark, kafka_bootstrap):
     one = create_topic(kafka_bootstrap, "several")
     two = create_topic(kafka_bootstrap, "several")
-    produce(kafka_bootstrap, one, [(0, None, b"1")], **ONE_RECORD_PER_BATCH)
-    produce(kafka_bootstrap, two, [(0, None, b"2")], **ONE_RECORD_PER_BATCH)
+    produce(kafka_bootstrap, one, [(0, None, b"1")])
+    produce(kafka_bootstrap, two, [(0, None, b"2")])
     df = read(spark, kafka_bootstrap, subscribe=f"{one},{two}")
     assert sorted((r.topic, r.value) for r in df.collect()) == [(one, b"1"), (two, b"2")]
 
@@ -267,7 +265,7 @@ def test_subscribe_to_several_topics(spark, kafka_bootstrap):
 def test_starting_offsets_by_timestamp(spark, kafka_bootstrap):
     topic = create_topic(kafka_bootstrap, "bytime", partitions=1)
     base = 1_700_000_000_000
-    producer = Producer({"bootstrap.servers": kafka_bootstrap, **ONE_RECORD_PER_BATCH})
+    producer = Producer({"bootstrap.servers": kafka_bootstrap})
     for i in range(10):
         producer.produce(topic, value=str(i).encode(), partition=0, timestamp=base + i * 1000)
     assert producer.flush(30) == 0

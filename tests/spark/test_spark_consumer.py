@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import Producer
-from spark_helpers import ONE_RECORD_PER_BATCH, create_topic, delete_records, produce
+from spark_brokers import TANSU_ONE_RECORD_PER_BATCH
+from spark_helpers import create_topic, delete_records, produce
 
 from odradek.spark.consumer import read_range
 from odradek.spark.offsets import DataLossError, OffsetRange
@@ -49,13 +50,14 @@ def test_arrow_schema_is_what_pyspark_expects():
         )
 
 
-def test_range_ending_on_a_transaction_marker_finishes(kafka_bootstrap):
-    topic = create_topic(kafka_bootstrap, "marker", partitions=1)
+def test_range_ending_on_a_transaction_marker_finishes(tansu_bootstrap):
+    """On Tansu, which writes real transaction markers: odradek has no transactions."""
+    topic = create_topic(tansu_bootstrap, "marker", partitions=1)
     producer = Producer(
         {
-            "bootstrap.servers": kafka_bootstrap,
+            "bootstrap.servers": tansu_bootstrap,
             "transactional.id": f"tx-{topic}",
-            **ONE_RECORD_PER_BATCH,
+            **TANSU_ONE_RECORD_PER_BATCH,
         }
     )
     producer.init_transactions(30)
@@ -63,14 +65,14 @@ def test_range_ending_on_a_transaction_marker_finishes(kafka_bootstrap):
     for i in range(4):
         producer.produce(topic, value=str(i).encode(), partition=0)
     producer.commit_transaction(30)
-    opts = options(kafka_bootstrap, topic, **{"kafkaConsumer.pollTimeoutMs": "15000"})
+    opts = options(tansu_bootstrap, topic, **{"kafkaConsumer.pollTimeoutMs": "15000"})
     # offset 4 is the commit marker: no record has it, the read must still stop
     assert offsets_read(OffsetRange(topic, 0, 1, 5), opts) == [1, 2, 3]
 
 
 def test_range_past_the_end_of_the_log(kafka_bootstrap):
     topic = create_topic(kafka_bootstrap, "short", partitions=1)
-    produce(kafka_bootstrap, topic, [(0, None, b"x")] * 5, **ONE_RECORD_PER_BATCH)
+    produce(kafka_bootstrap, topic, [(0, None, b"x")] * 5)
     with pytest.raises(DataLossError, match=f"partition {topic}-0 ends at offset 5, before 9"):
         offsets_read(OffsetRange(topic, 0, 2, 9), options(kafka_bootstrap, topic))
     lenient = options(kafka_bootstrap, topic, failOnDataLoss="false")
@@ -79,7 +81,7 @@ def test_range_past_the_end_of_the_log(kafka_bootstrap):
 
 def test_range_whose_start_was_removed(kafka_bootstrap):
     topic = create_topic(kafka_bootstrap, "removed", partitions=1)
-    produce(kafka_bootstrap, topic, [(0, None, b"x")] * 10, **ONE_RECORD_PER_BATCH)
+    produce(kafka_bootstrap, topic, [(0, None, b"x")] * 10)
     delete_records(kafka_bootstrap, topic, {0: 6})
     with pytest.raises(DataLossError, match=r"offsets 2\.\.5 of partition .* were removed"):
         offsets_read(OffsetRange(topic, 0, 2, 9), options(kafka_bootstrap, topic))

@@ -7,7 +7,7 @@ import json
 
 import pytest
 from pyspark.errors import StreamingQueryException
-from spark_helpers import ONE_RECORD_PER_BATCH, create_topic, delete_records, produce
+from spark_helpers import create_topic, delete_records, produce
 
 
 def values(topic_range: range) -> list[tuple[int, bytes]]:
@@ -15,7 +15,7 @@ def values(topic_range: range) -> list[tuple[int, bytes]]:
 
 
 def fill(bootstrap: str, topic: str, ids: range) -> None:
-    produce(bootstrap, topic, [(0, None, str(i).encode()) for i in ids], **ONE_RECORD_PER_BATCH)
+    produce(bootstrap, topic, [(0, None, str(i).encode()) for i in ids])
 
 
 def batch(spark, bootstrap, topic, **options):

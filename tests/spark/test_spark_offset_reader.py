@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from spark_helpers import ONE_RECORD_PER_BATCH, create_topic, produce, wait_for
+import pytest
+from spark_brokers import PATTERN_BROKERS
+from spark_helpers import create_topic, produce, wait_for
 
 from odradek.spark.offset_reader import KafkaOffsetReader, admin_client
 from odradek.spark.offsets import TopicPartition
@@ -28,10 +30,10 @@ def test_latest_offsets_are_cached_briefly(kafka_bootstrap):
     tp = TopicPartition(topic, 0)
     assert offsets.latest_now() == {tp: 0}
 
-    produce(kafka_bootstrap, topic, [(0, None, b"x")] * 3, **ONE_RECORD_PER_BATCH)
+    produce(kafka_bootstrap, topic, [(0, None, b"x")] * 3)
     assert offsets.latest_now(max_age_s=60) == {tp: 0}  # still the cached answer
     assert offsets.latest_now(max_age_s=0) == {tp: 3}
-    produce(kafka_bootstrap, topic, [(0, None, b"x")] * 2, **ONE_RECORD_PER_BATCH)
+    produce(kafka_bootstrap, topic, [(0, None, b"x")] * 2)
     wait_for(lambda: offsets.latest_now() == {tp: 5}, "the cache to expire", timeout=10)
 
 
@@ -52,9 +54,18 @@ def test_partitions_of_each_subscription_kind(kafka_bootstrap):
         TopicPartition(topic, p) for p in range(3)
     ]
     assert reader(kafka_bootstrap, subscribe="no-such-topic-here").partitions() == []
-    assert reader(kafka_bootstrap, subscribePattern=topic[:-2] + "..").partitions() == [
+    assert reader(kafka_bootstrap, subscribe=f"{topic},no-such-topic-here").partitions() == [
         TopicPartition(topic, p) for p in range(3)
     ]
     assert reader(kafka_bootstrap, assign=f'{{"{topic}":[1]}}').partitions() == [
         TopicPartition(topic, 1)
+    ]
+
+
+@pytest.mark.parametrize("broker", PATTERN_BROKERS)
+def test_partitions_of_a_pattern(request, broker):
+    bootstrap = request.getfixturevalue(broker)
+    topic = create_topic(bootstrap, "kinds", partitions=3)
+    assert reader(bootstrap, subscribePattern=topic[:-2] + "..").partitions() == [
+        TopicPartition(topic, p) for p in range(3)
     ]

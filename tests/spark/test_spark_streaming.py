@@ -5,8 +5,6 @@ from __future__ import annotations
 import json
 
 from spark_helpers import (
-    ONE_RECORD_PER_BATCH,
-    WRITE_OPTIONS,
     create_topic,
     end_offsets,
     produce,
@@ -63,16 +61,14 @@ def expected(topic_partitions: dict[int, range]):
 
 def test_available_now_and_restart_neither_lose_nor_repeat(spark, kafka_bootstrap, tmp_path):
     topic = create_topic(kafka_bootstrap, "stream", partitions=2)
-    produce(kafka_bootstrap, topic, records({0: range(12), 1: range(8)}), **ONE_RECORD_PER_BATCH)
+    produce(kafka_bootstrap, topic, records({0: range(12), 1: range(8)}))
     source = stream(spark, kafka_bootstrap, subscribe=topic, startingOffsets="earliest")
 
     first = run_to_end(to_parquet(source, tmp_path))
     assert sink_rows(spark, tmp_path) == expected({0: range(12), 1: range(8)})
     assert json.loads(first.lastProgress["sources"][0]["endOffset"]) == {topic: {"0": 12, "1": 8}}
 
-    produce(
-        kafka_bootstrap, topic, records({0: range(12, 15), 1: range(8, 20)}), **ONE_RECORD_PER_BATCH
-    )
+    produce(kafka_bootstrap, topic, records({0: range(12, 15), 1: range(8, 20)}))
     second = run_to_end(to_parquet(source, tmp_path))
     assert sink_rows(spark, tmp_path) == expected({0: range(15), 1: range(20)})
     progress = second.lastProgress["sources"][0]
@@ -86,7 +82,7 @@ def test_available_now_and_restart_neither_lose_nor_repeat(spark, kafka_bootstra
 
 def test_stopped_mid_stream_query_resumes_from_its_checkpoint(spark, kafka_bootstrap, tmp_path):
     topic = create_topic(kafka_bootstrap, "resume", partitions=2)
-    produce(kafka_bootstrap, topic, records({0: range(40), 1: range(40)}), **ONE_RECORD_PER_BATCH)
+    produce(kafka_bootstrap, topic, records({0: range(40), 1: range(40)}))
     source = stream(
         spark,
         kafka_bootstrap,
@@ -116,7 +112,7 @@ def test_stopped_mid_stream_query_resumes_from_its_checkpoint(spark, kafka_boots
 
 def test_max_offsets_per_trigger_bounds_every_batch(spark, kafka_bootstrap, tmp_path):
     topic = create_topic(kafka_bootstrap, "ratelimit", partitions=3)
-    produce(kafka_bootstrap, topic, records({0: range(30), 1: range(10)}), **ONE_RECORD_PER_BATCH)
+    produce(kafka_bootstrap, topic, records({0: range(30), 1: range(10)}))
     source = stream(
         spark,
         kafka_bootstrap,
@@ -136,18 +132,18 @@ def test_max_offsets_per_trigger_bounds_every_batch(spark, kafka_bootstrap, tmp_
 
 def test_streaming_starts_at_latest_by_default(spark, kafka_bootstrap, tmp_path):
     topic = create_topic(kafka_bootstrap, "latest", partitions=1)
-    produce(kafka_bootstrap, topic, records({0: range(5)}), **ONE_RECORD_PER_BATCH)
+    produce(kafka_bootstrap, topic, records({0: range(5)}))
     source = stream(spark, kafka_bootstrap, subscribe=topic)
 
     run_to_end(to_parquet(source, tmp_path))
-    produce(kafka_bootstrap, topic, records({0: range(5, 8)}), **ONE_RECORD_PER_BATCH)
+    produce(kafka_bootstrap, topic, records({0: range(5, 8)}))
     run_to_end(to_parquet(source, tmp_path))
     assert sink_rows(spark, tmp_path) == expected({0: range(5, 8)})
 
 
 def test_streaming_starting_offsets_json(spark, kafka_bootstrap, tmp_path):
     topic = create_topic(kafka_bootstrap, "startjson", partitions=2)
-    produce(kafka_bootstrap, topic, records({0: range(6), 1: range(6)}), **ONE_RECORD_PER_BATCH)
+    produce(kafka_bootstrap, topic, records({0: range(6), 1: range(6)}))
     source = stream(
         spark,
         kafka_bootstrap,
@@ -165,7 +161,6 @@ def test_stream_write_copies_a_topic(spark, kafka_bootstrap, tmp_path):
         kafka_bootstrap,
         source_topic,
         [(i % 2, f"k{i}".encode(), f"v{i}".encode()) for i in range(30)],
-        **ONE_RECORD_PER_BATCH,
     )
     query = (
         stream(spark, kafka_bootstrap, subscribe=source_topic, startingOffsets="earliest")
@@ -173,7 +168,6 @@ def test_stream_write_copies_a_topic(spark, kafka_bootstrap, tmp_path):
         .writeStream.format("odradek")
         .option("kafka.bootstrap.servers", kafka_bootstrap)
         .option("topic", target_topic)
-        .options(**WRITE_OPTIONS)
         .option("checkpointLocation", str(tmp_path / "checkpoint"))
         .trigger(availableNow=True)
         .start()

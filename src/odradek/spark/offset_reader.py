@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import TypeVar
 
-from confluent_kafka import IsolationLevel, KafkaException
+from confluent_kafka import IsolationLevel, KafkaError, KafkaException, TopicCollection
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
@@ -81,20 +81,42 @@ class KafkaOffsetReader:
         subscription = self.options.subscription
         if isinstance(subscription, Assign):
             return list(subscription.partitions)
+        if isinstance(subscription, Subscribe):
+            return self._partitions_of(subscription.topics)
+        assert isinstance(subscription, SubscribePattern)
         metadata = self._retry(
             "list topics", lambda: self._admin.list_topics(timeout=LOOKUP_TIMEOUT_S)
         )
-        if isinstance(subscription, Subscribe):
-            wanted = set(subscription.topics)
-            topics = [t for t in metadata.topics.values() if t.topic in wanted]
-        else:
-            assert isinstance(subscription, SubscribePattern)
-            topics = [
-                t
-                for t in metadata.topics.values()
-                if t.topic not in INTERNAL_TOPICS and subscription.matches(t.topic)
-            ]
-        return sorted(TopicPartition(t.topic, p) for t in topics for p in t.partitions)
+        return sorted(
+            TopicPartition(t.topic, p)
+            for t in metadata.topics.values()
+            if t.topic not in INTERNAL_TOPICS and subscription.matches(t.topic)
+            for p in t.partitions
+        )
+
+    def _partitions_of(self, topics: Iterable[str]) -> list[TopicPartition]:
+        """The partitions of the named topics (none for a topic that does not exist).
+
+        Asks for these topics only: cheaper than all of a big cluster's metadata, and a
+        describe never auto-creates a topic, as a metadata request naming it may.
+        """
+
+        def describe() -> list[TopicPartition]:
+            futures = self._admin.describe_topics(
+                TopicCollection(list(topics)), request_timeout=LOOKUP_TIMEOUT_S
+            )
+            found: list[TopicPartition] = []
+            for name, future in futures.items():
+                try:
+                    description = future.result()
+                except KafkaException as e:
+                    if e.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART:
+                        continue
+                    raise
+                found.extend(TopicPartition(name, p.id) for p in description.partitions)
+            return sorted(found)
+
+        return self._retry("describe topics", describe)
 
     def earliest(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
         return self._list_offsets(dict.fromkeys(partitions, OffsetSpec.earliest()))
