@@ -21,7 +21,8 @@ Client settings (identical for both brokers):
 
 With --profile, after the measured phases, the odradek broker is sampled with py-spy during
 one extra produce phase and one extra consume phase (6 partitions); speedscope files and
-a top-functions summary land in bench/results/ (the measured phases are not profiled).
+a top-functions summary land in bench/results/.  The measured phases are not profiled;
+py-spy samples the thread holding the GIL (see odradek.perf.harness.pyspy_record).
 
     .venv/bin/python bench/produce_consume_vs_tansu.py [--records 2000000] [--profile]
 """
@@ -140,8 +141,9 @@ def profile(odradek: Target, records: int, record_size: int, extra_props: list[s
             else:
                 r = consume(odradek, topic, records)
         summary = summarize_speedscope(path)
-        print(summary.format(f"\nodradek broker, {phase}, {partitions} partitions "
-                             f"({r['records_per_sec']:,.0f} rec/s under py-spy; {path.name})"))
+        print(summary.format(f"\nodradek broker, {phase}, {partitions} partitions, "
+                             f"{r['records_per_sec']:,.0f} rec/s under py-spy, broker CPU "
+                             f"{r['broker_cpu_s']:.2f} s ({path.name})"))
         out[phase] = {"file": str(path), "records_per_sec": r["records_per_sec"],
                       "broker_cpu_s": r["broker_cpu_s"], "sampled_s": summary.sampled_s,
                       "self_top": summary.self_top, "inclusive_top": summary.inclusive_top}
