@@ -20,8 +20,14 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from conftest import controller_of, wait_until
-from odradek.admin.broker_backend import AdminConnection
+from conftest import controller_of, partition_state, wait_until
+from odradek.admin.broker_backend import (
+    CREATE_PARTITIONS,
+    CREATE_TOPICS,
+    DELETE_TOPICS,
+    AdminConnection,
+)
+from odradek.broker.apis.registry import build
 from odradek.local.cluster import LocalCluster
 
 TIMEOUT = 30
@@ -91,6 +97,17 @@ def controller_metadata(cluster: LocalCluster, topic: str) -> dict[int, int]:
     return asyncio.run(fetch())
 
 
+def live_brokers_seen_by_controller(cluster: LocalCluster) -> set[int]:
+    """The brokers in the controller's own metadata cache: it has processed their start-up."""
+    controller, _ = controller_of(cluster)
+
+    async def fetch() -> set[int]:
+        async with AdminConnection(f"127.0.0.1:{cluster.brokers[controller].port}") as conn:
+            return set((await conn.metadata([])).brokers)
+
+    return asyncio.run(fetch())
+
+
 def produce(cluster: LocalCluster, topic: str, value: bytes, **config: object) -> KafkaError | None:
     """Produce one record; the delivery error (None on success)."""
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "message.timeout.ms": 10000,
@@ -125,6 +142,44 @@ def test_create_topics_answers_once_leaders_are_known(cluster: LocalCluster) -> 
     defaults = zk_assignment(cluster, "defaults")  # num.partitions=1, default.replication.factor=1
     assert list(defaults) == [0] and len(defaults[0]) == 1
     assert produce(cluster, "auto-placed", b"right away", acks="all") is None
+
+
+def test_answers_wait_for_the_metadata_cache(cluster: LocalCluster) -> None:
+    """CreateTopics, CreatePartitions and DeleteTopics answer once this broker's metadata
+    shows the outcome: a Metadata request sent right after the answer, on the same
+    connection, already sees it (the controller's propagation takes far longer)."""
+    controller, _ = controller_of(cluster)
+
+    def create(m, _version):
+        return build(m.CreateTopicsRequest, timeout=TIMEOUT * 1000, validate_only=False, topics=(
+            build(m.CreatableTopic, name="awaited", num_partitions=12, replication_factor=3, assignments=(),
+                  configs=()),))
+
+    def grow(m, _version):
+        return build(m.CreatePartitionsRequest, timeout=TIMEOUT * 1000, validate_only=False, topics=(
+            build(m.CreatePartitionsTopic, name="awaited", count=16, assignments=None),))
+
+    def delete(m, _version):
+        return build(m.DeleteTopicsRequest, timeout=TIMEOUT * 1000, topic_names=("awaited",), topics=(
+            build(m.DeleteTopicState, name="awaited", topic_id=None),))
+
+    def leaders(view) -> list[int]:
+        return [p.leader_id for t in view.topics if t.error_code == 0 for p in t.partitions]
+
+    async def run() -> tuple[list[int], list[int], list[int]]:
+        async with AdminConnection(f"127.0.0.1:{cluster.brokers[controller].port}") as conn:
+            assert (await conn.request(CREATE_TOPICS, create)).topics[0].error_code == 0
+            created = leaders(await conn.metadata(["awaited"]))
+            assert (await conn.request(CREATE_PARTITIONS, grow)).results[0].error_code == 0
+            grown = leaders(await conn.metadata(["awaited"]))
+            assert (await conn.request(DELETE_TOPICS, delete)).responses[0].error_code == 0
+            deleted = leaders(await conn.metadata(["awaited"]))
+        return created, grown, deleted
+
+    created, grown, deleted = asyncio.run(run())
+    assert len(created) == 12 and all(leader >= 0 for leader in created)
+    assert len(grown) == 16 and all(leader >= 0 for leader in grown)
+    assert deleted == []
 
 
 def test_validate_only_creates_nothing(cluster: LocalCluster) -> None:
@@ -365,3 +420,25 @@ def test_kafka_python_admin_client(cluster: LocalCluster) -> None:
         assert controller_metadata(cluster, "kp-topic") == {}
     finally:
         client.close()
+
+
+def test_enabling_unclean_election_elects_an_out_of_sync_replica(cluster_factory) -> None:
+    cluster = ready(cluster_factory(3))
+    controller, _ = controller_of(cluster)
+    a, b = (x for x in range(3) if x != controller)  # keep the controller alive throughout
+    client = admin(cluster)
+    client.create_topics([NewTopic("careful", 1, replica_assignment=[[a, b]])])["careful"].result(timeout=TIMEOUT)
+    cluster.kill_broker(a)
+    wait_until(lambda: partition_state(cluster, "careful", 0)["leader"] == b, timeout=30, message=f"{b} leads")
+    cluster.kill_broker(b)
+    wait_until(lambda: partition_state(cluster, "careful", 0)["leader"] == -1, timeout=30, message="no leader")
+    cluster.start_broker(a)  # alive, but not in the ISR: the partition stays leaderless
+    wait_until(lambda: a in live_brokers_seen_by_controller(cluster), message=f"controller sees {a} back")
+    assert partition_state(cluster, "careful", 0)["leader"] == -1
+    resource = ConfigResource(ResourceType.TOPIC, "careful", incremental_configs=[
+        ConfigEntry("unclean.leader.election.enable", "true", incremental_operation=AlterConfigOpType.SET)])
+    assert client.incremental_alter_configs([resource])[resource].result(timeout=TIMEOUT) is None
+    # The controller's DynamicConfigManager asks for an election as soon as it sees the change.
+    wait_until(lambda: partition_state(cluster, "careful", 0)["leader"] == a, timeout=30,
+               message="unclean leader after the config change")
+    assert partition_state(cluster, "careful", 0)["isr"] == [a]

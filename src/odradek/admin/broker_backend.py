@@ -64,6 +64,7 @@ CONNECT_TIMEOUT_S = 10.0
 ADMIN_TIMEOUT_MS = 30_000  # how long brokers may wait for topics to appear or vanish
 _RESPONSE_SLACK_S = 15.0
 _NOT_CONTROLLER_RETRIES = 3
+_CONTROLLER_POLL_S = 0.1
 
 WARNING_COLLISION = ("WARNING: Due to limitations in metric names, topics with a period ('.') or underscore "
                      "('_') could collide. To avoid issues it is best to use either, but not both.")
@@ -169,9 +170,16 @@ class AdminConnection:
     async def _controller_connection(self) -> BrokerConnection:
         if self._controller is not None and self._controller.connected:
             return self._controller
+        # A broker knows the controller once the controller's first UpdateMetadata reached it
+        # (right after start-up, or after a controller change, it may not yet).
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + CONNECT_TIMEOUT_S
         view = await self.metadata([])
-        if view.controller_id not in view.brokers:
-            raise CommandError("the cluster has no active controller right now; try again")
+        while view.controller_id not in view.brokers:
+            if loop.time() >= deadline:
+                raise CommandError(f"no active controller is known to {self.bootstrap}; try again")
+            await asyncio.sleep(_CONTROLLER_POLL_S)
+            view = await self.metadata([])
         host, port, _ = view.brokers[view.controller_id]
         conn = BrokerConnection(host, port, "odradek-topics")
         try:

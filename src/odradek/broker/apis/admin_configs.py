@@ -140,7 +140,7 @@ async def _alter_responses(broker: KafkaServer, request: Request, api_key: int, 
             _refuse_non_topic(broker, resource.resource_type, name, api_name)
             await _require_topic(broker, name)
             if incremental:
-                config = _apply_ops(await broker.zk.get_topic_config(name), resource.configs)
+                config = apply_incremental_ops(await broker.zk.get_topic_config(name), resource.configs)
             else:
                 nulls = [c.name for c in resource.configs if c.value is None]
                 if nulls:
@@ -173,7 +173,7 @@ async def handle_incremental_alter_configs(broker: KafkaServer, request: Request
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-def _apply_ops(current: dict[str, str], ops: Any) -> dict[str, str]:
+def apply_incremental_ops(current: dict[str, str], ops: Any) -> dict[str, str]:
     """A topic's overrides after KIP-339 operations: SET, DELETE, and APPEND / SUBTRACT on
     list configs (starting from the topic-level default when the topic has no override)."""
     if any(n > 1 for n in Counter(op.name for op in ops).values()):

@@ -1,0 +1,70 @@
+"""DescribeConfigs entries: values, sources and synonyms in Kafka's precedence."""
+
+from __future__ import annotations
+
+from odradek.broker.apis.configs_describe import (
+    ConfigSource,
+    broker_config_entries,
+    config_string,
+    topic_config_entries,
+)
+from odradek.config import TOPIC_CONFIG, KafkaConfig
+
+BASE = {"zookeeper.connect": "zk:2181", "log.dirs": "/tmp/data"}
+
+
+def entries(props: dict[str, str], overrides: dict[str, str], keys=None):
+    return {e.name: e for e in topic_config_entries(KafkaConfig.from_props({**BASE, **props}), overrides, keys)}
+
+
+def test_every_topic_config_is_reported_once() -> None:
+    assert set(entries({}, {})) == set(TOPIC_CONFIG)
+
+
+def test_a_topic_override_comes_first() -> None:
+    e = entries({}, {"max.message.bytes": " 2000 "})["max.message.bytes"]
+    assert e.value == "2000" and e.source is ConfigSource.DYNAMIC_TOPIC_CONFIG and not e.is_default
+    assert e.synonyms == (("max.message.bytes", "2000", ConfigSource.DYNAMIC_TOPIC_CONFIG),
+                          ("message.max.bytes", "1048588", ConfigSource.DEFAULT_CONFIG))
+
+
+def test_a_broker_setting_is_static_with_its_default_after_it() -> None:
+    e = entries({"log.retention.hours": "24"}, {})["retention.ms"]
+    assert e.value == "86400000" and e.source is ConfigSource.STATIC_BROKER_CONFIG
+    assert e.synonyms == (("log.retention.hours", "24", ConfigSource.STATIC_BROKER_CONFIG),
+                          ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG))
+
+
+def test_broker_synonyms_in_precedence_order() -> None:
+    e = entries({"log.retention.minutes": "5", "log.retention.hours": "1"}, {})["retention.ms"]
+    assert e.value == "300000"
+    assert [name for name, _, _ in e.synonyms] == ["log.retention.minutes", "log.retention.hours",
+                                                   "log.retention.hours"]
+
+
+def test_configs_without_a_broker_synonym_are_defaults() -> None:
+    e = entries({}, {})["leader.replication.throttled.replicas"]
+    assert e.source is ConfigSource.DEFAULT_CONFIG and e.synonyms == () and e.value == ""
+    assert e.is_default and not e.read_only and e.config_type == 7  # LIST
+
+
+def test_key_filter() -> None:
+    assert set(entries({}, {}, ["segment.ms", "nope"])) == {"segment.ms"}
+    assert len(entries({}, {}, [])) == len(TOPIC_CONFIG)  # empty means all, as Kafka
+
+
+def test_broker_entries_are_read_only_with_their_source() -> None:
+    config = KafkaConfig.from_props({**BASE, "broker.id": "3", "num.partitions": "4"})
+    by_name = {e.name: e for e in broker_config_entries(config)}
+    assert by_name["num.partitions"].value == "4"
+    assert by_name["num.partitions"].source is ConfigSource.STATIC_BROKER_CONFIG
+    assert by_name["delete.topic.enable"].value == "true"
+    assert by_name["delete.topic.enable"].source is ConfigSource.DEFAULT_CONFIG
+    assert by_name["broker.rack"].value is None
+    assert all(e.read_only for e in by_name.values())
+
+
+def test_config_string() -> None:
+    assert config_string(True) == "true"
+    assert config_string(["delete", "compact"]) == "delete,compact"
+    assert config_string(None) is None
