@@ -72,9 +72,11 @@ class DynamicConfigManager:
         # Notifications up to the newest one now present describe configs the bootstrap reads.
         children = await self.zk.get_children(ConfigEntityChangeNotificationZNode.path) or []
         self.last_executed = max((s for s in map(notification_sequence, children) if s is not None), default=-1)
-        topics = await self.zk.get_children(ConfigEntityTypeZNode.path(TOPICS)) or []
-        for topic in sorted(topics):
-            await self._apply_topic(topic, bootstrap=True)
+        # Only logs opened from disk need it; logs created later read their config themselves.
+        with_config = set(await self.zk.get_children(ConfigEntityTypeZNode.path(TOPICS)) or [])
+        topics = sorted({lg.topic for lg in self.log_manager.all_logs()} & with_config)
+        for topic, overrides in (await self.zk.get_topic_configs(topics)).items():
+            self._apply(topic, overrides)
         self.zk.add_state_listener(self._on_zk_state)
         self._task = asyncio.get_running_loop().create_task(self._run(), name="dynamic-config-manager")
         self._wakeup.set()
@@ -142,22 +144,27 @@ class DynamicConfigManager:
             else:
                 log.debug("ignoring config change of %s/%s (only topic configs are dynamic)", entity_type, entity)
         for topic in changed:
-            await self._apply_topic(topic, bootstrap=False)
+            await self._apply_topic(topic)
         self.last_executed = newest
         await self._purge_obsolete([name for seq, name in numbered if seq <= newest])
 
-    async def _apply_topic(self, topic: str, *, bootstrap: bool) -> None:
+    async def _apply_topic(self, topic: str) -> None:
+        """A topic's config changed: apply it (Kafka's TopicConfigHandler)."""
         overrides = await self.zk.get_topic_config(topic)
+        if not self._apply(topic, overrides):
+            return
+        log.info("Processed config change for topic %s: %s", topic, overrides)
+        if _UNCLEAN in overrides and TOPIC_CONFIG[_UNCLEAN].parse(overrides[_UNCLEAN]) and self.controller.is_active:
+            self.controller.event_manager.put(TopicUncleanLeaderElectionEnable(topic))
+
+    def _apply(self, topic: str, overrides: dict[str, str]) -> bool:
         try:
             log_config = self.config.log_config(overrides)
         except ConfigError as e:
             log.error("not applying the stored config of topic %s: %s", topic, e)
-            return
+            return False
         self.log_manager.update_config(topic, log_config)
-        if not bootstrap:
-            log.info("Processed config change for topic %s: %s", topic, overrides)
-        if _UNCLEAN in overrides and TOPIC_CONFIG[_UNCLEAN].parse(overrides[_UNCLEAN]) and self.controller.is_active:
-            self.controller.event_manager.put(TopicUncleanLeaderElectionEnable(topic))
+        return True
 
     async def _purge_obsolete(self, names: list[str]) -> None:
         """Delete executed notifications older than CHANGE_EXPIRATION_MS (every broker tries;
