@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import uuid
 
 import pytest
 from confluent_kafka import KafkaError, KafkaException, Producer
@@ -29,6 +30,7 @@ from odradek.admin.broker_backend import (
 )
 from odradek.broker.apis.registry import build
 from odradek.local.cluster import LocalCluster
+from odradek.protocol.errors import ErrorCode
 
 TIMEOUT = 30
 pytestmark = pytest.mark.filterwarnings("ignore:alter_configs has been deprecated:DeprecationWarning")
@@ -442,3 +444,30 @@ def test_enabling_unclean_election_elects_an_out_of_sync_replica(cluster_factory
     wait_until(lambda: partition_state(cluster, "careful", 0)["leader"] == a, timeout=30,
                message="unclean leader after the config change")
     assert partition_state(cluster, "careful", 0)["isr"] == [a]
+
+
+def test_delete_topics_by_topic_id(cluster: LocalCluster) -> None:
+    client = admin(cluster)
+    client.create_topics([NewTopic("by-id", 1, 1)])["by-id"].result(timeout=TIMEOUT)
+
+    def delete(*states: tuple[str | None, uuid.UUID | None]):
+        def body(m, version):
+            assert version >= 6  # topic ids arrived in DeleteTopics v6
+            return build(m.DeleteTopicsRequest, timeout=TIMEOUT * 1000, topics=tuple(
+                build(m.DeleteTopicState, name=name, topic_id=topic_id) for name, topic_id in states))
+        return body
+
+    async def run():
+        async with AdminConnection(cluster.bootstrap_servers.split(",")[0]) as conn:
+            topic_id = (await conn.metadata(["by-id"])).topics[0].topic_id
+            both = (await conn.request(DELETE_TOPICS, delete(("by-id", topic_id)))).responses
+            unknown = (await conn.request(DELETE_TOPICS, delete((None, uuid.uuid4())))).responses
+            by_id = (await conn.request(DELETE_TOPICS, delete((None, topic_id)))).responses
+            return topic_id, both, unknown, by_id
+
+    topic_id, both, unknown, by_id = asyncio.run(run())
+    assert topic_id.int != 0
+    assert both[0].error_code == ErrorCode.invalid_request
+    assert unknown[0].error_code == ErrorCode.unknown_topic_id
+    assert (by_id[0].error_code, by_id[0].name, by_id[0].topic_id) == (ErrorCode.none, "by-id", topic_id)
+    wait_until(lambda: zk_assignment(cluster, "by-id") is None, message="topic deleted")
