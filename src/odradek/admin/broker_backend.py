@@ -123,7 +123,8 @@ class AdminConnection:
                 self._versions = await self._api_versions(conn)
             except (OSError, TimeoutError, ConnectionError, KafkaError) as e:
                 await conn.close()
-                errors.append(f"{host}:{port}: {e.strerror if isinstance(e, OSError) and e.strerror else e!r}")
+                reason = e.strerror if isinstance(e, OSError) and e.strerror else repr(e)
+                errors.append(f"{host}:{port}: {reason}")
                 continue
             self._conn = conn
             return self
@@ -157,8 +158,8 @@ class AdminConnection:
 
     async def request(self, api_key: int, build_body: Any, *, controller: bool = False,
                       timeout_ms: int = ADMIN_TIMEOUT_MS) -> Any:
-        """Send ``build_body(module)`` (module: kio's request classes of the negotiated
-        version) and return the response."""
+        """Send ``build_body(module, version)`` (module: kio's request classes of the
+        negotiated version) and return the response."""
         version = self.version(api_key)
         request_cls = load_request_schema(api_key, version)
         body = build_body(sys.modules[request_cls.__module__], version)
