@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from odradek.broker.apis.produce import PRODUCE
 from odradek.broker.apis.registry import REGISTRY, api, build, response_module
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.framing import UnsupportedRequestError, encode_response
@@ -14,11 +15,20 @@ if TYPE_CHECKING:
 
 API_VERSIONS = 18
 
+# Advertised minimum versions below what is implemented, as Kafka 4.0 does (KAFKA-18659):
+# librdkafka before 2.10 compresses with gzip or snappy only when the broker lists Produce v0,
+# and sends its batches uncompressed otherwise.  Clients use the highest version both sides
+# know, so v0-2 are never chosen; one that is sent anyway has no schema here and closes its
+# connection, as in Kafka 4.0.
+_ADVERTISED_MIN_VERSION = {PRODUCE: 0}
+
 
 def _response(version: int, error: ErrorCode) -> object:
     m = response_module(API_VERSIONS, version)
     keys = tuple(
-        build(m.ApiVersion, api_key=spec.api_key, min_version=spec.min_version, max_version=spec.max_version)
+        build(m.ApiVersion, api_key=spec.api_key,
+              min_version=_ADVERTISED_MIN_VERSION.get(spec.api_key, spec.min_version),
+              max_version=spec.max_version)
         for spec in sorted(REGISTRY.values(), key=lambda s: s.api_key)
     )
     return build(m.ApiVersionsResponse, error_code=error, api_keys=keys, supported_features=(),
