@@ -13,6 +13,7 @@ import fcntl
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -155,7 +156,7 @@ class LocalCluster:
                     log = (broker.config_path.parent / "server.log").read_text(errors="replace")[-3000:]
                     raise RuntimeError(f"broker {broker_id} exited with code "
                                        f"{broker.process.returncode if broker.process else '?'}:\n{log}")
-                if self._registered_since(broker_id, broker.started_ms):
+                if self._registered_since(broker_id, broker.started_ms) and self._knows_cluster(broker):
                     pending.discard(broker_id)
             if pending:
                 time.sleep(0.05)
@@ -178,6 +179,15 @@ class LocalCluster:
         except NoNodeError:
             return False
         return BrokerIdZNode.decode(broker_id, data).timestamp_ms >= since_ms
+
+    def _knows_cluster(self, broker: BrokerProcess) -> bool:
+        """The broker has had its first UpdateMetadata: its Metadata answer names a controller
+        (before that it answers with no brokers, and clients back off for a long while)."""
+        try:
+            brokers, controller = metadata_probe("127.0.0.1", broker.port)
+        except (OSError, ValueError):
+            return False
+        return controller >= 0 and broker.broker_id in brokers
 
     def signal_broker(self, broker_id: int, sig: int) -> None:
         broker = self.brokers[broker_id]
@@ -267,6 +277,30 @@ def _locked(path: Path):  # type: ignore[no-untyped-def]
             yield
         finally:
             fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+def metadata_probe(host: str, port: int, timeout_s: float = 2.0) -> tuple[set[int], int]:
+    """One Metadata v1 request (no topics) over a plain socket: (broker ids, controller id)."""
+    from kio.schema.metadata.v1.request import MetadataRequest
+    from kio.schema.metadata.v1.response import MetadataResponse
+
+    from odradek.protocol.framing import decode_response, encode_request
+
+    with socket.create_connection((host, port), timeout=timeout_s) as sock:
+        sock.sendall(encode_request(MetadataRequest(topics=()), 1, "odradek-local-cluster"))
+        size = int.from_bytes(_recv_exactly(sock, 4), "big")
+        _, response = decode_response(_recv_exactly(sock, size), MetadataResponse)
+    return {b.node_id for b in response.brokers}, response.controller_id
+
+
+def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise OSError("connection closed")
+        buf += chunk
+    return bytes(buf)
 
 
 def update_cluster_json_pid(config_path: str | os.PathLike[str], pid: int) -> bool:

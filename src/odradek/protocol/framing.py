@@ -363,9 +363,9 @@ def _read_body(schema: type[P], view: memoryview, pos: int) -> P:
     # Walk the bytes first: kio's native reader sizes an array's storage from the count on
     # the wire, and a forged count (2**32, say) aborts the whole process when that
     # allocation fails, which no except clause can catch.
-    end = _walk(schema, view, pos, len(view))
-    if end != len(view):
-        raise _Malformed(f"{len(view) - end} bytes left over after the body")
+    # Bytes left after the body are ignored, as Kafka's parser does: librdkafka 2.x sends
+    # a few extra bytes in its Metadata v12 request, and Kafka brokers accept it.
+    _walk(schema, view, pos, len(view))
     try:
         payload, _size = entity_reader(schema)(view, pos)
     except _DECODE_ERRORS as exc:
