@@ -1,0 +1,253 @@
+"""The replicated rows of Kreps' 2014 benchmark on 3 local brokers (issue 4, Performance).
+
+Jay Kreps, "Benchmarking Apache Kafka: 2 Million Writes Per Second (On Three Cheap
+Machines)", 2014: 100-byte records, 6 partitions, replication factor 3, one producer thread:
+
+    3x asynchronous replication (acks=1)    786,980 records/s  (75.1 MB/s)
+    3x synchronous replication  (acks=-1)   421,823 records/s  (40.2 MB/s)   sync/async 0.54
+    end-to-end latency                      2 ms median, 3 ms p99, 14 ms p99.9
+
+Here: a 3-broker LocalCluster (embedded ZooKeeper) on this one machine, topics of 6
+partitions with RF 3 (leaders spread over the brokers), and
+
+1. throughput: `odradek perf produce` (its own process) with acks=1, then acks=-1, each
+   sending --records 100-byte records as fast as one producer goes (linger.ms=5,
+   batch.size=1000000, batch.num.messages=10000, no compression); records/s, MB/s
+   (2^20 bytes of record values) and CPU s/GB of the three brokers together;
+2. end-to-end latency: one producer (acks=1, linger.ms=--linger-ms, default librdkafka's 5)
+   sends --rate records/s for --duration seconds, each record stamped with its send time
+   (CLOCK_MONOTONIC, the same clock in every process of this machine) and a sequence
+   number; a consumer in another process reads from the tail with assign() (the
+   consumer's defaults: fetch.wait.max.ms=500, fetch.min.bytes=1), one poll() per record,
+   and records now - stamp for every record.  A consumer only sees records below the high watermark,
+   so this latency includes replication to all three replicas.  The first --warmup-s
+   seconds are sent but not counted.
+
+    .venv/bin/python bench/replicated_kreps.py [--records 3000000] [--rate 10000] [--duration 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import struct
+import sys
+import tempfile
+import time
+from array import array
+from pathlib import Path
+
+from odradek.local.cluster import LocalCluster
+from odradek.perf.common import MB, percentile
+from odradek.perf.harness import create_topic_zk, process_cpu_seconds, run_perf
+
+RESULTS = Path(__file__).resolve().parent / "results"
+GB = float(1 << 30)
+PARTITIONS = 6
+RF = 3
+RECORD_SIZE = 100
+BATCHING = ["linger.ms=5", "batch.size=1000000", "batch.num.messages=10000", "compression.type=none"]
+KREPS = {"async_rps": 786_980, "async_mbps": 75.1, "sync_rps": 421_823, "sync_mbps": 40.2,
+         "ratio": 421_823 / 786_980, "e2e_p50_ms": 2.0, "e2e_p99_ms": 3.0, "e2e_p999_ms": 14.0}
+STAMP = struct.Struct(">qq")  # send time (ns, CLOCK_MONOTONIC), sequence (-1: warm-up)
+
+
+def wait_full_isr(cluster: LocalCluster, topic: str, timeout_s: float = 120) -> float:
+    """Wait until every partition's ISR holds all RF replicas; returns the seconds waited."""
+    zk = cluster.zk_client()
+    start = time.monotonic()
+    while time.monotonic() - start < timeout_s:
+        states = []
+        for p in range(PARTITIONS):
+            path = f"/brokers/topics/{topic}/partitions/{p}/state"
+            states.append(json.loads(zk.get(path)[0]) if zk.exists(path) else None)
+        if all(s is not None and len(s["isr"]) == RF and s["leader"] >= 0 for s in states):
+            return time.monotonic() - start
+        time.sleep(0.2)
+    raise SystemExit(f"{topic}: ISR not full after {timeout_s:.0f} s: {states}")
+
+
+def brokers_cpu(cluster: LocalCluster) -> float:
+    return sum(process_cpu_seconds(b.pid) for b in cluster.brokers.values() if b.pid is not None)
+
+
+def throughput(cluster: LocalCluster, topic: str, acks: str, records: int) -> dict[str, object]:
+    wait_full_isr(cluster, topic)
+    cpu0 = brokers_cpu(cluster)
+    result = run_perf("produce", ["--bootstrap-server", cluster.bootstrap_servers, "--topic", topic,
+                                  "--num-records", str(records), "--record-size", str(RECORD_SIZE),
+                                  "--throughput", "-1", "--producer-props", f"acks={acks}", *BATCHING])
+    result["brokers_cpu_s"] = brokers_cpu(cluster) - cpu0
+    result["brokers_cpu_s_per_gb"] = float(result["brokers_cpu_s"]) / (float(result["bytes"]) / GB)
+    return result
+
+
+# ----------------------------------------------------------------------------- end to end
+
+
+def _e2e_consumer(bootstrap: str, topic: str, expected: int, ready: mp.Event,  # type: ignore[valid-type]
+                  out: mp.Queue, idle_timeout_s: float) -> None:  # type: ignore[type-arg]
+    import confluent_kafka as ck
+
+    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"kreps-e2e-{os.getpid()}",
+                     "enable.auto.commit": False, "enable.partition.eof": False,
+                     "fetch.queue.backoff.ms": 1})
+    c.assign([ck.TopicPartition(topic, p, ck.OFFSET_END) for p in range(PARTITIONS)])
+    # Resolving OFFSET_END takes a ListOffsets round trip per partition; poll a moment so
+    # the consumer sits at the tail before the producer starts.
+    until = time.monotonic() + 2.0
+    while time.monotonic() < until:
+        c.consume(num_messages=1000, timeout=0.1)
+    ready.set()  # type: ignore[attr-defined]
+    latencies = array("d")
+    seen: set[int] = set()
+    duplicates = warmups = errors = 0
+    last = time.monotonic()
+    clock, unpack = time.monotonic_ns, STAMP.unpack_from
+    poll = c.poll  # one record at a time: consume(n, timeout) would wait to fill its batch
+    while len(seen) < expected and time.monotonic() - last < idle_timeout_s:
+        m = poll(0.05)
+        if m is None:
+            continue
+        now = clock()
+        if m.error() is not None:
+            errors += 1
+            continue
+        sent, seq = unpack(m.value())
+        last = time.monotonic()
+        if seq < 0:
+            warmups += 1
+        elif seq in seen:
+            duplicates += 1
+        else:
+            seen.add(seq)
+            latencies.append((now - sent) / 1e6)
+    c.close()
+    missing = expected - len(seen)
+    out.put({"latencies_ms": latencies.tobytes(), "duplicates": duplicates, "missing": missing,
+             "warmup_seen": warmups, "errors": errors})  # type: ignore[attr-defined]
+
+
+def end_to_end(cluster: LocalCluster, topic: str, rate: float, duration_s: float,
+               warmup_s: float, linger_ms: int) -> dict[str, object]:
+    import confluent_kafka as ck
+
+    wait_full_isr(cluster, topic)
+    measured = int(rate * duration_s)
+    warm = int(rate * warmup_s)
+    ctx = mp.get_context("spawn")
+    ready, out = ctx.Event(), ctx.Queue()
+    reader = ctx.Process(target=_e2e_consumer, args=(cluster.bootstrap_servers, topic, measured, ready, out, 15.0))
+    reader.start()
+    if not ready.wait(60):
+        reader.kill()
+        raise SystemExit("end-to-end consumer did not start")
+
+    failed = 0
+
+    def on_delivery(err: object, _msg: object) -> None:
+        nonlocal failed
+        if err is not None:
+            failed += 1
+
+    p = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "1", "linger.ms": linger_ms,
+                     "on_delivery": on_delivery})
+    pad = b"x" * (RECORD_SIZE - STAMP.size)
+    pack, clock, produce, poll = STAMP.pack, time.monotonic_ns, p.produce, p.poll
+    interval = 1.0 / rate
+    start = time.perf_counter()
+    for i in range(warm + measured):
+        while (ahead := start + i * interval - time.perf_counter()) > 0:
+            poll(ahead)
+        produce(topic, pack(clock(), i - warm if i >= warm else -1) + pad)
+        poll(0)
+    p.flush(60)
+    send_s = time.perf_counter() - start
+    result = out.get(timeout=120)
+    reader.join(30)
+    lat = sorted(array("d", result.pop("latencies_ms")))
+    return {
+        "rate": rate, "linger_ms": linger_ms, "duration_s": duration_s, "warmup_s": warmup_s, "sent": measured,
+        "achieved_rate": (warm + measured) / send_s, "received": len(lat), "failed_sends": failed,
+        **result,
+        "p50_ms": percentile(lat, 0.5), "p99_ms": percentile(lat, 0.99), "p999_ms": percentile(lat, 0.999),
+        "avg_ms": sum(lat) / len(lat) if lat else 0.0, "max_ms": lat[-1] if lat else 0.0,
+    }
+
+
+# ----------------------------------------------------------------------------- report
+
+
+def report(async_: dict[str, object], sync: dict[str, object], e2e: dict[str, object]) -> str:
+    ratio = float(sync["records_per_sec"]) / float(async_["records_per_sec"])  # type: ignore[arg-type]
+    rows = [
+        ("3x async (acks=1)", f"{async_['records_per_sec']:,.0f} rec/s ({async_['mb_per_sec']:.1f} MB/s)",
+         f"{KREPS['async_rps']:,} rec/s ({KREPS['async_mbps']} MB/s)"),
+        ("3x sync (acks=-1)", f"{sync['records_per_sec']:,.0f} rec/s ({sync['mb_per_sec']:.1f} MB/s)",
+         f"{KREPS['sync_rps']:,} rec/s ({KREPS['sync_mbps']} MB/s)"),
+        ("sync / async", f"{ratio:.2f}", f"{KREPS['ratio']:.2f}"),
+        (f"e2e latency median @{e2e['rate']:,.0f}/s, linger {e2e['linger_ms']} ms",
+         f"{e2e['p50_ms']:.2f} ms", "2 ms"),
+        ("e2e latency p99", f"{e2e['p99_ms']:.2f} ms", "3 ms"),
+        ("e2e latency p99.9", f"{e2e['p999_ms']:.2f} ms", "14 ms"),
+        ("brokers CPU s/GB async / sync",
+         f"{async_['brokers_cpu_s_per_gb']:.1f} / {sync['brokers_cpu_s_per_gb']:.1f}", "-"),
+        ("producer latency p50/p99 async",
+         f"{async_['p50_ms']:.1f} / {async_['p99_ms']:.1f} ms", "-"),
+        ("producer latency p50/p99 sync", f"{sync['p50_ms']:.1f} / {sync['p99_ms']:.1f} ms", "-"),
+    ]
+    w0 = max(len(r[0]) for r in rows)
+    w1 = max(len(r[1]) for r in [*rows, ("", "odradek (this run)", "")])
+    lines = [f"{'':{w0}}   {'odradek (this run)':{w1}}   Kreps 2014 (3 brokers on 3 machines)"]
+    lines.append("-" * len(lines[0]))
+    lines += [f"{a:{w0}}   {b:{w1}}   {c}" for a, b, c in rows]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--records", type=int, default=3_000_000, help="records per throughput phase")
+    ap.add_argument("--rate", type=float, default=10_000, help="end-to-end phase: records/s")
+    ap.add_argument("--duration", type=float, default=20, help="end-to-end phase: seconds measured")
+    ap.add_argument("--warmup-s", type=float, default=2, help="end-to-end phase: seconds not counted")
+    ap.add_argument("--linger-ms", type=int, default=5, help="end-to-end phase: the producer's linger.ms")
+    ap.add_argument("--dir", help="working directory (default: a temporary one)")
+    args = ap.parse_args()
+
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = Path(args.dir or tempfile.mkdtemp(prefix="odradek-kreps-"))
+    print(f"3 brokers, {PARTITIONS} partitions, RF {RF}, {RECORD_SIZE}-byte records; "
+          f"{args.records:,} records per throughput phase; load average {os.getloadavg()[0]:.2f}; "
+          f"work dir {base}", flush=True)
+    with LocalCluster(base / "cluster", 3) as cluster:
+        for t in ("warmup", "async", "sync", "e2e"):
+            create_topic_zk(cluster.zookeeper_connect, f"kreps-{t}", PARTITIONS, RF)
+        wait_full_isr(cluster, "kreps-warmup")
+        run_perf("produce", ["--bootstrap-server", cluster.bootstrap_servers, "--topic", "kreps-warmup",
+                             "--num-records", "200000", "--record-size", str(RECORD_SIZE),
+                             "--producer-props", "acks=1", *BATCHING])
+        a = throughput(cluster, "kreps-async", "1", args.records)
+        print(f"  async: {a['records_per_sec']:,.0f} rec/s, brokers {a['brokers_cpu_s']:.1f} s CPU, "
+              f"client {a['client_cpu_s']:.1f} s", flush=True)
+        s = throughput(cluster, "kreps-sync", "-1", args.records)
+        print(f"  sync:  {s['records_per_sec']:,.0f} rec/s, brokers {s['brokers_cpu_s']:.1f} s CPU, "
+              f"client {s['client_cpu_s']:.1f} s", flush=True)
+        e = end_to_end(cluster, "kreps-e2e", args.rate, args.duration, args.warmup_s, args.linger_ms)
+        print(f"  e2e:   {e['received']:,} of {e['sent']:,} records at {e['achieved_rate']:,.0f}/s, "
+              f"{e['duplicates']} duplicates, {e['missing']} missing, {e['failed_sends']} failed sends",
+              flush=True)
+    print()
+    print(report(a, s, e))
+    out = RESULTS / f"replicated_kreps-{stamp}.json"
+    out.write_text(json.dumps({"started": stamp, "records": args.records, "batching": BATCHING,
+                               "cpu_count": os.cpu_count(), "python": sys.version.split()[0],
+                               "async": a, "sync": s, "e2e": e, "kreps_2014": KREPS,
+                               "mb": MB}, indent=2) + "\n")
+    print(f"\nwrote {out}")
+
+
+if __name__ == "__main__":
+    main()
