@@ -26,6 +26,8 @@ from odradek.local.zookeeper import EmbeddedZooKeeper
 # the cluster and writes with acks=all through real replication, as in production.
 NUM_BROKERS = 3
 REPLICATION_FACTOR = 3
+# Retention runs every second, so a test that shortens a topic's retention sees it act soon.
+BROKER_OVERRIDES = {"log.retention.check.interval.ms": "1000"}
 
 
 @pytest.fixture(scope="session")
@@ -36,7 +38,10 @@ def odradek_cluster(
     run's embedded ZooKeeper."""
     chroot = f"{zookeeper.connect_string}/spark-{uuid.uuid4().hex[:8]}"
     cluster = LocalCluster(
-        tmp_path_factory.mktemp("spark-cluster"), NUM_BROKERS, zookeeper_connect=chroot
+        tmp_path_factory.mktemp("spark-cluster"),
+        NUM_BROKERS,
+        zookeeper_connect=chroot,
+        overrides=BROKER_OVERRIDES,
     )
     try:
         cluster.start()

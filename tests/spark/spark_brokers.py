@@ -17,7 +17,7 @@ import socket
 import subprocess
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -86,17 +86,11 @@ class OdradekBroker:
     def create_topic(
         self, name: str, partitions: int, config: Mapping[str, str] | None = None
     ) -> None:
-        async def create() -> None:
-            zk = KafkaZkClient(self.cluster.zookeeper_connect, session_timeout_ms=30000)
-            await zk.start()
-            try:
-                await TopicAdmin(zk).create_topic(
-                    name, partitions, self.replication_factor, config=dict(config or {})
-                )
-            finally:
-                await zk.close()
-
-        asyncio.run(create())
+        self._admin(
+            lambda admin: admin.create_topic(
+                name, partitions, self.replication_factor, config=dict(config or {})
+            )
+        )
         wait_for(
             lambda: all(
                 self._ready_on(broker.port, name, partitions)
@@ -105,6 +99,21 @@ class OdradekBroker:
             ),
             f"every broker to see a leader and a full ISR for each partition of {name}",
         )
+
+    def alter_topic_config(self, name: str, config: Mapping[str, str]) -> None:
+        """Replace the topic's config overrides (brokers apply them as they see the change)."""
+        self._admin(lambda admin: admin.alter_topic_config(name, config))
+
+    def _admin(self, action: Callable[[TopicAdmin], Awaitable[object]]) -> None:
+        async def run() -> None:
+            zk = KafkaZkClient(self.cluster.zookeeper_connect, session_timeout_ms=30000)
+            await zk.start()
+            try:
+                await action(TopicAdmin(zk))
+            finally:
+                await zk.close()
+
+        asyncio.run(run())
 
     def _ready_on(self, port: int, topic: str, partitions: int) -> bool:
         (t,) = _metadata(("127.0.0.1", port), topic).topics

@@ -10,6 +10,7 @@ from confluent_kafka.admin import AdminClient, OffsetSpec
 from spark_brokers import OdradekBroker, TansuBroker, unique_topic, wait_for
 
 __all__ = [
+    "alter_topic_config",
     "consume_all",
     "create_topic",
     "delete_records",
@@ -39,11 +40,19 @@ def create_topic(
     return name
 
 
+def alter_topic_config(bootstrap: str, topic: str, config: Mapping[str, str]) -> None:
+    """Replace a topic's config overrides (odradek clusters only: through ZooKeeper)."""
+    broker = _brokers[bootstrap]
+    assert isinstance(broker, OdradekBroker), "topic configs are altered on odradek only"
+    broker.alter_topic_config(topic, config)
+
+
 def produce(
     bootstrap: str,
     topic: str,
     records: Iterable[tuple[int | None, bytes | None, bytes | None]],
     headers: list[tuple[str, bytes | None]] | None = None,
+    timestamp: int | None = None,
     **config: str,
 ) -> list[tuple[int, int]]:
     """Produce (partition, key, value) records; return each one's (partition, offset)."""
@@ -55,6 +64,8 @@ def produce(
 
     for partition, key, value in records:
         kwargs = {} if partition is None else {"partition": partition}
+        if timestamp is not None:
+            kwargs["timestamp"] = timestamp
         producer.produce(
             topic, value=value, key=key, headers=headers, on_delivery=on_delivery, **kwargs
         )

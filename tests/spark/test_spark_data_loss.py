@@ -1,13 +1,16 @@
-"""failOnDataLoss: records removed below the offsets a query needs (retention's effect,
-produced on demand with DeleteRecords)."""
+"""failOnDataLoss: records removed below the offsets a query needs, by DeleteRecords and by
+the broker's time-based retention."""
 
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
+from confluent_kafka import TopicPartition
+from confluent_kafka.admin import AdminClient, OffsetSpec
 from pyspark.errors import StreamingQueryException
-from spark_helpers import create_topic, delete_records, produce
+from spark_helpers import alter_topic_config, create_topic, delete_records, produce, wait_for
 
 
 def values(topic_range: range) -> list[tuple[int, bytes]]:
@@ -44,38 +47,81 @@ def test_batch_read_of_removed_offsets(spark, kafka_bootstrap):
     assert batch(spark, kafka_bootstrap, topic) == values(range(4, 10))  # earliest is no loss
 
 
-def test_streaming_query_behind_retention(spark, kafka_bootstrap, tmp_path):
+def run_to_parquet(spark, bootstrap, topic, tmp_path, **options) -> None:
+    """One AvailableNow run of a query copying (offset, value) to parquet; raises if the
+    query fails."""
+    query = (
+        spark.readStream.format("odradek")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .options(**options)
+        .load()
+        .selectExpr("offset", "value")
+        .writeStream.format("parquet")
+        .option("path", str(tmp_path / "out"))
+        .option("checkpointLocation", str(tmp_path / "checkpoint"))
+        .trigger(availableNow=True)
+        .start()
+    )
+    try:
+        assert query.awaitTermination(180)
+    finally:
+        query.stop()
+
+
+def parquet_rows(spark, tmp_path) -> list[tuple[int, bytes]]:
+    return sorted((r.offset, r.value) for r in spark.read.parquet(str(tmp_path / "out")).collect())
+
+
+def test_streaming_query_behind_deleted_records(spark, kafka_bootstrap, tmp_path):
     topic = create_topic(kafka_bootstrap, "lossstream", partitions=1)
     fill(kafka_bootstrap, topic, range(10))
 
-    def run(**options):
-        query = (
-            spark.readStream.format("odradek")
-            .option("kafka.bootstrap.servers", kafka_bootstrap)
-            .option("subscribe", topic)
-            .option("startingOffsets", "earliest")
-            .options(**options)
-            .load()
-            .selectExpr("offset", "value")
-            .writeStream.format("parquet")
-            .option("path", str(tmp_path / "out"))
-            .option("checkpointLocation", str(tmp_path / "checkpoint"))
-            .trigger(availableNow=True)
-            .start()
-        )
-        try:
-            assert query.awaitTermination(180)
-        finally:
-            query.stop()
-
-    run()
+    run_to_parquet(spark, kafka_bootstrap, topic, tmp_path)
     fill(kafka_bootstrap, topic, range(10, 20))
     delete_records(kafka_bootstrap, topic, {0: 15})  # offsets 10..14 never reached the query
 
     with pytest.raises(StreamingQueryException, match="failOnDataLoss") as caught:
-        run()
+        run_to_parquet(spark, kafka_bootstrap, topic, tmp_path)
     assert f"offsets 10..14 of partition {topic}-0 were removed" in str(caught.value)
 
-    run(failOnDataLoss="false")  # same checkpoint: skip what is gone, go on from 15
-    got = sorted((r.offset, r.value) for r in spark.read.parquet(str(tmp_path / "out")).collect())
-    assert got == values(range(10)) + values(range(15, 20))
+    # same checkpoint: skip what is gone, go on from 15
+    run_to_parquet(spark, kafka_bootstrap, topic, tmp_path, failOnDataLoss="false")
+    assert parquet_rows(spark, tmp_path) == values(range(10)) + values(range(15, 20))
+
+
+def test_streaming_query_behind_time_retention(spark, kafka_bootstrap, tmp_path):
+    """The broker's retention deletes segments the query has not read yet."""
+    # Segments of one single-record batch each (~70 bytes; a batch larger than a segment
+    # is refused); retention off until the query has read offsets 0..9.
+    keep_all = {"segment.bytes": "100", "retention.ms": "-1"}
+    topic = create_topic(kafka_bootstrap, "retention", partitions=1, config=keep_all)
+    two_days_ago = int(time.time() * 1000) - 2 * 86_400_000
+
+    def send(ids: range, timestamp: int | None = None) -> None:
+        for i in ids:  # one record per produce call: one batch each
+            produce(kafka_bootstrap, topic, [(0, None, str(i).encode())], timestamp=timestamp)
+
+    send(range(10), two_days_ago)
+    run_to_parquet(spark, kafka_bootstrap, topic, tmp_path)
+    send(range(10, 20), two_days_ago)
+    send(range(20, 21))  # a current record: its segment (the active one) stays
+    alter_topic_config(kafka_bootstrap, topic, {**keep_all, "retention.ms": "3600000"})
+    wait_for(
+        lambda: earliest_offset(kafka_bootstrap, topic) == 20,
+        "retention to delete every segment older than an hour",
+    )
+
+    with pytest.raises(StreamingQueryException, match="failOnDataLoss") as caught:
+        run_to_parquet(spark, kafka_bootstrap, topic, tmp_path)
+    assert f"offsets 10..19 of partition {topic}-0 were removed" in str(caught.value)
+
+    run_to_parquet(spark, kafka_bootstrap, topic, tmp_path, failOnDataLoss="false")
+    assert parquet_rows(spark, tmp_path) == values(range(10)) + values(range(20, 21))
+
+
+def earliest_offset(bootstrap: str, topic: str) -> int:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.list_offsets({TopicPartition(topic, 0): OffsetSpec.earliest()})
+    return next(iter(futures.values())).result().offset

@@ -146,8 +146,11 @@ _SOURCE_OPTIONS = {
         "groupIdPrefix",
     )
 }
-# checkpointLocation belongs to Spark's streaming engine, which passes it on to the sink.
-_SINK_OPTIONS = {name.lower(): name for name in ("topic", "includeHeaders", "checkpointLocation")}
+# checkpointLocation and queryName belong to Spark's streaming engine, which passes them on
+# to the sink.
+_SINK_OPTIONS = {
+    name.lower(): name for name in ("topic", "includeHeaders", "checkpointLocation", "queryName")
+}
 
 # Kafka client settings the data source owns (as Spark's Kafka source and sink do).
 _FORBIDDEN_SOURCE_PARAMS = {
