@@ -24,6 +24,8 @@ from kio.schema.list_offsets.v7 import request as list_offsets_req
 from kio.schema.list_offsets.v7 import response as list_offsets_resp
 from kio.schema.metadata.v12 import request as metadata_req
 from kio.schema.metadata.v12 import response as metadata_resp
+from kio.schema.produce.v9 import request as produce_req
+from kio.schema.produce.v9 import response as produce_resp
 
 from conftest import run_odradek, wait_until
 from odradek.local.cluster import LocalCluster
@@ -88,6 +90,19 @@ def list_offset(address: Address, topic: str, partition: int, timestamp: int) ->
     response = kafka_request(address, request, list_offsets_resp.ListOffsetsResponse)
     (p,) = response.topics[0].partitions
     return p.error_code, p.offset, p.timestamp
+
+
+def produce(address: Address, topic: str, partition: int, records: bytes | None, acks: int = -1,
+            timeout_ms: int = 10_000) -> Any:
+    """Produce v9 of one record batch (or any bytes) to one partition: its PartitionProduceResponse."""
+    request = produce_req.ProduceRequest(
+        acks=acks, timeout=datetime.timedelta(milliseconds=timeout_ms), topic_data=(
+            produce_req.TopicProduceData(name=topic, partition_data=(
+                produce_req.PartitionProduceData(index=partition, records=records),)),))
+    response = kafka_request(address, request, produce_resp.ProduceResponse, timeout_s=timeout_ms / 1000 + 30)
+    (t,) = response.responses
+    (p,) = t.partition_responses
+    return p
 
 
 def fetch(address: Address, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20,
