@@ -73,14 +73,18 @@ def brokers_cpu(cluster: LocalCluster) -> float:
     return sum(process_cpu_seconds(b.pid) for b in cluster.brokers.values() if b.pid is not None)
 
 
-def throughput(cluster: LocalCluster, topic: str, acks: str, records: int) -> dict[str, object]:
+def throughput(cluster: LocalCluster, topic: str, acks: str, records: int,
+               extra_props: list[str]) -> dict[str, object]:
     wait_full_isr(cluster, topic)
+    load = os.getloadavg()[0]
     cpu0 = brokers_cpu(cluster)
     result = run_perf("produce", ["--bootstrap-server", cluster.bootstrap_servers, "--topic", topic,
                                   "--num-records", str(records), "--record-size", str(RECORD_SIZE),
-                                  "--throughput", "-1", "--producer-props", f"acks={acks}", *BATCHING])
+                                  "--throughput", "-1", "--producer-props", f"acks={acks}", *BATCHING,
+                                  *extra_props])
     result["brokers_cpu_s"] = brokers_cpu(cluster) - cpu0
     result["brokers_cpu_s_per_gb"] = float(result["brokers_cpu_s"]) / (float(result["bytes"]) / GB)
+    result["load_avg_before"] = load
     return result
 
 
@@ -102,6 +106,7 @@ def _e2e_consumer(bootstrap: str, topic: str, expected: int, ready: mp.Event,  #
         c.consume(num_messages=1000, timeout=0.1)
     ready.set()  # type: ignore[attr-defined]
     latencies = array("d")
+    sent_at = array("q")
     seen: set[int] = set()
     duplicates = warmups = errors = 0
     last = time.monotonic()
@@ -124,9 +129,11 @@ def _e2e_consumer(bootstrap: str, topic: str, expected: int, ready: mp.Event,  #
         else:
             seen.add(seq)
             latencies.append((now - sent) / 1e6)
+            sent_at.append(sent)
     c.close()
     missing = expected - len(seen)
-    out.put({"latencies_ms": latencies.tobytes(), "duplicates": duplicates, "missing": missing,
+    out.put({"latencies_ms": latencies.tobytes(), "sent_ns": sent_at.tobytes(),
+             "duplicates": duplicates, "missing": missing,
              "warmup_seen": warmups, "errors": errors})  # type: ignore[attr-defined]
 
 
@@ -167,14 +174,30 @@ def end_to_end(cluster: LocalCluster, topic: str, rate: float, duration_s: float
     send_s = time.perf_counter() - start
     result = out.get(timeout=120)
     reader.join(30)
-    lat = sorted(array("d", result.pop("latencies_ms")))
+    by_arrival = array("d", result.pop("latencies_ms"))
+    sent_ns = array("q", result.pop("sent_ns"))
+    lat = sorted(by_arrival)
     return {
         "rate": rate, "linger_ms": linger_ms, "duration_s": duration_s, "warmup_s": warmup_s, "sent": measured,
         "achieved_rate": (warm + measured) / send_s, "received": len(lat), "failed_sends": failed,
         **result,
         "p50_ms": percentile(lat, 0.5), "p99_ms": percentile(lat, 0.99), "p999_ms": percentile(lat, 0.999),
         "avg_ms": sum(lat) / len(lat) if lat else 0.0, "max_ms": lat[-1] if lat else 0.0,
+        "per_second": _per_second(sent_ns, by_arrival),
     }
+
+
+def _per_second(sent_ns: array, latencies: array) -> list[dict[str, float]]:  # type: ignore[type-arg]
+    """Median and max latency per second of send time: shows whether the tail is one stall
+    or spread out."""
+    if not sent_ns:
+        return []
+    first = min(sent_ns)
+    windows: dict[int, list[float]] = {}
+    for t, ms in zip(sent_ns, latencies, strict=True):
+        windows.setdefault((t - first) // 1_000_000_000, []).append(ms)
+    return [{"second": w, "records": len(v), "p50_ms": percentile(sorted(v), 0.5), "max_ms": max(v)}
+            for w, v in sorted(windows.items())]
 
 
 # ----------------------------------------------------------------------------- report
@@ -213,6 +236,10 @@ def main() -> None:
     ap.add_argument("--duration", type=float, default=20, help="end-to-end phase: seconds measured")
     ap.add_argument("--warmup-s", type=float, default=2, help="end-to-end phase: seconds not counted")
     ap.add_argument("--linger-ms", type=int, default=5, help="end-to-end phase: the producer's linger.ms")
+    ap.add_argument("--producer-props", nargs="*", default=[],
+                    help="extra properties for both throughput producers, e.g. "
+                         "max.in.flight.requests.per.connection=5 (the Java producer's default; "
+                         "librdkafka pipelines up to 1,000,000 requests per connection)")
     ap.add_argument("--dir", help="working directory (default: a temporary one)")
     args = ap.parse_args()
 
@@ -220,7 +247,7 @@ def main() -> None:
     stamp = time.strftime("%Y%m%d-%H%M%S")
     base = Path(args.dir or tempfile.mkdtemp(prefix="odradek-kreps-"))
     print(f"3 brokers, {PARTITIONS} partitions, RF {RF}, {RECORD_SIZE}-byte records; "
-          f"{args.records:,} records per throughput phase; load average {os.getloadavg()[0]:.2f}; "
+          f"{args.records:,} records per throughput phase; producer {' '.join(BATCHING + args.producer_props)}; load average {os.getloadavg()[0]:.2f}; "
           f"work dir {base}", flush=True)
     with LocalCluster(base / "cluster", 3) as cluster:
         for t in ("warmup", "async", "sync", "e2e"):
@@ -229,20 +256,24 @@ def main() -> None:
         run_perf("produce", ["--bootstrap-server", cluster.bootstrap_servers, "--topic", "kreps-warmup",
                              "--num-records", "200000", "--record-size", str(RECORD_SIZE),
                              "--producer-props", "acks=1", *BATCHING])
-        a = throughput(cluster, "kreps-async", "1", args.records)
+        a = throughput(cluster, "kreps-async", "1", args.records, args.producer_props)
         print(f"  async: {a['records_per_sec']:,.0f} rec/s, brokers {a['brokers_cpu_s']:.1f} s CPU, "
               f"client {a['client_cpu_s']:.1f} s", flush=True)
-        s = throughput(cluster, "kreps-sync", "-1", args.records)
+        s = throughput(cluster, "kreps-sync", "-1", args.records, args.producer_props)
         print(f"  sync:  {s['records_per_sec']:,.0f} rec/s, brokers {s['brokers_cpu_s']:.1f} s CPU, "
               f"client {s['client_cpu_s']:.1f} s", flush=True)
         e = end_to_end(cluster, "kreps-e2e", args.rate, args.duration, args.warmup_s, args.linger_ms)
+        worst = sorted(e["per_second"], key=lambda w: -w["max_ms"])[:3]  # type: ignore[index]
+        print("  e2e worst seconds: " + ", ".join(
+            f"s{w['second']}: max {w['max_ms']:.0f} ms (p50 {w['p50_ms']:.1f})" for w in worst), flush=True)
         print(f"  e2e:   {e['received']:,} of {e['sent']:,} records at {e['achieved_rate']:,.0f}/s, "
               f"{e['duplicates']} duplicates, {e['missing']} missing, {e['failed_sends']} failed sends",
               flush=True)
     print()
     print(report(a, s, e))
     out = RESULTS / f"replicated_kreps-{stamp}.json"
-    out.write_text(json.dumps({"started": stamp, "records": args.records, "batching": BATCHING,
+    out.write_text(json.dumps({"started": stamp, "records": args.records,
+                               "batching": BATCHING + args.producer_props,
                                "cpu_count": os.cpu_count(), "python": sys.version.split()[0],
                                "async": a, "sync": s, "e2e": e, "kreps_2014": KREPS,
                                "mb": MB}, indent=2) + "\n")
