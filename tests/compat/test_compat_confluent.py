@@ -68,7 +68,8 @@ def produce(cluster: LocalCluster, topic: str, records: Sequence[Rec], **config:
     return reports  # type: ignore[return-value]
 
 
-def consume(cluster: LocalCluster, topic: str, start: Mapping[int, int], end: Mapping[int, int]) -> list[Rec]:
+def consume(cluster: LocalCluster, topic: str, start: Mapping[int, int], end: Mapping[int, int],
+            **config: object) -> list[Rec]:
     """assign() every partition at its ``start`` offset and read until each partition
     reports end-of-partition at ``end``; returns what was read, in arrival order."""
     consumer = Consumer({
@@ -77,6 +78,7 @@ def consume(cluster: LocalCluster, topic: str, start: Mapping[int, int], end: Ma
         "enable.auto.commit": False,
         "enable.partition.eof": True,
         "auto.offset.reset": "error",
+        **config,
     })
     out: list[Rec] = []
     at_end: dict[int, int] = {}
@@ -152,6 +154,24 @@ def test_acks_1_and_small_batches(module_cluster: LocalCluster) -> None:
     topic = "confluent-acks1"
     info = create_topic(module_cluster, topic, PARTITIONS, 3)
     round_trip(module_cluster, info, topic, make_records(60, seed=11), **{"acks": 1, "linger.ms": 0})
+
+
+def test_fetch_limits_smaller_than_one_batch(module_cluster: LocalCluster) -> None:
+    """Fetch limits below the size of a batch: the broker still returns the first batch
+    whole (KIP-74), so the consumer makes progress and reads everything."""
+    topic = "confluent-fetch-limits"
+    info = create_topic(module_cluster, topic, 2, 3)
+    records = make_records(120, seed=13)
+    acked = produce(module_cluster, topic, records, **{"linger.ms": 50, "batch.size": 200_000})
+    assert_acknowledged(records, acked, 2)
+    counts = {p: sum(1 for r in acked if r.partition == p) for p in info}
+    biggest = max(h.size for p, meta in info.items()
+                  for h in batch_headers(address_of(module_cluster, meta.leader), topic, p))
+    limit = 1024
+    assert biggest > 4 * limit, f"the batches ({biggest} bytes) should dwarf the fetch limits"
+    read = consume(module_cluster, topic, dict.fromkeys(info, 0), counts, **{
+        "fetch.max.bytes": limit, "message.max.bytes": limit, "max.partition.fetch.bytes": limit})
+    assert_read_back(acked, read)
 
 
 def test_watermarks_and_offsets_for_times(module_cluster: LocalCluster) -> None:

@@ -400,6 +400,14 @@ def test_odd_but_well_formed_requests_get_kafka_errors(cluster: LocalCluster, ta
                 list_offsets_resp.ListOffsetsResponse)
             assert r.topics[0].partitions[0].error_code in (ErrorCode.none, ErrorCode.unsupported_version), ts
 
+        # Bytes after a complete body are ignored, as Kafka's parser does (librdkafka 2.x
+        # sends three of them after its Metadata v12 request for all topics).
+        whole = encode_request(metadata_req.MetadataRequest(
+            topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False), 77, "extra")
+        conn.send_bytes(frame(whole[4:] + b"\x01\x00\x00"))
+        correlation_id, md = decode_response(conn.read_frame(), metadata_resp.MetadataResponse)
+        assert correlation_id == 77 and [t.name for t in md.topics] == [TOPIC]
+
         # Metadata for names that cannot be topics: an error per topic, nothing created.
         names = ["", ".", "..", "a/b", "x" * 300, "spaces are not allowed", "ok-but-missing"]
         r = conn.request(metadata_req.MetadataRequest(
