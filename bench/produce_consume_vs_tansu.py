@@ -21,8 +21,10 @@ Client settings (identical for both brokers):
 
 With --profile, after the measured phases, the odradek broker is sampled with py-spy during
 one extra produce phase and one extra consume phase (6 partitions); speedscope files and
-a top-functions summary land in bench/results/.  The measured phases are not profiled;
-py-spy samples the thread holding the GIL (see odradek.perf.harness.pyspy_record).
+a top-functions summary land in bench/results/; where Linux `perf` is installed and
+permitted, a perf.data file (CPU samples of the broker, user and kernel) is recorded too and
+summarised by shared object, native function and syscall.  The measured phases are not
+profiled; py-spy samples the thread holding the GIL (see odradek.perf.harness.pyspy_record).
 
     .venv/bin/python bench/produce_consume_vs_tansu.py [--records 2000000] [--profile]
 """
@@ -42,9 +44,11 @@ from odradek.perf.harness import (
     TansuBroker,
     create_topic_admin,
     create_topic_zk,
+    perf_record,
     process_cpu_seconds,
     pyspy_record,
     run_perf,
+    summarize_perf,
     summarize_speedscope,
 )
 
@@ -135,18 +139,24 @@ def profile(odradek: Target, records: int, record_size: int, extra_props: list[s
     out: dict[str, object] = {}
     for phase in ("produce", "consume"):
         path = RESULTS / f"odradek-broker-{phase}-{stamp}.speedscope.json"
-        with pyspy_record(odradek.pid, path):
+        native_path = RESULTS / f"odradek-broker-{phase}-{stamp}.perf.data"
+        with pyspy_record(odradek.pid, path), perf_record(odradek.pid, native_path) as native:
             if phase == "produce":
                 r = produce(odradek, topic, records, record_size, extra_props)
             else:
                 r = consume(odradek, topic, records)
         summary = summarize_speedscope(path)
-        print(summary.format(f"\nodradek broker, {phase}, {partitions} partitions, "
-                             f"{r['records_per_sec']:,.0f} rec/s under py-spy, broker CPU "
-                             f"{r['broker_cpu_s']:.2f} s ({path.name})"))
-        out[phase] = {"file": str(path), "records_per_sec": r["records_per_sec"],
+        title = (f"odradek broker, {phase}, {partitions} partitions, {r['records_per_sec']:,.0f} rec/s "
+                 f"while profiled, broker CPU {r['broker_cpu_s']:.2f} s")
+        print(summary.format(f"\n{title}\npy-spy ({path.name})"))
+        out[phase] = {"speedscope": str(path), "records_per_sec": r["records_per_sec"],
                       "broker_cpu_s": r["broker_cpu_s"], "sampled_s": summary.sampled_s,
                       "self_top": summary.self_top, "inclusive_top": summary.inclusive_top}
+        if native is not None:
+            np = summarize_perf(native)
+            print(np.format(f"perf ({native.name})"))
+            out[phase].update(perf_data=str(native), perf_dsos=np.dsos, perf_symbols=np.symbols,  # type: ignore[union-attr]
+                              perf_kernel=np.kernel_paths)
     return out
 
 

@@ -22,13 +22,16 @@ from odradek.local.zookeeper import free_port
 from odradek.perf.common import PerfError, import_confluent_kafka
 
 __all__ = [
+    "NativeProfile",
     "ProfileSummary",
     "TansuBroker",
     "create_topic_admin",
     "create_topic_zk",
+    "perf_record",
     "process_cpu_seconds",
     "pyspy_record",
     "run_perf",
+    "summarize_perf",
     "summarize_speedscope",
     "tansu_binary",
 ]
@@ -235,3 +238,84 @@ def summarize_speedscope(path: Path, top: int = 20) -> ProfileSummary:
         [(n, 100.0 * c / total) for n, c in own.most_common(top)],
         [(n, 100.0 * c / total) for n, c in below_entry],
     )
+
+
+# ----------------------------------------------------------------------------- perf (native)
+
+
+@contextlib.contextmanager
+def perf_record(pid: int, output: Path, frequency: int = 999) -> Iterator[Path | None]:
+    """Sample ``pid``'s CPU time (all threads, user and kernel) with Linux ``perf`` while the
+    block runs; yields None (and records nothing) when perf is missing or not permitted."""
+    perf = shutil.which("perf")
+    if perf is None:
+        yield None
+        return
+    cmd = [perf, "record", "-e", "cpu-clock", "-F", str(frequency), "-g", "-p", str(pid), "-o", str(output)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+    time.sleep(0.5)
+    if proc.poll() is not None:
+        yield None
+        return
+    try:
+        yield output
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@dataclass(frozen=True, slots=True)
+class NativeProfile:
+    samples: str
+    dsos: list[tuple[str, float]]  # shared object -> % of CPU samples (self)
+    symbols: list[tuple[str, float]]  # native function -> % (self)
+    kernel_paths: list[tuple[str, float]]  # syscalls and page faults -> % (with callees)
+
+    def format(self, title: str) -> str:
+        lines = [f"{title}: {self.samples} perf samples (CPU time, user + kernel)", "  by shared object:"]
+        lines += [f"    {pct:5.1f}%  {name}" for name, pct in self.dsos]
+        lines.append("  by native function (self):")
+        lines += [f"    {pct:5.1f}%  {name}" for name, pct in self.symbols]
+        lines.append("  kernel entry points (with callees):")
+        lines += [f"    {pct:5.1f}%  {name}" for name, pct in self.kernel_paths]
+        return "\n".join(lines)
+
+
+def _perf_report(path: Path, *args: str) -> list[tuple[str, float]]:
+    done = subprocess.run(["perf", "report", "-i", str(path), "--stdio", "-g", "none", *args],
+                          capture_output=True, text=True, timeout=300)
+    rows = []
+    for line in done.stdout.splitlines():
+        parts = line.split()
+        if not parts or not parts[0].endswith("%"):
+            continue
+        pct = float(parts[0].rstrip("%"))
+        if "--children" in args:  # children%, self%, [k], symbol
+            rows.append((" ".join(parts[3:]), pct))
+        else:
+            rows.append((" ".join(parts[1:]), pct))
+    return rows
+
+
+_KERNEL_ENTRIES = ("__x64_sys_", "ksys_", "asm_exc_page_fault", "net_rx_action")
+
+
+def summarize_perf(path: Path, top: int = 15) -> NativeProfile:
+    """Where a ``perf record`` of a broker spent its CPU: shared objects (the interpreter,
+    the kernel, libc's memmove, uvloop, crc32c, ...), native functions, and the kernel's
+    entry points (which syscalls, page faults)."""
+    samples = "?"
+    for line in subprocess.run(["perf", "report", "-i", str(path), "--stdio", "-g", "none", "--sort", "dso"],
+                               capture_output=True, text=True, timeout=300).stdout.splitlines():
+        if line.startswith("# Samples:"):
+            samples = line.split(":", 1)[1].split()[0]  # perf's own rounding, e.g. "2K"
+    dsos = _perf_report(path, "--no-children", "--sort", "dso")[:8]
+    symbols = [(n.replace("[.] ", "").replace("[k] ", "[kernel] "), p)
+               for n, p in _perf_report(path, "--no-children", "--sort", "sym")[:top]]
+    kernel = [(n, p) for n, p in _perf_report(path, "--children", "--sort", "sym")
+              if any(n.startswith(e) for e in _KERNEL_ENTRIES)][:10]
+    return NativeProfile(samples, dsos, symbols, kernel)
