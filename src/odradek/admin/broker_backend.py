@@ -37,10 +37,10 @@ from odradek.admin.topics import (
     has_collision_chars,
     validate_topic_name,
 )
-from odradek.broker.apis.registry import build
 from odradek.cli_topics import format_describe
 from odradek.net.client import BrokerConnection
 from odradek.protocol.errors import ErrorCode, KafkaError, for_code
+from odradek.protocol.messages import build
 from odradek.zk.zk_data import uuid_to_topic_id
 
 __all__ = ["AdminConnection", "run_with_broker"]
