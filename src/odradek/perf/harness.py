@@ -157,19 +157,23 @@ def run_perf(tool: str, args: Sequence[str], timeout_s: float = 900) -> dict[str
 
 
 @contextlib.contextmanager
-def pyspy_record(pid: int, output: Path, rate: int = 1000) -> Iterator[Path]:
+def pyspy_record(pid: int, output: Path, rate: int = 200) -> Iterator[Path]:
     """Sample ``pid`` with py-spy into a speedscope file while the block runs.
 
-    Only the thread holding the GIL is sampled (``--gil``), without pausing the target
-    (``--nonblocking``).  py-spy's idle detection cannot see that uvloop is parked in
-    epoll_wait (or, pausing, that kazoo's threads wait on locks), so without ``--gil`` idle
-    time shows up as busy; with it, sampled time matches the broker's CPU time closely.
-    CPU spent in a C call made with the GIL held (uvloop's socket reads and writes) counts
-    as the calling Python frame's own time; syscalls made without the GIL (``os.pwrite``,
-    ``os.sendfile``) are not sampled."""
+    Only the thread holding the GIL is sampled (``--gil``): py-spy's idle detection cannot
+    see that uvloop is parked in epoll_wait or that kazoo's threads wait on locks, so without
+    it idle time shows up as busy; with it, sampled time tracks the broker's CPU time.
+    Sampling pauses the target for each sample (py-spy's default): ``--nonblocking`` reads
+    stacks while the broker runs and, under load, pins a large share of the time on the
+    wrong line (Connection._write's transport.write, ~27-38 % nonblocking against ~8 %
+    paused, same load).  Pausing costs the broker some throughput, which is why the
+    profiled phases are separate from the measured ones.  CPU spent in a C call made with
+    the GIL held (uvloop reading sockets) counts as the calling frame's own time; syscalls
+    made without the GIL (``os.pwrite``, ``os.pread``) are not sampled -- the perf view
+    (``perf_record``) shows those."""
     pyspy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     cmd = [pyspy, "record", "--pid", str(pid), "--rate", str(rate), "--format", "speedscope",
-           "--output", str(output), "--gil", "--nonblocking"]
+           "--output", str(output), "--gil"]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     time.sleep(1.0)  # let py-spy attach before the load starts
     if proc.poll() is not None:
