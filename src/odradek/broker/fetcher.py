@@ -343,6 +343,9 @@ class ReplicaFetcherManager:
                 fetcher = self.fetchers[key] = ReplicaFetcher(self, *key)
             fetcher.add(p)
 
+    def is_fetching(self, tp: TopicPartition) -> bool:
+        return any(tp in f.partitions for f in self.fetchers.values())
+
     def remove_partitions(self, tps: Iterable[TopicPartition]) -> None:
         tps = set(tps)
         for fetcher in self.fetchers.values():

@@ -174,6 +174,10 @@ class ReplicaManager:
         self.alter_partition = AlterPartitionManager(broker_id, broker_epoch, metadata_cache,
                                                      config.inter_broker_listener_name, self._on_isr_applied)
         self._tasks: list[asyncio.Task[None]] = []
+        # Hooks for components that follow leadership (the group coordinator loads and unloads
+        # the groups of __consumer_offsets partitions this broker leads).
+        self.on_become_leader: list[Callable[[list[Partition]], None]] = []
+        self.on_become_follower: list[Callable[[list[Partition]], None]] = []
         self.on_stop_replica: list[Callable[[list[tuple[Partition | None, TopicPartition, bool]]], None]] = []
 
     # ------------------------------------------------------------------ lifecycle
@@ -330,6 +334,8 @@ class ReplicaManager:
                              f"epoch {ps.leader_epoch}, ISR [{','.join(map(str, ps.isr))}] (from {ctrl}, "
                              f"correlation id {correlation_id})")
             self._wake(TopicPartition(partition.topic, partition.partition))
+        for hook in self.on_become_leader:
+            hook([p for p, _ in items])
 
     def _make_followers(self, items: list[tuple[Partition, control.LeaderAndIsrPartitionState]],
                         ctrl: str, correlation_id: int) -> None:
@@ -337,17 +343,17 @@ class ReplicaManager:
         self.fetchers.remove_partitions(tps)
         to_fetch = []
         for partition, ps in items:
-            leader_alive = ps.leader >= 0 and ps.leader in self.metadata_cache.alive_brokers
-            if not leader_alive and ps.leader >= 0:
-                # Kafka keeps the old state when the named leader is not (yet) known alive.
-                self.logger.warn(f"Leader {ps.leader} of partition {partition.name} is not alive in the metadata "
-                                 "cache; following it once it is")
             partition.make_follower(ps)
             if partition.log is None:
                 partition.leader_id = ps.leader
                 partition.leader_epoch = ps.leader_epoch
-            if ps.leader >= 0:
+            if ps.leader >= 0 and ps.leader in self.metadata_cache.alive_brokers:
                 to_fetch.append(partition)
+            elif ps.leader >= 0:
+                # The controller sends UpdateMetadata first, so this is rare; fetching starts
+                # when an UpdateMetadata shows the leader alive.
+                self.logger.warn(f"Leader {ps.leader} of partition {partition.name} is not alive in the metadata "
+                                 "cache; following it once it is")
             leader = ps.leader if ps.leader >= 0 else "none"
             self.logger.info(f"Completed become-follower transition for partition {partition.name} with new "
                              f"leader {leader} and leader epoch {ps.leader_epoch} (from {ctrl}, "
@@ -355,6 +361,8 @@ class ReplicaManager:
             self._wake(TopicPartition(partition.topic, partition.partition))
         if self.log_manager is not None:
             self.fetchers.add_partitions(to_fetch)
+        for hook in self.on_become_follower:
+            hook([p for p, _ in items])
 
     # ------------------------------------------------------------------ StopReplica
 
@@ -419,11 +427,23 @@ class ReplicaManager:
             return ErrorCode.stale_broker_epoch
         self.controller_epoch = request.controller_epoch
         deleted = self.metadata_cache.update(request)
+        self._start_waiting_followers()
         n = sum(len(ts.partition_states) for ts in request.topic_states)
         self.logger.info(f"Cached metadata for {n} partitions and {len(request.live_brokers)} live brokers from "
                          f"controller {request.controller_id} epoch {request.controller_epoch} with correlation id "
                          f"{correlation_id}" + (f"; deleted {len(deleted)} partitions" if deleted else ""))
         return ErrorCode.none
+
+    def _start_waiting_followers(self) -> None:
+        """Followers whose leader was not known alive start fetching once it is."""
+        if self.log_manager is None:
+            return
+        alive = self.metadata_cache.alive_brokers
+        waiting = [p for tp, p in self.partitions.items()
+                   if not p.is_leader and p.leader_id is not None and p.leader_id >= 0
+                   and p.leader_id in alive and not self.fetchers.is_fetching(tp)]
+        if waiting:
+            self.fetchers.add_partitions(waiting)
 
     # ------------------------------------------------------------------ produce
 

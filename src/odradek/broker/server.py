@@ -187,12 +187,14 @@ class KafkaServer:
                 log.warning("controlled shutdown failed (%s); proceeding with unclean shutdown", e)
             except Exception:
                 log.warning("controlled shutdown failed; proceeding with unclean shutdown", exc_info=True)
-        await self.socket_server.stop()
-        await self.config_manager.shutdown()  # dynamic topic configs
-        await self.replica_manager.shutdown()
-        await self.controller.shutdown()
+        # Each step is bounded: a stuck one is named in the log and the rest still run, so
+        # logs are closed cleanly (clean-shutdown marker) whatever happens.
+        await _bounded("socket server", self.socket_server.stop(), 10)
+        await _bounded("dynamic config manager", self.config_manager.shutdown(), 5)
+        await _bounded("replica manager", self.replica_manager.shutdown(), 10)
+        await _bounded("controller", self.controller.shutdown(), 15)
         self.log_manager.shutdown()
-        await self.zk.close()
+        await _bounded("ZooKeeper client", self.zk.close(), 10)
         state_change_log.flush()
         log.info("[KafkaServer id=%d] shut down completed", self.broker_id)
 
@@ -227,6 +229,20 @@ class KafkaServer:
             if attempt < retries:
                 await asyncio.sleep(backoff_s)
         log.warning("Controlled shutdown did not complete after %d attempts", retries + 1)
+
+
+async def _bounded(step: str, awaitable: Any, timeout_s: float) -> None:
+    started = asyncio.get_running_loop().time()
+    try:
+        await asyncio.wait_for(awaitable, timeout_s)
+    except TimeoutError:
+        log.warning("Shutdown step '%s' did not finish within %.0fs; continuing", step, timeout_s)
+    except Exception:
+        log.warning("Shutdown step '%s' failed; continuing", step, exc_info=True)
+    else:
+        elapsed = asyncio.get_running_loop().time() - started
+        if elapsed > 2:
+            log.info("Shutdown step '%s' took %.1fs", step, elapsed)
 
 
 class UnsupportedVersion(Exception):

@@ -3,6 +3,8 @@ UpdateMetadata, with Kafka's controller-epoch, broker-epoch and leader-epoch rul
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from control_helpers import (
     OTHER_TOPIC_ID,
     TOPIC_ID,
@@ -17,7 +19,9 @@ from control_helpers import (
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.partition import Partition
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.config import KafkaConfig
 from odradek.controller.context import TopicPartition
+from odradek.log.log_manager import LogManager, LogManagerConfig
 from odradek.protocol import control
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.framing import decode_response, encode_response
@@ -38,9 +42,18 @@ class Hooks:
             lambda items: self.stopped.append([(p is not None, t, d) for p, t, d in items]))
 
 
-def _rm() -> tuple[ReplicaManager, Hooks]:
-    rm = ReplicaManager(BROKER, MetadataCache(BROKER), broker_epoch=lambda: BROKER_EPOCH)
+def _rm(tmp_path: Path) -> tuple[ReplicaManager, Hooks]:
+    config = KafkaConfig.from_props({"broker.id": str(BROKER), "zookeeper.connect": "unused:2181",
+                                     "log.dirs": str(tmp_path / "logs")})
+    log_manager = LogManager(LogManagerConfig.from_kafka_config(config), config.log_config())
+    log_manager.startup()
+    rm = ReplicaManager(BROKER, config, MetadataCache(BROKER), log_manager, broker_epoch=lambda: BROKER_EPOCH)
     return rm, Hooks(rm)
+
+
+def leos(partition: Partition) -> dict[int, int]:
+    """The leader's view of its followers' log end offsets."""
+    return {r: state.log_end_offset for r, state in partition.remote.items()}
 
 
 def _errors(response: control.LeaderAndIsrResponse) -> dict[tuple[object, int], int]:
@@ -49,8 +62,8 @@ def _errors(response: control.LeaderAndIsrResponse) -> dict[tuple[object, int], 
 # ----------------------------------------------------------------------------- LeaderAndIsr
 
 
-def test_become_leader_and_follower_bookkeeping() -> None:
-    rm, hooks = _rm()
+def test_become_leader_and_follower_bookkeeping(tmp_path: Path) -> None:
+    rm, hooks = _rm(tmp_path)
     response = rm.become_leader_or_follower(7, leader_and_isr([
         lai_state(0, leader=1, leader_epoch=3, isr=(1, 2), replicas=(1, 2, 0), zk_version=4, controller_epoch=2),
         lai_state(1, leader=2, leader_epoch=5, isr=(2, 1), replicas=(2, 1)),
@@ -65,18 +78,18 @@ def test_become_leader_and_follower_bookkeeping() -> None:
     assert (leader.leader_id, leader.leader_epoch, leader.isr, leader.replicas) == (1, 3, (1, 2), (1, 2, 0))
     assert (leader.partition_epoch, leader.controller_epoch, leader.topic_id) == (4, 2, TOPIC_ID)
     # A new leader does not know where its followers are.
-    assert leader.remote_leos == {2: -1, 0: -1}
+    assert leos(leader) == {2: -1, 0: -1}
 
     follower = rm.get_partition("t", 1)
     assert follower is not None and not follower.is_leader
-    assert (follower.leader_id, follower.leader_epoch, follower.isr, follower.remote_leos) == (2, 5, (), {})
+    assert (follower.leader_id, follower.leader_epoch, follower.isr, follower.remote) == (2, 5, (2, 1), {})
 
     assert hooks.leaders == [["t-0"]] and hooks.followers == [["t-1"]]
     assert [p.name for p in rm.leader_partitions()] == ["t-0"]
 
 
-def test_request_from_a_stale_controller_epoch_is_refused_whole() -> None:
-    rm, hooks = _rm()
+def test_request_from_a_stale_controller_epoch_is_refused_whole(tmp_path: Path) -> None:
+    rm, hooks = _rm(tmp_path)
     rm.become_leader_or_follower(1, leader_and_isr([lai_state(0, 1, 3, (1,), (1,))], controller_epoch=5))
     response = rm.become_leader_or_follower(2, leader_and_isr(
         [lai_state(0, 2, 9, (2, 1), (1, 2)), lai_state(1, 1, 0, (1,), (1,))], controller_epoch=4))
@@ -90,8 +103,8 @@ def test_request_from_a_stale_controller_epoch_is_refused_whole() -> None:
     assert len(hooks.leaders) == 1 and hooks.followers == []
 
 
-def test_request_with_a_stale_broker_epoch_is_refused_whole() -> None:
-    rm, hooks = _rm()
+def test_request_with_a_stale_broker_epoch_is_refused_whole(tmp_path: Path) -> None:
+    rm, hooks = _rm(tmp_path)
     response = rm.become_leader_or_follower(1, leader_and_isr(
         [lai_state(0, 1, 0, (1,), (1,))], broker_epoch=BROKER_EPOCH - 1))
     assert response.error_code == ErrorCode.stale_broker_epoch
@@ -106,8 +119,8 @@ def test_request_with_a_stale_broker_epoch_is_refused_whole() -> None:
     assert set(rm.partitions) == {T0, T1, TopicPartition("t", 2)}
 
 
-def test_leader_epoch_rules() -> None:
-    rm, hooks = _rm()
+def test_leader_epoch_rules(tmp_path: Path) -> None:
+    rm, hooks = _rm(tmp_path)
     rm.become_leader_or_follower(1, leader_and_isr([lai_state(0, 2, 5, (2, 1), (2, 1))]))
     before = rm.get_partition("t", 0)
     assert before is not None and before.leader_id == 2
@@ -135,12 +148,12 @@ def test_leader_epoch_rules() -> None:
     assert _errors(response) == {(TOPIC_ID, 0): 0}
     assert rm.get_partition("t", 0) is before
     assert (before.is_leader, before.leader_epoch, before.isr) == (True, 6, (1, 2))
-    assert before.remote_leos == {2: -1}
+    assert leos(before) == {2: -1}
     assert hooks.leaders == [["t-0"]]
 
 
-def test_broker_not_among_the_replicas_gets_unknown_topic_or_partition() -> None:
-    rm, hooks = _rm()
+def test_broker_not_among_the_replicas_gets_unknown_topic_or_partition(tmp_path: Path) -> None:
+    rm, hooks = _rm(tmp_path)
     response = rm.become_leader_or_follower(1, leader_and_isr([
         lai_state(0, 2, 1, (2, 3), (2, 3)),
         lai_state(1, 1, 1, (1,), (1,)),
@@ -150,20 +163,21 @@ def test_broker_not_among_the_replicas_gets_unknown_topic_or_partition() -> None
     assert hooks.followers == [] and hooks.leaders == [["t-1"]]
 
 
-def test_a_leader_that_stays_leader_keeps_follower_positions_of_remaining_replicas() -> None:
-    rm, _ = _rm()
+def test_a_leader_that_stays_leader_keeps_follower_positions_of_remaining_replicas(tmp_path: Path) -> None:
+    rm, _ = _rm(tmp_path)
     rm.become_leader_or_follower(1, leader_and_isr([lai_state(0, 1, 1, (1, 2, 3), (1, 2, 3))]))
     partition = rm.get_partition("t", 0)
     assert partition is not None
-    partition.remote_leos.update({2: 40, 3: 35})
+    partition.remote[2].log_end_offset = 40
+    partition.remote[3].log_end_offset = 35
     # Replica 3 is reassigned away, 4 comes in; the ISR shrinks.
     rm.become_leader_or_follower(2, leader_and_isr([lai_state(0, 1, 2, (1, 2), (1, 2, 4))]))
-    assert partition.remote_leos == {2: 40, 4: -1}
+    assert leos(partition) == {2: 40, 4: -1}
     assert partition.isr == (1, 2)
 
 
-def test_several_topics_in_one_request_report_errors_per_topic_id() -> None:
-    rm, _ = _rm()
+def test_several_topics_in_one_request_report_errors_per_topic_id(tmp_path: Path) -> None:
+    rm, _ = _rm(tmp_path)
     request = leader_and_isr([lai_state(0, 1, 0, (1,), (1,))], more=[
         control.LeaderAndIsrTopicState(topic_name="u", topic_id=OTHER_TOPIC_ID, partition_states=(
             lai_state(3, 0, 0, (0,), (0,)),))])
@@ -189,8 +203,8 @@ def _stop_errors(response: control.StopReplicaResponse) -> dict[tuple[str, int],
     return {(p.topic_name, p.partition_index): int(p.error_code) for p in response.partition_errors}
 
 
-def test_stop_replica_fences_older_leader_epochs() -> None:
-    rm, hooks = _rm()
+def test_stop_replica_fences_older_leader_epochs(tmp_path: Path) -> None:
+    rm, hooks = _rm(tmp_path)
     _with_partitions(rm)
     response = rm.stop_replicas(2, stop_replica([("t", 0, 4, True), ("t", 1, 6, False)], controller_epoch=3))
     assert response.error_code == ErrorCode.none
@@ -200,8 +214,8 @@ def test_stop_replica_fences_older_leader_epochs() -> None:
     assert T1 in rm.partitions  # stopped without delete: still hosted
 
 
-def test_stop_replica_sentinel_epochs_bypass_the_check_and_delete_removes_the_partition() -> None:
-    rm, hooks = _rm()
+def test_stop_replica_sentinel_epochs_bypass_the_check_and_delete_removes_the_partition(tmp_path: Path) -> None:
+    rm, hooks = _rm(tmp_path)
     _with_partitions(rm)
     response = rm.stop_replicas(2, stop_replica(
         [("t", 0, -2, True), ("t", 1, -1, True), ("gone", 4, 9, True)], controller_epoch=3))
@@ -211,16 +225,16 @@ def test_stop_replica_sentinel_epochs_bypass_the_check_and_delete_removes_the_pa
     assert hooks.stopped == [[(True, T0, True), (True, T1, True), (False, TopicPartition("gone", 4), True)]]
 
 
-def test_stop_replica_with_the_current_leader_epoch_is_applied() -> None:
-    rm, _ = _rm()
+def test_stop_replica_with_the_current_leader_epoch_is_applied(tmp_path: Path) -> None:
+    rm, _ = _rm(tmp_path)
     _with_partitions(rm)
     response = rm.stop_replicas(2, stop_replica([("t", 0, 5, True)], controller_epoch=3))
     assert _stop_errors(response) == {("t", 0): 0}
     assert T0 not in rm.partitions
 
 
-def test_stop_replica_from_stale_controller_or_broker_epoch_changes_nothing() -> None:
-    rm, hooks = _rm()
+def test_stop_replica_from_stale_controller_or_broker_epoch_changes_nothing(tmp_path: Path) -> None:
+    rm, hooks = _rm(tmp_path)
     _with_partitions(rm)
     response = rm.stop_replicas(2, stop_replica([("t", 0, -2, True)], controller_epoch=2))
     assert response.error_code == ErrorCode.stale_controller_epoch
@@ -233,8 +247,8 @@ def test_stop_replica_from_stale_controller_or_broker_epoch_changes_nothing() ->
 # ----------------------------------------------------------------------------- UpdateMetadata
 
 
-def test_update_metadata_applies_to_the_cache_and_deletes_with_leader_minus_two() -> None:
-    rm, _ = _rm()
+def test_update_metadata_applies_to_the_cache_and_deletes_with_leader_minus_two(tmp_path: Path) -> None:
+    rm, _ = _rm(tmp_path)
     request = update_metadata({"t": (TOPIC_ID, [um_state(0, 1, 2, (1,), (1,)), um_state(1, 1)])},
                               [um_broker(1)], controller_epoch=3)
     assert rm.maybe_update_metadata_cache(1, request) == ErrorCode.none
@@ -247,8 +261,8 @@ def test_update_metadata_applies_to_the_cache_and_deletes_with_leader_minus_two(
     assert not rm.metadata_cache.contains_topic("t")
 
 
-def test_update_metadata_from_a_stale_epoch_is_refused_and_epochs_are_shared() -> None:
-    rm, _ = _rm()
+def test_update_metadata_from_a_stale_epoch_is_refused_and_epochs_are_shared(tmp_path: Path) -> None:
+    rm, _ = _rm(tmp_path)
     assert rm.maybe_update_metadata_cache(1, update_metadata(
         {"t": (TOPIC_ID, [um_state(0, 1)])}, [um_broker(1)], controller_epoch=4)) == ErrorCode.none
     stale = update_metadata({"t": (TOPIC_ID, [um_state(0, -2)])}, [], controller_epoch=3)
