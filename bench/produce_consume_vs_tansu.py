@@ -20,7 +20,8 @@ Client settings (identical for both brokers):
               --fetch-size default), fetch.queue.backoff.ms=1 (the perf tool's default)
 
 With --profile, after the measured phases, the odradek broker is sampled with py-spy during
-one extra produce phase and one extra consume phase (6 partitions); speedscope files and
+an extra produce phase and an extra consume phase (6 partitions), then with perf during two
+more; speedscope files and
 a top-functions summary land in bench/results/; where Linux `perf` is installed and
 permitted, a perf.data file (CPU samples of the broker, user and kernel) is recorded too and
 summarised by shared object, native function and syscall.  The measured phases are not
@@ -32,8 +33,10 @@ profiled; py-spy samples the thread holding the GIL (see odradek.perf.harness.py
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -134,29 +137,42 @@ def table(results: dict[int, dict[str, dict[str, object]]]) -> str:
 def profile(odradek: Target, records: int, record_size: int, extra_props: list[str],
             stamp: str) -> dict[str, object]:
     partitions = 6
-    topic = f"profile-{stamp}-p{partitions}"
-    odradek.create(topic, partitions)
+    runs = itertools.count()
+
+    def run_phase(phase: str) -> dict[str, object]:
+        if phase == "produce":
+            topic = f"profile-{stamp}-{next(runs)}-p{partitions}"
+            odradek.create(topic, partitions)
+            topics.append(topic)
+            return produce(odradek, topic, records, record_size, extra_props)
+        return consume(odradek, topics.pop(0), records)
+
+    topics: list[str] = []
     out: dict[str, object] = {}
     for phase in ("produce", "consume"):
+        # Two runs per phase: py-spy pauses the broker for every sample, which would show in
+        # perf's view as scheduler and futex time.
         path = RESULTS / f"odradek-broker-{phase}-{stamp}.speedscope.json"
-        native_path = RESULTS / f"odradek-broker-{phase}-{stamp}.perf.data"
-        with pyspy_record(odradek.pid, path), perf_record(odradek.pid, native_path) as native:
-            if phase == "produce":
-                r = produce(odradek, topic, records, record_size, extra_props)
-            else:
-                r = consume(odradek, topic, records)
+        with pyspy_record(odradek.pid, path):
+            r = run_phase(phase)
         summary = summarize_speedscope(path)
-        title = (f"odradek broker, {phase}, {partitions} partitions, {r['records_per_sec']:,.0f} rec/s "
-                 f"while profiled, broker CPU {r['broker_cpu_s']:.2f} s")
-        print(summary.format(f"\n{title}\npy-spy ({path.name})"))
+        print(summary.format(f"\nodradek broker, {phase}, {partitions} partitions, py-spy ({path.name}): "
+                             f"{r['records_per_sec']:,.0f} rec/s while sampled, broker CPU "
+                             f"{r['broker_cpu_s']:.2f} s"))
         out[phase] = {"speedscope": str(path), "records_per_sec": r["records_per_sec"],
                       "broker_cpu_s": r["broker_cpu_s"], "sampled_s": summary.sampled_s,
                       "self_top": summary.self_top, "inclusive_top": summary.inclusive_top}
-        if native is not None:
-            np = summarize_perf(native)
-            print(np.format(f"perf ({native.name})"))
-            out[phase].update(perf_data=str(native), perf_dsos=np.dsos, perf_symbols=np.symbols,  # type: ignore[union-attr]
-                              perf_kernel=np.kernel_paths)
+        native_path = RESULTS / f"odradek-broker-{phase}-{stamp}.perf.data"
+        with perf_record(odradek.pid, native_path) as native:
+            if native is None:
+                continue
+            r = run_phase(phase)
+        np = summarize_perf(native)
+        print(np.format(f"odradek broker, {phase}, perf ({native.name}): {r['records_per_sec']:,.0f} rec/s "
+                        f"while sampled, broker CPU {r['broker_cpu_s']:.2f} s"))
+        out[phase].update(perf_data=str(native), perf_records_per_sec=r["records_per_sec"],  # type: ignore[union-attr]
+                          perf_broker_cpu_s=r["broker_cpu_s"], perf_dsos=np.dsos,
+                          perf_symbols=np.symbols, perf_kernel=np.kernel_paths)
     return out
 
 
@@ -169,7 +185,7 @@ def main() -> None:
     ap.add_argument("--producer-props", nargs="*", default=[], help="extra producer properties (both brokers)")
     ap.add_argument("--profile", action="store_true", help="py-spy the odradek broker in extra phases")
     ap.add_argument("--profile-records", type=int, default=None, help="records per profiled phase")
-    ap.add_argument("--dir", help="working directory (default: a temporary one)")
+    ap.add_argument("--dir", help="working directory (default: a temporary one, removed afterwards)")
     args = ap.parse_args()
 
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -200,6 +216,8 @@ def main() -> None:
             profiles = profile(odradek, args.profile_records or args.records, args.record_size,
                                args.producer_props, stamp.replace("-", ""))
 
+    if not args.dir:
+        shutil.rmtree(base, ignore_errors=True)
     out = RESULTS / f"produce_consume_vs_tansu-{stamp}.json"
     out.write_text(json.dumps({
         "started": stamp, "records": args.records, "record_size": args.record_size,

@@ -32,6 +32,7 @@ import argparse
 import json
 import multiprocessing as mp
 import os
+import shutil
 import struct
 import sys
 import tempfile
@@ -240,7 +241,7 @@ def main() -> None:
                     help="extra properties for both throughput producers, e.g. "
                          "max.in.flight.requests.per.connection=5 (the Java producer's default; "
                          "librdkafka pipelines up to 1,000,000 requests per connection)")
-    ap.add_argument("--dir", help="working directory (default: a temporary one)")
+    ap.add_argument("--dir", help="working directory (default: a temporary one, removed afterwards)")
     args = ap.parse_args()
 
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -269,6 +270,8 @@ def main() -> None:
         print(f"  e2e:   {e['received']:,} of {e['sent']:,} records at {e['achieved_rate']:,.0f}/s, "
               f"{e['duplicates']} duplicates, {e['missing']} missing, {e['failed_sends']} failed sends",
               flush=True)
+    if not args.dir:
+        shutil.rmtree(base, ignore_errors=True)
     print()
     print(report(a, s, e))
     out = RESULTS / f"replicated_kreps-{stamp}.json"
