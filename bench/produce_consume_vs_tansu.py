@@ -45,6 +45,7 @@ from pathlib import Path
 from odradek.local.cluster import LocalCluster
 from odradek.perf.harness import (
     TansuBroker,
+    code_version,
     create_topic_admin,
     create_topic_zk,
     perf_record,
@@ -193,8 +194,11 @@ def main() -> None:
     base = Path(args.dir or tempfile.mkdtemp(prefix="odradek-vs-tansu-"))
     base.mkdir(parents=True, exist_ok=True)
     counts = [int(p) for p in args.partitions.split(",")]
+    code = code_version()
     print(f"records/phase {args.records:,} x {args.record_size} B; producer {' '.join(PRODUCER_PROPS + args.producer_props)}; "
-          f"consumer fetch-size {FETCH_SIZE}; load average {os.getloadavg()[0]:.2f}; work dir {base}", flush=True)
+          f"consumer fetch-size {FETCH_SIZE}; load average {os.getloadavg()[0]:.2f}; work dir {base}; "
+          f"code {code['commit']}{' + uncommitted ' + ', '.join(code['dirty']) if code['dirty'] else ''}",  # type: ignore[arg-type]
+          flush=True)
 
     with LocalCluster(base / "odradek", 1) as cluster, TansuBroker(base / "tansu.log") as tansu:
         broker = next(iter(cluster.brokers.values()))
@@ -220,7 +224,7 @@ def main() -> None:
         shutil.rmtree(base, ignore_errors=True)
     out = RESULTS / f"produce_consume_vs_tansu-{stamp}.json"
     out.write_text(json.dumps({
-        "started": stamp, "records": args.records, "record_size": args.record_size,
+        "started": stamp, "code": code, "records": args.records, "record_size": args.record_size,
         "producer_props": PRODUCER_PROPS + args.producer_props, "fetch_size": FETCH_SIZE,
         "cpu_count": os.cpu_count(), "python": sys.version.split()[0],
         "results": {str(k): v for k, v in results.items()}, "profiles": profiles,

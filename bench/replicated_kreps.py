@@ -42,7 +42,7 @@ from pathlib import Path
 
 from odradek.local.cluster import LocalCluster
 from odradek.perf.common import MB, percentile
-from odradek.perf.harness import create_topic_zk, process_cpu_seconds, run_perf
+from odradek.perf.harness import code_version, create_topic_zk, process_cpu_seconds, run_perf
 
 RESULTS = Path(__file__).resolve().parent / "results"
 GB = float(1 << 30)
@@ -247,9 +247,11 @@ def main() -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     base = Path(args.dir or tempfile.mkdtemp(prefix="odradek-kreps-"))
+    code = code_version()
     print(f"3 brokers, {PARTITIONS} partitions, RF {RF}, {RECORD_SIZE}-byte records; "
           f"{args.records:,} records per throughput phase; producer {' '.join(BATCHING + args.producer_props)}; load average {os.getloadavg()[0]:.2f}; "
-          f"work dir {base}", flush=True)
+          f"work dir {base}; code {code['commit']}"
+          f"{' + uncommitted ' + ', '.join(code['dirty']) if code['dirty'] else ''}", flush=True)  # type: ignore[arg-type]
     with LocalCluster(base / "cluster", 3) as cluster:
         for t in ("warmup", "async", "sync", "e2e"):
             create_topic_zk(cluster.zookeeper_connect, f"kreps-{t}", PARTITIONS, RF)
@@ -275,7 +277,7 @@ def main() -> None:
     print()
     print(report(a, s, e))
     out = RESULTS / f"replicated_kreps-{stamp}.json"
-    out.write_text(json.dumps({"started": stamp, "records": args.records,
+    out.write_text(json.dumps({"started": stamp, "code": code, "records": args.records,
                                "batching": BATCHING + args.producer_props,
                                "cpu_count": os.cpu_count(), "python": sys.version.split()[0],
                                "async": a, "sync": s, "e2e": e, "kreps_2014": KREPS,

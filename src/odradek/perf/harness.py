@@ -25,6 +25,7 @@ __all__ = [
     "NativeProfile",
     "ProfileSummary",
     "TansuBroker",
+    "code_version",
     "create_topic_admin",
     "create_topic_zk",
     "perf_record",
@@ -45,6 +46,20 @@ def process_cpu_seconds(pid: int) -> float:
         stat = fh.read()
     fields = stat[stat.rindex(b")") + 2:].split()  # the command name may contain spaces
     return (int(fields[11]) + int(fields[12])) / _CLK_TCK  # fields 14 and 15 of stat(5)
+
+
+def code_version() -> dict[str, object]:
+    """The commit a benchmark measured, and the source files that differed from it (the
+    working tree may hold others' uncommitted changes)."""
+    root = Path(__file__).resolve().parents[3]
+    try:
+        head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True, timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--", "src"],
+                               capture_output=True, text=True, timeout=10).stdout.split("\n")
+    except (OSError, subprocess.SubprocessError):
+        return {"commit": None, "dirty": []}
+    return {"commit": head or None, "dirty": [line[3:] for line in dirty if line.strip()]}
 
 
 def tansu_binary() -> str:
