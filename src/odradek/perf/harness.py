@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import shutil
 import signal
@@ -152,7 +153,10 @@ def create_topic_admin(bootstrap_servers: str, topic: str, partitions: int, repl
     ck = import_confluent_kafka()
     from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    quiet = logging.getLogger("odradek.perf.admin")
+    quiet.addHandler(logging.NullHandler())
+    quiet.propagate = False  # librdkafka's shutdown notices are not the benchmark's output
+    admin = AdminClient({"bootstrap.servers": bootstrap_servers, "logger": quiet})
     for future in admin.create_topics([NewTopic(topic, partitions, replication_factor)]).values():
         try:
             future.result(30)
