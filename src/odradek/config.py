@@ -359,7 +359,24 @@ def _broker_keys() -> list[ConfigKey]:
         k("inter.broker.protocol.version", Type.STRING, "3.0-IV1"),
         k("file.delete.delay.ms", Type.LONG, None, at_least(0)),
     ]
+    keys += _group_coordinator_keys()
     return keys
+
+
+def _group_coordinator_keys() -> list[ConfigKey]:
+    """The group coordinator's keys (Kafka's names and defaults; broker/group/)."""
+    k = ConfigKey
+    return [
+        k("group.min.session.timeout.ms", Type.INT, 6000, at_least(0)),
+        k("group.max.session.timeout.ms", Type.INT, 1800000, at_least(0)),
+        k("group.max.size", Type.INT, INT_MAX, at_least(1)),
+        k("offsets.retention.minutes", Type.INT, 10080, at_least(1)),
+        k("offsets.retention.check.interval.ms", Type.LONG, 600000, at_least(1)),
+        k("offsets.commit.timeout.ms", Type.INT, 5000, at_least(1)),
+        k("offset.metadata.max.bytes", Type.INT, 4096, at_least(0)),
+        k("offsets.load.buffer.size", Type.INT, 5242880, at_least(1)),
+        k("offsets.topic.segment.bytes", Type.INT, 104857600, at_least(1)),
+    ]
 
 
 BROKER_CONFIG: dict[str, ConfigKey] = {key.name: key for key in _broker_keys()}
@@ -369,8 +386,7 @@ BROKER_CONFIG: dict[str, ConfigKey] = {key.name: key for key in _broker_keys()}
 IGNORED_BROKER_KEYS = frozenset({
     "num.network.threads", "num.io.threads", "num.recovery.threads.per.data.dir",
     "background.threads", "queued.max.requests", "log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
-    "log.cleaner.io.buffer.size", "log.cleaner.backoff.ms", "group.min.session.timeout.ms",
-    "group.max.session.timeout.ms", "offsets.retention.minutes", "metric.reporters",
+    "log.cleaner.io.buffer.size", "log.cleaner.backoff.ms", "metric.reporters",
     "confluent.support.metrics.enable", "zookeeper.set.acl", "ssl.client.auth",
     "kafka.metrics.reporters", "kafka.metrics.polling.interval.secs",
 })

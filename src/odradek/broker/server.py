@@ -13,6 +13,7 @@ from odradek.admin.topics import TopicAdmin
 from odradek.broker.apis import load_handlers
 from odradek.broker.apis.api_versions import unsupported_api_versions
 from odradek.broker.config_manager import DynamicConfigManager
+from odradek.broker.group.coordinator import GroupCoordinator
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.config import KafkaConfig
@@ -57,6 +58,8 @@ class KafkaServer:
                                               lambda _topic, overrides: config.log_config(overrides))
         self.topic_admin = TopicAdmin(self.zk)
         self.producer_ids: Any = None  # created on the first InitProducerId
+        # Consumer groups: follows leadership of __consumer_offsets through the replica manager's hooks.
+        self.group_coordinator = GroupCoordinator.for_broker(self)
         self.handlers = load_handlers()
         self.socket_server = SocketServer(
             config.listeners, self.dispatch, on_unsupported=unsupported_api_versions,
@@ -91,6 +94,7 @@ class KafkaServer:
             await self.zk.close()
             raise BrokerStartupError(f"cannot use log.dirs {','.join(self.config.log_dirs)}: {e}") from None
         self.replica_manager.startup()
+        await self.group_coordinator.startup(self.zk)
         # Topic config overrides reach the logs before any request can.
         await self.config_manager.startup()
         try:
@@ -191,6 +195,7 @@ class KafkaServer:
         # logs are closed cleanly (clean-shutdown marker) whatever happens.
         await _bounded("socket server", self.socket_server.stop(), 10)
         await _bounded("dynamic config manager", self.config_manager.shutdown(), 5)
+        await _bounded("group coordinator", self.group_coordinator.shutdown(), 5)
         await _bounded("replica manager", self.replica_manager.shutdown(), 10)
         await _bounded("controller", self.controller.shutdown(), 15)
         self.log_manager.shutdown()

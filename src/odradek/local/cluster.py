@@ -75,7 +75,10 @@ class LocalCluster:
         self.zookeeper: EmbeddedZooKeeper | None = None
         self._external_zk = zookeeper_connect
         self._zk_port = zookeeper_port
-        self.overrides = {**LOCAL_DEFAULTS, **(overrides or {})}
+        # Kafka's offsets.topic.replication.factor (3) would leave a smaller cluster without a
+        # group coordinator (no __consumer_offsets): cap it at the broker count.
+        self.overrides = {**LOCAL_DEFAULTS, "offsets.topic.replication.factor": str(min(3, num_brokers)),
+                          **(overrides or {})}
         self.brokers: dict[int, BrokerProcess] = {}
         self._zk: KazooClient | None = None
         for i in range(num_brokers):

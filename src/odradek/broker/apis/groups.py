@@ -1,0 +1,247 @@
+"""Consumer group APIs: FindCoordinator (key 10), JoinGroup (11), Heartbeat (12),
+LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16), DeleteGroups (42).
+
+The logic is the group coordinator's (:mod:`odradek.broker.group`); these handlers only
+translate between the wire versions and it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from typing import TYPE_CHECKING
+
+from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
+from odradek.broker.group.coordinator import JoinRequest
+from odradek.broker.group.offsets_topic import OFFSETS_TOPIC
+from odradek.protocol.errors import ErrorCode, KafkaError, TopicAlreadyExistsError
+
+if TYPE_CHECKING:
+    from odradek.broker.server import KafkaServer
+    from odradek.net.server import Request, Response
+
+log = logging.getLogger(__name__)
+
+FIND_COORDINATOR = 10
+JOIN_GROUP = 11
+HEARTBEAT = 12
+LEAVE_GROUP = 13
+SYNC_GROUP = 14
+DESCRIBE_GROUPS = 15
+LIST_GROUPS = 16
+DELETE_GROUPS = 42
+
+_GROUP_KEY = 0
+_TRANSACTION_KEY = 1
+_OMITTED_OPERATIONS = -2147483648
+# Kafka's AclOperation codes a GROUP resource supports: READ, DELETE, DESCRIBE.  With no
+# authorizer, all are allowed.
+_GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8))
+_NO_TRANSACTIONS = ("odradek has no transaction coordinator: transactional producers are not supported "
+                    "(unset transactional.id; an idempotent producer needs none)")
+
+
+def ms(value: datetime.timedelta) -> int:
+    """A kio duration field in milliseconds."""
+    return value // datetime.timedelta(milliseconds=1)
+
+
+def client_host(request: Request) -> str:
+    """The peer's address the way Kafka reports it (``/127.0.0.1``)."""
+    host = request.connection.peer.rsplit(":", 1)[0]
+    return "/" + host
+
+
+# ----------------------------------------------------------------------------- FindCoordinator
+
+
+@api(FIND_COORDINATOR, "FindCoordinator", 0, 4)
+async def handle_find_coordinator(broker: KafkaServer, request: Request) -> Response:
+    body = decode_body(request)
+    version = request.api_version
+    key_type = getattr(body, "key_type", _GROUP_KEY)
+    keys = list(body.coordinator_keys) if version >= 4 else [body.key]
+    answers = [await _find_coordinator(broker, request, key_type, key) for key in keys]
+    m = response_module(FIND_COORDINATOR, version)
+    if version >= 4:
+        return respond(request, build(m.FindCoordinatorResponse, throttle_time=0, coordinators=tuple(
+            build(m.Coordinator, key=key, node_id=node, host=host, port=port, error_code=error, error_message=message)
+            for key, (error, message, node, host, port) in zip(keys, answers, strict=True))))
+    error, message, node, host, port = answers[0]
+    return respond(request, build(m.FindCoordinatorResponse, throttle_time=0, error_code=error,
+                                  error_message=message, node_id=node, host=host, port=port))
+
+
+async def _find_coordinator(broker: KafkaServer, request: Request, key_type: int, key: str
+                            ) -> tuple[ErrorCode, str | None, int, str, int]:
+    """(error, message, node id, host, port) for one key."""
+    def failed(error: ErrorCode, message: str | None = None) -> tuple[ErrorCode, str | None, int, str, int]:
+        return error, message, -1, "", -1
+
+    if key_type == _TRANSACTION_KEY:
+        # Non-retriable, so a transactional producer fails at once with the reason (librdkafka
+        # and the Java client treat it as fatal) instead of retrying for ever.
+        return failed(ErrorCode.transactional_id_authorization_failed, _NO_TRANSACTIONS)
+    if key_type != _GROUP_KEY:
+        return failed(ErrorCode.invalid_request, f"Unknown coordinator key type {key_type}")
+    coordinator = broker.group_coordinator
+    cache = broker.metadata_cache
+    if not cache.contains_topic(OFFSETS_TOPIC):
+        await _create_offsets_topic(broker)
+        return failed(ErrorCode.coordinator_not_available)
+    meta = cache.partition(OFFSETS_TOPIC, coordinator.partition_for(key))
+    if meta is None or meta.leader < 0:
+        return failed(ErrorCode.coordinator_not_available)
+    endpoint = cache.endpoint(meta.leader, request.connection.listener)
+    if endpoint is None:
+        return failed(ErrorCode.coordinator_not_available)
+    return ErrorCode.none, None, meta.leader, endpoint[0], endpoint[1]
+
+
+async def _create_offsets_topic(broker: KafkaServer) -> None:
+    """Create ``__consumer_offsets`` as Kafka does on the first FindCoordinator: not while
+    fewer brokers are alive than its replication factor."""
+    config = broker.group_coordinator.config
+    alive = len(broker.metadata_cache.alive_brokers)
+    if alive < config.offsets_topic_replication_factor:
+        log.error("Number of alive brokers '%d' does not meet the required replication factor '%d' for the "
+                  "offsets topic (configured via 'offsets.topic.replication.factor'). This error can be ignored "
+                  "if the cluster is starting up and not all brokers are up yet.",
+                  alive, config.offsets_topic_replication_factor)
+        return
+    coordinator = broker.group_coordinator
+
+    async def create() -> None:
+        try:
+            await broker.topic_admin.create_topic(
+                OFFSETS_TOPIC, config.offsets_topic_num_partitions, config.offsets_topic_replication_factor,
+                config=config.offsets_topic_configs())
+        except TopicAlreadyExistsError:
+            return
+        except KafkaError as e:
+            log.warning("Could not create topic %s: %s", OFFSETS_TOPIC, e)
+            return
+        log.info("Created topic %s with %d partitions and replication factor %d", OFFSETS_TOPIC,
+                 config.offsets_topic_num_partitions, config.offsets_topic_replication_factor)
+
+    if coordinator.offsets_topic_creation is None or coordinator.offsets_topic_creation.done():
+        coordinator.offsets_topic_creation = asyncio.ensure_future(create())
+    await asyncio.shield(coordinator.offsets_topic_creation)
+
+
+# ----------------------------------------------------------------------------- membership
+
+
+@api(JOIN_GROUP, "JoinGroup", 0, 9)
+async def handle_join_group(broker: KafkaServer, request: Request) -> Response:
+    body = decode_body(request)
+    version = request.api_version
+    session_timeout = ms(body.session_timeout)
+    result = await broker.group_coordinator.join_group(JoinRequest(
+        group_id=body.group_id, member_id=body.member_id,
+        group_instance_id=getattr(body, "group_instance_id", None),
+        client_id=request.header.client_id or "", client_host=client_host(request),
+        session_timeout_ms=session_timeout,
+        # v0 had one timeout for both
+        rebalance_timeout_ms=session_timeout if version == 0 else ms(body.rebalance_timeout),
+        protocol_type=body.protocol_type, protocols=tuple((p.name, p.metadata) for p in body.protocols),
+        require_known_member_id=version >= 4, supports_skip_assignment=version >= 9,
+        reason=getattr(body, "reason", None)))
+    m = response_module(JOIN_GROUP, version)
+    members = tuple(build(m.JoinGroupResponseMember, member_id=member_id, group_instance_id=instance_id,
+                          metadata=metadata) for member_id, instance_id, metadata in result.members)
+    return respond(request, build(
+        m.JoinGroupResponse, throttle_time=0, error_code=result.error, generation_id=result.generation_id,
+        protocol_type=result.protocol_type,
+        protocol_name=result.protocol_name if version >= 7 else (result.protocol_name or ""),
+        leader=result.leader_id, skip_assignment=result.skip_assignment, member_id=result.member_id,
+        members=members))
+
+
+@api(SYNC_GROUP, "SyncGroup", 0, 5)
+async def handle_sync_group(broker: KafkaServer, request: Request) -> Response:
+    body = decode_body(request)
+    result = await broker.group_coordinator.sync_group(
+        body.group_id, body.generation_id, body.member_id, getattr(body, "group_instance_id", None),
+        getattr(body, "protocol_type", None), getattr(body, "protocol_name", None),
+        {a.member_id: a.assignment for a in body.assignments})
+    m = response_module(SYNC_GROUP, request.api_version)
+    return respond(request, build(m.SyncGroupResponse, throttle_time=0, error_code=result.error,
+                                  protocol_type=result.protocol_type, protocol_name=result.protocol_name,
+                                  assignment=result.assignment))
+
+
+@api(HEARTBEAT, "Heartbeat", 0, 4)
+def handle_heartbeat(broker: KafkaServer, request: Request) -> Response:
+    body = decode_body(request)
+    error = broker.group_coordinator.heartbeat(body.group_id, body.member_id,
+                                               getattr(body, "group_instance_id", None), body.generation_id)
+    m = response_module(HEARTBEAT, request.api_version)
+    return respond(request, build(m.HeartbeatResponse, throttle_time=0, error_code=error))
+
+
+@api(LEAVE_GROUP, "LeaveGroup", 0, 5)
+def handle_leave_group(broker: KafkaServer, request: Request) -> Response:
+    body = decode_body(request)
+    version = request.api_version
+    if version < 3:
+        leaving: list[tuple[str, str | None]] = [(body.member_id, None)]
+    else:
+        leaving = [(member.member_id, member.group_instance_id) for member in body.members]
+    error, member_errors = broker.group_coordinator.leave_group(body.group_id, leaving)
+    m = response_module(LEAVE_GROUP, version)
+    if version < 3:
+        # One member: its error is the response's.
+        if error == ErrorCode.none and member_errors:
+            error = member_errors[0]
+        return respond(request, build(m.LeaveGroupResponse, throttle_time=0, error_code=error))
+    members = tuple(build(m.MemberResponse, member_id=member_id, group_instance_id=instance_id, error_code=e)
+                    for (member_id, instance_id), e in zip(leaving, member_errors, strict=False))
+    return respond(request, build(m.LeaveGroupResponse, throttle_time=0, error_code=error, members=members))
+
+
+# ----------------------------------------------------------------------------- administration
+
+
+@api(LIST_GROUPS, "ListGroups", 0, 5)
+def handle_list_groups(broker: KafkaServer, request: Request) -> Response:
+    body = decode_body(request)
+    types = {t.lower() for t in getattr(body, "types_filter", ())}
+    error, groups = broker.group_coordinator.list_groups(getattr(body, "states_filter", ()))
+    if types and "classic" not in types:
+        groups = []  # every group here speaks the classic protocol
+    m = response_module(LIST_GROUPS, request.api_version)
+    return respond(request, build(m.ListGroupsResponse, throttle_time=0, error_code=error, groups=tuple(
+        build(m.ListedGroup, group_id=group_id, protocol_type=protocol_type, group_state=state, group_type="classic")
+        for group_id, protocol_type, state in groups)))
+
+
+@api(DESCRIBE_GROUPS, "DescribeGroups", 0, 5)
+def handle_describe_groups(broker: KafkaServer, request: Request) -> Response:
+    body = decode_body(request)
+    m = response_module(DESCRIBE_GROUPS, request.api_version)
+    operations = _GROUP_OPERATIONS if getattr(body, "include_authorized_operations", False) else _OMITTED_OPERATIONS
+    described = []
+    for group_id in body.groups:
+        error, summary = broker.group_coordinator.describe_group(group_id)
+        members = tuple(build(
+            m.DescribedGroupMember, member_id=s.member_id, group_instance_id=s.group_instance_id,
+            client_id=s.client_id, client_host=s.client_host, member_metadata=s.metadata,
+            member_assignment=s.assignment) for s in summary.members)
+        described.append(build(
+            m.DescribedGroup, error_code=error, group_id=group_id, group_state=summary.state,
+            protocol_type=summary.protocol_type, protocol_data=summary.protocol, members=members,
+            authorized_operations=operations))
+    return respond(request, build(m.DescribeGroupsResponse, throttle_time=0, groups=tuple(described)))
+
+
+@api(DELETE_GROUPS, "DeleteGroups", 0, 2)
+def handle_delete_groups(broker: KafkaServer, request: Request) -> Response:
+    body = decode_body(request)
+    errors = broker.group_coordinator.delete_groups(body.groups_names)
+    m = response_module(DELETE_GROUPS, request.api_version)
+    return respond(request, build(m.DeleteGroupsResponse, throttle_time=0, results=tuple(
+        build(m.DeletableGroupResult, group_id=group_id, error_code=errors[group_id])
+        for group_id in dict.fromkeys(body.groups_names))))
+
