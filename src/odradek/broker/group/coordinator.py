@@ -1,42 +1,33 @@
-"""GroupCoordinator: consumer group membership and offsets (Kafka's classic, ZooKeeper-era
-group protocol).
+"""GroupCoordinator: consumer groups for the ``__consumer_offsets`` partitions this broker
+leads (Kafka's classic, ZooKeeper-era group coordinator).
 
-Membership: members join (JoinGroup), the coordinator waits for everyone it knows to
-rejoin (up to the rebalance timeout; for a group that was empty, ``group.initial.
-rebalance.delay.ms`` first, extended while new members keep arriving), then starts a new
-generation and answers every JoinGroup, the leader's with all members' subscriptions.  The
-leader's SyncGroup carries the assignment, which is persisted to ``__consumer_offsets``
-and handed to every member.  Members heartbeat within their session timeout or are
-removed, which starts a rebalance.
-
-Offsets: commits are validated against the member and generation (generation -1 with no
-member id is a standalone consumer, allowed while the group has no members), appended
-with acks=-1 and answered once replicated.
-
-Everything here runs on the broker's event loop; waiting requests are plain callbacks on
-the members (see :mod:`group`), timers come from a :class:`Scheduler`, and persistence is
-the :class:`GroupMetadataManager`'s.
+This module wires the coordinator to the broker (leadership hooks, offset expiry) and
+holds the offset and administration operations: commits are validated against the member
+and generation (generation -1 without a member id is a standalone consumer, allowed while
+the group has no members), appended with acks=-1 and answered once replicated; fetches
+answer from memory.  Membership (JoinGroup, SyncGroup, Heartbeat, LeaveGroup and the
+rebalance protocol) is :mod:`membership`'s; loading and persistence are the
+:class:`GroupMetadataManager`'s.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.group.group import (
     GroupMetadata,
     GroupState,
     JoinResult,
-    MemberMetadata,
     OffsetAndMetadata,
     SyncResult,
 )
 from odradek.broker.group.group_config import GroupConfig
 from odradek.broker.group.group_metadata_manager import GroupMetadataManager, TopicPartitionKey
+from odradek.broker.group.membership import UNKNOWN_MEMBER_ID, GroupMembership, JoinRequest
 from odradek.broker.group.offsets_topic import OFFSETS_TOPIC, ReplicatedOffsetsTopic
 from odradek.broker.group.scheduler import AsyncioScheduler, Scheduler
 from odradek.protocol.errors import ErrorCode
@@ -52,24 +43,6 @@ __all__ = ["GroupCoordinator", "GroupSummary", "JoinRequest", "MemberSummary", "
 
 S = GroupState
 E = ErrorCode
-UNKNOWN_MEMBER_ID = ""
-R = TypeVar("R")
-
-
-@dataclass(frozen=True, slots=True)
-class JoinRequest:
-    group_id: str
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: tuple[tuple[str, bytes], ...]
-    require_known_member_id: bool = True  # JoinGroup v4+
-    supports_skip_assignment: bool = False  # JoinGroup v9+
-    reason: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,28 +75,13 @@ DEAD_GROUP = GroupSummary(str(S.DEAD), "", "")
 NO_GROUP = GroupSummary("", "", "")
 
 
-def _chain(first: Callable[[R], None] | None, then: Callable[[R], None]) -> Callable[[R], None]:
-    """A member that sends JoinGroup (or SyncGroup) again while one is pending gets both
-    answered, so no request is left waiting forever (responses go out in request order on
-    a connection)."""
-    if first is None:
-        return then
-
-    def both(result: R) -> None:
-        first(result)
-        then(result)
-    return both
-
-
 class GroupCoordinator:
     def __init__(self, config: GroupConfig, manager: GroupMetadataManager, scheduler: Scheduler,
                  now_ms: Callable[[], int] | None = None) -> None:
         self.config = config
         self.manager = manager
-        self.scheduler = scheduler
         self.now_ms = now_ms or manager.now_ms
-        self._pending_member_timers: dict[tuple[str, str], object] = {}
-        self._background: set[asyncio.Task[None]] = set()
+        self.membership = GroupMembership(config, manager, scheduler, self.now_ms)
         self._expiry_task: asyncio.Task[None] | None = None
         # FindCoordinator's creation of __consumer_offsets, while one is under way.
         self.offsets_topic_creation: asyncio.Future[object] | None = None
@@ -155,9 +113,8 @@ class GroupCoordinator:
     async def shutdown(self) -> None:
         if self._expiry_task is not None:
             self._expiry_task.cancel()
-        self.manager.shutdown(self._on_group_unloaded)
-        for task in list(self._background):
-            task.cancel()
+        self.manager.shutdown(self.membership.on_group_unloaded)
+        self.membership.shutdown()
 
     async def _expiry_loop(self) -> None:
         while True:
@@ -188,580 +145,36 @@ class GroupCoordinator:
         return self.manager.partition_for(group_id)
 
     def on_election(self, partition: int) -> None:
-        self.manager.schedule_load(partition, self._on_group_loaded)
+        self.manager.schedule_load(partition, self.membership.on_group_loaded)
 
     def on_resignation(self, partition: int) -> None:
-        self.manager.unload(partition, self._on_group_unloaded)
+        self.manager.unload(partition, self.membership.on_group_unloaded)
 
-    def _on_group_loaded(self, group: GroupMetadata) -> None:
-        for member in group.members.values():
-            self._schedule_heartbeat(group, member, member.session_timeout_ms)
-
-    def _on_group_unloaded(self, group: GroupMetadata) -> None:
-        group.transition_to(S.DEAD, self.now_ms())
-        self._cancel_group_timer(group)
-        for member_id in group.pending_members:
-            self._cancel_pending_member_timer(group.group_id, member_id)
-        for member in group.members.values():
-            self._cancel_heartbeat(member)
-            group.invoke_join_callback(member, JoinResult(E.not_coordinator, member.member_id))
-            group.invoke_sync_callback(member, SyncResult(E.not_coordinator))
-
-    # ------------------------------------------------------------------ validation
-
-    def validate_group_status(self, group_id: str | None, *, allow_empty_id: bool = False) -> ErrorCode | None:
-        """Kafka's order: a bad group id, then loading, then not ours."""
-        if group_id is None or (not group_id and not allow_empty_id):
-            return E.invalid_group_id
-        if self.manager.is_group_loading(group_id):
-            return E.coordinator_load_in_progress
-        if not self.manager.is_group_local(group_id):
-            return E.not_coordinator
-        return None
-
-    @staticmethod
-    def _validate_current_member(group: GroupMetadata, member_id: str, group_instance_id: str | None
-                                 ) -> ErrorCode | None:
-        if group_instance_id is not None:
-            current = group.static_member_id(group_instance_id)
-            if current != member_id:
-                return E.fenced_instance_id if current is not None else E.unknown_member_id
-            return None
-        if not group.has(member_id):
-            return E.unknown_member_id
-        return None
-
-    # ------------------------------------------------------------------ JoinGroup
+    # ------------------------------------------------------------------ membership (see membership.py)
 
     async def join_group(self, request: JoinRequest) -> JoinResult:
-        future: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
-
-        def respond(result: JoinResult) -> None:
-            if not future.done():
-                future.set_result(result)
-
-        self.handle_join_group(request, respond)
-        return await future
-
-    def handle_join_group(self, req: JoinRequest, respond: Callable[[JoinResult], None]) -> None:
-        error = self.validate_group_status(req.group_id)
-        if error is not None:
-            respond(JoinResult(error, req.member_id))
-            return
-        if not self.config.min_session_timeout_ms <= req.session_timeout_ms <= self.config.max_session_timeout_ms:
-            respond(JoinResult(E.invalid_session_timeout, req.member_id))
-            return
-        unknown = req.member_id == UNKNOWN_MEMBER_ID
-        group = self.manager.get_group(req.group_id)
-        if group is None:
-            if not unknown:
-                respond(JoinResult(E.unknown_member_id, req.member_id))
-                return
-            group = self.manager.add_group(GroupMetadata(req.group_id, current_state_timestamp=self.now_ms()))
-        if not self._accept_joining_member(group, req.member_id):
-            member = group.members.get(req.member_id)
-            if member is not None:
-                self._remove_member_and_update_group(group, member, "the group is at its maximum size")
-            else:
-                group.remove(req.member_id)
-            respond(JoinResult(E.group_max_size_reached, req.member_id))
-        elif unknown:
-            self._do_new_member_join(group, req, respond)
-        else:
-            self._do_current_member_join(group, req, respond)
-        if group.is_(S.PREPARING_REBALANCE):
-            self._try_complete_join(group)
-
-    def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
-        max_size = self.config.max_size
-        if group.state in (S.EMPTY, S.DEAD):
-            return True
-        if group.is_(S.PREPARING_REBALANCE):
-            member = group.members.get(member_id)
-            return (member is not None and member.is_awaiting_join) or group.num_members_awaiting_join < max_size
-        return group.has(member_id) or group.size < max_size
-
-    def _do_new_member_join(self, group: GroupMetadata, req: JoinRequest, respond: Callable[[JoinResult], None]
-                            ) -> None:
-        if group.is_(S.DEAD):
-            respond(JoinResult(E.coordinator_not_available, req.member_id))
-            return
-        if not group.supports_protocols(req.protocol_type, (name for name, _ in req.protocols)):
-            respond(JoinResult(E.inconsistent_group_protocol, req.member_id))
-            return
-        new_member_id = f"{req.group_instance_id or req.client_id}-{uuid.uuid4()}"
-        if req.group_instance_id is not None:
-            old_member_id = group.static_member_id(req.group_instance_id)
-            if old_member_id is not None:
-                log.info("Static member with group.instance.id %s joins group %s in state %s; replacing member "
-                         "%s with %s", req.group_instance_id, group.group_id, group.state, old_member_id,
-                         new_member_id)
-                self._update_static_member_and_rebalance(group, old_member_id, new_member_id, req, respond)
-            else:
-                self._add_member_and_rebalance(group, req, new_member_id, respond)
-        elif req.require_known_member_id:
-            # KIP-394: the member must come back with the id it is given, so a JoinGroup whose
-            # response was lost leaves no member behind.
-            group.add_pending_member(new_member_id)
-            self._schedule_pending_member_expiration(group, new_member_id, req.session_timeout_ms)
-            respond(JoinResult(E.member_id_required, new_member_id))
-        else:
-            self._add_member_and_rebalance(group, req, new_member_id, respond)
-
-    def _do_current_member_join(self, group: GroupMetadata, req: JoinRequest,
-                                respond: Callable[[JoinResult], None]) -> None:
-        member_id = req.member_id
-        if group.is_(S.DEAD):
-            respond(JoinResult(E.coordinator_not_available, member_id))
-            return
-        if not group.supports_protocols(req.protocol_type, (name for name, _ in req.protocols)):
-            respond(JoinResult(E.inconsistent_group_protocol, member_id))
-            return
-        if group.is_pending_member(member_id):
-            self._add_member_and_rebalance(group, req, member_id, respond)
-            return
-        error = self._validate_current_member(group, member_id, req.group_instance_id)
-        if error is not None:
-            respond(JoinResult(error, member_id))
-            return
-        member = group.get(member_id)
-        if group.is_(S.PREPARING_REBALANCE):
-            self._update_member_and_rebalance(group, member, req, respond, "member joining during a rebalance")
-        elif group.is_(S.COMPLETING_REBALANCE):
-            if member.matches(req.protocols):
-                # The JoinGroup response was probably lost: answer it again.
-                respond(self._join_result(group, member, with_members=group.is_leader(member_id)))
-            else:
-                self._update_member_and_rebalance(group, member, req, respond, "member metadata changed")
-        elif group.is_(S.STABLE):
-            if group.is_leader(member_id):
-                # A leader rejoins to rebalance on changes the member metadata does not show
-                # (the subscribed topics' partitions, for consumers).
-                self._update_member_and_rebalance(group, member, req, respond, "leader rejoining")
-            elif not member.matches(req.protocols):
-                self._update_member_and_rebalance(group, member, req, respond, "member metadata changed")
-            else:
-                respond(self._join_result(group, member, with_members=False))
-        else:
-            respond(JoinResult(E.unknown_member_id, member_id))
-
-    @staticmethod
-    def _join_result(group: GroupMetadata, member: MemberMetadata, *, with_members: bool,
-                     leader_id: str | None = None, skip_assignment: bool = False) -> JoinResult:
-        return JoinResult(
-            E.none, member.member_id, group.generation_id, group.protocol_type, group.protocol_name,
-            (leader_id if leader_id is not None else group.leader_id) or "",
-            group.current_member_metadata() if with_members else (), skip_assignment)
-
-    def _add_member_and_rebalance(self, group: GroupMetadata, req: JoinRequest, member_id: str,
-                                  respond: Callable[[JoinResult], None]) -> None:
-        member = MemberMetadata(member_id, req.group_instance_id, req.client_id, req.client_host,
-                                req.rebalance_timeout_ms, req.session_timeout_ms, req.protocol_type, req.protocols,
-                                is_new=True)
-        if group.is_(S.PREPARING_REBALANCE) and group.generation_id == 0:
-            group.new_member_added = True  # extends the initial rebalance delay
-        self._cancel_pending_member_timer(group.group_id, member_id)
-        group.add(member, respond)
-        # A new member cannot heartbeat until it has joined; its JoinGroup is abandoned after
-        # the new-member timeout (its sender may be long gone).
-        self._schedule_heartbeat(group, member, self.config.new_member_join_timeout_ms)
-        self._maybe_prepare_rebalance(group, f"adding new member {member_id}")
-
-    def _update_member_and_rebalance(self, group: GroupMetadata, member: MemberMetadata, req: JoinRequest,
-                                     respond: Callable[[JoinResult], None], reason: str) -> None:
-        group.update_member(member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms,
-                            _chain(member.awaiting_join, respond))
-        self._maybe_prepare_rebalance(group, f"{reason} ({member.member_id})")
-
-    def _update_static_member_and_rebalance(self, group: GroupMetadata, old_member_id: str, new_member_id: str,
-                                            req: JoinRequest, respond: Callable[[JoinResult], None]) -> None:
-        assert req.group_instance_id is not None
-        current_leader = group.leader_id
-        member = group.replace_static_member(req.group_instance_id, old_member_id, new_member_id)
-        self._schedule_heartbeat(group, member, member.session_timeout_ms)
-        old_protocols = member.protocols
-        old_timeouts = (member.rebalance_timeout_ms, member.session_timeout_ms)
-        group.update_member(member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, respond)
-        if group.is_(S.STABLE):
-            if group.select_protocol() == group.protocol_name:
-                # Nothing the assignment depends on changed: keep the generation, persist the
-                # new member id, and let the member fetch its assignment with SyncGroup.
-                assignment = {m.member_id: m.assignment for m in group.members.values()}
-                self._spawn(self._store_replaced_static_member(
-                    group, member, old_member_id, current_leader, old_protocols, old_timeouts, assignment,
-                    req.supports_skip_assignment))
-            else:
-                self._maybe_prepare_rebalance(group, f"static member {new_member_id} changed the group's protocol")
-        elif group.is_(S.COMPLETING_REBALANCE):
-            # The leader may be assigning to the old member id: start over.
-            self._prepare_rebalance(group, f"static member {new_member_id} rejoined during the sync phase")
-
-    async def _store_replaced_static_member(
-            self, group: GroupMetadata, member: MemberMetadata, old_member_id: str, current_leader: str | None,
-            old_protocols: tuple[tuple[str, bytes], ...], old_timeouts: tuple[int, int],
-            assignment: Mapping[str, bytes], supports_skip: bool) -> None:
-        error = await self.manager.store_group(group, assignment)
-        callback = member.awaiting_join
-        if callback is None or group.is_(S.DEAD):
-            return  # answered meanwhile: a rebalance completed, or the group was unloaded
-        if error != E.none:
-            log.warning("Failed to persist the new member id %s of static member %s in group %s: %s; reverting",
-                        member.member_id, member.group_instance_id, group.group_id, error.name)
-            assert member.group_instance_id is not None
-            group.update_member(member, old_protocols, old_timeouts[0], old_timeouts[1], None)
-            group.replace_static_member(member.group_instance_id, member.member_id, old_member_id)
-            self._schedule_heartbeat(group, member, member.session_timeout_ms)
-            callback(JoinResult(error, UNKNOWN_MEMBER_ID, group.generation_id, group.protocol_type,
-                                group.protocol_name, current_leader or ""))
-        elif supports_skip:
-            # JoinGroup v9: a static leader is told it leads but need not assign.
-            is_leader = group.is_leader(member.member_id)
-            group.invoke_join_callback(member, self._join_result(group, member, with_members=is_leader,
-                                                                 skip_assignment=is_leader))
-        else:
-            # Older clients: report the old leader id, so a returning leader does not compute
-            # an assignment that a stable group would not distribute.
-            group.invoke_join_callback(member, self._join_result(group, member, with_members=False,
-                                                                 leader_id=current_leader or ""))
-
-    # ------------------------------------------------------------------ rebalancing
-
-    def _maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
-        if group.can_rebalance():
-            self._prepare_rebalance(group, reason)
-
-    def _prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
-        if group.is_(S.COMPLETING_REBALANCE):
-            self._reset_and_propagate_assignment_error(group, E.rebalance_in_progress)
-        self._cancel_group_timer(group)
-        group.pending_sync_members.clear()
-        initial = group.is_(S.EMPTY)
-        if initial:
-            delay = self.config.initial_rebalance_delay_ms
-            remaining = max(group.rebalance_timeout_ms() - delay, 0)
-            group.in_initial_delay = True
-            group.rebalance_timer = self.scheduler.call_later(
-                delay, lambda: self._on_initial_delay_expired(group, delay, remaining))
-        else:
-            group.in_initial_delay = False
-            group.rebalance_timer = self.scheduler.call_later(
-                group.rebalance_timeout_ms(), lambda: self._on_rebalance_timeout(group))
-        log.info("Preparing to rebalance group %s in state %s with old generation %d (%s-%d) (reason: %s)",
-                 group.group_id, group.state, group.generation_id, "__consumer_offsets",
-                 self.manager.partition_for(group.group_id), reason)
-        group.transition_to(S.PREPARING_REBALANCE, self.now_ms())
-        if not initial:
-            self._try_complete_join(group)
-
-    def _on_initial_delay_expired(self, group: GroupMetadata, delay: int, remaining: int) -> None:
-        group.rebalance_timer = None
-        if not group.is_(S.PREPARING_REBALANCE):
-            return
-        if group.new_member_added and remaining > 0:
-            group.new_member_added = False
-            next_delay = min(self.config.initial_rebalance_delay_ms, remaining)
-            next_remaining = max(remaining - delay, 0)
-            group.rebalance_timer = self.scheduler.call_later(
-                next_delay, lambda: self._on_initial_delay_expired(group, next_delay, next_remaining))
-            return
-        group.in_initial_delay = False
-        self._complete_join(group)
-
-    def _on_rebalance_timeout(self, group: GroupMetadata) -> None:
-        group.rebalance_timer = None
-        if group.is_(S.PREPARING_REBALANCE):
-            self._complete_join(group)
-
-    def _try_complete_join(self, group: GroupMetadata) -> None:
-        if group.is_(S.PREPARING_REBALANCE) and not group.in_initial_delay and group.has_all_members_joined():
-            self._cancel_group_timer(group)
-            self._complete_join(group)
-
-    def _complete_join(self, group: GroupMetadata) -> None:
-        if group.is_(S.DEAD):
-            return
-        for member in group.not_yet_rejoined_members():
-            if not member.is_static:  # static members keep their place until their session expires
-                self._cancel_heartbeat(member)
-                group.remove(member.member_id)
-        if not group.maybe_elect_new_joined_leader() and group.members:
-            log.error("Group %s could not complete rebalance because no members rejoined", group.group_id)
-            group.rebalance_timer = self.scheduler.call_later(
-                group.rebalance_timeout_ms(), lambda: self._on_rebalance_timeout(group))
-            return
-        group.init_next_generation(self.now_ms())
-        if group.is_(S.EMPTY):
-            log.info("Group %s with generation %d is now empty (%s-%d)", group.group_id, group.generation_id,
-                     "__consumer_offsets", self.manager.partition_for(group.group_id))
-            self._spawn(self._store_empty_group(group))
-            return
-        log.info("Stabilized group %s generation %d (%s-%d) with %d members", group.group_id, group.generation_id,
-                 "__consumer_offsets", self.manager.partition_for(group.group_id), group.size)
-        # Members that do not follow up with SyncGroup within the rebalance timeout are removed.
-        group.pending_sync_members = set(group.members)
-        generation = group.generation_id
-        group.rebalance_timer = self.scheduler.call_later(
-            group.rebalance_timeout_ms(), lambda: self._on_sync_timeout(group, generation))
-        for member in list(group.members.values()):
-            group.invoke_join_callback(member, self._join_result(group, member,
-                                                                 with_members=group.is_leader(member.member_id)))
-            self._schedule_heartbeat(group, member, member.session_timeout_ms)
-            member.is_new = False
-
-    async def _store_empty_group(self, group: GroupMetadata) -> None:
-        error = await self.manager.store_group(group, {})
-        if error != E.none:
-            log.warning("Failed to write the empty metadata of group %s: %s", group.group_id, error.name)
-
-    def _on_sync_timeout(self, group: GroupMetadata, generation: int) -> None:
-        group.rebalance_timer = None
-        if group.generation_id != generation or group.state not in (S.COMPLETING_REBALANCE, S.STABLE) \
-                or not group.pending_sync_members:
-            return
-        missing = sorted(group.pending_sync_members)
-        log.info("Group %s removed members who haven't sent their sync requests: %s", group.group_id, missing)
-        for member_id in missing:
-            member = group.remove(member_id)
-            if member is not None:
-                self._cancel_heartbeat(member)
-                group.invoke_sync_callback(member, SyncResult(E.unknown_member_id))
-        self._maybe_prepare_rebalance(group, "members did not send SyncGroup in time")
-
-    def _remove_pending_sync_member(self, group: GroupMetadata, member_id: str) -> None:
-        group.pending_sync_members.discard(member_id)
-        if not group.pending_sync_members and group.state in (S.COMPLETING_REBALANCE, S.STABLE):
-            self._cancel_group_timer(group)
-
-    def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: ErrorCode) -> None:
-        for member in group.members.values():
-            member.assignment = b""
-        self._propagate_assignment(group, error)
-
-    def _propagate_assignment(self, group: GroupMetadata, error: ErrorCode) -> None:
-        ok = error == E.none
-        for member in group.members.values():
-            if member.is_awaiting_sync:
-                group.invoke_sync_callback(member, SyncResult(
-                    error, member.assignment, group.protocol_type if ok else None,
-                    group.protocol_name if ok else None))
-                # A session that ran out while the member waited for its assignment starts over.
-                self._schedule_heartbeat(group, member, member.session_timeout_ms)
-
-    # ------------------------------------------------------------------ SyncGroup
+        return await self.membership.join_group(request)
 
     async def sync_group(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
                          protocol_type: str | None, protocol_name: str | None,
                          assignments: Mapping[str, bytes]) -> SyncResult:
-        future: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
-
-        def respond(result: SyncResult) -> None:
-            if not future.done():
-                future.set_result(result)
-
-        self.handle_sync_group(group_id, generation_id, member_id, group_instance_id, protocol_type,
-                               protocol_name, assignments, respond)
-        return await future
-
-    def handle_sync_group(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
-                          protocol_type: str | None, protocol_name: str | None, assignments: Mapping[str, bytes],
-                          respond: Callable[[SyncResult], None]) -> None:
-        error = self.validate_group_status(group_id)
-        group = self.manager.get_group(group_id) if error is None else None
-        if error is None and group is None:
-            error = E.unknown_member_id
-        if error is None and group is not None:
-            error = self._sync_error(group, generation_id, member_id, group_instance_id, protocol_type, protocol_name)
-        if error is not None or group is None:
-            respond(SyncResult(error or E.unknown_server_error))
-            return
-        member = group.get(member_id)
-        if group.is_(S.COMPLETING_REBALANCE):
-            member.awaiting_sync = _chain(member.awaiting_sync, respond)
-            self._remove_pending_sync_member(group, member_id)
-            if group.is_leader(member_id):
-                log.info("Assignment received from leader %s for group %s for generation %d. The group has %d "
-                         "members, %d of which are static.", member_id, group.group_id, group.generation_id,
-                         group.size, len(group.static_members))
-                missing = [m for m in group.members if m not in assignments]
-                if missing:
-                    log.warning("The leader of group %s gave no assignment to %s", group.group_id, missing)
-                assignment = {m: assignments.get(m, b"") for m in group.members}
-                self._spawn(self._store_assignment(group, group.generation_id, assignment))
-        else:  # Stable: the assignment is known
-            self._remove_pending_sync_member(group, member_id)
-            respond(SyncResult(E.none, member.assignment, group.protocol_type, group.protocol_name))
-            self._schedule_heartbeat(group, member, member.session_timeout_ms)
-
-    def _sync_error(self, group: GroupMetadata, generation_id: int, member_id: str, group_instance_id: str | None,
-                    protocol_type: str | None, protocol_name: str | None) -> ErrorCode | None:
-        if group.is_(S.DEAD):
-            return E.coordinator_not_available
-        if group.is_static_member_fenced(group_instance_id, member_id):
-            return E.fenced_instance_id
-        if not group.has(member_id):
-            return E.unknown_member_id
-        if generation_id != group.generation_id:
-            return E.illegal_generation
-        if (protocol_type is not None and protocol_type != group.protocol_type) or \
-                (protocol_name is not None and protocol_name != group.protocol_name):
-            return E.inconsistent_group_protocol
-        if group.is_(S.EMPTY):
-            return E.unknown_member_id
-        if group.is_(S.PREPARING_REBALANCE):
-            return E.rebalance_in_progress
-        return None
-
-    async def _store_assignment(self, group: GroupMetadata, generation: int, assignment: dict[str, bytes]) -> None:
-        error = await self.manager.store_group(group, assignment)
-        # A member may have joined (or the group been unloaded) meanwhile: only the same
-        # generation, still waiting for its assignment, takes this one.
-        if not group.is_(S.COMPLETING_REBALANCE) or group.generation_id != generation:
-            return
-        if error != E.none:
-            self._reset_and_propagate_assignment_error(group, error)
-            self._maybe_prepare_rebalance(group, f"error {error.name} storing the group assignment")
-            return
-        for member in group.members.values():
-            member.assignment = assignment.get(member.member_id, b"")
-        self._propagate_assignment(group, E.none)
-        group.transition_to(S.STABLE, self.now_ms())
-
-    # ------------------------------------------------------------------ Heartbeat and LeaveGroup
+        return await self.membership.sync_group(group_id, generation_id, member_id, group_instance_id,
+                                                protocol_type, protocol_name, assignments)
 
     def heartbeat(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int
                   ) -> ErrorCode:
-        error = self.validate_group_status(group_id)
-        if error is not None:
-            return error
-        group = self.manager.get_group(group_id)
-        if group is None:
-            return E.unknown_member_id
-        if group.is_(S.DEAD):
-            return E.coordinator_not_available
-        if group.is_static_member_fenced(group_instance_id, member_id):
-            return E.fenced_instance_id
-        if not group.has(member_id):
-            return E.unknown_member_id
-        if generation_id != group.generation_id:
-            return E.illegal_generation
-        if group.is_(S.EMPTY):
-            return E.unknown_member_id
-        member = group.get(member_id)
-        self._schedule_heartbeat(group, member, member.session_timeout_ms)
-        return E.rebalance_in_progress if group.is_(S.PREPARING_REBALANCE) else E.none
+        return self.membership.heartbeat(group_id, member_id, group_instance_id, generation_id)
 
     def leave_group(self, group_id: str, leaving: Iterable[tuple[str, str | None]]
                     ) -> tuple[ErrorCode, list[ErrorCode]]:
-        """(member id, group instance id) pairs leave; returns the group-level error and one
-        error per member."""
-        leaving = list(leaving)
-        error = self.validate_group_status(group_id)
-        if error is not None:
-            return error, []
-        group = self.manager.get_group(group_id)
-        if group is None:
-            return E.none, [E.unknown_member_id] * len(leaving)
-        if group.is_(S.DEAD):
-            return E.coordinator_not_available, []
-        errors = []
-        for member_id, instance_id in leaving:
-            if member_id == UNKNOWN_MEMBER_ID:
-                # Removing a static member by its instance id (an administrator's request).
-                current = group.static_member_id(instance_id)
-                if current is None:
-                    errors.append(E.unknown_member_id)
-                    continue
-                self._remove_member_and_update_group(group, group.get(current), "static member removed")
-            elif group.is_pending_member(member_id):
-                self._cancel_pending_member_timer(group.group_id, member_id)
-                group.remove(member_id)
-                self._try_complete_join(group)
-            else:
-                member_error = self._validate_current_member(group, member_id, instance_id)
-                if member_error is not None:
-                    errors.append(member_error)
-                    continue
-                log.info("Member %s has left group %s", member_id, group_id)
-                self._remove_member_and_update_group(group, group.get(member_id), f"member {member_id} left")
-            errors.append(E.none)
-        return E.none, errors
-
-    def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata, reason: str) -> None:
-        # A JoinGroup or SyncGroup still waiting is told the member is gone (it will rejoin
-        # from scratch if it is still alive).
-        group.invoke_join_callback(member, JoinResult(E.unknown_member_id, UNKNOWN_MEMBER_ID))
-        group.invoke_sync_callback(member, SyncResult(E.unknown_member_id))
-        self._cancel_heartbeat(member)
-        group.remove(member.member_id)
-        if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
-            self._maybe_prepare_rebalance(group, reason)
-        elif group.is_(S.PREPARING_REBALANCE):
-            self._try_complete_join(group)
-
-    # ------------------------------------------------------------------ timers
-
-    def _schedule_heartbeat(self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int) -> None:
-        self._cancel_heartbeat(member)
-        member.heartbeat_timer = self.scheduler.call_later(
-            timeout_ms, lambda: self._on_heartbeat_expired(group, member))
-
-    @staticmethod
-    def _cancel_heartbeat(member: MemberMetadata) -> None:
-        if member.heartbeat_timer is not None:
-            member.heartbeat_timer.cancel()
-            member.heartbeat_timer = None
-
-    def _on_heartbeat_expired(self, group: GroupMetadata, member: MemberMetadata) -> None:
-        member.heartbeat_timer = None
-        if group.is_(S.DEAD) or group.members.get(member.member_id) is not member:
-            return
-        if member.keeps_alive_without_heartbeat():
-            return  # rescheduled when its rebalance step completes
-        log.info("Member %s in group %s has failed, removing it from the group", member.member_id, group.group_id)
-        self._remove_member_and_update_group(group, member, f"member {member.member_id} failed (session expired)")
-
-    def _schedule_pending_member_expiration(self, group: GroupMetadata, member_id: str, timeout_ms: int) -> None:
-        key = (group.group_id, member_id)
-        self._cancel_pending_member_timer(*key)
-        self._pending_member_timers[key] = self.scheduler.call_later(
-            timeout_ms, lambda: self._on_pending_member_expired(group, member_id))
-
-    def _cancel_pending_member_timer(self, group_id: str, member_id: str) -> None:
-        handle = self._pending_member_timers.pop((group_id, member_id), None)
-        if handle is not None:
-            handle.cancel()  # type: ignore[attr-defined]
-
-    def _on_pending_member_expired(self, group: GroupMetadata, member_id: str) -> None:
-        self._pending_member_timers.pop((group.group_id, member_id), None)
-        if group.is_(S.DEAD) or not group.is_pending_member(member_id):
-            return
-        log.info("Pending member %s in group %s has been removed after session timeout expiration",
-                 member_id, group.group_id)
-        group.remove(member_id)
-        self._try_complete_join(group)
-
-    @staticmethod
-    def _cancel_group_timer(group: GroupMetadata) -> None:
-        if group.rebalance_timer is not None:
-            group.rebalance_timer.cancel()
-            group.rebalance_timer = None
-
-    def _spawn(self, coro: object) -> None:
-        task = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
-        self._background.add(task)
-        task.add_done_callback(self._task_done)
-
-    def _task_done(self, task: asyncio.Task[None]) -> None:
-        self._background.discard(task)
-        if not task.cancelled() and task.exception() is not None:
-            log.error("Group coordinator task failed", exc_info=task.exception())
+        return self.membership.leave_group(group_id, leaving)
 
     # ------------------------------------------------------------------ offsets
 
     async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
                              offsets: Mapping[TopicPartitionKey, OffsetAndMetadata]
                              ) -> dict[TopicPartitionKey, ErrorCode]:
-        error = self.validate_group_status(group_id, allow_empty_id=True)
+        error = self.manager.validate_group_status(group_id, allow_empty_id=True)
         if error is not None:
             return dict.fromkeys(offsets, error)
         group = self.manager.get_group(group_id)
@@ -778,7 +191,7 @@ class GroupCoordinator:
             return dict.fromkeys(offsets, E.rebalance_in_progress)
         if group.state in (S.STABLE, S.PREPARING_REBALANCE):
             member = group.get(member_id)
-            self._schedule_heartbeat(group, member, member.session_timeout_ms)  # a commit shows liveness
+            self.membership.schedule_heartbeat(group, member, member.session_timeout_ms)  # a commit shows liveness
         return await self.manager.store_offsets(group, offsets)
 
     def _validate_offset_commit(self, group: GroupMetadata, generation_id: int, member_id: str,
@@ -786,7 +199,7 @@ class GroupCoordinator:
         if group.is_(S.DEAD):
             return E.coordinator_not_available
         if generation_id >= 0 or member_id != UNKNOWN_MEMBER_ID or group_instance_id is not None:
-            error = self._validate_current_member(group, member_id, group_instance_id)
+            error = self.membership.validate_current_member(group, member_id, group_instance_id)
             if error is not None:
                 return error
             return E.illegal_generation if generation_id != group.generation_id else None
@@ -798,7 +211,7 @@ class GroupCoordinator:
                       ) -> tuple[ErrorCode, dict[TopicPartitionKey, PartitionOffset]]:
         """The group's committed offsets (all of them when ``partitions`` is None); a
         partition without a commit gets offset -1."""
-        error = self.validate_group_status(group_id, allow_empty_id=True)
+        error = self.manager.validate_group_status(group_id, allow_empty_id=True)
         if error is not None:
             return error, {}
         group = self.manager.get_group(group_id)
@@ -819,7 +232,7 @@ class GroupCoordinator:
         """OffsetDelete: offsets of topics the group does not consume go; a group still
         consuming a topic keeps its offsets (GROUP_SUBSCRIBED_TO_TOPIC)."""
         partitions = list(partitions)
-        error = self.validate_group_status(group_id)
+        error = self.manager.validate_group_status(group_id)
         if error is not None:
             return error, {}
         group = self.manager.get_group(group_id)
@@ -850,7 +263,7 @@ class GroupCoordinator:
         return error, groups
 
     def describe_group(self, group_id: str) -> tuple[ErrorCode, GroupSummary]:
-        error = self.validate_group_status(group_id, allow_empty_id=True)
+        error = self.manager.validate_group_status(group_id, allow_empty_id=True)
         if error is not None:
             return error, NO_GROUP
         group = self.manager.get_group(group_id)
@@ -871,7 +284,7 @@ class GroupCoordinator:
         errors: dict[str, ErrorCode] = {}
         eligible = []
         for group_id in group_ids:
-            error = self.validate_group_status(group_id, allow_empty_id=True)
+            error = self.manager.validate_group_status(group_id, allow_empty_id=True)
             group = self.manager.get_group(group_id) if error is None else None
             if error is not None:
                 errors[group_id] = error

@@ -95,6 +95,18 @@ class GroupMetadataManager:
     def is_loading(self) -> bool:
         return bool(self.loading)
 
+    def validate_group_status(self, group_id: str | None, *, allow_empty_id: bool = False) -> ErrorCode | None:
+        """Whether this broker serves ``group_id`` now (Kafka's order: a bad group id, then
+        loading, then not ours).  OffsetCommit, OffsetFetch, DescribeGroups and
+        DeleteGroups accept the empty group id, for compatibility with old clients."""
+        if group_id is None or (not group_id and not allow_empty_id):
+            return ErrorCode.invalid_group_id
+        if self.is_group_loading(group_id):
+            return ErrorCode.coordinator_load_in_progress
+        if not self.is_group_local(group_id):
+            return ErrorCode.not_coordinator
+        return None
+
     def get_group(self, group_id: str) -> GroupMetadata | None:
         return self.groups.get(group_id)
 
