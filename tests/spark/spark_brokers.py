@@ -22,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import pytest
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.metadata.v12 import request as metadata_req
@@ -35,23 +34,6 @@ from odradek.protocol.errors import ErrorCode
 from odradek.zk.client import KafkaZkClient
 
 TIMEOUT_S = 60.0
-
-# subscribePattern needs the metadata of every topic. librdkafka 2.16 sends that Metadata v12
-# request with 3 bytes after its body; Kafka's brokers ignore them, odradek's refuses the
-# request and closes the connection. Pattern tests run on both brokers; on odradek they are
-# expected to fail until the broker accepts such requests (then strict xfail reports XPASS).
-PATTERN_BROKERS = [
-    pytest.param(
-        "kafka_bootstrap",
-        marks=pytest.mark.xfail(
-            strict=True,
-            reason="odradek closes the connection on librdkafka's all-topics Metadata v12 "
-            "request (3 bytes after the body, which Kafka ignores)",
-        ),
-        id="odradek",
-    ),
-    pytest.param("tansu_bootstrap", id="tansu"),
-]
 
 _counter = itertools.count()
 

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import pytest
-from spark_brokers import PATTERN_BROKERS
 from spark_helpers import create_topic, produce, wait_for
 
 from odradek.spark.offset_reader import KafkaOffsetReader, admin_client
@@ -57,15 +55,9 @@ def test_partitions_of_each_subscription_kind(kafka_bootstrap):
     assert reader(kafka_bootstrap, subscribe=f"{topic},no-such-topic-here").partitions() == [
         TopicPartition(topic, p) for p in range(3)
     ]
+    assert reader(kafka_bootstrap, subscribePattern=topic[:-2] + "..").partitions() == [
+        TopicPartition(topic, p) for p in range(3)
+    ]
     assert reader(kafka_bootstrap, assign=f'{{"{topic}":[1]}}').partitions() == [
         TopicPartition(topic, 1)
-    ]
-
-
-@pytest.mark.parametrize("broker", PATTERN_BROKERS)
-def test_partitions_of_a_pattern(request, broker):
-    bootstrap = request.getfixturevalue(broker)
-    topic = create_topic(bootstrap, "kinds", partitions=3)
-    assert reader(bootstrap, subscribePattern=topic[:-2] + "..").partitions() == [
-        TopicPartition(topic, p) for p in range(3)
     ]

@@ -19,18 +19,20 @@ How every flight is counted exactly once, also across reruns:
   job drops ids it has already seen (streaming deduplication, its state in the
   checkpoint). Loading a flight twice (a re-run loader, a retry outside the idempotent
   producer's session) does not count it twice.
-* Aggregates are a stateful streaming aggregation (Spark keeps per-group count, sum and
-  the exact value histogram behind p90 in its state store) with output mode ``update``:
-  each micro-batch writes the groups it changed, one record per group, keyed by the group
-  (``carrier/origin``, ``*`` meaning all). The results topic is a changelog: the current
-  table is the last record of each key (one key lives in one partition, written in batch
-  order). A micro-batch that is written twice (the Kafka sink is at-least-once) writes the
-  same values again, which leaves the table unchanged.
+* Aggregates are a stateful streaming aggregation: Spark keeps each group's count, sum
+  and exact delay histogram (behind p90) in its state store, versioned with the
+  checkpointed offsets. Output mode ``complete`` (PySpark's Python streaming writers do
+  not support ``update``): each micro-batch writes every group, about 20 records, one
+  per group, keyed by the group (``carrier/origin``, ``*`` meaning all). The results
+  topic is a changelog: the current table is the last record of each key (one key lives
+  in one partition, written in batch order). A micro-batch written twice (the Kafka sink
+  is at-least-once) writes the same values again, which leaves the table unchanged.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -76,6 +78,7 @@ FLIGHT_SCHEMA = (
     "air_time DOUBLE, distance INT, hour INT, minute INT, time_hour STRING"
 )
 
+CLIENT_LOGGER = "odradek.spark.flights.client"
 PRODUCER_DEFAULTS: dict[str, object] = {
     "acks": "all",
     "enable.idempotence": True,
@@ -86,6 +89,7 @@ PRODUCER_DEFAULTS: dict[str, object] = {
     # well past that instead of failing records.
     "message.timeout.ms": 120_000,
     "queue.buffering.max.messages": 200_000,
+    "log.connection.close": False,  # brokers close idle connections; not worth a line
 }
 
 
@@ -153,7 +157,7 @@ def load_flights(
     (acks=all). ``on_chunk`` runs in this thread after every ``chunk_size`` records handed
     to the producer (while earlier ones are still being delivered); the demo kills a broker
     there. A delivery that fails (after librdkafka's retries within ``message.timeout.ms``)
-    is counted in ``failed`` and ``errors``; loading goes on.
+    is counted in ``failed`` and ``errors``; loading goes on. The topic must exist.
     """
     from confluent_kafka import KafkaError, Message, Producer
 
@@ -182,6 +186,9 @@ def load_flights(
         **(producer_config or {}),
         "bootstrap.servers": bootstrap,
         "error_cb": on_error,
+        # librdkafka's own log lines (a killed broker's refused connections, ...) go to
+        # this logger instead of stderr, so a caller's logging config decides.
+        "logger": logging.getLogger(CLIENT_LOGGER),
     }
     producer = Producer(config)
     bar = _LoadBar(topic, total, console) if progress else None
