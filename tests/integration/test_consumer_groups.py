@@ -1,0 +1,455 @@
+"""Consumer groups on real 3-broker clusters with real clients: confluent-kafka (librdkafka),
+kafka-python, aiokafka and kcat join groups, split partitions, rebalance when members come
+and go, commit and read back offsets, and resume from them; standalone consumers commit
+with generation -1; the coordinator's broker is SIGKILLed and another one takes over from
+the replicated __consumer_offsets without losing a commit."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaConsumer
+from aiokafka.structs import TopicPartition as AioTopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kafka import KafkaConsumer
+from kafka import TopicPartition as KpTopicPartition
+
+from conftest import ClusterFactory, partition_state, wait_until
+from odradek.broker.group.hashing import partition_for_group
+from odradek.local.cluster import LocalCluster
+
+OFFSETS_PARTITIONS = 6
+# Fast groups for tests: a short first-rebalance delay and sessions of a few seconds.
+GROUP_OVERRIDES = {
+    "offsets.topic.num.partitions": str(OFFSETS_PARTITIONS),
+    "group.initial.rebalance.delay.ms": "200",
+    "group.min.session.timeout.ms": "1000",
+}
+FAST_MEMBER = {"session.timeout.ms": 6000, "heartbeat.interval.ms": 300}
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    factory = ClusterFactory(zookeeper, tmp_path_factory.mktemp("groups-cluster"))
+    try:
+        yield factory(3, overrides=GROUP_OVERRIDES)
+    finally:
+        factory.stop_all()
+
+
+# ----------------------------------------------------------------------------- helpers
+
+
+def create_topic(cluster: LocalCluster, topic: str, partitions: int) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, partitions, 3)])[topic].result(30)
+
+    def ready() -> bool:
+        states = [partition_state(cluster, topic, p) for p in range(partitions)]
+        if not all(s is not None and s["leader"] >= 0 and len(s["isr"]) == 3 for s in states):
+            return False
+        md = admin.list_topics(topic, timeout=5).topics.get(topic)
+        return md is not None and md.error is None and len(md.partitions) == partitions and \
+            all(p.leader >= 0 for p in md.partitions.values())
+
+    wait_until(ready, timeout=60, message=f"{topic} online")
+
+
+def produce(cluster: LocalCluster, topic: str, values: Sequence[str]) -> None:
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 5})
+    failures: list[Any] = []
+    for v in values:
+        producer.produce(topic, key=v.encode(), value=v.encode(),
+                         on_delivery=lambda err, _msg: failures.append(err) if err else None)
+    assert producer.flush(30) == 0
+    assert not failures
+
+
+def end_offsets(cluster: LocalCluster, topic: str, partitions: int) -> dict[int, int]:
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "watermarks"})
+    try:
+        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
+    finally:
+        consumer.close()
+
+
+def group_consumer(cluster: LocalCluster, group: str, **extra: Any) -> Consumer:
+    return Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group,
+                     "auto.offset.reset": "earliest", "enable.auto.commit": False, **FAST_MEMBER, **extra})
+
+
+def commit(consumer: Consumer) -> None:
+    """A synchronous commit of what was consumed (nothing new to commit is fine)."""
+    try:
+        consumer.commit(asynchronous=False)
+    except KafkaException as e:
+        if e.args[0].code() != KafkaError._NO_OFFSET:
+            raise
+
+
+def committed(consumer: Consumer, topic: str, partitions: int) -> dict[int, int]:
+    return {tp.partition: tp.offset for tp in consumer.committed(
+        [TopicPartition(topic, p) for p in range(partitions)], timeout=10)}
+
+
+class Members:
+    """Several confluent consumers polled in turn from this thread; every record any of
+    them delivers is kept, by member."""
+
+    def __init__(self, consumers: Sequence[Consumer]) -> None:
+        self.consumers = list(consumers)
+        self.records: list[list[tuple[int, int, str]]] = [[] for _ in self.consumers]
+
+    def pump(self, seconds: float = 0.2) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            for i, consumer in enumerate(self.consumers):
+                msg = consumer.poll(0.02)
+                if msg is None:
+                    continue
+                assert msg.error() is None, msg.error()
+                self.records[i].append((msg.partition(), msg.offset(), msg.value().decode()))
+
+    def until(self, condition: Callable[[], bool], message: str, timeout: float = 60) -> None:
+        def step() -> bool:
+            self.pump()
+            return condition()
+        wait_until(step, timeout=timeout, interval=0, message=message)
+
+    def assignments(self) -> list[set[int]]:
+        return [{tp.partition for tp in c.assignment()} for c in self.consumers]
+
+    def balanced(self, sizes: list[int], partitions: int) -> bool:
+        current = self.assignments()
+        everything = set().union(*current)
+        return sorted(len(a) for a in current) == sizes and everything == set(range(partitions)) and \
+            sum(len(a) for a in current) == partitions
+
+    def all_records(self) -> list[tuple[int, int, str]]:
+        return [r for rs in self.records for r in rs]
+
+    def close(self, index: int) -> None:
+        self.consumers[index].close()
+        del self.consumers[index]
+        del self.records[index]
+
+
+def assert_exactly(records: list[tuple[int, int, str]], expected_values: set[str]) -> None:
+    keys = [(p, o) for p, o, _ in records]
+    assert len(keys) == len(set(keys)), "a record was delivered twice"
+    assert {v for _, _, v in records} == expected_values
+    assert len(records) == len(expected_values)
+
+
+# ----------------------------------------------------------------------------- confluent-kafka
+
+
+def test_confluent_group_splits_rebalances_commits_and_resumes(cluster: LocalCluster) -> None:
+    topic, partitions = "group-orders", 6
+    create_topic(cluster, topic, partitions)
+    members = Members([group_consumer(cluster, "orders-app") for _ in range(3)])
+    try:
+        for c in members.consumers:
+            c.subscribe([topic])
+        # (Records produced before the group settles could be read twice: a partition that
+        # moves before a commit is read again from the start, as in Kafka.)
+        members.until(lambda: members.balanced([2, 2, 2], partitions), "three members with two partitions each")
+        first = [f"a{i}" for i in range(600)]
+        produce(cluster, topic, first)
+        members.until(lambda: len(members.all_records()) >= len(first), "all records consumed")
+        assert_exactly(members.all_records(), set(first))
+        # Each member read only its own partitions.
+        for owned, records in zip(members.assignments(), members.records, strict=True):
+            assert {p for p, _, _ in records} <= owned
+        for c in members.consumers:
+            commit(c)
+        ends = end_offsets(cluster, topic, partitions)
+        assert committed(members.consumers[0], topic, partitions) == ends
+
+        # A member leaves: the other two take over its partitions and carry on from the
+        # committed offsets, re-reading nothing.
+        members.close(0)
+        members.records = [[] for _ in members.consumers]
+        members.until(lambda: members.balanced([3, 3], partitions), "two members with three partitions each")
+        second = [f"b{i}" for i in range(300)]
+        produce(cluster, topic, second)
+        members.until(lambda: len(members.all_records()) >= len(second), "the new records consumed")
+        members.pump(0.5)
+        assert_exactly(members.all_records(), set(second))
+        for c in members.consumers:
+            commit(c)
+        assert committed(members.consumers[0], topic, partitions) == end_offsets(cluster, topic, partitions)
+    finally:
+        for c in members.consumers:
+            c.close()
+
+    # A consumer starting later in the same group resumes where the group left off.
+    third = [f"c{i}" for i in range(60)]
+    produce(cluster, topic, third)
+    again = Members([group_consumer(cluster, "orders-app")])
+    try:
+        again.consumers[0].subscribe([topic])
+        again.until(lambda: len(again.all_records()) >= len(third), "records after the restart")
+        again.pump(0.5)
+        assert_exactly(again.all_records(), set(third))
+    finally:
+        again.consumers[0].close()
+
+
+def test_confluent_standalone_consumer_commits_with_generation_minus_one(cluster: LocalCluster) -> None:
+    topic = "group-standalone"
+    create_topic(cluster, topic, 2)
+    produce(cluster, topic, [f"s{i}" for i in range(40)])
+    consumer = group_consumer(cluster, "standalone-app")
+    try:
+        consumer.assign([TopicPartition(topic, 0, 0), TopicPartition(topic, 1, 0)])
+        seen = 0
+        deadline = time.monotonic() + 30
+        while seen < 40 and time.monotonic() < deadline:
+            msg = consumer.poll(0.2)
+            if msg is not None and msg.error() is None:
+                seen += 1
+        assert seen == 40
+        consumer.commit(asynchronous=False)
+        expected = end_offsets(cluster, topic, 2)
+    finally:
+        consumer.close()
+    other = group_consumer(cluster, "standalone-app")
+    try:
+        assert committed(other, topic, 2) == expected
+        # Explicit offsets (with metadata), again without joining the group.
+        other.commit(offsets=[TopicPartition(topic, 0, 3)], asynchronous=False)
+        assert committed(other, topic, 2) == {0: 3, 1: expected[1]}
+    finally:
+        other.close()
+
+
+def test_confluent_admin_lists_describes_and_deletes_groups(cluster: LocalCluster) -> None:
+    topic = "group-admin"
+    create_topic(cluster, topic, 3)
+    produce(cluster, topic, [f"x{i}" for i in range(30)])
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    members = Members([group_consumer(cluster, "admin-app", **{"client.id": "admin-app-client"})])
+    try:
+        members.consumers[0].subscribe([topic])
+        members.until(lambda: len(members.all_records()) >= 30, "records consumed")
+        members.consumers[0].commit(asynchronous=False)
+        listed = {g.group_id: g for g in admin.list_consumer_groups().result(30).valid}
+        assert "admin-app" in listed
+        assert str(listed["admin-app"].state).endswith("STABLE")
+        (described,) = admin.describe_consumer_groups(["admin-app"]).values()
+        description = described.result(30)
+        assert str(description.state).endswith("STABLE")
+        assert description.partition_assignor == "range"
+        (member,) = description.members
+        assert member.client_id == "admin-app-client"
+        assert {tp.partition for tp in member.assignment.topic_partitions} == {0, 1, 2}
+        # A group with members cannot be deleted.
+        with pytest.raises(KafkaException, match="NON_EMPTY_GROUP"):
+            admin.delete_consumer_groups(["admin-app"])["admin-app"].result(30)
+    finally:
+        members.consumers[0].close()
+    wait_until(lambda: str({g.group_id: g for g in admin.list_consumer_groups().result(30).valid}
+                           ["admin-app"].state).endswith("EMPTY"), message="the group empty")
+    admin.delete_consumer_groups(["admin-app"])["admin-app"].result(30)
+    assert "admin-app" not in {g.group_id for g in admin.list_consumer_groups().result(30).valid}
+    with pytest.raises(KafkaException, match="GROUP_ID_NOT_FOUND"):
+        admin.delete_consumer_groups(["admin-app"])["admin-app"].result(30)
+    check = group_consumer(cluster, "admin-app")
+    try:
+        assert set(committed(check, topic, 3).values()) == {-1001}  # the offsets went with the group
+    finally:
+        check.close()
+
+
+def test_transactional_producer_fails_fast_with_the_reason(cluster: LocalCluster) -> None:
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": "tx-1"})
+    started = time.monotonic()
+    with pytest.raises(KafkaException) as failure:
+        producer.init_transactions(20)
+    assert time.monotonic() - started < 15
+    error = failure.value.args[0]
+    assert error.fatal()
+    assert "no transaction coordinator" in error.str()
+
+
+# ----------------------------------------------------------------------------- other clients
+
+
+def test_kafka_python_group_consumer_subscribes_commits_and_resumes(cluster: LocalCluster) -> None:
+    topic = "group-kafka-python"
+    create_topic(cluster, topic, 3)
+    first = {f"k{i}" for i in range(90)}
+    produce(cluster, topic, sorted(first))
+
+    def consume(expected: int) -> tuple[set[str], dict[int, int]]:
+        consumer = KafkaConsumer(topic, bootstrap_servers=cluster.bootstrap_servers, group_id="kafka-python-app",
+                                 auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=6000,
+                                 heartbeat_interval_ms=500)
+        try:
+            values: list[str] = []
+            deadline = time.monotonic() + 60
+            while len(values) < expected and time.monotonic() < deadline:
+                for records in consumer.poll(timeout_ms=500).values():
+                    values.extend(r.value.decode() for r in records)
+            consumer.poll(timeout_ms=500)
+            consumer.commit()
+            return set(values), {p: consumer.committed(KpTopicPartition(topic, p)) for p in range(3)}
+        finally:
+            consumer.close()
+
+    values, offsets = consume(len(first))
+    assert values == first
+    assert offsets == end_offsets(cluster, topic, 3)
+    second = {f"l{i}" for i in range(30)}
+    produce(cluster, topic, sorted(second))
+    values, offsets = consume(len(second))
+    assert values == second
+    assert offsets == end_offsets(cluster, topic, 3)
+
+
+def test_kafka_python_standalone_commit(cluster: LocalCluster) -> None:
+    topic = "group-kafka-python-solo"
+    create_topic(cluster, topic, 1)
+    produce(cluster, topic, [f"m{i}" for i in range(10)])
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, group_id="kafka-python-solo",
+                             enable_auto_commit=False, auto_offset_reset="earliest")
+    try:
+        tp = KpTopicPartition(topic, 0)
+        consumer.assign([tp])
+        seen = 0
+        deadline = time.monotonic() + 30
+        while seen < 10 and time.monotonic() < deadline:
+            seen += sum(len(rs) for rs in consumer.poll(timeout_ms=500).values())
+        consumer.commit()
+        assert consumer.committed(tp) == 10
+    finally:
+        consumer.close()
+
+
+def test_aiokafka_group_consumer_subscribes_and_commits(cluster: LocalCluster) -> None:
+    topic = "group-aiokafka"
+    create_topic(cluster, topic, 3)
+    expected = {f"q{i}" for i in range(60)}
+    produce(cluster, topic, sorted(expected))
+
+    async def consume() -> tuple[set[str], dict[int, int | None]]:
+        consumer = AIOKafkaConsumer(topic, bootstrap_servers=cluster.bootstrap_servers, group_id="aiokafka-app",
+                                    auto_offset_reset="earliest", enable_auto_commit=False,
+                                    session_timeout_ms=6000, heartbeat_interval_ms=500)
+        await consumer.start()
+        try:
+            values: set[str] = set()
+            deadline = time.monotonic() + 60
+            while len(values) < len(expected) and time.monotonic() < deadline:
+                for records in (await consumer.getmany(timeout_ms=500)).values():
+                    values.update(r.value.decode() for r in records)
+            await consumer.commit()
+            return values, {p: await consumer.committed(AioTopicPartition(topic, p)) for p in range(3)}
+        finally:
+            await consumer.stop()
+
+    values, offsets = asyncio.run(consume())
+    assert values == expected
+    assert offsets == end_offsets(cluster, topic, 3)
+
+
+@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
+def test_kcat_balanced_consumer(cluster: LocalCluster) -> None:
+    topic = "group-kcat"
+    create_topic(cluster, topic, 3)
+    produce(cluster, topic, [f"r{i}" for i in range(45)])
+    result = subprocess.run(
+        ["kcat", "-b", cluster.bootstrap_servers, "-G", "kcat-app", topic, "-c", "45", "-q", "-f", "%p %o %s\\n",
+         "-X", "auto.offset.reset=earliest", "-X", "session.timeout.ms=6000"],
+        capture_output=True, text=True, timeout=90, stdin=subprocess.DEVNULL)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.split()
+    assert {v for v in lines if v.startswith("r")} == {f"r{i}" for i in range(45)}
+    # kcat commits (auto commit) when it closes the consumer.
+    check = group_consumer(cluster, "kcat-app")
+    try:
+        wait_until(lambda: committed(check, topic, 3) == end_offsets(cluster, topic, 3), timeout=30,
+                   message="kcat's commits")
+    finally:
+        check.close()
+
+
+# ----------------------------------------------------------------------------- failover
+
+
+def test_coordinator_failover_keeps_every_commit(cluster_factory: ClusterFactory) -> None:
+    cluster = cluster_factory(3, overrides=GROUP_OVERRIDES)
+    topic, partitions, group = "group-failover", 3, "survivor"
+    create_topic(cluster, topic, partitions)
+    produce(cluster, topic, [f"f{i}" for i in range(300)])
+
+    members = Members([group_consumer(cluster, group)])
+    consumer = members.consumers[0]
+    try:
+        consumer.subscribe([topic])
+        members.until(lambda: len(members.all_records()) >= 150, "half the records")
+        consumer.commit(asynchronous=False)
+        before = committed(consumer, topic, partitions)
+        assert sum(before.values()) >= 150
+
+        offsets_partition = partition_for_group(group, OFFSETS_PARTITIONS)
+        state = partition_state(cluster, "__consumer_offsets", offsets_partition)
+        assert state is not None and len(state["isr"]) == 3
+        victim = state["leader"]
+        cluster.kill_broker(victim)
+
+        def new_coordinator() -> bool:
+            s = partition_state(cluster, "__consumer_offsets", offsets_partition)
+            return s is not None and s["leader"] not in (victim, -1)
+
+        members.until(new_coordinator, "a new leader for the group's __consumer_offsets partition")
+
+        def commits_survived() -> bool:
+            try:
+                return committed(consumer, topic, partitions) == before
+            except KafkaException:
+                return False  # the client is still finding the new coordinator
+
+        members.until(commits_survived, "the committed offsets from the new coordinator")
+        # The new coordinator loaded the group itself, not just its offsets: the member is
+        # still there, in a stable group.
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        description = admin.describe_consumer_groups([group])[group].result(30)
+        assert description.coordinator.id not in (victim, -1)
+        assert str(description.state).endswith("STABLE")
+        assert [m.member_id for m in description.members] == [consumer.memberid()]
+        # The member carries on in its generation: it reads the rest and commits again.
+        members.until(lambda: len({(p, o) for p, o, _ in members.all_records()}) >= 300, "the rest of the records")
+        assert {v for _, _, v in members.all_records()} == {f"f{i}" for i in range(300)}
+        members.until(lambda: _commit_ok(consumer), "a commit to the new coordinator")
+        after = committed(consumer, topic, partitions)
+        assert after == end_offsets(cluster, topic, partitions)
+    finally:
+        consumer.close()
+
+    # A new member of the group starts from those commits.
+    produce(cluster, topic, [f"g{i}" for i in range(30)])
+    again = Members([group_consumer(cluster, group)])
+    try:
+        again.consumers[0].subscribe([topic])
+        again.until(lambda: len(again.all_records()) >= 30, "records after the failover")
+        again.pump(0.5)
+        assert_exactly(again.all_records(), {f"g{i}" for i in range(30)})
+    finally:
+        again.consumers[0].close()
+
+
+def _commit_ok(consumer: Consumer) -> bool:
+    try:
+        commit(consumer)
+    except KafkaException:
+        return False
+    return True
