@@ -269,6 +269,37 @@ def test_confluent_admin_lists_describes_and_deletes_groups(cluster: LocalCluste
         check.close()
 
 
+def test_confluent_static_member_restarts_without_a_rebalance(cluster: LocalCluster) -> None:
+    topic, group = "group-static", "static-app"
+    create_topic(cluster, topic, 2)
+    revoked: list[list[int]] = []
+    a = group_consumer(cluster, group, **{"group.instance.id": "instance-a"})
+    b = group_consumer(cluster, group, **{"group.instance.id": "instance-b"})
+    members = Members([a, b])
+    try:
+        a.subscribe([topic])
+        b.subscribe([topic], on_revoke=lambda _c, parts: revoked.append([p.partition for p in parts]))
+        members.until(lambda: members.balanced([1, 1], 2), "one partition each")
+        a_partitions = members.assignments()[0]
+        revoked.clear()
+        # A static member leaves without LeaveGroup; its instance id comes back under a new
+        # member id within the session timeout and gets its old assignment, no rebalance.
+        members.close(0)
+        restarted = group_consumer(cluster, group, **{"group.instance.id": "instance-a"})
+        restarted.subscribe([topic])
+        members.consumers.insert(0, restarted)
+        members.records.insert(0, [])
+        members.until(lambda: members.assignments()[0] == a_partitions, "the restarted member's assignment")
+        members.pump(1.0)
+        assert revoked == []  # the other member never gave up its partition
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        description = admin.describe_consumer_groups([group])[group].result(30)
+        assert sorted(m.group_instance_id for m in description.members) == ["instance-a", "instance-b"]
+    finally:
+        for c in members.consumers:
+            c.close()
+
+
 def test_transactional_producer_fails_fast_with_the_reason(cluster: LocalCluster) -> None:
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": "tx-1"})
     started = time.monotonic()
