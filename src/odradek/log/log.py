@@ -232,7 +232,12 @@ class Log:
         OutOfOrderSequenceError or InvalidProducerEpochError, and appends nothing then. A
         retried idempotent batch returns its original offsets with ``duplicate=True``.
         """
-        buf = records if isinstance(records, bytearray) else bytearray(records)
+        # Offsets are rewritten in place: a bytearray, or a writable view into one (a produce
+        # request read into its own buffer), is used as it is; anything else is copied once.
+        if isinstance(records, bytearray) or (isinstance(records, memoryview) and not records.readonly):
+            buf = records
+        else:
+            buf = bytearray(records)
         now = self._time_ms()
         batches = validate_produced(buf, self.config, now)
         log_append = self.config.message_timestamp_type == "LogAppendTime"

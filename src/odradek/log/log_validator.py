@@ -81,7 +81,7 @@ def validate_produced(buf: bytes | bytearray | memoryview, config: LogConfig, no
     return batches
 
 
-def assign_offsets(buf: bytearray, batches: Batches, first_offset: int, leader_epoch: int,
+def assign_offsets(buf: bytearray | memoryview, batches: Batches, first_offset: int, leader_epoch: int,
                    log_append_time: int | None,
                    on_batch: Callable[[RecordBatchHeader, int, int, int], None]) -> AssignedOffsets:
     """Rewrite base offset and partition leader epoch of each batch (both outside the CRC);

@@ -36,6 +36,10 @@ __all__ = ["Connection", "FileChunk", "Request", "Response", "SocketServer"]
 
 _SIZE = struct.Struct(">i")
 
+# Frames up to this size are parsed out of one reused read buffer; larger ones (produce
+# requests, mostly) are read straight into a buffer of their own.
+_SCRATCH_BYTES = 64 * 1024
+
 # Stop reading from a connection with this many responses outstanding (Kafka's clients
 # pipeline at most max.in.flight.requests.per.connection, 5 by default, so this only bites
 # a misbehaving peer).
@@ -75,7 +79,7 @@ Dispatcher = Callable[[Request], Response | Awaitable[Response]]
 UnsupportedHandler = Callable[[UnsupportedRequestError], Response]
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
     """One client connection."""
 
     def __init__(self, server: SocketServer, listener: str) -> None:
@@ -83,7 +87,12 @@ class Connection(asyncio.Protocol):
         self.listener = listener
         self.transport: asyncio.Transport | None = None
         self.peer: str = "?"
-        self._buffer = bytearray()
+        self._scratch = bytearray(_SCRATCH_BYTES)
+        self._start = 0  # unread bytes of the scratch buffer are [_start, _end)
+        self._end = 0
+        self._big: bytearray | None = None  # a frame larger than the scratch buffer, being read
+        self._big_filled = 0
+        self._sock_fd = -1
         self._pending: deque[asyncio.Future[Response] | Response] = deque()
         self._paused_for_writes = False
         self._paused_for_in_flight = False
@@ -99,6 +108,7 @@ class Connection(asyncio.Protocol):
         if sock is not None:
             try:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                self._sock_fd = sock.fileno()
             except OSError:
                 pass
         transport.set_write_buffer_limits(high=4 * 1024 * 1024)
@@ -120,28 +130,57 @@ class Connection(asyncio.Protocol):
         self._paused_for_writes = False
         self._update_reading()
 
-    def data_received(self, data: bytes) -> None:
-        buffer = self._buffer
-        buffer += data
+    # -- reading (asyncio.BufferedProtocol: the event loop reads straight into our buffers)
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        big = self._big
+        if big is not None:
+            return memoryview(big)[self._big_filled:]
+        scratch = self._scratch
+        if self._start and self._end == len(scratch):
+            # Make room: move the unread tail to the front.
+            scratch[:self._end - self._start] = scratch[self._start:self._end]
+            self._end -= self._start
+            self._start = 0
+        return memoryview(scratch)[self._end:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._big is not None:
+            self._big_filled += nbytes
+            if self._big_filled == len(self._big):
+                frame, self._big = self._big, None
+                self._handle_frame(frame)
+            return
+        self._end += nbytes
+        self._parse_scratch()
+
+    def _parse_scratch(self) -> None:
+        """Hand on every complete frame in the scratch buffer.  A frame too large for it gets
+        a buffer of its own, which the rest of it is read into directly (no copies)."""
+        scratch = self._scratch
         max_size = self.server.max_request_bytes
-        start = 0
-        end = len(buffer)
-        while end - start >= 4:
-            (size,) = _SIZE.unpack_from(buffer, start)
+        while not self.closed and self._end - self._start >= 4:
+            start = self._start
+            (size,) = _SIZE.unpack_from(scratch, start)
             if size < 0 or size > max_size:
                 log.warning("Closing connection from %s: request size %d is outside 0..%d (socket.request.max.bytes)",
                             self.peer, size, max_size)
                 self.close()
                 return
-            if end - start - 4 < size:
-                break
-            frame = bytes(buffer[start + 4:start + 4 + size])
-            start += 4 + size
-            self._handle_frame(frame)
-            if self.closed:
-                return
-        if start:
-            del buffer[:start]
+            have = self._end - start - 4
+            if have >= size:
+                frame = bytes(scratch[start + 4:start + 4 + size])
+                self._start = start + 4 + size
+                self._handle_frame(frame)
+                continue
+            if size + 4 > len(scratch):
+                big = bytearray(size)
+                big[:have] = scratch[start + 4:self._end]
+                self._start = self._end = 0
+                self._big, self._big_filled = big, have
+            break
+        if self._start == self._end:
+            self._start = self._end = 0
 
     # -- requests
 
@@ -217,7 +256,23 @@ class Connection(asyncio.Protocol):
             if isinstance(chunk, (bytes, bytearray, memoryview)):
                 transport.write(chunk)
             else:  # a file region (FileChunk, or the log's FileRegion): fd, position, size
-                transport.write(_read_file_chunk(chunk))
+                self._write_file_region(chunk)
+
+    def _write_file_region(self, chunk: Any) -> None:
+        """``sendfile`` straight from the segment file when nothing is queued before it (so
+        bytes stay in order); whatever the socket does not take goes through the transport."""
+        transport = self.transport
+        assert transport is not None
+        sent = 0
+        if self._sock_fd >= 0 and transport.get_write_buffer_size() == 0:
+            try:
+                sent = os.sendfile(self._sock_fd, chunk.fd, chunk.position, chunk.size)
+            except (BlockingIOError, InterruptedError):
+                sent = 0
+            except OSError:
+                sent = 0  # e.g. the file was deleted meanwhile: fall back to reading it
+        if sent < chunk.size:
+            transport.write(_read_file_chunk(chunk, sent))
 
     def _handler_failed(self, request: Request | None, exc: BaseException) -> None:
         what = (f"api key {request.api_key} v{request.api_version} correlation id {request.header.correlation_id}"
@@ -244,12 +299,13 @@ class Connection(asyncio.Protocol):
                 self.transport.close()
 
 
-def _read_file_chunk(chunk: Any) -> bytes:
-    data = os.pread(chunk.fd, chunk.size, chunk.position)
-    if len(data) < chunk.size:
+def _read_file_chunk(chunk: Any, skip: int = 0) -> bytes:
+    want = chunk.size - skip
+    data = os.pread(chunk.fd, want, chunk.position + skip)
+    if len(data) < want:
         # The file shrank under us (a truncation): the frame's size is already promised, so
         # pad; a client rejects the damaged batch by its CRC and fetches again.
-        data += bytes(chunk.size - len(data))
+        data += bytes(want - len(data))
     return data
 
 

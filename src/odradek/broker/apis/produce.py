@@ -5,8 +5,9 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING
 
-from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
+from odradek.broker.apis.registry import api, build, respond, response_module
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.produce_request import parse_produce_request
 
 if TYPE_CHECKING:
     from odradek.broker.server import KafkaServer
@@ -18,9 +19,9 @@ _UTC = datetime.UTC
 
 @api(PRODUCE, "Produce", 3, 9)
 async def handle_produce(broker: KafkaServer, request: Request) -> Response:
-    body = decode_body(request)
+    body = parse_produce_request(request.frame, request.body_offset, request.api_version)
     acks = body.acks
-    entries = [(t.name, pd.index, pd.records) for t in body.topic_data for pd in t.partition_data]
+    entries = body.partitions
     if body.transactional_id is not None:
         results = {(t, p): (ErrorCode.transactional_id_authorization_failed,
                             "transactions are not supported by this broker") for t, p, _ in entries}
@@ -28,7 +29,7 @@ async def handle_produce(broker: KafkaServer, request: Request) -> Response:
     if acks not in (0, 1, -1):
         results = {(t, p): (ErrorCode.invalid_required_acks, f"acks={acks} is not 0, 1 or -1") for t, p, _ in entries}
         return respond(request, _error_response(request.api_version, results))
-    timeout_ms = int(body.timeout.total_seconds() * 1000)
+    timeout_ms = body.timeout_ms
     results, delayed = broker.replica_manager.append_records(acks, timeout_ms, entries)
     if acks == 0:
         if any(r.error != ErrorCode.none for r in results.values()):
