@@ -459,3 +459,50 @@ def delay_stats_table(stats: pd.DataFrame, title: str = "Departure delays") -> T
 
 def _number(value: object, spec: str) -> str:
     return "-" if value is None or value != value else spec.format(value)  # NaN != NaN
+
+
+# ----------------------------------------------------------------------------- command
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m odradek.spark.flights load|stats|show --bootstrap HOST:PORT ...``: the
+    pipeline's steps against a running cluster (topics must exist)."""
+    import argparse
+
+    from rich.console import Console
+
+    parser = argparse.ArgumentParser(prog="python -m odradek.spark.flights")
+    parser.add_argument("step", choices=["load", "stats", "show"])
+    parser.add_argument("--bootstrap", required=True, help="host:port[,host:port...]")
+    parser.add_argument("--topic", default="flights")
+    parser.add_argument("--results", default="flight_delays")
+    parser.add_argument("--checkpoint", default="flight-delays-checkpoint")
+    parser.add_argument("--start", type=int, default=0, help="first flight to load")
+    parser.add_argument("--stop", type=int, default=None, help="flight to stop loading at")
+    args = parser.parse_args(argv)
+    console = Console()
+    if args.step == "load":
+        result = load_flights(
+            args.bootstrap, args.topic, start=args.start, stop=args.stop, console=console
+        )
+        console.print(
+            f"{result.acknowledged:,} flights acknowledged, {result.failed:,} failed, "
+            f"{result.in_doubt:,} in doubt, {result.records_per_s:,.0f} records/s"
+        )
+        return
+    from odradek.spark.session import local_session
+
+    spark = local_session("odradek-flights")
+    try:
+        if args.step == "stats":
+            run = run_delay_stats(spark, args.bootstrap, args.checkpoint, args.topic, args.results)
+            console.print(
+                f"{run.input_rows:,} new flights in {run.batches} micro-batches, {run.seconds:.1f}s"
+            )
+        console.print(delay_stats_table(read_delay_stats(spark, args.bootstrap, args.results)))
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    main()
