@@ -422,7 +422,9 @@ def test_coordinator_failover_keeps_every_commit(cluster_factory: ClusterFactory
     create_topic(cluster, topic, partitions)
     produce(cluster, topic, [f"f{i}" for i in range(300)])
 
-    members = Members([group_consumer(cluster, group)])
+    # A session that outlasts the failover (ZooKeeper's 6 s to notice the death, then the
+    # election): the member stays in the group rather than timing out and rejoining.
+    members = Members([group_consumer(cluster, group, **{"session.timeout.ms": 30000})])
     consumer = members.consumers[0]
     try:
         consumer.subscribe([topic])
