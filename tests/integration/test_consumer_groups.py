@@ -24,6 +24,9 @@ from kafka import TopicPartition as KpTopicPartition
 from conftest import ClusterFactory, partition_state, wait_until
 from odradek.broker.group.hashing import partition_for_group
 from odradek.local.cluster import LocalCluster
+from odradek.net.client import BrokerConnection
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.messages import build, request_module, response_module
 
 OFFSETS_PARTITIONS = 6
 # Fast groups for tests: a short first-rebalance delay and sessions of a few seconds.
@@ -309,6 +312,140 @@ def test_transactional_producer_fails_fast_with_the_reason(cluster: LocalCluster
     error = failure.value.args[0]
     assert error.fatal()
     assert "no transaction coordinator" in error.str()
+
+
+# ----------------------------------------------------------------------------- every version on the wire
+
+FIND_COORDINATOR, JOIN, HEARTBEAT, LEAVE, SYNC, DESCRIBE, LIST, COMMIT, FETCH, DELETE, OFFSET_DELETE = (
+    10, 11, 12, 13, 14, 15, 16, 8, 9, 42, 47)
+
+
+class Wire:
+    """Requests of any version, built from kio's schemas and sent on one connection."""
+
+    def __init__(self, conn: BrokerConnection) -> None:
+        self.conn = conn
+
+    async def call(self, api_key: int, version: int, cls: str, /, **fields: Any) -> Any:
+        request = build(getattr(request_module(api_key, version), cls + "Request"), **fields)
+        return await self.conn.send(request, getattr(response_module(api_key, version), cls + "Response"))
+
+    @staticmethod
+    def nested(api_key: int, version: int, cls: str, /, **fields: Any) -> Any:
+        return build(getattr(request_module(api_key, version), cls), **fields)
+
+
+async def _find_coordinator(cluster: LocalCluster, group: str, version: int) -> tuple[str, int]:
+    conn = BrokerConnection("127.0.0.1", cluster.brokers[0].port, "wire-test")
+    await conn.connect()
+    try:
+        wire = Wire(conn)
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            r = await wire.call(FIND_COORDINATOR, version, "FindCoordinator", key=group, key_type=0,
+                                coordinator_keys=(group,))
+            answer = r.coordinators[0] if version >= 4 else r
+            if answer.error_code == ErrorCode.none:
+                return answer.host, answer.port
+            assert answer.error_code == ErrorCode.coordinator_not_available
+            await asyncio.sleep(0.5)
+        raise AssertionError("no coordinator")
+    finally:
+        await conn.close()
+
+
+def test_every_api_version_on_the_wire(cluster: LocalCluster) -> None:
+    """Each group API at each advertised version, through one group's life (join, sync,
+    heartbeat, commit, fetch, describe, list, leave, delete offsets, delete)."""
+    topic = "group-wire"
+    create_topic(cluster, topic, 2)
+    none = ErrorCode.none
+
+    async def life(v: int) -> None:
+        group = f"wire-{v}"
+        host, port = await _find_coordinator(cluster, group, min(v, 4))
+        conn = BrokerConnection(host, port, "wire-test")
+        await conn.connect()
+        w = Wire(conn)
+        try:
+            protocols = (w.nested(JOIN, v, "JoinGroupRequestProtocol", name="range", metadata=b"meta"),)
+            join = {"group_id": group, "session_timeout": 10000, "rebalance_timeout": 10000,
+                    "group_instance_id": None, "protocol_type": "consumer", "protocols": protocols, "reason": None}
+            r = await w.call(JOIN, v, "JoinGroup", member_id="", **join)
+            if v >= 4:
+                assert r.error_code == ErrorCode.member_id_required
+                r = await w.call(JOIN, v, "JoinGroup", member_id=r.member_id, **join)
+            assert (r.error_code, r.generation_id, r.protocol_name, r.leader) == (none, 1, "range", r.member_id)
+            assert [(m.member_id, m.metadata) for m in r.members] == [(r.member_id, b"meta")]
+            member, generation = r.member_id, r.generation_id
+            ids = {"group_id": group, "generation_id": generation, "member_id": member, "group_instance_id": None}
+
+            sv = min(v, 5)
+            assignment = (w.nested(SYNC, sv, "SyncGroupRequestAssignment", member_id=member, assignment=b"mine"),)
+            r = await w.call(SYNC, sv, "SyncGroup", protocol_type="consumer", protocol_name="range",
+                             assignments=assignment, **ids)
+            assert (r.error_code, r.assignment) == (none, b"mine")
+            r = await w.call(HEARTBEAT, min(v, 4), "Heartbeat", **ids)
+            assert r.error_code == none
+
+            cv = 2 + v % 7  # OffsetCommit v2..v8
+            parts = tuple(w.nested(COMMIT, cv, "OffsetCommitRequestPartition", partition_index=p, committed_offset=7,
+                                   committed_leader_epoch=-1, committed_metadata="md") for p in (0, 1))
+            r = await w.call(COMMIT, cv, "OffsetCommit", group_id=group, generation_id_or_member_epoch=generation,
+                             member_id=member, group_instance_id=None, retention_time=-1, topics=(
+                                 w.nested(COMMIT, cv, "OffsetCommitRequestTopic", name=topic, partitions=parts),))
+            assert [p.error_code for t in r.topics for p in t.partitions] == [none, none]
+
+            fv = 1 + v % 8  # OffsetFetch v1..v8
+            if fv >= 8:
+                r = await w.call(FETCH, fv, "OffsetFetch", require_stable=True, groups=(
+                    w.nested(FETCH, fv, "OffsetFetchRequestGroup", group_id=group, topics=(
+                        w.nested(FETCH, fv, "OffsetFetchRequestTopics", name=topic, partition_indexes=(0,)),)),))
+                (g,) = r.groups
+                assert g.error_code == none
+                fetched = [(p.committed_offset, p.metadata) for t in g.topics for p in t.partitions]
+            else:
+                r = await w.call(FETCH, fv, "OffsetFetch", group_id=group, require_stable=True, topics=(
+                    w.nested(FETCH, fv, "OffsetFetchRequestTopic", name=topic, partition_indexes=(0,)),))
+                fetched = [(p.committed_offset, p.metadata) for t in r.topics for p in t.partitions]
+            assert fetched == [(7, "md")]
+
+            r = await w.call(DESCRIBE, min(v, 5), "DescribeGroups", groups=(group,),
+                             include_authorized_operations=True)
+            (d,) = r.groups
+            assert (d.error_code, d.group_state, d.protocol_type, d.protocol_data) == (
+                none, "Stable", "consumer", "range")
+            assert [(m.member_id, m.client_id, m.member_assignment) for m in d.members] == [
+                (member, "wire-test", b"mine")]
+            r = await w.call(LIST, min(v, 5), "ListGroups", states_filter=(), types_filter=())
+            assert r.error_code == none and group in {g.group_id for g in r.groups}
+
+            if v < 3:
+                r = await w.call(LEAVE, v, "LeaveGroup", group_id=group, member_id=member)
+            else:
+                r = await w.call(LEAVE, min(v, 5), "LeaveGroup", group_id=group, members=(
+                    w.nested(LEAVE, min(v, 5), "MemberIdentity", member_id=member, group_instance_id=None,
+                             reason="done"),))
+                assert [m.error_code for m in r.members] == [none]
+            assert r.error_code == none
+
+            r = await w.call(OFFSET_DELETE, 0, "OffsetDelete", group_id=group, topics=(
+                w.nested(OFFSET_DELETE, 0, "OffsetDeleteRequestTopic", name=topic, partitions=(
+                    w.nested(OFFSET_DELETE, 0, "OffsetDeleteRequestPartition", partition_index=0),)),))
+            assert r.error_code == none and [p.error_code for t in r.topics for p in t.partitions] == [none]
+            # (An empty group dies with its last offset: partition 1's commit keeps it.)
+            r = await w.call(DELETE, min(v, 2), "DeleteGroups", groups_names=(group,))
+            assert [(x.group_id, x.error_code) for x in r.results] == [(group, none)]
+            r = await w.call(DELETE, min(v, 2), "DeleteGroups", groups_names=(group,))
+            assert [(x.group_id, x.error_code) for x in r.results] == [(group, ErrorCode.group_id_not_found)]
+        finally:
+            await conn.close()
+
+    async def all_versions() -> None:
+        for v in range(10):
+            await life(v)
+
+    asyncio.run(all_versions())
 
 
 # ----------------------------------------------------------------------------- other clients
