@@ -283,7 +283,7 @@ class GroupCoordinator:
         """Only empty groups can be deleted; their offsets go with them."""
         errors: dict[str, ErrorCode] = {}
         eligible = []
-        for group_id in group_ids:
+        for group_id in dict.fromkeys(group_ids):
             error = self.manager.validate_group_status(group_id, allow_empty_id=True)
             group = self.manager.get_group(group_id) if error is None else None
             if error is not None:
