@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import warnings
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -153,14 +151,13 @@ def _fail_over(tour: Tour, victim: int) -> None:
 
 
 def _run_pipeline(tour: Tour, spark_dir: Path, acknowledged: int) -> None:
-    import odradek.spark
     from odradek.spark.flights import delay_stats_table, read_delay_stats, run_delay_stats
+    from odradek.spark.session import local_session
 
     console = tour.console
     with console.status("starting Spark (local[2])..."):
-        spark = _spark_session(spark_dir)
+        spark = local_session("odradek-demo")
     try:
-        odradek.spark.register(spark)
         console.print("[cyan]spark.readStream.format(\"odradek\").option(\"subscribe\", \"flights\") ... "
                       ".groupBy(\"carrier\", \"origin\") ... .writeStream.format(\"odradek\")"
                       ".option(\"topic\", \"flight_delays\").trigger(availableNow=True)[/cyan]")
@@ -180,41 +177,6 @@ def _run_pipeline(tour: Tour, spark_dir: Path, acknowledged: int) -> None:
         tour.say(f"A rerun from the checkpoint read {again.input_rows:,} new flights.")
     finally:
         spark.stop()
-
-
-_SPARK_LOG4J2 = """\
-rootLogger.level = error
-rootLogger.appenderRef.stderr.ref = console
-appender.console.type = Console
-appender.console.name = console
-appender.console.target = SYSTEM_ERR
-appender.console.layout.type = PatternLayout
-appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
-"""
-
-
-def _spark_session(spark_dir: Path):
-    from pyspark.sql import SparkSession
-
-    # The data source's driver-side Python workers start with PYSPARK_PYTHON.
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark_dir.mkdir(parents=True, exist_ok=True)
-    log_config = spark_dir / "log4j2.properties"
-    log_config.write_text(_SPARK_LOG4J2)
-    # The driver JVM is already running when builder options apply: its log config has to
-    # come in through the submit arguments.
-    os.environ.setdefault("PYSPARK_SUBMIT_ARGS",
-                          f"--driver-java-options -Dlog4j2.configurationFile=file:{log_config} pyspark-shell")
-    warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\..*")
-    session = (SparkSession.builder.master("local[2]").appName("odradek-demo")
-               .config("spark.sql.shuffle.partitions", "4")
-               .config("spark.default.parallelism", "2")
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.session.timeZone", "UTC")
-               .getOrCreate())
-    session.sparkContext.setLogLevel("ERROR")
-    return session
 
 
 def run_deletion_tour(tour: Tour) -> None:
