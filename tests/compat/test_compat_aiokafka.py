@@ -1,10 +1,8 @@
 """aiokafka 0.14 against a 3-broker cluster: producers (default, idempotent, gzip) and a
 consumer with assign() and seek().
 
-odradek has no group coordinator: AIOKafkaConsumer must be built with ``group_id=None``.
-With a group id, start() succeeds but the first getmany()/commit() raises
-IncompatibleBrokerVersion ("FindCoordinatorRequest cannot be used if the API version is
-unknown"), even with assign() and auto commit off.
+The consumers here are simple consumers (``group_id=None``); aiokafka's group consumers are
+covered by tests/integration/test_consumer_groups.py.
 """
 
 from __future__ import annotations

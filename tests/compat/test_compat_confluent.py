@@ -1,10 +1,9 @@
 """confluent-kafka (librdkafka 2.x) against a 3-broker cluster: a producer with each
 compression codec and an idempotent one, consumers with assign() from explicit offsets.
 
-odradek has no group coordinator.  The Python wrapper refuses to build a Consumer without
-``group.id``, but librdkafka only needs the coordinator for commits, committed offsets and
-subscribe(): with ``enable.auto.commit=False`` and assign() at explicit offsets it never asks
-for one (the broker does not advertise FindCoordinator, so librdkafka does not even send it).
+The Python wrapper refuses to build a Consumer without ``group.id``; with
+``enable.auto.commit=False`` and assign() at explicit offsets the consumers here never commit.
+Group consumers are covered by tests/integration/test_consumer_groups.py.
 """
 
 from __future__ import annotations
@@ -118,8 +117,8 @@ def round_trip(cluster: LocalCluster, info: Mapping[int, PartitionInfo], topic: 
 
 
 # lz4: librdkafka enables LZ4 only when the broker advertises FindCoordinator (its feature
-# map's proxy for "Kafka >= 0.8.2"), which odradek does not, so it sends lz4 batches
-# uncompressed and the codec check below fails.
+# map's proxy for "Kafka >= 0.8.2"); otherwise it would send the batches uncompressed, which
+# the codec check below catches.
 @pytest.mark.parametrize("compression", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_produce_and_consume_each_compression(module_cluster: LocalCluster, compression: str) -> None:
     topic = f"confluent-{compression}"

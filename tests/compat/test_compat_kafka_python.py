@@ -1,10 +1,8 @@
 """kafka-python 3.x against a 3-broker cluster: the producer with its default settings
 (idempotence on, acks=all), consumers with assign() and seek().
 
-odradek has no group coordinator: kafka-python's consumer must be built with
-``group_id=None``.  With any group id, poll() and commit() first look for the coordinator
-and raise IncompatibleBrokerVersion ("Kafka broker does not support the
-'FindCoordinatorRequest' Kafka protocol"), even with assign() and auto commit off.
+The consumers here are simple consumers (``group_id=None``); kafka-python's group consumers
+are covered by tests/integration/test_consumer_groups.py.
 """
 
 from __future__ import annotations

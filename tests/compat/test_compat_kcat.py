@@ -32,9 +32,7 @@ from odradek.local.cluster import LocalCluster
 pytestmark = pytest.mark.skipif(shutil.which("kcat") is None,
                                 reason="kcat is not installed (sh scripts/bootstrap --test installs it)")
 
-# lz4 is left out: librdkafka sends lz4 batches uncompressed to a broker that does not
-# advertise FindCoordinator (test_compat_confluent.py covers that case).
-CODECS = ("none", "snappy", "zstd", "gzip")
+CODECS = ("none", "snappy", "zstd", "gzip", "lz4")
 FORMAT = r"%p\t%o\t%k\t%s\t%h\t%T\n"
 
 

@@ -280,8 +280,8 @@ def test_valid_header_with_truncated_body(cluster: LocalCluster, target: int, by
 @pytest.mark.parametrize(("api_key", "version"), [
     pytest.param(999, 0, id="unknown-key-999"),
     pytest.param(-5, 0, id="negative-key"),
-    pytest.param(10, 4, id="find-coordinator-not-implemented"),
-    pytest.param(11, 7, id="join-group-not-implemented"),
+    pytest.param(24, 3, id="add-partitions-to-txn-not-implemented"),
+    pytest.param(57, 1, id="update-features-not-implemented"),
 ])
 def test_unknown_api_key(cluster: LocalCluster, target: int, bystander: RawConnection, api_key: int,
                          version: int) -> None:

@@ -7,8 +7,8 @@ import json
 import signal
 
 import pytest
-from conftest import controller_of, partition_state, run_odradek, wait_until
 
+from conftest import controller_of, partition_state, run_odradek, wait_until
 from odradek.local.cluster import LocalCluster
 from odradek.zk.client import ControllerMovedError, KafkaZkClient
 
@@ -127,9 +127,11 @@ def test_unclean_election_only_when_the_topic_allows_it(cluster_factory) -> None
                message="unclean leader for the reckless topic")
     assert partition_state(cluster, "reckless", 0)["isr"] == [a]
     assert partition_state(cluster, "careful", 0)["leader"] == -1
-    controller_log = (cluster.brokers[controller].config_path.parent / "state-change.log").read_text()
-    assert "Unclean leader election for partition reckless-0" in controller_log
-    assert "Unclean leader election for partition careful-0" not in controller_log
+    controller_log = cluster.brokers[controller].config_path.parent / "state-change.log"
+    # The state-change log reaches the file within a fraction of a second (it is buffered).
+    wait_until(lambda: "Unclean leader election for partition reckless-0" in controller_log.read_text(),
+               message="the unclean election in the state-change log")
+    assert "Unclean leader election for partition careful-0" not in controller_log.read_text()
 
 
 def test_paused_broker_reregisters_after_its_session_expires(cluster_factory) -> None:

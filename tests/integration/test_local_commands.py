@@ -10,9 +10,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import run_odradek, wait_until
 from kazoo.client import KazooClient
 
+from conftest import run_odradek, wait_until
 from odradek.local.zookeeper import free_port
 
 

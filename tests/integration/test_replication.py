@@ -123,9 +123,9 @@ def test_paused_follower_leaves_and_rejoins_the_isr(cluster_factory) -> None:
                timeout=30, message="ISR expands again")
     out = run_odradek("topics", "--zookeeper", cluster.zookeeper_connect, "--describe", "--topic", "lagging").stdout
     assert f"Isr: {a}," in out and str(b) in out.split("Isr: ")[1]
-    state_log = (cluster.brokers[a].config_path.parent / "state-change.log").read_text()
-    assert "Shrinking ISR of partition lagging-0" in state_log
-    assert "Expanding ISR of partition lagging-0" in state_log
+    state_log = cluster.brokers[a].config_path.parent / "state-change.log"
+    wait_until(lambda: "Shrinking ISR of partition lagging-0" in state_log.read_text()
+               and "Expanding ISR of partition lagging-0" in state_log.read_text(), message="state-change log")
 
 
 def test_killed_follower_catches_up_and_rejoins(cluster_factory) -> None:
@@ -176,8 +176,8 @@ def test_divergent_tail_is_truncated_by_leader_epoch(cluster_factory) -> None:
                timeout=60, message="old leader truncated and caught up")
     values = [v for _, v in read_all(cluster, "diverge", expect=27)]
     assert values == [f"common{i}".encode() for i in range(20)] + [f"new{i}".encode() for i in range(7)]
-    log = (cluster.brokers[old_leader].config_path.parent / "state-change.log").read_text()
-    assert "Truncated partition diverge-0 to offset 20" in log
+    log = cluster.brokers[old_leader].config_path.parent / "state-change.log"
+    wait_until(lambda: "Truncated partition diverge-0 to offset 20" in log.read_text(), message="state-change log")
 
 
 @pytest.mark.parametrize("acks", ["1", "all"])

@@ -64,10 +64,12 @@ def test_delete_renames_then_removes_the_logs(cluster_factory) -> None:
     # After file.delete.delay.ms: gone.
     wait_until(lambda: all(dirs(cluster, b, "doomed") == ([], []) for b in range(3)), timeout=30,
                message="delete dirs removed")
-    controller_log = "".join((b.config_path.parent / "state-change.log").read_text() for b in cluster.brokers.values())
-    for state in ("OfflineReplica", "ReplicaDeletionStarted", "ReplicaDeletionSuccessful", "NonExistentReplica"):
-        assert f"to {state}" in controller_log
-    assert "to NonExistentPartition" in controller_log
+    def state_logs() -> str:
+        return "".join((b.config_path.parent / "state-change.log").read_text() for b in cluster.brokers.values())
+
+    wanted = [f"to {state}" for state in ("OfflineReplica", "ReplicaDeletionStarted", "ReplicaDeletionSuccessful",
+                                          "NonExistentReplica", "NonExistentPartition")]
+    wait_until(lambda: all(w in state_logs() for w in wanted), message="the deletion's transitions in the state-change log")
 
 
 def test_restart_between_rename_and_removal_still_removes(cluster_factory) -> None:
