@@ -380,7 +380,7 @@ _UM_PARTITION_HEAD = _LAI_PARTITION_HEAD
 _REQUEST_HEAD = _struct.Struct(">iiq")  # controller_id, controller_epoch, broker_epoch
 
 
-def _uvarint(n: int) -> bytes:
+def _encode_uvarint(n: int) -> bytes:
     out = bytearray()
     while n >= 0x80:
         out.append((n & 0x7F) | 0x80)
@@ -389,22 +389,23 @@ def _uvarint(n: int) -> bytes:
     return bytes(out)
 
 
-_SMALL_UVARINTS = [_uvarint(i) for i in range(256)]
+_SMALL_UVARINTS = [_encode_uvarint(i) for i in range(256)]
 
 
-def _uv(n: int) -> bytes:
-    return _SMALL_UVARINTS[n] if n < 256 else _uvarint(n)
+def uvarint(n: int) -> bytes:
+    """Kafka's unsigned varint (compact lengths and counts of flexible versions)."""
+    return _SMALL_UVARINTS[n] if n < 256 else _encode_uvarint(n)
 
 
 def _compact_str(s: str | None) -> bytes:
     if s is None:
         return b"\x00"
     raw = s.encode()
-    return _uv(len(raw) + 1) + raw
+    return uvarint(len(raw) + 1) + raw
 
 
 def _int32_array(values: tuple[int, ...]) -> bytes:
-    return _uv(len(values) + 1) + _struct.pack(f">{len(values)}i", *values)
+    return uvarint(len(values) + 1) + _struct.pack(f">{len(values)}i", *values)
 
 
 def _uuid(value: uuid.UUID | None) -> bytes:
@@ -413,11 +414,11 @@ def _uuid(value: uuid.UUID | None) -> bytes:
 
 def write_leader_and_isr_request(payload: LeaderAndIsrRequest) -> bytes:
     parts = [_REQUEST_HEAD.pack(payload.controller_id, payload.controller_epoch, payload.broker_epoch),
-             bytes((payload.type & 0xFF,)), _uv(len(payload.topic_states) + 1)]
+             bytes((payload.type & 0xFF,)), uvarint(len(payload.topic_states) + 1)]
     for topic in payload.topic_states:
         parts.append(_compact_str(topic.topic_name))
         parts.append(_uuid(topic.topic_id))
-        parts.append(_uv(len(topic.partition_states) + 1))
+        parts.append(uvarint(len(topic.partition_states) + 1))
         for ps in topic.partition_states:
             parts.append(_LAI_PARTITION_HEAD.pack(ps.partition_index, ps.controller_epoch, ps.leader, ps.leader_epoch))
             parts.append(_int32_array(ps.isr))
@@ -427,7 +428,7 @@ def write_leader_and_isr_request(payload: LeaderAndIsrRequest) -> bytes:
             parts.append(_int32_array(ps.removing_replicas))
             parts.append(b"\x01\x00" if ps.is_new else b"\x00\x00")  # is_new, tagged fields
         parts.append(b"\x00")
-    parts.append(_uv(len(payload.live_leaders) + 1))
+    parts.append(uvarint(len(payload.live_leaders) + 1))
     for leader in payload.live_leaders:
         parts.append(_I32.pack(leader.broker_id) + _compact_str(leader.host_name) + _I32.pack(leader.port) + b"\x00")
     parts.append(b"\x00")
@@ -436,11 +437,11 @@ def write_leader_and_isr_request(payload: LeaderAndIsrRequest) -> bytes:
 
 def write_update_metadata_request(payload: UpdateMetadataRequest) -> bytes:
     parts = [_REQUEST_HEAD.pack(payload.controller_id, payload.controller_epoch, payload.broker_epoch),
-             _uv(len(payload.topic_states) + 1)]
+             uvarint(len(payload.topic_states) + 1)]
     for topic in payload.topic_states:
         parts.append(_compact_str(topic.topic_name))
         parts.append(_uuid(topic.topic_id))
-        parts.append(_uv(len(topic.partition_states) + 1))
+        parts.append(uvarint(len(topic.partition_states) + 1))
         for ps in topic.partition_states:
             parts.append(_UM_PARTITION_HEAD.pack(ps.partition_index, ps.controller_epoch, ps.leader, ps.leader_epoch))
             parts.append(_int32_array(ps.isr))
@@ -449,10 +450,10 @@ def write_update_metadata_request(payload: UpdateMetadataRequest) -> bytes:
             parts.append(_int32_array(ps.offline_replicas))
             parts.append(b"\x00")
         parts.append(b"\x00")
-    parts.append(_uv(len(payload.live_brokers) + 1))
+    parts.append(uvarint(len(payload.live_brokers) + 1))
     for broker in payload.live_brokers:
         parts.append(_I32.pack(broker.id))
-        parts.append(_uv(len(broker.endpoints) + 1))
+        parts.append(uvarint(len(broker.endpoints) + 1))
         for ep in broker.endpoints:
             parts.append(_I32.pack(ep.port) + _compact_str(ep.host) + _compact_str(ep.listener)
                          + _struct.pack(">h", ep.security_protocol) + b"\x00")

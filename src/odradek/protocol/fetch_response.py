@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from odradek.protocol.control import uvarint
+
 
 class FileSlice(Protocol):
     """Bytes of a file to send as they are (the log's FileRegion, the server's FileChunk)."""
@@ -39,15 +41,6 @@ class FetchedPartition:
     aborted_transactions_null: bool = True
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def encode_fetch_response(correlation_id: int, version: int, error_code: int, session_id: int,
                           topics: Sequence[tuple[str, Sequence[FetchedPartition]]],
                           throttle_time_ms: int = 0) -> list[bytes | FileSlice]:
@@ -61,11 +54,11 @@ def encode_fetch_response(correlation_id: int, version: int, error_code: int, se
     head += _I32.pack(throttle_time_ms)
     if version >= 7:
         head += _I16.pack(error_code) + _I32.pack(session_id)
-    head += _uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))
+    head += uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))
     for name, partitions in topics:
         raw = name.encode()
-        head += (_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
-        head += _uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
+        head += (uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
+        head += uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
         for p in partitions:
             head += _PARTITION_HEAD.pack(p.partition, p.error_code, p.high_watermark, p.last_stable_offset)
             if version >= 5:
@@ -77,7 +70,7 @@ def encode_fetch_response(correlation_id: int, version: int, error_code: int, se
             if version >= 11:
                 head += b"\xff\xff\xff\xff"  # preferred read replica: none
             size = sum(c.size for c in p.chunks)
-            head += _uvarint(size + 1) if flexible else _I32.pack(size)
+            head += uvarint(size + 1) if flexible else _I32.pack(size)
             if p.chunks:
                 parts.append(bytes(head))
                 parts.extend(p.chunks)
