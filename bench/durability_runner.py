@@ -11,6 +11,7 @@ gap between two acknowledgements on a partition while the producer kept writing)
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import subprocess
 import sys
@@ -27,8 +28,10 @@ def main() -> int:
     parser.add_argument("--faults", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--dir", default=None, help="keep the cluster's files here (default: a temporary dir)")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="odradek-durability-") as tmp:
+    with (contextlib.nullcontext(args.dir) if args.dir else
+          tempfile.TemporaryDirectory(prefix="odradek-durability-")) as tmp:
         cluster = LocalCluster(tmp, 3, overrides={"min.insync.replicas": "2", "replica.lag.time.max.ms": "5000"})
         cluster.start()
         try:
