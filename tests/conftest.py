@@ -3,44 +3,15 @@ as real processes in temporary directories.  Every fixture stops what it starts.
 
 from __future__ import annotations
 
-import itertools
-import json
-import os
-import subprocess
-import sys
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from cluster_helpers import ClusterFactory, chroots
 from odradek.local.cluster import LocalCluster
 from odradek.local.zookeeper import EmbeddedZooKeeper
-
-REPO = Path(__file__).resolve().parent.parent
-
-
-def wait_until(condition: Callable[[], object], timeout: float = 30.0, interval: float = 0.05,
-               message: str = "condition") -> object:
-    """Poll ``condition`` until it returns something truthy; fail the test after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while time.monotonic() < deadline:
-        last = condition()
-        if last:
-            return last
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {message} (last value: {last!r})")
-
-
-def run_odradek(*args: str, timeout: float = 120, env: dict[str, str] | None = None,
-                input: str | None = None) -> subprocess.CompletedProcess[str]:
-    """Run the real ``odradek`` command in a subprocess."""
-    return subprocess.run(
-        [sys.executable, "-m", "odradek", *args], capture_output=True, text=True, timeout=timeout,
-        env={**os.environ, **(env or {})}, input=input, stdin=None if input is not None else subprocess.DEVNULL,
-    )
 
 
 @pytest.fixture(scope="session")
@@ -53,32 +24,10 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedZooK
         zk.stop()
 
 
-_chroots = itertools.count()
-
-
 @pytest.fixture
 def zk_connect(zookeeper: EmbeddedZooKeeper) -> str:
     """A connect string with a chroot no other test uses."""
-    return f"{zookeeper.connect_string}/t{next(_chroots)}-{uuid.uuid4().hex[:6]}"
-
-
-class ClusterFactory:
-    def __init__(self, zookeeper: EmbeddedZooKeeper, base: Path) -> None:
-        self.zookeeper = zookeeper
-        self.base = base
-        self.clusters: list[LocalCluster] = []
-
-    def __call__(self, num_brokers: int = 3, **kwargs: object) -> LocalCluster:
-        chroot = f"{self.zookeeper.connect_string}/c{next(_chroots)}-{uuid.uuid4().hex[:6]}"
-        directory = self.base / f"cluster{len(self.clusters)}"
-        cluster = LocalCluster(directory, num_brokers, zookeeper_connect=chroot, **kwargs)  # type: ignore[arg-type]
-        self.clusters.append(cluster)
-        cluster.start()
-        return cluster
-
-    def stop_all(self) -> None:
-        for cluster in self.clusters:
-            cluster.stop()
+    return f"{zookeeper.connect_string}/t{next(chroots)}-{uuid.uuid4().hex[:6]}"
 
 
 @pytest.fixture
@@ -98,19 +47,3 @@ def module_cluster(zookeeper: EmbeddedZooKeeper, tmp_path_factory: pytest.TempPa
         yield factory(3)
     finally:
         factory.stop_all()
-
-
-def controller_of(cluster: LocalCluster) -> tuple[int, int]:
-    """(controller broker id, controller epoch) as ZooKeeper says."""
-    zk = cluster.zk_client()
-    data, _ = zk.get("/controller")
-    epoch, _ = zk.get("/controller_epoch")
-    return int(json.loads(data)["brokerid"]), int(epoch)
-
-
-def partition_state(cluster: LocalCluster, topic: str, partition: int) -> dict | None:
-    zk = cluster.zk_client()
-    path = f"/brokers/topics/{topic}/partitions/{partition}/state"
-    if not zk.exists(path):
-        return None
-    return json.loads(zk.get(path)[0])

@@ -27,7 +27,7 @@ from kio.schema.metadata.v12 import response as metadata_resp
 from kio.schema.produce.v9 import request as produce_req
 from kio.schema.produce.v9 import response as produce_resp
 
-from conftest import run_odradek, wait_until
+from cluster_helpers import run_odradek, wait_until
 from odradek.local.cluster import LocalCluster
 from odradek.net.client import BrokerConnection
 from odradek.protocol.errors import ErrorCode

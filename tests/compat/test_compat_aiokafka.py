@@ -23,7 +23,7 @@ from compat_helpers import (
     make_records,
 )
 
-from conftest import wait_until
+from cluster_helpers import wait_until
 from odradek.local.cluster import LocalCluster
 
 PARTITIONS = 4

@@ -33,7 +33,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from conftest import controller_of, partition_state, wait_until
+from cluster_helpers import controller_of, partition_state, wait_until
 from odradek.local.cluster import LocalCluster
 
 PARTITIONS = 4

@@ -28,7 +28,7 @@ from confluent_kafka import KafkaError, Producer
 from kio.schema.delete_records.v2 import request as delete_records_req
 from kio.schema.delete_records.v2 import response as delete_records_resp
 
-from conftest import wait_until
+from cluster_helpers import wait_until
 from odradek.local.cluster import LocalCluster
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import (

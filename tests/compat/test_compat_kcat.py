@@ -26,7 +26,7 @@ from compat_helpers import (
     make_records,
 )
 
-from conftest import controller_of, partition_state
+from cluster_helpers import controller_of, partition_state
 from odradek.local.cluster import LocalCluster
 
 pytestmark = pytest.mark.skipif(shutil.which("kcat") is None,

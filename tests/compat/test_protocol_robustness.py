@@ -30,7 +30,7 @@ from kio.schema.produce.v3 import request as produce_v3_req
 from kio.schema.produce.v9 import request as produce_req
 from kio.schema.produce.v9 import response as produce_resp
 
-from conftest import ClusterFactory
+from cluster_helpers import ClusterFactory
 from odradek.local.cluster import LocalCluster
 from odradek.local.zookeeper import EmbeddedZooKeeper
 from odradek.protocol.errors import ErrorCode

@@ -3,7 +3,7 @@ RF 3, min.insync.replicas=2; the long runner (100+ faults) is bench/durability_r
 
 from __future__ import annotations
 
-from conftest import partition_state, run_odradek, wait_until
+from cluster_helpers import partition_state, run_odradek, wait_until
 from odradek.local.durability import DurabilityRun
 
 

@@ -21,7 +21,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from conftest import controller_of, partition_state, wait_until
+from cluster_helpers import controller_of, partition_state, wait_until
 from odradek.admin.broker_backend import (
     CREATE_PARTITIONS,
     CREATE_TOPICS,

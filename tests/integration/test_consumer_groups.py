@@ -21,7 +21,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 
-from conftest import ClusterFactory, partition_state, wait_until
+from cluster_helpers import ClusterFactory, partition_state, wait_until
 from odradek.broker.group.hashing import partition_for_group
 from odradek.local.cluster import LocalCluster
 from odradek.net.client import BrokerConnection

@@ -8,7 +8,7 @@ import signal
 
 import pytest
 
-from conftest import controller_of, partition_state, run_odradek, wait_until
+from cluster_helpers import controller_of, partition_state, run_odradek, wait_until
 from odradek.local.cluster import LocalCluster
 from odradek.zk.client import ControllerMovedError, KafkaZkClient
 
@@ -192,3 +192,63 @@ def test_cluster_json_tracks_restarts(cluster_factory) -> None:
     cluster.start_broker(1)
     data = json.loads((cluster.dir / "cluster.json").read_text())
     assert next(b for b in data["brokers"] if b["id"] == 1)["pid"] == cluster.brokers[1].pid != old_pid
+
+
+def _metadata_for(port: int, topic: str, timeout_s: float) -> tuple[int, int]:
+    """One Metadata v1 request for ``topic``: (topic error code, leader of partition 0 or -1)."""
+    import socket
+
+    from kio.schema.metadata.v1.request import MetadataRequest, MetadataRequestTopic
+    from kio.schema.metadata.v1.response import MetadataResponse
+
+    from odradek.local.cluster import _recv_exactly
+    from odradek.protocol.framing import decode_response, encode_request
+
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
+        sock.sendall(encode_request(MetadataRequest(topics=(MetadataRequestTopic(name=topic),)), 7, "test"))
+        size = int.from_bytes(_recv_exactly(sock, 4), "big")
+        _, response = decode_response(_recv_exactly(sock, size), MetadataResponse)
+    (answer,) = response.topics
+    leaders = [p.leader_id for p in answer.partitions if p.partition_index == 0]
+    return answer.error_code, leaders[0] if leaders else -1
+
+
+def test_restarted_broker_does_not_deny_a_topic_before_the_controller_reaches_it(cluster_factory) -> None:
+    """A broker that has just started has an empty metadata cache until the controller's first
+    UpdateMetadata.  Asked about an existing topic in that window it must wait (or say "try
+    again"), not answer UNKNOWN_TOPIC_OR_PARTITION: librdkafka fails produce() for a topic it
+    is told does not exist."""
+    import concurrent.futures
+    import socket
+
+    cluster = cluster_factory(2)
+    create(cluster, "kept", "--replica-assignment", "0:1")
+    wait_until(lambda: leaders_online(cluster, "kept", 1), message="partition online")
+    controller, _ = controller_of(cluster)
+    other = 1 - controller
+    cluster.stop_broker(other)
+    wait_until(lambda: not registered(cluster, other), timeout=10, message="deregistration")
+    cluster.signal_broker(controller, signal.SIGSTOP)  # (well inside its ZooKeeper session timeout)
+    pool = concurrent.futures.ThreadPoolExecutor(1)
+    try:
+        cluster.start_broker(other, wait=False)
+        port = cluster.brokers[other].port
+
+        def accepting() -> bool:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            except OSError:
+                return False
+            return True
+
+        wait_until(accepting, timeout=30, message="restarted broker listening")
+        answer = pool.submit(_metadata_for, port, "kept", 30)
+        with pytest.raises(concurrent.futures.TimeoutError):
+            answer.result(timeout=1)  # not answered from the empty cache
+        cluster.signal_broker(controller, signal.SIGCONT)
+        error_code, leader = answer.result(timeout=20)
+    finally:
+        cluster.signal_broker(controller, signal.SIGCONT)
+        pool.shutdown(wait=True)
+    assert error_code == 0
+    assert leader == controller

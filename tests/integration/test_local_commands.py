@@ -12,7 +12,7 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
-from conftest import run_odradek, wait_until
+from cluster_helpers import run_odradek, wait_until
 from odradek.local.zookeeper import free_port
 
 

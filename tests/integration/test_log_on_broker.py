@@ -7,7 +7,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from conftest import partition_state, run_odradek, wait_until
+from cluster_helpers import partition_state, run_odradek, wait_until
 from odradek.local.cluster import LocalCluster
 from odradek.protocol.records import iter_batches
 

@@ -8,7 +8,7 @@ import signal
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from conftest import controller_of, partition_state, run_odradek, wait_until
+from cluster_helpers import controller_of, partition_state, run_odradek, wait_until
 from odradek.local.cluster import LocalCluster
 
 

@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from kio.schema.produce.v9 import request as preq
 from kio.schema.produce.v9 import response as presp
 
-from conftest import controller_of, partition_state, run_odradek, wait_until
+from cluster_helpers import controller_of, partition_state, run_odradek, wait_until
 from odradek.local.cluster import LocalCluster
 from odradek.net.client import BrokerConnection
 from odradek.protocol.errors import ErrorCode

@@ -7,7 +7,7 @@ import re
 
 from confluent_kafka import Producer
 
-from conftest import partition_state, run_odradek, wait_until
+from cluster_helpers import partition_state, run_odradek, wait_until
 from odradek.local.cluster import LocalCluster
 
 DELETE_DIR = re.compile(r"^(?P<tp>.+-\d+)\.[0-9a-f]{32}-delete$")

@@ -8,7 +8,7 @@ import json
 import pytest
 from test_topics_zk_cli import online, zk_tree
 
-from conftest import partition_state, run_odradek, wait_until
+from cluster_helpers import partition_state, run_odradek, wait_until
 from odradek.local.cluster import LocalCluster
 
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import partition_state, run_odradek, wait_until
+from cluster_helpers import partition_state, run_odradek, wait_until
 from odradek.local.cluster import LocalCluster
 
 

@@ -20,6 +20,8 @@ import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from kazoo.exceptions import ConnectionLoss, SessionExpiredError
+
 from odradek.config import TOPIC_CONFIG, ConfigError, KafkaConfig
 from odradek.controller.events import TopicUncleanLeaderElectionEnable
 from odradek.zk.client import KafkaZkClient, NoNodeError, ZkConnectionError
@@ -111,7 +113,8 @@ class DynamicConfigManager:
             except asyncio.CancelledError:
                 raise
             except Exception as e:
-                level = logging.INFO if isinstance(e, (ZkConnectionError, ConnectionError)) else logging.ERROR
+                level = logging.INFO if isinstance(e, (ZkConnectionError, ConnectionError, SessionExpiredError, ConnectionLoss)) \
+                    else logging.ERROR
                 log.log(level, "processing config change notifications failed (retrying): %r", e,
                         exc_info=level == logging.ERROR)
                 await asyncio.sleep(_RETRY_S)

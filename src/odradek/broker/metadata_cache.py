@@ -3,10 +3,17 @@
 Metadata requests are answered from here.  Live brokers are replaced wholesale by each
 UpdateMetadata; partition states are updated incrementally, and a leader of -2 (the topic is
 being deleted) removes the partition.
+
+A broker that has just started knows nothing until the controller's first UpdateMetadata
+reaches it.  Handlers that would otherwise answer "no such topic" or "no brokers" from that
+empty cache wait for it first (:meth:`MetadataCache.wait_initialized`), as a KRaft broker stays
+fenced until it has caught up: a restarted broker must not tell a producer that a topic it
+has been writing to does not exist.
 """
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -14,7 +21,11 @@ from dataclasses import dataclass
 from odradek.protocol import control
 from odradek.zk.zk_data import LeaderAndIsr, uuid_to_topic_id
 
-__all__ = ["BrokerEndpoints", "MetadataCache", "PartitionMetadata"]
+__all__ = ["INITIAL_METADATA_WAIT_S", "BrokerEndpoints", "MetadataCache", "PartitionMetadata"]
+
+# How long a client request waits for a just-started broker's first UpdateMetadata before
+# being answered from the (empty) cache with retriable errors.
+INITIAL_METADATA_WAIT_S = 5.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +58,21 @@ class MetadataCache:
         self.topic_ids: dict[str, uuid.UUID] = {}
         # Bumped on every update; request handlers waiting for metadata watch it.
         self.version = 0
+        self._initialized = asyncio.Event()
+
+    @property
+    def initialized(self) -> bool:
+        """Whether an UpdateMetadata from a controller has been applied."""
+        return self._initialized.is_set()
+
+    async def wait_initialized(self, timeout_s: float = INITIAL_METADATA_WAIT_S) -> bool:
+        """Wait (bounded) for the first UpdateMetadata; returns :attr:`initialized`."""
+        if not self._initialized.is_set():
+            try:
+                await asyncio.wait_for(self._initialized.wait(), timeout_s)
+            except TimeoutError:
+                pass
+        return self._initialized.is_set()
 
     def update(self, request: control.UpdateMetadataRequest) -> list[tuple[str, int]]:
         """Apply an UpdateMetadata request; returns the partitions it deleted."""
@@ -74,6 +100,7 @@ class MetadataCache:
                     topic, ps.partition_index, ps.leader, ps.leader_epoch, tuple(ps.isr), tuple(ps.replicas),
                     tuple(ps.offline_replicas), ps.zk_version)
         self.version += 1
+        self._initialized.set()
         return deleted
 
     # ------------------------------------------------------------------ queries

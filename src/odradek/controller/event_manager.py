@@ -7,7 +7,10 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 
+from kazoo.exceptions import ConnectionLoss, SessionExpiredError
+
 from odradek.controller.events import ControllerEvent
+from odradek.zk.client import ZkConnectionError
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +64,9 @@ class ControllerEventManager:
                 await self._process(event)
             except asyncio.CancelledError:
                 raise
+            except (SessionExpiredError, ConnectionLoss, ZkConnectionError) as e:
+                # The session listener queues Expire / RegisterBrokerAndReelect; nothing to retry here.
+                log.warning("Controller event %s interrupted by the ZooKeeper session: %r", event.name, e)
             except Exception:
                 log.exception("Error processing controller event %s", event.name)
             finally:

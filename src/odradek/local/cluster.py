@@ -282,7 +282,7 @@ def _locked(path: Path):  # type: ignore[no-untyped-def]
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def metadata_probe(host: str, port: int, timeout_s: float = 2.0) -> tuple[set[int], int]:
+def metadata_probe(host: str, port: int, timeout_s: float = 10.0) -> tuple[set[int], int]:
     """One Metadata v1 request (no topics) over a plain socket: (broker ids, controller id)."""
     from kio.schema.metadata.v1.request import MetadataRequest
     from kio.schema.metadata.v1.response import MetadataResponse

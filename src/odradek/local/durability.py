@@ -19,7 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from odradek.local.cluster import LocalCluster
 
@@ -29,7 +29,8 @@ __all__ = ["DurabilityReport", "DurabilityRun"]
 @dataclass
 class DurabilityReport:
     faults: list[str] = field(default_factory=list)
-    produced: int = 0
+    produced: int = 0  # handed to the client (not counting produce_refused)
+    produce_refused: int = 0  # produce() raised: the client refused the record locally
     acknowledged: int = 0
     lost: list[str] = field(default_factory=list)  # acked ids missing or at another offset
     duplicated: list[str] = field(default_factory=list)  # ids present more than once
@@ -45,7 +46,8 @@ class DurabilityReport:
 
     def summary(self) -> str:
         worst = max(self.longest_unavailability_s.values(), default=0.0)
-        return (f"faults injected: {len(self.faults)}, records produced: {self.produced}, acknowledged: "
+        return (f"faults injected: {len(self.faults)}, records produced: {self.produced} (refused by the client: "
+                f"{self.produce_refused}), acknowledged: "
                 f"{self.acknowledged}, lost: {len(self.lost)}, duplicated: {len(self.duplicated)}, consumer reads: "
                 f"{self.consumer_reads}, reads later gone: {len(self.vanished_reads)}, divergent replicas: "
                 f"{len(self.divergent_replicas)}, longest unavailability per partition (s): "
@@ -129,9 +131,16 @@ class DurabilityRun:
                                      partition=seq % self.partitions, on_delivery=report)
                 except BufferError:
                     producer.poll(0.1)
+                except KafkaException as e:
+                    # Refused locally (nothing was queued), e.g. while the client's metadata is stale;
+                    # counted, and the record is never acknowledged.
+                    self.report.produce_refused += 1
+                    if self.report.produce_refused == 1 or self.report.produce_refused % 1000 == 0:
+                        self.log(f"produce refused by the client ({self.report.produce_refused} so far): {e}")
+                    producer.poll(0.1)
             producer.poll(0.01)
         producer.flush(150)
-        self.report.produced = seq
+        self.report.produced = seq - self.report.produce_refused
         self.report.acknowledged = len(self.acked)
 
     def _consume(self) -> None:

@@ -22,11 +22,12 @@ _CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 
 @api(DESCRIBE_CLUSTER, "DescribeCluster", 0, 1)
-def handle_describe_cluster(broker: KafkaServer, request: Request) -> Response:
+async def handle_describe_cluster(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)
     m = response_module(DESCRIBE_CLUSTER, request.api_version)
     endpoint_type = getattr(body, "endpoint_type", _BROKER_ENDPOINTS)
     cache = broker.metadata_cache
+    await cache.wait_initialized()
     if endpoint_type != _BROKER_ENDPOINTS:
         return respond(request, build(
             m.DescribeClusterResponse, error_code=ErrorCode.unsupported_endpoint_type,

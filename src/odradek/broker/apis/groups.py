@@ -87,6 +87,8 @@ async def _find_coordinator(broker: KafkaServer, request: Request, key_type: int
         return failed(ErrorCode.invalid_request, f"Unknown coordinator key type {key_type}")
     coordinator = broker.group_coordinator
     cache = broker.metadata_cache
+    if not await cache.wait_initialized():
+        return failed(ErrorCode.coordinator_not_available)
     if not cache.contains_topic(OFFSETS_TOPIC):
         await _create_offsets_topic(broker)
         return failed(ErrorCode.coordinator_not_available)

@@ -28,6 +28,7 @@ async def handle_metadata(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)
     version = request.api_version
     cache = broker.metadata_cache
+    initialized = await cache.wait_initialized()
     if body.topics is None or (version == 0 and not body.topics):
         wanted = cache.topics()
         explicit = False
@@ -40,6 +41,10 @@ async def handle_metadata(broker: KafkaServer, request: Request) -> Response:
     if explicit:
         for topic in wanted:
             if cache.contains_topic(topic):
+                continue
+            if not initialized:
+                # The controller has not told us about any topic yet: "try again", not "no such topic".
+                errors[topic] = ErrorCode.leader_not_available
                 continue
             try:
                 validate_topic_name(topic)
