@@ -148,6 +148,7 @@ async def _run_broker(config: KafkaConfig) -> int:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, server.shutdown_requested.set)
+    loop.add_signal_handler(signal.SIGUSR1, _log_task_stacks)
     try:
         await server.startup()
     except (BrokerStartupError, ZkConnectionError) as e:
@@ -156,6 +157,19 @@ async def _run_broker(config: KafkaConfig) -> int:
     await server.shutdown_requested.wait()
     await server.shutdown()
     return 0
+
+
+def _log_task_stacks() -> None:
+    """SIGUSR1: log where every asyncio task of the broker is waiting (as jstack for a JVM)."""
+    import io
+
+    log = logging.getLogger("odradek.broker")
+    tasks = asyncio.all_tasks()
+    out = io.StringIO()
+    for task in sorted(tasks, key=lambda t: t.get_name()):
+        out.write(f"--- {task.get_name()}\n")
+        task.print_stack(limit=30, file=out)
+    log.warning("SIGUSR1: %d asyncio tasks\n%s", len(tasks), out.getvalue())
 
 
 # ----------------------------------------------------------------------------- up

@@ -255,3 +255,76 @@ def test_leader_paused_past_its_session_cannot_ack_writes_that_are_lost(cluster_
     assert values == [b"before"] * 5 + [b"after"] * 5
     wait_until(lambda: segment_bytes(cluster, leader, "fenced") == segment_bytes(cluster, other, "fenced"),
                timeout=60, message="old leader truncated and caught up as a follower")
+
+
+def test_follower_backs_off_when_its_leader_does_not_know_the_partition(cluster_factory, tmp_path) -> None:
+    """A follower whose leader answers OffsetForLeaderEpoch with UNKNOWN_TOPIC_OR_PARTITION (a
+    leader that has not had its LeaderAndIsr yet) retries after replica.fetch.backoff.ms, not
+    in a tight loop.  The follower is a replica manager in this process; the leader is a real
+    broker that has never heard of the topic."""
+    import logging
+
+    from odradek.broker.metadata_cache import MetadataCache
+    from odradek.broker.replica_manager import ReplicaManager
+    from odradek.config import KafkaConfig
+    from odradek.log.log_manager import LogManager, LogManagerConfig
+    from odradek.protocol import control
+
+    cluster = cluster_factory(1)
+    leader_port = cluster.brokers[0].port
+    attempts: list[float] = []
+
+    class Count(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "OffsetForLeaderEpoch for" in record.getMessage() and "unknown_topic_or_partition" in record.getMessage():
+                attempts.append(time.monotonic())
+
+    handler = Count()
+    fetcher_log = logging.getLogger("odradek.broker.fetcher")
+    fetcher_log.addHandler(handler)
+    fetcher_log.setLevel(logging.INFO)
+    backoff_ms = 400
+
+    async def follow() -> None:
+        config = KafkaConfig.from_props({
+            "broker.id": "1", "zookeeper.connect": "unused:2181", "log.dirs": str(tmp_path / "follower"),
+            "replica.fetch.backoff.ms": str(backoff_ms)})
+        logs = LogManager(LogManagerConfig.from_kafka_config(config), config.log_config())
+        logs.startup()
+        rm = ReplicaManager(1, config, MetadataCache(1), logs, broker_epoch=lambda: -1)
+        leader = control.UpdateMetadataBroker(id=0, rack=None, endpoints=(control.UpdateMetadataEndpoint(
+            port=leader_port, host="127.0.0.1", listener="PLAINTEXT", security_protocol=0),))
+        rm.maybe_update_metadata_cache(1, control.UpdateMetadataRequest(
+            controller_id=0, controller_epoch=1, broker_epoch=-1, topic_states=(), live_brokers=(leader,)))
+
+        def leader_and_isr(correlation_id: int, leader_id: int, epoch: int) -> None:
+            state = control.LeaderAndIsrPartitionState(
+                partition_index=0, controller_epoch=1, leader=leader_id, leader_epoch=epoch, isr=(1, 0),
+                zk_version=epoch, replicas=(1, 0), is_new=False)
+            response = rm.become_leader_or_follower(correlation_id, control.LeaderAndIsrRequest(
+                controller_id=0, controller_epoch=1, broker_epoch=-1, live_leaders=(), topic_states=(
+                    control.LeaderAndIsrTopicState(topic_name="ghost", topic_id=None, partition_states=(state,)),)))
+            assert response.error_code == ErrorCode.none
+
+        # Leader at epoch 1 with one batch, so the log has an epoch to ask about ...
+        leader_and_isr(1, 1, 1)
+        results, _ = rm.append_records(1, 1000, [("ghost", 0, build_batch([SimpleRecord(value=b"x")]))])
+        assert all(r.error == ErrorCode.none for r in results.values())
+        # ... then a follower of broker 0 at epoch 2: truncation asks broker 0, which has no such partition.
+        leader_and_isr(2, 0, 2)
+        deadline = time.monotonic() + 30
+        while not attempts and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(2.0)  # the window in which retries are counted
+        await rm.shutdown()
+        logs.shutdown()
+
+    try:
+        asyncio.run(follow())
+    finally:
+        fetcher_log.removeHandler(handler)
+    assert attempts, "the leader never answered UNKNOWN_TOPIC_OR_PARTITION"
+    window = attempts[-1] - attempts[0]
+    # At most one attempt per backoff interval (plus the first); a tight loop makes thousands.
+    assert len(attempts) <= window / (backoff_ms / 1000) + 2, (len(attempts), window)
+    assert len(attempts) >= 3  # and it does keep retrying

@@ -102,15 +102,16 @@ class ReplicaFetcher:
                 await self._changed.wait()
                 continue
             try:
-                conn = await self._connection()
-                truncating = [f for f in self.partitions.values() if f.partition.needs_truncation]
-                if truncating:
-                    await self._truncate(conn, truncating)
-                    continue
                 now = time.monotonic()
+                # A partition that failed (here or in truncation) waits out replica.fetch.backoff.ms.
                 ready = [f for f in self.partitions.values() if f.backoff_until <= now]
                 if not ready:
                     await asyncio.sleep(min(f.backoff_until for f in self.partitions.values()) - now)
+                    continue
+                conn = await self._connection()
+                truncating = [f for f in ready if f.partition.needs_truncation]
+                if truncating:
+                    await self._truncate(conn, truncating)
                     continue
                 await self._fetch(conn, ready)
             except asyncio.CancelledError:

@@ -221,7 +221,11 @@ class DurabilityRun:
             if self._isr_full():
                 return
             time.sleep(0.2)
-        self.log("warning: ISRs not full again before the next fault")
+        if self._stop.is_set():
+            return
+        self.log("warning: ISRs not full again before the next fault (brokers log their task stacks: SIGUSR1)")
+        for broker_id in self.cluster.brokers:
+            self.cluster.signal_broker(broker_id, signal.SIGUSR1)
 
     def _restore_all(self) -> None:
         for broker_id, broker in self.cluster.brokers.items():

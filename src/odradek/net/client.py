@@ -21,6 +21,7 @@ log = logging.getLogger(__name__)
 __all__ = ["BrokerConnection", "ConnectionClosed"]
 
 _SIZE = struct.Struct(">i")
+_CLOSE_TIMEOUT_S = 2.0
 
 
 class ConnectionClosed(ConnectionError):
@@ -126,6 +127,11 @@ class BrokerConnection:
         if writer is not None:
             writer.close()
             try:
-                await writer.wait_closed()
+                # Closing flushes what is buffered; a peer that stopped reading must not hold us.
+                await asyncio.wait_for(writer.wait_closed(), _CLOSE_TIMEOUT_S)
+            except TimeoutError:
+                log.warning("connection to %s:%s did not close in %.0fs; aborting it",
+                            self.host, self.port, _CLOSE_TIMEOUT_S)
+                writer.transport.abort()
             except (ConnectionError, OSError):
                 pass
