@@ -4,6 +4,10 @@ The leader never writes the ISR itself (the controller is the only writer of a p
 state).  Proposed changes are batched into AlterPartition requests (api key 56, v2) sent to
 the active controller; a change is pending until the answer arrives, and the answer (the
 ISR and partition epoch the controller wrote) is applied to the partition.
+
+A LeaderAndIsr may clear a pending change (and a new one may be proposed) while a request
+for the old one is out: each request remembers the exact change it carries, and its answer
+is applied only while that change is still the partition's pending one.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from typing import TYPE_CHECKING
 from kio.schema.alter_partition.v2 import request as req
 from kio.schema.alter_partition.v2 import response as resp
 
+from odradek import tasks
 from odradek.broker.partition import Partition, PendingIsrChange
 from odradek.net.client import BrokerConnection
 from odradek.protocol.errors import ErrorCode
@@ -43,7 +48,7 @@ class AlterPartitionManager:
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="alter-partition-manager")
+        self._task = tasks.start(self._run(), "alter-partition-manager")
 
     async def stop(self) -> None:
         if self._task is not None:
@@ -85,7 +90,10 @@ class AlterPartitionManager:
         while True:
             await self._wakeup.wait()
             self._wakeup.clear()
-            batch, self._queue = self._queue, {}
+            queued, self._queue = self._queue, {}
+            # What is sent: each partition with the change pending now (a LeaderAndIsr may have
+            # dropped it since it was queued).
+            batch = {key: (p, p.pending_isr) for key, p in queued.items() if p.pending_isr is not None}
             if not batch:
                 continue
             try:
@@ -93,23 +101,23 @@ class AlterPartitionManager:
                 if conn is None:
                     raise ConnectionError("no known controller")
                 response = await conn.send(self._request(batch), resp.AlterPartitionResponse, timeout_s=30)
-            except (TimeoutError, ConnectionError, OSError) as e:
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # (connection trouble, timeouts): the batch is retried
                 log.info("AlterPartition request failed (%r); retrying", e)
                 if self._conn is not None:
                     await self._conn.close()
                     self._conn = None
-                for key, partition in batch.items():
+                for key, (partition, _) in batch.items():
                     self._queue.setdefault(key, partition)
                 await asyncio.sleep(0.2)
                 self._wakeup.set()
                 continue
             self._handle_response(batch, response)
 
-    def _request(self, batch: dict[tuple[str, int], Partition]) -> req.AlterPartitionRequest:
+    def _request(self, batch: dict[tuple[str, int], tuple[Partition, PendingIsrChange]]) -> req.AlterPartitionRequest:
         by_topic: dict[object, list[req.PartitionData]] = {}
-        for partition in batch.values():
-            pending = partition.pending_isr
-            assert pending is not None
+        for partition, pending in batch.values():
             by_topic.setdefault(partition.topic_id, []).append(req.PartitionData(
                 partition_index=partition.partition, leader_epoch=pending.leader_epoch, new_isr=pending.isr,
                 leader_recovery_state=0, partition_epoch=pending.partition_epoch))
@@ -117,21 +125,22 @@ class AlterPartitionManager:
             broker_id=self.broker_id, broker_epoch=self._broker_epoch(),
             topics=tuple(req.TopicData(topic_id=tid, partitions=tuple(parts)) for tid, parts in by_topic.items()))
 
-    def _handle_response(self, batch: dict[tuple[str, int], Partition], response: resp.AlterPartitionResponse) -> None:
-        by_id = {(p.topic_id, p.partition): p for p in batch.values()}
-        answered = set()
+    def _handle_response(self, batch: dict[tuple[str, int], tuple[Partition, PendingIsrChange]],
+                         response: resp.AlterPartitionResponse) -> None:
+        by_id = {(p.topic_id, p.partition): (p, pending) for p, pending in batch.values()}
         if response.error_code != ErrorCode.none:
             log.info("AlterPartition refused by the controller: %s", ErrorCode(response.error_code).name)
         for topic in response.topics:
             for pd in topic.partitions:
-                partition = by_id.get((topic.topic_id, pd.partition_index))
-                if partition is None:
+                entry = by_id.get((topic.topic_id, pd.partition_index))
+                if entry is None:
                     continue
-                answered.add((partition.topic, partition.partition))
-                pending = partition.pending_isr
+                partition, pending = entry
+                if partition.pending_isr is not pending:
+                    continue  # superseded by a LeaderAndIsr (and maybe a newer proposal) meanwhile
                 partition.pending_isr = None
                 if pd.error_code != ErrorCode.none:
-                    log.info("ISR change %s for %s refused: %s", pending.isr if pending else "?", partition.name,
+                    log.info("ISR change %s for %s refused: %s", pending.isr, partition.name,
                              ErrorCode(pd.error_code).name)
                     continue
                 if partition.is_leader and pd.leader_epoch == partition.leader_epoch:
@@ -140,6 +149,7 @@ class AlterPartitionManager:
                     log.info("ISR of %s is now [%s] (partition epoch %d)", partition.name,
                              ",".join(map(str, pd.isr)), pd.partition_epoch)
                     self._on_applied(partition)
-        for key, partition in batch.items():
-            if key not in answered:
+        # Not answered (e.g. the whole request was refused): the leader may propose again.
+        for partition, pending in batch.values():
+            if partition.pending_isr is pending:
                 partition.pending_isr = None

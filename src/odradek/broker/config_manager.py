@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
+from odradek import tasks
 from odradek.config import TOPIC_CONFIG, ConfigError, KafkaConfig
 from odradek.controller.events import TopicUncleanLeaderElectionEnable
 from odradek.zk.client import KafkaZkClient, NoNodeError, ZkConnectionError
@@ -80,7 +81,7 @@ class DynamicConfigManager:
         for topic, overrides in (await self.zk.get_topic_configs(topics)).items():
             self._apply(topic, overrides)
         self.zk.add_state_listener(self._on_zk_state)
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="dynamic-config-manager")
+        self._task = tasks.start(self._run(), "dynamic-config-manager")
         self._wakeup.set()
 
     async def shutdown(self) -> None:

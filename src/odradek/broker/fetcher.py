@@ -26,6 +26,7 @@ from kio.schema.list_offsets.v7 import response as lo_resp
 from kio.schema.offset_for_leader_epoch.v3 import request as epoch_req
 from kio.schema.offset_for_leader_epoch.v3 import response as epoch_resp
 
+from odradek import tasks
 from odradek.broker.partition import Partition
 from odradek.controller.context import TopicPartition
 from odradek.log.log import UnexpectedAppendOffsetError
@@ -63,8 +64,7 @@ class ReplicaFetcher:
         self.partitions: dict[TopicPartition, _Fetching] = {}
         self._changed = asyncio.Event()
         self._conn: BrokerConnection | None = None
-        self._task = asyncio.get_running_loop().create_task(
-            self._run(), name=f"replica-fetcher-{manager.broker_id}-from-{leader_id}-{fetcher_id}")
+        self._task = tasks.start(self._run(), f"replica-fetcher-{manager.broker_id}-from-{leader_id}-{fetcher_id}")
 
     def add(self, partition: Partition) -> None:
         self.partitions[TopicPartition(partition.topic, partition.partition)] = _Fetching(

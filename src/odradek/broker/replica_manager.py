@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from odradek import tasks
 from odradek.broker.alter_partition import AlterPartitionManager
 from odradek.broker.fetcher import ReplicaFetcherManager
 from odradek.broker.metadata_cache import MetadataCache
@@ -184,9 +185,8 @@ class ReplicaManager:
 
     def startup(self) -> None:
         self.alter_partition.start()
-        loop = asyncio.get_running_loop()
-        self._tasks.append(loop.create_task(self._isr_expiration_loop(), name="isr-expiration"))
-        self._tasks.append(loop.create_task(self._maintenance_loop(), name="log-maintenance"))
+        self._tasks.append(tasks.start(self._isr_expiration_loop(), "isr-expiration"))
+        self._tasks.append(tasks.start(self._maintenance_loop(), "log-maintenance"))
 
     async def shutdown(self) -> None:
         for task in self._tasks:

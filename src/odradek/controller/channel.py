@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from odradek import tasks
 from odradek.controller import control_requests as build
 from odradek.controller.context import ControllerContext, ReplicaAssignment, TopicPartition
 from odradek.controller.events import (
@@ -56,7 +57,7 @@ class _BrokerSender:
         self.controller_id = controller_id
         self.queue: asyncio.Queue[_QueueItem] = asyncio.Queue()
         self.conn: BrokerConnection | None = None
-        self.task = asyncio.get_running_loop().create_task(self._run(), name=f"controller-sender-{info.id}")
+        self.task = tasks.start(self._run(), f"controller-sender-{info.id}")
 
     async def _connect(self) -> BrokerConnection:
         backoff = 0.05

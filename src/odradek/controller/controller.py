@@ -17,6 +17,7 @@ from typing import Any
 
 from kazoo.protocol.states import EventType, WatchedEvent
 
+from odradek import tasks
 from odradek.config import KafkaConfig
 from odradek.controller.channel import ControllerBrokerRequestBatch, ControllerChannelManager
 from odradek.controller.context import (
@@ -705,7 +706,7 @@ class KafkaController:
                 await asyncio.sleep(interval)
                 self.event_manager.put(AutoPreferredReplicaLeaderElection())
 
-        self._rebalance_task = asyncio.get_running_loop().create_task(tick(), name="auto-leader-rebalance")
+        self._rebalance_task = tasks.start(tick(), "auto-leader-rebalance")
 
     async def _check_and_trigger_auto_leader_rebalance(self) -> None:
         if not self.is_active:

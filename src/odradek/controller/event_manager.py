@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 
 from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
+from odradek import tasks
 from odradek.controller.events import ControllerEvent
 from odradek.zk.client import ZkConnectionError
 
@@ -28,7 +29,7 @@ class ControllerEventManager:
         self.current: ControllerEvent | None = None
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run(), name="controller-event-thread")
+        self._task = tasks.start(self._run(), "controller-event-thread")
 
     def put(self, event: ControllerEvent) -> None:
         self._queue.put_nowait(event)

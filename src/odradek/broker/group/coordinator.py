@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from odradek import tasks
 from odradek.broker.group.group import (
     GroupMetadata,
     GroupState,
@@ -108,7 +109,7 @@ class GroupCoordinator:
             got = None
         if got is not None and got[0].partitions:
             self.manager.num_partitions = len(got[0].partitions)
-        self._expiry_task = asyncio.get_running_loop().create_task(self._expiry_loop(), name="offsets-expiry")
+        self._expiry_task = tasks.start(self._expiry_loop(), "offsets-expiry")
 
     async def shutdown(self) -> None:
         if self._expiry_task is not None:
