@@ -252,3 +252,54 @@ def test_restarted_broker_does_not_deny_a_topic_before_the_controller_reaches_it
         pool.shutdown(wait=True)
     assert error_code == 0
     assert leader == controller
+
+
+def _all_topics_metadata(port: int, timeout_s: float) -> dict[str, int]:
+    """One Metadata v1 request for all topics: {topic: error code}."""
+    import socket
+
+    from kio.schema.metadata.v1.request import MetadataRequest
+    from kio.schema.metadata.v1.response import MetadataResponse
+
+    from odradek.local.cluster import _recv_exactly
+    from odradek.protocol.framing import decode_response, encode_request
+
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
+        sock.sendall(encode_request(MetadataRequest(topics=None), 8, "test"))
+        size = int.from_bytes(_recv_exactly(sock, 4), "big")
+        _, response = decode_response(_recv_exactly(sock, size), MetadataResponse)
+    return {t.name: t.error_code for t in response.topics}
+
+
+def test_restarted_broker_answers_nothing_until_it_is_registered(cluster_factory) -> None:
+    """A SIGKILLed broker restarted at once waits for its old ZooKeeper session to expire
+    before it registers, and only then can the controller send it metadata.  Requests that
+    arrive meanwhile wait (Kafka's startProcessingRequests): answered from the empty cache, an
+    all-topics Metadata would tell the client that every topic is gone."""
+    import concurrent.futures
+    import socket
+
+    cluster = cluster_factory(2, overrides={"zookeeper.session.timeout.ms": "15000"})
+    create(cluster, "kept", "--replica-assignment", "0:1")
+    wait_until(lambda: leaders_online(cluster, "kept", 1), message="partition online")
+    controller, _ = controller_of(cluster)
+    other = 1 - controller
+    cluster.kill_broker(other)
+    cluster.start_broker(other, wait=False)
+    port = cluster.brokers[other].port
+
+    def accepting() -> bool:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        except OSError:
+            return False
+        return True
+
+    wait_until(accepting, timeout=30, message="restarted broker listening")
+    assert registered(cluster, other)  # still the dead process's registration
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        answer = pool.submit(_all_topics_metadata, port, 60)
+        topics = answer.result(timeout=60)
+    assert topics.get("kept") == 0, topics
+    log = (cluster.brokers[other].config_path.parent / "server.log").read_text()
+    assert "Waiting up to" in log  # the restart really did wait for the old session

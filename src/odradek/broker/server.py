@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import socket
 from pathlib import Path
@@ -69,6 +70,10 @@ class KafkaServer:
         self.config_manager = DynamicConfigManager(self.zk, config, self.log_manager, self.controller)
         self.broker_info: BrokerInfo | None = None
         self._started = False
+        # Kafka's startProcessingRequests: the listener is bound early (its port goes into the
+        # registration) but requests wait until the broker is registered, so nothing is
+        # answered from state the controller has not had a chance to send.
+        self.serving = asyncio.Event()
         self.shutdown_requested = asyncio.Event()
 
     # ------------------------------------------------------------------ requests
@@ -77,7 +82,14 @@ class KafkaServer:
         spec = self.handlers.get(request.api_key)
         if spec is None or not spec.min_version <= request.api_version <= spec.max_version:
             raise UnsupportedVersion(f"api key {request.api_key} version {request.api_version} is not supported")
+        if not self.serving.is_set():
+            return self._dispatch_once_serving(spec.handler, request)
         return spec.handler(self, request)
+
+    async def _dispatch_once_serving(self, handler: Any, request: Request) -> Response:
+        await self.serving.wait()
+        result = handler(self, request)
+        return await result if inspect.isawaitable(result) else result
 
     # ------------------------------------------------------------------ start-up
 
@@ -117,6 +129,7 @@ class KafkaServer:
             raise
         self.controller.startup()
         self._started = True
+        self.serving.set()
         endpoints = ", ".join(e.connection_string for e in self.broker_info.endpoints)
         log.info("[KafkaServer id=%d] started (%s), cluster id %s", self.broker_id, endpoints, self.cluster_id)
 

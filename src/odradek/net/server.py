@@ -75,6 +75,11 @@ class Request:
         return self.header.api_version
 
 
+class CloseConnection(Exception):
+    """Raised by a handler that cannot answer truthfully: the connection is closed (the
+    client reconnects, possibly elsewhere) instead of sending a misleading response."""
+
+
 Dispatcher = Callable[[Request], Response | Awaitable[Response]]
 UnsupportedHandler = Callable[[UnsupportedRequestError], Response]
 
@@ -275,6 +280,10 @@ class Connection(asyncio.BufferedProtocol):
             transport.write(_read_file_chunk(chunk, sent))
 
     def _handler_failed(self, request: Request | None, exc: BaseException) -> None:
+        if isinstance(exc, CloseConnection):
+            log.info("Closing connection from %s: %s", self.peer, exc)
+            self.close()
+            return
         what = (f"api key {request.api_key} v{request.api_version} correlation id {request.header.correlation_id}"
                 if request is not None else "a request")
         log.error("Error handling %s from %s; closing the connection", what, self.peer, exc_info=exc)

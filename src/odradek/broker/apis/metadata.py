@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 from odradek.admin.topics import INTERNAL_TOPICS, validate_topic_name
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
+from odradek.net.server import CloseConnection
 from odradek.protocol.errors import (
     ErrorCode,
     InvalidTopicError,
@@ -30,6 +31,10 @@ async def handle_metadata(broker: KafkaServer, request: Request) -> Response:
     cache = broker.metadata_cache
     initialized = await cache.wait_initialized()
     if body.topics is None or (version == 0 and not body.topics):
+        if not initialized:
+            # An empty list would tell the client every topic it knows is gone (librdkafka then
+            # fails produce() with "Unknown topic"); let it ask another broker instead.
+            raise CloseConnection("asked for all topics before the controller sent any metadata")
         wanted = cache.topics()
         explicit = False
     else:
