@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import signal
 import subprocess
 import sys
 import tempfile
@@ -30,6 +31,8 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--dir", default=None, help="keep the cluster's files here (default: a temporary dir)")
     args = parser.parse_args()
+    # SIGTERM (kill, pkill) unwinds like Ctrl-C, so the cluster below is stopped, not orphaned.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with (contextlib.nullcontext(args.dir) if args.dir else
           tempfile.TemporaryDirectory(prefix="odradek-durability-")) as tmp:
         cluster = LocalCluster(tmp, 3, overrides={"min.insync.replicas": "2", "replica.lag.time.max.ms": "5000"})
