@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import signal
 
 import pytest
@@ -73,6 +74,13 @@ def test_controller_failover_bumps_the_epoch_and_fences_the_old_one(cluster_fact
                            for p in range(3)), message="leaders moved")
     moved = [partition_state(cluster, "fenced", p) for p in range(3)]
     assert any(s["controller_epoch"] == new_epoch for s in moved)
+    # The new controller's first UpdateMetadata carries every partition state: a broker whose
+    # cache is empty (registered just before the election) must not learn only the brokers.
+    first_cached = re.compile(rf"Cached metadata for (\d+) partitions .* epoch {new_epoch} ")
+    for broker_id in (b for b in range(3) if b != old_controller):
+        path = cluster.brokers[broker_id].config_path.parent / "state-change.log"
+        wait_until(lambda path=path: first_cached.search(path.read_text()), message=f"broker {broker_id} metadata")
+        assert int(first_cached.search(path.read_text()).group(1)) >= 3
 
     async def write_with_old_epoch() -> None:
         zk = KafkaZkClient(cluster.zookeeper_connect, 6000)

@@ -273,8 +273,12 @@ class KafkaController:
               f"{len(self.ctx.leadership)} partition states")
         to_delete, ineligible = await self._fetch_topic_deletions()
         await self.deletion.init(to_delete, ineligible)
-        # Brokers must learn the live broker list before any LeaderAndIsr names a leader.
-        await self.send_update_metadata_request(self.ctx.live_or_shutting_down_broker_ids, [])
+        # Brokers must learn the live broker list before any LeaderAndIsr names a leader.  The
+        # partition states go with it: a broker that registered just before this election has
+        # an empty cache, and an UpdateMetadata without them would make it answer "no such
+        # topic" until the state machines below reach its topics.
+        await self.send_update_metadata_request(self.ctx.live_or_shutting_down_broker_ids,
+                                                self.ctx.partitions_with_leaders())
         await self.replica_sm.startup()
         phase("replica state machine started")
         await self.partition_sm.startup()
