@@ -5,6 +5,11 @@ run until they are cancelled.  If one ends with an exception instead, asyncio ke
 exception in the task object and reports nothing while the task is referenced, so the
 broker would carry on without, say, ever changing an ISR again.  ``start`` logs that
 death at ERROR with the traceback.
+
+``cancel_and_wait`` stops such a task.  Waiting for a cancelled task raises CancelledError,
+and a bare ``except CancelledError: pass`` around that wait also swallows a cancellation of
+the *waiting* task: a loop that closes a connection while it is itself being cancelled then
+carries on, and whoever waits for that loop to end waits forever.
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from typing import Any, TypeVar
 
 log = logging.getLogger(__name__)
 
-__all__ = ["start"]
+__all__ = ["cancel_and_wait", "start"]
 
 T = TypeVar("T")
 
@@ -34,3 +39,21 @@ def _report(task: asyncio.Task[Any]) -> None:
     error = task.exception()
     if error is not None:
         log.error("Background task %s died", task.get_name(), exc_info=error)
+
+
+async def cancel_and_wait(task: asyncio.Task[Any] | None) -> None:
+    """Cancel ``task`` and wait until it has finished.  Its own end (cancelled, or an
+    exception that :func:`start` has logged) is absorbed; a cancellation of the caller is not."""
+    current = asyncio.current_task()
+    if task is None or task is current:
+        return
+    cancels_before = current.cancelling() if current is not None else 0
+    task.cancel()
+    try:
+        await task
+    except (asyncio.CancelledError, Exception):
+        pass
+    # Cancelling us while we waited also cancelled ``task``; if that task absorbed it (it
+    # ended normally), the CancelledError never reached us: raise it here.
+    if current is not None and current.cancelling() > cancels_before:
+        raise asyncio.CancelledError

@@ -51,12 +51,7 @@ class AlterPartitionManager:
         self._task = tasks.start(self._run(), "alter-partition-manager")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            try:
-                await self._task
-            except (asyncio.CancelledError, Exception):
-                pass
+        await tasks.cancel_and_wait(self._task)
         if self._conn is not None:
             await self._conn.close()
 

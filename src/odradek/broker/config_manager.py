@@ -86,12 +86,7 @@ class DynamicConfigManager:
 
     async def shutdown(self) -> None:
         task, self._task = self._task, None
-        if task is not None:
-            task.cancel()
-            try:
-                await task
-            except asyncio.CancelledError:
-                pass
+        await tasks.cancel_and_wait(task)
 
     # ------------------------------------------------------------------ watch -> task
 

@@ -75,11 +75,7 @@ class ReplicaFetcher:
         self.partitions.pop(tp, None)
 
     async def close(self) -> None:
-        self._task.cancel()
-        try:
-            await self._task
-        except (asyncio.CancelledError, Exception):
-            pass
+        await tasks.cancel_and_wait(self._task)
         if self._conn is not None:
             await self._conn.close()
 

@@ -190,12 +190,7 @@ class ReplicaManager:
 
     async def shutdown(self) -> None:
         for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
+            await tasks.cancel_and_wait(task)
         self._tasks.clear()
         await self.fetchers.shutdown()
         await self.alter_partition.stop()

@@ -94,11 +94,7 @@ class _BrokerSender:
                     log.exception("controller response callback failed")
 
     async def close(self) -> None:
-        self.task.cancel()
-        try:
-            await self.task
-        except (asyncio.CancelledError, Exception):
-            pass
+        await tasks.cancel_and_wait(self.task)
         if self.conn is not None:
             await self.conn.close()
 

@@ -14,6 +14,7 @@ import struct
 from collections import deque
 from typing import Any
 
+from odradek import tasks
 from odradek.protocol.framing import decode_response, encode_request
 
 log = logging.getLogger(__name__)
@@ -95,7 +96,8 @@ class BrokerConnection:
                 if not fut.done():
                     fut.set_result(response)
         except asyncio.CancelledError:
-            error = ConnectionClosed("connection closed")
+            self._fail_pending(ConnectionClosed("connection closed"))
+            raise
         except (asyncio.IncompleteReadError, ConnectionError, OSError) as e:
             error = ConnectionClosed(f"connection to {self.host}:{self.port} lost: {e!r}")
         except Exception as e:  # a response we could not decode
@@ -117,15 +119,13 @@ class BrokerConnection:
         self._closed_error = error
         self._fail_pending(error)
         task, self._read_task = self._read_task, None
-        if task is not None and task is not asyncio.current_task():
-            task.cancel()
-            try:
-                await task
-            except (asyncio.CancelledError, Exception):
-                pass
         writer, self._writer = self._writer, None
+        try:
+            await tasks.cancel_and_wait(task)
+        finally:  # (also when the caller is cancelled meanwhile: the socket is not leaked)
+            if writer is not None:
+                writer.close()
         if writer is not None:
-            writer.close()
             try:
                 # Closing flushes what is buffered; a peer that stopped reading must not hold us.
                 await asyncio.wait_for(writer.wait_closed(), _CLOSE_TIMEOUT_S)
