@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
+from kazoo.exceptions import SessionExpiredError
 from kazoo.protocol.states import EventType, WatchedEvent
 
 from odradek import tasks
@@ -241,6 +242,11 @@ class KafkaController:
             await self._on_controller_failover()
         except ControllerMovedError:
             raise
+        except SessionExpiredError as e:
+            # /controller went with the session; the session listener re-registers and re-elects.
+            log.warning("Controller failover interrupted by the ZooKeeper session (%r); resigning", e)
+            await self._on_controller_resignation()
+            self.active_controller_id = None
         except Exception:
             log.exception("Error during controller failover; resigning")
             await self._trigger_controller_move()
