@@ -41,19 +41,22 @@ def _report(task: asyncio.Task[Any]) -> None:
         log.error("Background task %s died", task.get_name(), exc_info=error)
 
 
-async def cancel_and_wait(task: asyncio.Task[Any] | None) -> None:
+async def cancel_and_wait(task: asyncio.Task[Any] | None, *, recancel_after_s: float = 1.0) -> None:
     """Cancel ``task`` and wait until it has finished.  Its own end (cancelled, or an
-    exception that :func:`start` has logged) is absorbed; a cancellation of the caller is not."""
-    current = asyncio.current_task()
-    if task is None or task is current:
+    exception that :func:`start` has logged) is absorbed; a cancellation of the caller is not.
+
+    A task can swallow a cancellation (Python 3.11's ``asyncio.wait_for`` does when the
+    awaited operation completes at the same moment), so it is cancelled again every
+    ``recancel_after_s`` until it ends."""
+    if task is None or task is asyncio.current_task():
         return
-    cancels_before = current.cancelling() if current is not None else 0
-    task.cancel()
-    try:
-        await task
-    except (asyncio.CancelledError, Exception):
-        pass
-    # Cancelling us while we waited also cancelled ``task``; if that task absorbed it (it
-    # ended normally), the CancelledError never reached us: raise it here.
-    if current is not None and current.cancelling() > cancels_before:
-        raise asyncio.CancelledError
+    attempts = 0
+    while not task.done():
+        if attempts == 1:
+            log.warning("Task %s did not end when cancelled; cancelling it again", task.get_name())
+        task.cancel()
+        attempts += 1
+        # asyncio.wait neither raises the task's exception nor passes our cancellation on to it.
+        await asyncio.wait({task}, timeout=recancel_after_s)
+    if not task.cancelled():
+        task.exception()  # retrieved (start() has logged it)

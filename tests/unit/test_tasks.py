@@ -56,6 +56,7 @@ def test_cancel_and_wait_passes_on_a_cancellation_of_the_caller() -> None:
         looping.cancel()
         await asyncio.wait_for(asyncio.wait([looping]), 2)
         assert looping.cancelled()
+        await asyncio.wait_for(asyncio.wait([helper]), 2)  # (its cleanup still runs)
         assert helper.cancelled()
         return rounds
 
@@ -104,3 +105,24 @@ def test_a_connection_closed_by_a_cancelled_task_lets_that_task_end() -> None:
 
     cancelled, carried_on, connected = asyncio.run(scenario())
     assert cancelled and not carried_on and not connected
+
+
+def test_cancel_and_wait_cancels_again_a_task_that_swallowed_the_cancellation() -> None:
+    async def stubborn(swallowed: list[int]) -> None:
+        while True:
+            try:
+                await asyncio.sleep(60)
+            except asyncio.CancelledError:
+                if not swallowed:
+                    swallowed.append(1)  # as asyncio.wait_for may in Python 3.11
+                    continue
+                raise
+
+    async def scenario() -> tuple[bool, list[int]]:
+        swallowed: list[int] = []
+        task = asyncio.get_running_loop().create_task(stubborn(swallowed))
+        await asyncio.sleep(0)
+        await asyncio.wait_for(tasks.cancel_and_wait(task, recancel_after_s=0.05), 5)
+        return task.cancelled(), swallowed
+
+    assert asyncio.run(scenario()) == (True, [1])

@@ -66,6 +66,7 @@ from odradek.zk.zk_data import (
     TopicAssignment,
     TopicsZNode,
     TopicZNode,
+    topic_id_to_uuid,
 )
 
 log = logging.getLogger(__name__)
@@ -621,26 +622,33 @@ class KafkaController:
         if event.broker_epoch != -1 and event.broker_epoch < self.ctx.broker_epochs.get(event.broker_id, -1):
             _set_reply(event.reply, (ErrorCode.stale_broker_epoch, {}))
             return
-        results: dict[tuple[str, int], Any] = {}
+        # Topic ids are resolved here, in the event thread, against a fully loaded context.
+        names = {topic_id_to_uuid(tid): name for name, tid in self.ctx.topic_ids.items()}
+        ids = {name: tid for tid, name in names.items()}
+        results: dict[tuple[Any, int], Any] = {}
         proposed = {}
-        for (topic, partition), (leader_epoch, new_isr, partition_epoch) in event.changes.items():
+        for (topic_id, partition), (leader_epoch, new_isr, partition_epoch) in event.changes.items():
+            topic = names.get(topic_id)
+            if topic is None:
+                results[(topic_id, partition)] = ErrorCode.unknown_topic_id
+                continue
             tp = TopicPartition(topic, partition)
             current = self.ctx.leadership.get(tp)
             if current is None:
-                results[(topic, partition)] = ErrorCode.unknown_topic_or_partition
+                results[(topic_id, partition)] = ErrorCode.unknown_topic_or_partition
             elif current.leader != event.broker_id:
-                results[(topic, partition)] = ErrorCode.not_leader_or_follower
+                results[(topic_id, partition)] = ErrorCode.not_leader_or_follower
             elif leader_epoch < current.leader_epoch:
-                results[(topic, partition)] = ErrorCode.fenced_leader_epoch
+                results[(topic_id, partition)] = ErrorCode.fenced_leader_epoch
             elif leader_epoch > current.leader_epoch:
-                results[(topic, partition)] = ErrorCode.unknown_leader_epoch
+                results[(topic_id, partition)] = ErrorCode.unknown_leader_epoch
             elif partition_epoch != current.zk_version:
                 if tuple(new_isr) == current.isr:
-                    results[(topic, partition)] = current  # a retry of a change already made
+                    results[(topic_id, partition)] = current  # a retry of a change already made
                 else:
-                    results[(topic, partition)] = ErrorCode.invalid_update_version
+                    results[(topic_id, partition)] = ErrorCode.invalid_update_version
             elif any(b not in self.ctx.live_brokers for b in new_isr):
-                results[(topic, partition)] = ErrorCode.ineligible_replica
+                results[(topic_id, partition)] = ErrorCode.ineligible_replica
             else:
                 proposed[tp] = type(current)(current.leader, current.leader_epoch, tuple(new_isr),
                                              self.ctx.epoch, current.zk_version)
@@ -649,10 +657,10 @@ class KafkaController:
             changed = []
             for tp, res in written.items():
                 if isinstance(res, Exception):
-                    results[(tp.topic, tp.partition)] = ErrorCode.invalid_update_version
+                    results[(ids[tp.topic], tp.partition)] = ErrorCode.invalid_update_version
                     continue
                 self.ctx.leadership[tp] = res
-                results[(tp.topic, tp.partition)] = res
+                results[(ids[tp.topic], tp.partition)] = res
                 changed.append(tp)
                 self.logger.info(f"Changed ISR of partition {tp} to [{','.join(map(str, res.isr))}] at the "
                                  f"request of leader {event.broker_id} (partition epoch {res.zk_version})")

@@ -145,6 +145,6 @@ class AlterPartitionReceived(ControllerEvent):
 
     broker_id: int
     broker_epoch: int
-    # (topic, partition) -> (leader_epoch, new_isr, partition_epoch)
-    changes: dict[tuple[str, int], tuple[int, tuple[int, ...], int]] = field(hash=False, compare=False)
+    # (topic id, partition) -> (leader_epoch, new_isr, partition_epoch)
+    changes: dict[tuple[Any, int], tuple[int, tuple[int, ...], int]] = field(hash=False, compare=False)
     reply: asyncio.Future[Any] = field(hash=False, compare=False)

@@ -199,7 +199,14 @@ class DurabilityRun:
                 self.log(f"fault {n + 1}: SIGKILL broker {victim} ({kind})")
                 self.cluster.kill_broker(victim)
                 time.sleep(self.rng.random() * 3)
-                self.cluster.start_broker(victim, timeout_s=120)
+                try:
+                    self.cluster.start_broker(victim, timeout_s=120)
+                except TimeoutError:
+                    self.log("broker did not come back: the brokers log their task stacks (SIGUSR1)")
+                    for broker_id in self.cluster.brokers:
+                        self.cluster.signal_broker(broker_id, signal.SIGUSR1)
+                    time.sleep(1)
+                    raise
             self.report.faults.append(f"{kind} broker {victim}")
             self._wait_healthy(timeout_s=90)
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
 from odradek.controller.events import AlterPartitionReceived
 from odradek.protocol.errors import ErrorCode
-from odradek.zk.zk_data import LeaderAndIsr, topic_id_to_uuid
+from odradek.zk.zk_data import LeaderAndIsr
 
 if TYPE_CHECKING:
     from odradek.broker.server import KafkaServer
@@ -22,26 +22,21 @@ async def handle_alter_partition(broker: KafkaServer, request: Request) -> Respo
     body = decode_body(request)
     m = response_module(ALTER_PARTITION, request.api_version)
     controller = broker.controller
-    names = {topic_id_to_uuid(tid): name for name, tid in controller.ctx.topic_ids.items()}
-    changes: dict[tuple[str, int], tuple[int, tuple[int, ...], int]] = {}
-    unknown: list[tuple[Any, int]] = []
+    # (Topic ids are resolved by the controller's event thread: a controller still loading
+    # its context must not call a known topic unknown.)
+    changes: dict[tuple[Any, int], tuple[int, tuple[int, ...], int]] = {}
     for t in body.topics:
-        name = names.get(t.topic_id)
         for p in t.partitions:
             isr = tuple(p.new_isr) if hasattr(p, "new_isr") else tuple(b.broker_id for b in p.new_isr_with_epochs)
-            if name is None:
-                unknown.append((t.topic_id, p.partition_index))
-            else:
-                changes[(name, p.partition_index)] = (p.leader_epoch, isr, p.partition_epoch)
+            changes[(t.topic_id, p.partition_index)] = (p.leader_epoch, isr, p.partition_epoch)
     reply: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
     if changes:
         controller.event_manager.put(AlterPartitionReceived(body.broker_id, body.broker_epoch, changes, reply))
         top, results = await reply
     else:
         top, results = (ErrorCode.none if controller.is_active else ErrorCode.not_controller), {}
-    ids = {name: tid for tid, name in names.items()}
     by_topic: dict[Any, list[object]] = {}
-    for (name, partition), outcome in results.items():
+    for (topic_id, partition), outcome in results.items():
         if isinstance(outcome, LeaderAndIsr):
             entry = build(m.PartitionData, partition_index=partition, error_code=ErrorCode.none,
                           leader_id=outcome.leader, leader_epoch=outcome.leader_epoch, isr=outcome.isr,
@@ -49,10 +44,6 @@ async def handle_alter_partition(broker: KafkaServer, request: Request) -> Respo
         else:
             entry = build(m.PartitionData, partition_index=partition, error_code=outcome, leader_id=-1,
                           leader_epoch=-1, isr=(), leader_recovery_state=0, partition_epoch=-1)
-        by_topic.setdefault(ids[name], []).append(entry)
-    for tid, partition in unknown:
-        by_topic.setdefault(tid, []).append(build(
-            m.PartitionData, partition_index=partition, error_code=ErrorCode.unknown_topic_id, leader_id=-1,
-            leader_epoch=-1, isr=(), leader_recovery_state=0, partition_epoch=-1))
+        by_topic.setdefault(topic_id, []).append(entry)
     return respond(request, build(m.AlterPartitionResponse, error_code=top, topics=tuple(
         build(m.TopicData, topic_id=tid, partitions=tuple(ps)) for tid, ps in by_topic.items())))
