@@ -322,7 +322,7 @@ def decode_request_header(frame: bytes | memoryview) -> tuple[RequestHeaderInfo,
     return header, pos
 
 
-def decode_request(frame: bytes | memoryview) -> tuple[RequestHeaderInfo, Payload]:
+def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeaderInfo, Payload]:
     """Parse a whole request frame (without its size prefix) into its header and payload.
 
     Raises what :func:`decode_request_header` raises, and :class:`MalformedRequestError`
@@ -330,8 +330,12 @@ def decode_request(frame: bytes | memoryview) -> tuple[RequestHeaderInfo, Payloa
     """
     header, pos = decode_request_header(frame)
     schema = _request_schemas[header.api_key, header.api_version]
+    # A large frame arrives in its own bytearray; the body readers want a read-only view.
+    view = memoryview(frame)
+    if not view.readonly:
+        view = view.toreadonly()
     try:
-        payload = _read_body(schema, memoryview(frame), pos)
+        payload = _read_body(schema, view, pos)
     except _Malformed as exc:
         raise MalformedRequestError(
             f"api key {header.api_key} version {header.api_version}: {exc}"

@@ -221,6 +221,15 @@ def test_request_round_trip(payload: object, client_id: str | None) -> None:
 
 
 @pytest.mark.parametrize(("payload", "client_id"), REQUESTS, ids=lambda v: type(v).__name__)
+def test_a_frame_in_a_writable_buffer_decodes_the_same(payload: object, client_id: str | None) -> None:
+    """The server reads a frame larger than its scratch buffer into its own bytearray (a
+    restarted broker's first UpdateMetadata for 10,000 partitions is one)."""
+    frame = unframed(encode_request(payload, 42, client_id))
+    assert decode_request(bytearray(frame))[1] == payload
+    assert decode_request(memoryview(bytearray(frame)))[1] == payload
+
+
+@pytest.mark.parametrize(("payload", "client_id"), REQUESTS, ids=lambda v: type(v).__name__)
 def test_every_truncation_is_malformed(payload: object, client_id: str | None) -> None:
     frame = unframed(encode_request(payload, 42, client_id))
     for cut in range(len(frame)):
