@@ -223,10 +223,13 @@ class LogManager:
                         f"log for {topic}-{partition} has topic id {existing.topic_id}, "
                         f"not {topic_id}")
             return existing
-        counts = {d: 0 for d in self.log_dirs}
-        for lg in self._logs.values():
-            counts[lg.dir.parent] = counts.get(lg.dir.parent, 0) + 1
-        parent = min(self.log_dirs, key=lambda d: counts[d])
+        if len(self.log_dirs) == 1:
+            parent = self.log_dirs[0]  # (counting every open log per new one was quadratic)
+        else:
+            counts = {d: 0 for d in self.log_dirs}
+            for lg in self._logs.values():
+                counts[lg.dir.parent] = counts.get(lg.dir.parent, 0) + 1
+            parent = min(self.log_dirs, key=lambda d: counts[d])
         try:
             new_log = Log.open(
                 parent / log_dir_name(topic, partition), config or self._topic_config(topic),
