@@ -6,6 +6,7 @@ import asyncio
 import json
 import re
 import signal
+from typing import Any
 
 import pytest
 
@@ -202,8 +203,8 @@ def test_cluster_json_tracks_restarts(cluster_factory) -> None:
     assert next(b for b in data["brokers"] if b["id"] == 1)["pid"] == cluster.brokers[1].pid != old_pid
 
 
-def _metadata_for(port: int, topic: str, timeout_s: float) -> tuple[int, int]:
-    """One Metadata v1 request for ``topic``: (topic error code, leader of partition 0 or -1)."""
+def _metadata_v1(port: int, topics: tuple[str, ...] | None, timeout_s: float) -> Any:
+    """One Metadata v1 request (``topics=None``: all topics) straight to one broker."""
     import socket
 
     from kio.schema.metadata.v1.request import MetadataRequest, MetadataRequestTopic
@@ -212,13 +213,29 @@ def _metadata_for(port: int, topic: str, timeout_s: float) -> tuple[int, int]:
     from odradek.local.cluster import _recv_exactly
     from odradek.protocol.framing import decode_response, encode_request
 
+    wanted = None if topics is None else tuple(MetadataRequestTopic(name=t) for t in topics)
     with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
-        sock.sendall(encode_request(MetadataRequest(topics=(MetadataRequestTopic(name=topic),)), 7, "test"))
+        sock.sendall(encode_request(MetadataRequest(topics=wanted), 7, "test"))
         size = int.from_bytes(_recv_exactly(sock, 4), "big")
         _, response = decode_response(_recv_exactly(sock, size), MetadataResponse)
-    (answer,) = response.topics
+    return response
+
+
+def _metadata_for(port: int, topic: str, timeout_s: float) -> tuple[int, int]:
+    """(topic error code, leader of partition 0 or -1) for ``topic``."""
+    (answer,) = _metadata_v1(port, (topic,), timeout_s).topics
     leaders = [p.leader_id for p in answer.partitions if p.partition_index == 0]
     return answer.error_code, leaders[0] if leaders else -1
+
+
+def _accepting(port: int) -> bool:
+    import socket
+
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+    except OSError:
+        return False
+    return True
 
 
 def test_restarted_broker_does_not_deny_a_topic_before_the_controller_reaches_it(cluster_factory) -> None:
@@ -227,7 +244,6 @@ def test_restarted_broker_does_not_deny_a_topic_before_the_controller_reaches_it
     again"), not answer UNKNOWN_TOPIC_OR_PARTITION: librdkafka fails produce() for a topic it
     is told does not exist."""
     import concurrent.futures
-    import socket
 
     cluster = cluster_factory(2)
     create(cluster, "kept", "--replica-assignment", "0:1")
@@ -241,15 +257,7 @@ def test_restarted_broker_does_not_deny_a_topic_before_the_controller_reaches_it
     try:
         cluster.start_broker(other, wait=False)
         port = cluster.brokers[other].port
-
-        def accepting() -> bool:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            except OSError:
-                return False
-            return True
-
-        wait_until(accepting, timeout=30, message="restarted broker listening")
+        wait_until(lambda: _accepting(port), timeout=30, message="restarted broker listening")
         answer = pool.submit(_metadata_for, port, "kept", 30)
         with pytest.raises(concurrent.futures.TimeoutError):
             answer.result(timeout=1)  # not answered from the empty cache
@@ -262,31 +270,11 @@ def test_restarted_broker_does_not_deny_a_topic_before_the_controller_reaches_it
     assert leader == controller
 
 
-def _all_topics_metadata(port: int, timeout_s: float) -> dict[str, int]:
-    """One Metadata v1 request for all topics: {topic: error code}."""
-    import socket
-
-    from kio.schema.metadata.v1.request import MetadataRequest
-    from kio.schema.metadata.v1.response import MetadataResponse
-
-    from odradek.local.cluster import _recv_exactly
-    from odradek.protocol.framing import decode_response, encode_request
-
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
-        sock.sendall(encode_request(MetadataRequest(topics=None), 8, "test"))
-        size = int.from_bytes(_recv_exactly(sock, 4), "big")
-        _, response = decode_response(_recv_exactly(sock, size), MetadataResponse)
-    return {t.name: t.error_code for t in response.topics}
-
-
 def test_restarted_broker_answers_nothing_until_it_is_registered(cluster_factory) -> None:
     """A SIGKILLed broker restarted at once waits for its old ZooKeeper session to expire
     before it registers, and only then can the controller send it metadata.  Requests that
     arrive meanwhile wait (Kafka's startProcessingRequests): answered from the empty cache, an
     all-topics Metadata would tell the client that every topic is gone."""
-    import concurrent.futures
-    import socket
-
     cluster = cluster_factory(2, overrides={"zookeeper.session.timeout.ms": "15000"})
     create(cluster, "kept", "--replica-assignment", "0:1")
     wait_until(lambda: leaders_online(cluster, "kept", 1), message="partition online")
@@ -295,19 +283,9 @@ def test_restarted_broker_answers_nothing_until_it_is_registered(cluster_factory
     cluster.kill_broker(other)
     cluster.start_broker(other, wait=False)
     port = cluster.brokers[other].port
-
-    def accepting() -> bool:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-        except OSError:
-            return False
-        return True
-
-    wait_until(accepting, timeout=30, message="restarted broker listening")
+    wait_until(lambda: _accepting(port), timeout=30, message="restarted broker listening")
     assert registered(cluster, other)  # still the dead process's registration
-    with concurrent.futures.ThreadPoolExecutor(1) as pool:
-        answer = pool.submit(_all_topics_metadata, port, 60)
-        topics = answer.result(timeout=60)
+    topics = {t.name: t.error_code for t in _metadata_v1(port, None, 60).topics}
     assert topics.get("kept") == 0, topics
     log = (cluster.brokers[other].config_path.parent / "server.log").read_text()
     assert "Waiting up to" in log  # the restart really did wait for the old session

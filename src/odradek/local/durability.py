@@ -202,9 +202,7 @@ class DurabilityRun:
                 try:
                     self.cluster.start_broker(victim, timeout_s=120)
                 except TimeoutError:
-                    self.log("broker did not come back: the brokers log their task stacks (SIGUSR1)")
-                    for broker_id in self.cluster.brokers:
-                        self.cluster.signal_broker(broker_id, signal.SIGUSR1)
+                    self._dump_task_stacks("broker did not come back")
                     time.sleep(1)
                     raise
             self.report.faults.append(f"{kind} broker {victim}")
@@ -230,7 +228,10 @@ class DurabilityRun:
             time.sleep(0.2)
         if self._stop.is_set():
             return
-        self.log("warning: ISRs not full again before the next fault (brokers log their task stacks: SIGUSR1)")
+        self._dump_task_stacks("warning: ISRs not full again before the next fault")
+
+    def _dump_task_stacks(self, why: str) -> None:
+        self.log(f"{why} (brokers log their task stacks: SIGUSR1)")
         for broker_id in self.cluster.brokers:
             self.cluster.signal_broker(broker_id, signal.SIGUSR1)
 
