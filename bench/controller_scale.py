@@ -15,6 +15,7 @@ import argparse
 import asyncio
 import json
 import re
+import socket
 import tempfile
 import threading
 import time
@@ -51,6 +52,47 @@ def wait_partition_states(zk: KazooClient, topic: str, partitions: int, timeout:
             return time.monotonic()
         time.sleep(0.01)
     raise TimeoutError("partitions did not come online")
+
+
+def broker_metadata(port: int, topic: str) -> list:
+    """The topic's partitions as one broker's metadata cache has them (Metadata v1)."""
+    from kio.schema.metadata.v1.request import MetadataRequest, MetadataRequestTopic
+    from kio.schema.metadata.v1.response import MetadataResponse
+
+    from odradek.protocol.framing import decode_response, encode_request
+
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        sock.sendall(encode_request(MetadataRequest(topics=(MetadataRequestTopic(name=topic),)), 1, "bench"))
+        size = int.from_bytes(recv_exactly(sock, 4), "big")
+        _, response = decode_response(recv_exactly(sock, size), MetadataResponse)
+    return [p for t in response.topics if t.name == topic for p in t.partitions]
+
+
+def recv_exactly(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise OSError("connection closed")
+        buf += chunk
+    return bytes(buf)
+
+
+def wait_settled(cluster: LocalCluster, zk: KazooClient, topic: str, partitions: int, timeout: float = 300) -> float:
+    """Wait until every partition has its full ISR in ZooKeeper and every broker has applied
+    the controller's requests (the controller sends a broker its LeaderAndIsr before the
+    UpdateMetadata, one at a time, so a broker whose metadata shows every partition with a
+    leader has applied both). Returns the seconds waited."""
+    start = time.monotonic()
+    deadline = start + timeout
+    while time.monotonic() < deadline:
+        states = read_states(zk, topic, partitions)
+        if all(len(s["isr"]) == 3 and s["leader"] >= 0 for s in states.values()) and all(
+                sum(1 for p in broker_metadata(b.port, topic) if p.leader_id >= 0) == partitions
+                for b in cluster.brokers.values()):
+            return time.monotonic() - start
+        time.sleep(0.2)
+    raise TimeoutError("the cluster did not settle")
 
 
 def read_states(zk: KazooClient, topic: str, partitions: int) -> dict[int, dict]:
@@ -124,6 +166,9 @@ def main() -> None:
             assert all(s["leader"] >= 0 for s in states.values())
             print(f"create {args.partitions} partitions RF 3: every partition online with a leader in ZooKeeper "
                   f"after {online_at - start:.2f} s")
+            settled = wait_settled(cluster, zk, topic, args.partitions)
+            print(f"  (every broker had applied the LeaderAndIsr and UpdateMetadata {online_at - start + settled:.2f} s "
+                  "after the topic was written)")
             ctrl = controller_id(zk)
             victim = next(b for b in range(3) if b != ctrl)
             result = failover(cluster, zk, topic, args.partitions, victim)
@@ -131,7 +176,8 @@ def main() -> None:
                   f"session expired {result['session_expiry_s']:.1f} s after SIGKILL; every partition had a live "
                   f"leader {result['failover_s']:.2f} s after the session loss")
             cluster.start_broker(victim)
-            time.sleep(2)
+            settled = wait_settled(cluster, zk, topic, args.partitions)
+            print(f"  (broker {victim} restarted and back in every ISR after {settled:.1f} s more)")
             ctrl = controller_id(zk)
             result = failover(cluster, zk, topic, args.partitions, ctrl)
             print(f"kill broker {ctrl} (the controller), leading {result['led_partitions']} partitions: "

@@ -127,8 +127,23 @@ def broker(config_path: str, override: tuple[str, ...], logs_dir: str | None) ->
     gc.collect()
     gc.freeze()
     gc.set_threshold(50_000, 50, 1000)
+    _raise_open_file_limit(log)
     code = _run(_run_broker(config))
     sys.exit(code)
+
+
+def _raise_open_file_limit(log: logging.Logger) -> None:
+    """Lift the soft limit on open files to the hard one, as the JVM does for Kafka
+    (-XX:+MaxFDLimit): every segment holds its .log file open, so thousands of partitions
+    need thousands of descriptors."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft != hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError) as e:
+            log.warning("could not raise the open-file limit from %d to %d: %s", soft, hard, e)
 
 
 def _run(coro: object) -> int:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Generator, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -43,6 +43,22 @@ __all__ = ["FetchPartitionResult", "ProducePartitionResult", "ReplicaManager"]
 _NO_EPOCH = -1
 _EPOCH_DURING_DELETE = -2
 NO_TIMESTAMP = -1
+
+
+class _Pacer:
+    """Says when a long piece of work has held the event loop for a time slice."""
+
+    SLICE_S = 0.01
+
+    def __init__(self) -> None:
+        self._since = time.monotonic()
+
+    def due(self) -> bool:
+        now = time.monotonic()
+        if now - self._since < self.SLICE_S:
+            return False
+        self._since = now
+        return True
 
 
 def _now_ms() -> int:
@@ -166,6 +182,10 @@ class ReplicaManager:
         self._broker_epoch = broker_epoch
         self._topic_log_config = topic_log_config or (lambda _t, overrides: config.log_config(overrides))
         self.controller_epoch = 0
+        # Held while a control request (LeaderAndIsr, StopReplica, UpdateMetadata) is applied,
+        # as Kafka's replicaStateChangeLock: a LeaderAndIsr that yields the loop half-way
+        # must not interleave with the next control request.
+        self.state_change_lock = asyncio.Lock()
         self.partitions: dict[TopicPartition, Partition] = {}
         self.logger = StateChangeLogger(broker_id)
         self.produce_purgatory = Purgatory()
@@ -201,6 +221,9 @@ class ReplicaManager:
             if self.log_manager is not None:
                 try:
                     self.log_manager.tick()
+                    created = self.log_manager.take_created_logs()
+                    if created:  # their fsyncs wait in a worker thread, not in the event loop
+                        await asyncio.to_thread(self.log_manager.flush_created_logs, created)
                 except Exception:
                     log.exception("log maintenance failed")
 
@@ -234,6 +257,35 @@ class ReplicaManager:
     def become_leader_or_follower(self, correlation_id: int, request: control.LeaderAndIsrRequest,
                                   topic_configs: Mapping[str, Mapping[str, str]] | None = None
                                   ) -> control.LeaderAndIsrResponse:
+        """Apply a LeaderAndIsr request in one go (see :meth:`become_leader_or_follower_async`)."""
+        steps = self._leader_and_isr_steps(correlation_id, request, topic_configs)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value
+
+    async def become_leader_or_follower_async(self, correlation_id: int, request: control.LeaderAndIsrRequest,
+                                              topic_configs: Mapping[str, Mapping[str, str]] | None = None
+                                              ) -> control.LeaderAndIsrResponse:
+        """Apply a LeaderAndIsr request, letting the event loop run every few milliseconds:
+        thousands of partitions (creating their logs, recording leader epochs) would otherwise
+        stall this broker's requests and the controller that shares its loop for seconds.
+        Callers hold :attr:`state_change_lock` so control requests apply one at a time."""
+        steps = self._leader_and_isr_steps(correlation_id, request, topic_configs)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                return done.value
+            await asyncio.sleep(0)
+
+    def _leader_and_isr_steps(self, correlation_id: int, request: control.LeaderAndIsrRequest,
+                              topic_configs: Mapping[str, Mapping[str, str]] | None
+                              ) -> Generator[None, None, control.LeaderAndIsrResponse]:
+        """Kafka's becomeLeaderOrFollower as a generator that yields whenever it has run for
+        a time slice (its return value is the response)."""
+        pace = _Pacer()
         ctrl = f"controller {request.controller_id} epoch {request.controller_epoch}"
         topic_configs = topic_configs or {}
 
@@ -293,13 +345,15 @@ class ReplicaManager:
             except KafkaError as e:
                 self.logger.error(f"Could not open the log of partition {partition.name}: {e}")
                 errors[(partition.topic_id, partition.partition)] = e.code
+            if pace.due():
+                yield
         accepted = [(p, s) for p, s in accepted if p.log is not None or self.log_manager is None]
         leaders = [(p, s) for p, s in accepted if s.leader == self.broker_id]
         followers = [(p, s) for p, s in accepted if s.leader != self.broker_id]
         if leaders:
-            self._make_leaders(leaders, ctrl, correlation_id)
+            yield from self._make_leaders(leaders, ctrl, correlation_id, pace)
         if followers:
-            self._make_followers(followers, ctrl, correlation_id)
+            yield from self._make_followers(followers, ctrl, correlation_id, pace)
         return response(ErrorCode.none, errors)
 
     def _ensure_log(self, partition: Partition, topic_configs: Mapping[str, Mapping[str, str]]) -> None:
@@ -314,7 +368,7 @@ class ReplicaManager:
             partition.topic, partition.partition, config, uuid_to_topic_id(partition.topic_id))
 
     def _make_leaders(self, items: list[tuple[Partition, control.LeaderAndIsrPartitionState]],
-                      ctrl: str, correlation_id: int) -> None:
+                      ctrl: str, correlation_id: int, pace: _Pacer) -> Generator[None, None, None]:
         now = _now_ms()
         self.fetchers.remove_partitions(TopicPartition(p.topic, p.partition) for p, _ in items)
         for partition, ps in items:
@@ -329,11 +383,13 @@ class ReplicaManager:
                              f"epoch {ps.leader_epoch}, ISR [{','.join(map(str, ps.isr))}] (from {ctrl}, "
                              f"correlation id {correlation_id})")
             self._wake(TopicPartition(partition.topic, partition.partition))
+            if pace.due():
+                yield
         for hook in self.on_become_leader:
             hook([p for p, _ in items])
 
     def _make_followers(self, items: list[tuple[Partition, control.LeaderAndIsrPartitionState]],
-                        ctrl: str, correlation_id: int) -> None:
+                        ctrl: str, correlation_id: int, pace: _Pacer) -> Generator[None, None, None]:
         tps = [TopicPartition(p.topic, p.partition) for p, _ in items]
         self.fetchers.remove_partitions(tps)
         to_fetch = []
@@ -354,6 +410,8 @@ class ReplicaManager:
                              f"leader {leader} and leader epoch {ps.leader_epoch} (from {ctrl}, "
                              f"correlation id {correlation_id})")
             self._wake(TopicPartition(partition.topic, partition.partition))
+            if pace.due():
+                yield
         if self.log_manager is not None:
             self.fetchers.add_partitions(to_fetch)
         for hook in self.on_become_follower:

@@ -5,8 +5,10 @@ Kafka memory-maps and preallocates its index files; odradek keeps the entries in
 ``array`` columns and appends new entries to the file in batches (on flush, roll, close or
 every ``_WRITE_BATCH`` entries), so the append path costs no syscall per entry. Indexes of
 segments past the recovery point are rebuilt after a crash, so entries that never reached
-the file are never missed. Like Kafka's ``LazyIndex``, the file is opened and read on first
-use, so start-up does not read the indexes of segments nobody looks at.
+the file are never missed. Like Kafka's ``LazyIndex``, the file is read on first use, so start-up does not read the indexes of segments nobody
+looks at. No file descriptor is held between uses (Kafka closes its index files once they
+are mapped): a broker with 10,000 partitions would otherwise hold three descriptors per
+segment.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ class AbstractIndex:
         self.path = path
         self.base_offset = base_offset
         self.max_entries = max(max_index_size // self.entry.size, 1)
-        self._fd = -1
+        self._loaded = False
         self._keys = array(self.key_type)
         self._values = array(self.value_type)
         self._pending = bytearray()
@@ -51,28 +53,35 @@ class AbstractIndex:
 
     # -- loading
 
-    def _ensure_open(self) -> None:
-        if self._fd >= 0:
+    def _open(self) -> int:
+        return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+
+    def _ensure_loaded(self) -> None:
+        if self._loaded:
             return
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        size = os.fstat(self._fd).st_size
-        usable = size - size % self.entry.size  # a torn last entry is dropped
-        if usable:
-            self._keys, self._values = self._decode(os.pread(self._fd, usable, 0))
-        if usable != size:
-            os.ftruncate(self._fd, usable)
+        fd = self._open()
+        try:
+            size = os.fstat(fd).st_size
+            usable = size - size % self.entry.size  # a torn last entry is dropped
+            if usable:
+                self._keys, self._values = self._decode(os.pread(fd, usable, 0))
+            if usable != size:
+                os.ftruncate(fd, usable)
+        finally:
+            os.close(fd)
         self._file_size = usable
+        self._loaded = True
 
     @property
     def keys(self) -> array:
-        if self._fd < 0:
-            self._ensure_open()
+        if not self._loaded:
+            self._ensure_loaded()
         return self._keys
 
     @property
     def values(self) -> array:
-        if self._fd < 0:
-            self._ensure_open()
+        if not self._loaded:
+            self._ensure_loaded()
         return self._values
 
     def __len__(self) -> int:
@@ -83,19 +92,27 @@ class AbstractIndex:
         return len(self.keys) >= self.max_entries
 
     def _append(self, key: int, value: int) -> None:
-        if self._fd < 0:
-            self._ensure_open()
+        if not self._loaded:
+            self._ensure_loaded()
         self._keys.append(key)
         self._values.append(value)
         self._pending += self._encode(key, value)
         if len(self._pending) >= _WRITE_BATCH * self.entry.size:
             self._write_pending()
 
-    def _write_pending(self) -> None:
-        if self._pending:
-            _pwrite_all(self._fd, self._pending, self._file_size)
-            self._file_size += len(self._pending)
-            self._pending.clear()
+    def _write_pending(self, fd: int = -1) -> None:
+        if not self._pending:
+            return
+        own = fd < 0
+        if own:
+            fd = self._open()
+        try:
+            _pwrite_all(fd, self._pending, self._file_size)
+        finally:
+            if own:
+                os.close(fd)
+        self._file_size += len(self._pending)
+        self._pending.clear()
 
     @staticmethod
     def _floor(column: array, target: int) -> int:
@@ -104,19 +121,19 @@ class AbstractIndex:
 
     def _truncate_entries(self, count: int) -> None:
         """Keep the first ``count`` entries."""
-        self._ensure_open()
+        self._ensure_loaded()
         if count >= len(self._keys):
             return
         self._write_pending()
         del self._keys[count:]
         del self._values[count:]
         self._file_size = count * self.entry.size
-        os.ftruncate(self._fd, self._file_size)
+        os.truncate(self.path, self._file_size)
 
     def _last_raw(self) -> tuple[int, int] | None:
         """The last entry as stored, reading only the file's tail if it is not loaded, so
         start-up checks and retention need not load whole indexes."""
-        if self._fd >= 0:
+        if self._loaded:
             return (self._keys[-1], self._values[-1]) if self._keys else None
         try:
             fd = os.open(self.path, os.O_RDONLY)
@@ -132,25 +149,28 @@ class AbstractIndex:
 
     def reset(self) -> None:
         """Drop every entry (before a rebuild)."""
-        self._ensure_open()
         self._pending.clear()
         self._keys = array(self.key_type)
         self._values = array(self.value_type)
         self._file_size = 0
-        os.ftruncate(self._fd, 0)
+        os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644))
+        self._loaded = True
 
     def flush(self) -> None:
         """Write buffered entries and fsync the file."""
-        if self._fd >= 0:
-            self._write_pending()
-            os.fsync(self._fd)
+        if self._loaded:
+            fd = self._open()
+            try:
+                self._write_pending(fd)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def close(self) -> None:
-        """Write buffered entries and release the file descriptor (reopened on next use)."""
-        if self._fd >= 0:
+        """Write buffered entries and forget the loaded ones (read again on next use)."""
+        if self._loaded:
             self._write_pending()
-            os.close(self._fd)
-            self._fd = -1
+            self._loaded = False
             self._keys = array(self.key_type)
             self._values = array(self.value_type)
 
@@ -159,10 +179,8 @@ class AbstractIndex:
         self.path = path
 
     def delete(self) -> None:
-        """Close and unlink the file."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        """Unlink the file."""
+        self._loaded = False
         self._pending.clear()
         try:
             os.unlink(self.path)

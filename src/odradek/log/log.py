@@ -31,7 +31,7 @@ from odradek.log.leader_epoch_cache import LeaderEpochFileCache
 from odradek.log.log_info import FetchDataInfo, FileRegion, LogAppendInfo, TimestampAndOffset
 from odradek.log.log_loader import load_segments
 from odradek.log.log_validator import assign_offsets, validate_produced
-from odradek.log.partition_metadata import read_topic_id, write_topic_id
+from odradek.log.partition_metadata import read_topic_id
 from odradek.log.producer_state import ProducerStateManager
 from odradek.log.segment import (
     DELETED_SUFFIX,
@@ -107,12 +107,13 @@ class Log:
     def open(cls, directory: Path, config: LogConfig, *, topic: str, partition: int,
              log_start_offset: int = 0, recovery_point: int = 0, high_watermark: int = 0,
              had_clean_shutdown: bool = True, time_ms: Callable[[], int] = _now_ms,
-             producer_id_expiration_ms: int = 86_400_000) -> Log:
+             producer_id_expiration_ms: int = 86_400_000, sync_parent: bool = True) -> Log:
         """Open (creating if needed) the log in ``directory`` and recover it if the broker
-        did not shut down cleanly."""
+        did not shut down cleanly. A created directory is made durable by an fsync of its
+        parent, unless ``sync_parent`` is False (the caller then does it, for many at once)."""
         created = not directory.exists()
         directory.mkdir(parents=True, exist_ok=True)
-        if created:
+        if created and sync_parent:
             fsync_dir(directory.parent)  # the partition directory itself must survive a crash
         self = cls(directory, config, topic=topic, partition=partition, time_ms=time_ms,
                    producer_id_expiration_ms=producer_id_expiration_ms)
@@ -207,11 +208,6 @@ class Log:
     def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
         """OffsetForLeaderEpoch: see :meth:`LeaderEpochFileCache.end_offset_for`."""
         return self.leader_epoch_cache.end_offset_for(epoch)
-
-    def set_topic_id(self, topic_id: str) -> None:
-        """Record the topic id in ``partition.metadata``."""
-        write_topic_id(self.dir, topic_id)
-        self.topic_id = topic_id
 
     def assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:
         """A new leader records its epoch's start (its log end offset) before appending."""

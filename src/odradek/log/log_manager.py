@@ -36,10 +36,11 @@ from odradek.log.checkpoints import (
     REPLICATION_OFFSET_CHECKPOINT,
     CorruptCheckpointError,
     OffsetCheckpointFile,
+    fsync_dir,
     write_atomically,
 )
 from odradek.log.log import Log
-from odradek.log.partition_metadata import topic_id_string
+from odradek.log.partition_metadata import topic_id_string, write_topic_id
 from odradek.protocol.errors import KafkaStorageError, for_code
 
 log = logging.getLogger(__name__)
@@ -126,6 +127,9 @@ class LogManager:
         self.log_dirs = [Path(d).resolve() for d in config.log_dirs]
         self._logs: dict[TopicPartition, Log] = {}
         self._dir_deletes: list[tuple[int, Path, Log | None]] = []
+        # Created logs whose directory entry and partition.metadata are not durable yet
+        # (see flush_created_logs).
+        self._unflushed: list[Log] = []
         self._locks: list[int] = []
         now = time_ms()
         self._next = {
@@ -210,6 +214,11 @@ class LogManager:
 
         ``topic_id`` (Kafka's string form or a UUID) is recorded in ``partition.metadata``;
         raises INCONSISTENT_TOPIC_ID if an existing log belongs to another topic id.
+
+        Creating a log does no fsync: the new directory entry and ``partition.metadata`` are
+        written and made durable by :meth:`flush_created_logs`, in the background and many at
+        a time (as Kafka flushes partition.metadata from its scheduler), so a LeaderAndIsr
+        for thousands of new partitions does not wait on thousands of fsyncs.
         """
         if topic_id is not None:
             topic_id = topic_id_string(topic_id)
@@ -217,7 +226,8 @@ class LogManager:
         if existing is not None:
             if topic_id is not None:
                 if existing.topic_id is None:
-                    existing.set_topic_id(topic_id)
+                    existing.topic_id = topic_id
+                    self._unflushed.append(existing)
                 elif existing.topic_id != topic_id:
                     raise InconsistentTopicIdError(
                         f"log for {topic}-{partition} has topic id {existing.topic_id}, "
@@ -234,13 +244,38 @@ class LogManager:
             new_log = Log.open(
                 parent / log_dir_name(topic, partition), config or self._topic_config(topic),
                 topic=topic, partition=partition, time_ms=self._time_ms,
-                producer_id_expiration_ms=self.config.producer_id_expiration_ms)
-            if topic_id is not None:
-                new_log.set_topic_id(topic_id)
+                producer_id_expiration_ms=self.config.producer_id_expiration_ms, sync_parent=False)
         except OSError as e:
             raise KafkaStorageError(f"cannot create log for {topic}-{partition}: {e}") from e
+        new_log.topic_id = topic_id
         self._logs[(topic, partition)] = new_log
+        self._unflushed.append(new_log)
         return new_log
+
+    def take_created_logs(self) -> list[Log]:
+        """The logs created (or given a topic id) since the last call: pass them to
+        :meth:`flush_created_logs`, which may run in a worker thread."""
+        taken, self._unflushed = self._unflushed, []
+        return taken
+
+    @staticmethod
+    def flush_created_logs(logs: list[Log]) -> None:
+        """Write each log's ``partition.metadata`` and fsync the parent directories once.
+        A log renamed for deletion meanwhile is skipped (its directory goes anyway)."""
+        parents = set()
+        for lg in logs:
+            directory = lg.dir
+            parents.add(directory.parent)
+            if lg.topic_id is None:
+                continue
+            try:
+                write_topic_id(directory, lg.topic_id)
+            except FileNotFoundError:
+                log.debug("%s was renamed before its partition.metadata was written", directory)
+            except OSError as e:  # read again at the next LeaderAndIsr after a restart
+                log.error("could not write the partition.metadata of %s: %s", directory, e)
+        for parent in parents:
+            fsync_dir(parent)
 
     def update_config(self, topic: str, config: LogConfig) -> None:
         """Apply a topic config change (AlterConfigs) to the topic's open logs."""
@@ -349,6 +384,7 @@ class LogManager:
 
     def shutdown(self) -> None:
         """Flush and close every log, write checkpoints, then mark a clean shutdown."""
+        self.flush_created_logs(self.take_created_logs())
         for lg in self._logs.values():
             lg.flush()
             lg.close()

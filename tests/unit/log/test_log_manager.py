@@ -145,6 +145,11 @@ def test_lock_and_topic_ids(tmp_path: Path, clock: Clock) -> None:
     with pytest.raises(LogDirLockedError):
         manager([tmp_path], clock)
     lg = mgr.get_or_create_log("t", 0, topic_id="7ZwH7P9nQ8mWJ9sX0kJbHw")
+    # partition.metadata is written later, for every log created since the last time.
+    assert not (lg.dir / "partition.metadata").exists()
+    created = mgr.take_created_logs()
+    assert created == [lg] and mgr.take_created_logs() == []
+    mgr.flush_created_logs(created)
     assert (lg.dir / "partition.metadata").read_text() == (
         "version: 0\ntopic_id: 7ZwH7P9nQ8mWJ9sX0kJbHw\n")
     with pytest.raises(InconsistentTopicIdError):
@@ -200,3 +205,16 @@ def test_config_from_server_properties() -> None:
     mgr_cfg = LogManagerConfig.from_kafka_config(cfg)
     assert mgr_cfg.log_dirs == ("/data/a", "/data/b")
     assert (mgr_cfg.file_delete_delay_ms, mgr_cfg.retention_check_interval_ms) == (1234, 1000)
+
+
+def test_topic_ids_of_created_logs_survive_a_clean_shutdown_unflushed(tmp_path: Path, clock: Clock) -> None:
+    mgr = manager([tmp_path], clock)
+    for p in range(3):
+        mgr.get_or_create_log("t", p, topic_id="7ZwH7P9nQ8mWJ9sX0kJbHw")
+    mgr.get_or_create_log("gone", 0, topic_id="AAAAAAAAAAAAAAAAAAAAAA")
+    assert mgr.async_delete("gone", 0) is not None  # renamed before its metadata was flushed
+    mgr.shutdown()  # writes what the background flush had not written yet
+    mgr = manager([tmp_path], clock)
+    assert {(lg.partition, lg.topic_id) for lg in mgr.all_logs()} == {
+        (p, "7ZwH7P9nQ8mWJ9sX0kJbHw") for p in range(3)}
+    mgr.shutdown()

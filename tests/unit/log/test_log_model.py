@@ -24,13 +24,11 @@ from odradek.protocol.records import SimpleRecord, build_batch, iter_batches
 
 def crash(lg: Log) -> None:
     """Drop a log as a killed process would: descriptors closed, buffered index entries
-    never written (reaching into privates on purpose: nothing public loses data)."""
+    never written (reaching into privates on purpose: nothing public loses data; indexes
+    hold no descriptor between uses)."""
     for segment in lg.segments:
         for index in (segment.index, segment.time_index):
             index._pending.clear()
-            if index._fd >= 0:
-                os.close(index._fd)
-                index._fd = -1
         os.close(segment.fd)
         segment.fd = -1
 

@@ -20,24 +20,28 @@ if TYPE_CHECKING:
 @api(control.LEADER_AND_ISR_KEY, "LeaderAndIsr", control.LEADER_AND_ISR_VERSION, control.LEADER_AND_ISR_VERSION)
 async def handle_leader_and_isr(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)
-    # New logs take their topic's config from ZooKeeper (as Kafka's LogManager does).
-    topics = broker.replica_manager.topics_without_logs(body)
-    configs = await broker.zk.get_topic_configs(topics) if topics else {}
-    response = broker.replica_manager.become_leader_or_follower(request.header.correlation_id, body, configs)
+    manager = broker.replica_manager
+    async with manager.state_change_lock:
+        # New logs take their topic's config from ZooKeeper (as Kafka's LogManager does).
+        topics = manager.topics_without_logs(body)
+        configs = await broker.zk.get_topic_configs(topics) if topics else {}
+        response = await manager.become_leader_or_follower_async(request.header.correlation_id, body, configs)
     return encode_response(response, request.header.correlation_id)
 
 
 @api(control.STOP_REPLICA_KEY, "StopReplica", control.STOP_REPLICA_VERSION, control.STOP_REPLICA_VERSION)
-def handle_stop_replica(broker: KafkaServer, request: Request) -> Response:
+async def handle_stop_replica(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)
-    response = broker.replica_manager.stop_replicas(request.header.correlation_id, body)
+    async with broker.replica_manager.state_change_lock:
+        response = broker.replica_manager.stop_replicas(request.header.correlation_id, body)
     return encode_response(response, request.header.correlation_id)
 
 
 @api(control.UPDATE_METADATA_KEY, "UpdateMetadata", control.UPDATE_METADATA_VERSION, control.UPDATE_METADATA_VERSION)
-def handle_update_metadata(broker: KafkaServer, request: Request) -> Response:
+async def handle_update_metadata(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)
-    error = broker.replica_manager.maybe_update_metadata_cache(request.header.correlation_id, body)
+    async with broker.replica_manager.state_change_lock:
+        error = broker.replica_manager.maybe_update_metadata_cache(request.header.correlation_id, body)
     return encode_response(control.UpdateMetadataResponse(error_code=error), request.header.correlation_id)
 
 
