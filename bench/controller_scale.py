@@ -111,6 +111,9 @@ def failover(cluster: LocalCluster, zk: KazooClient, topic: str, partitions: int
 
     def on_state(p: int):
         def watch(event) -> None:
+            with lock:
+                if p not in pending:
+                    return  # no need to watch it any more (and the client may be closing)
             data, _ = zk.get(f"/brokers/topics/{topic}/partitions/{p}/state", watch=on_state(p))
             leader = json.loads(data)["leader"]
             with lock:
