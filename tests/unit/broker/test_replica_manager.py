@@ -3,8 +3,10 @@ UpdateMetadata, with Kafka's controller-epoch, broker-epoch and leader-epoch rul
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
+import pytest
 from control_helpers import (
     OTHER_TOPIC_ID,
     TOPIC_ID,
@@ -18,7 +20,7 @@ from control_helpers import (
 
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.partition import Partition
-from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.replica_manager import ReplicaManager, _Pacer
 from odradek.config import KafkaConfig
 from odradek.controller.context import TopicPartition
 from odradek.log.log_manager import LogManager, LogManagerConfig
@@ -276,3 +278,35 @@ def test_update_metadata_from_a_stale_epoch_is_refused_and_epochs_are_shared(tmp
     response = rm.become_leader_or_follower(4, leader_and_isr([lai_state(0, 1, 0, (1,), (1,))],
                                                               controller_epoch=3))
     assert response.error_code == ErrorCode.stale_controller_epoch
+
+
+def test_a_large_leader_and_isr_lets_the_event_loop_run_and_matches_the_one_go_result(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_Pacer, "SLICE_S", 0.0)  # yield after every partition
+    states = [lai_state(p, BROKER if p % 2 else 2, 1, (BROKER, 2), (BROKER, 2)) for p in range(50)]
+    rm_async, _ = _rm(tmp_path / "a")
+    rm_sync, _ = _rm(tmp_path / "s")
+
+    async def apply() -> tuple[control.LeaderAndIsrResponse, int]:
+        ticks = 0
+
+        async def ticker() -> None:
+            nonlocal ticks
+            while True:
+                ticks += 1
+                await asyncio.sleep(0)
+
+        task = asyncio.ensure_future(ticker())
+        await asyncio.sleep(0)
+        async with rm_async.state_change_lock:
+            response = await rm_async.become_leader_or_follower_async(1, leader_and_isr(states))
+        task.cancel()
+        return response, ticks
+
+    response, ticks = asyncio.run(apply())
+    assert ticks > 50  # other work ran between partitions
+    assert _errors(response) == _errors(rm_sync.become_leader_or_follower(1, leader_and_isr(states)))
+    roles = {p: (rm_async.get_partition("t", p).leader_id, rm_async.get_partition("t", p).leader_epoch)
+             for p in range(50)}
+    assert roles == {p: (BROKER if p % 2 else 2, 1) for p in range(50)}
+    assert all(rm_async.log_manager.get_log("t", p) is not None for p in range(50))
