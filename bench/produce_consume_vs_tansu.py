@@ -27,7 +27,7 @@ permitted, a perf.data file (CPU samples of the broker, user and kernel) is reco
 summarised by shared object, native function and syscall.  The measured phases are not
 profiled; py-spy samples the thread holding the GIL (see odradek.perf.harness.pyspy_record).
 
-    .venv/bin/python bench/produce_consume_vs_tansu.py [--records 2000000] [--profile]
+    .venv/bin/python bench/produce_consume_vs_tansu.py [--records 2000000] [--rounds 3] [--profile]
 """
 
 from __future__ import annotations
@@ -37,6 +37,7 @@ import itertools
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -135,6 +136,19 @@ def table(results: dict[int, dict[str, dict[str, object]]]) -> str:
     return "\n".join(lines)
 
 
+def ratio_summary(rounds: list[dict[int, dict[str, dict[str, object]]]]) -> str:
+    """Per phase: every round's odradek/Tansu records/s ratio and their median."""
+    lines = [f"odradek/Tansu records/s over {len(rounds)} rounds (each measured side by side):"]
+    for partitions in rounds[0]:
+        for phase in ("produce", "consume"):
+            ratios = [float(rnd[partitions]["odradek"][phase]["records_per_sec"])  # type: ignore[arg-type]
+                      / float(rnd[partitions]["tansu"][phase]["records_per_sec"])  # type: ignore[arg-type]
+                      for rnd in rounds]
+            lines.append(f"  {phase:8} p={partitions}: median {statistics.median(ratios):.2f}  "
+                         f"(rounds: {', '.join(f'{x:.2f}' for x in ratios)})")
+    return "\n".join(lines)
+
+
 def profile(odradek: Target, records: int, record_size: int, extra_props: list[str],
             stamp: str) -> dict[str, object]:
     partitions = 6
@@ -187,6 +201,9 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="py-spy the odradek broker in extra phases")
     ap.add_argument("--profile-records", type=int, default=None, help="records per profiled phase")
     ap.add_argument("--dir", help="working directory (default: a temporary one, removed afterwards)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="repeat every phase this many times (the order of the brokers alternates) "
+                         "and report each round's ratios and their median")
     args = ap.parse_args()
 
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -208,13 +225,20 @@ def main() -> None:
                          lambda t, n: create_topic_zk(zk, t, n, 1))
         peer = Target("tansu", tansu.bootstrap_servers, tansu.pid,
                       lambda t, n: create_topic_admin(tansu.bootstrap_servers, t, n, 1))
-        results: dict[int, dict[str, dict[str, object]]] = {}
-        for i, partitions in enumerate(counts):
-            order = [odradek, peer] if i % 2 == 0 else [peer, odradek]
-            results[partitions] = run_config(order, partitions, args.records, args.record_size,
-                                             args.warmup, args.producer_props, stamp.replace("-", ""))
-        print()
-        print(table(results))
+        rounds: list[dict[int, dict[str, dict[str, object]]]] = []
+        for r in range(args.rounds):
+            results: dict[int, dict[str, dict[str, object]]] = {}
+            for i, partitions in enumerate(counts):
+                order = [odradek, peer] if (i + r) % 2 == 0 else [peer, odradek]
+                results[partitions] = run_config(order, partitions, args.records, args.record_size, args.warmup,
+                                                 args.producer_props, f"{stamp.replace('-', '')}r{r}")
+            rounds.append(results)
+            print()
+            print(f"round {r + 1} of {args.rounds}" if args.rounds > 1 else "", end="\n" if args.rounds > 1 else "")
+            print(table(results))
+        if args.rounds > 1:
+            print()
+            print(ratio_summary(rounds))
         profiles = None
         if args.profile:
             profiles = profile(odradek, args.profile_records or args.records, args.record_size,
@@ -227,7 +251,8 @@ def main() -> None:
         "started": stamp, "code": code, "records": args.records, "record_size": args.record_size,
         "producer_props": PRODUCER_PROPS + args.producer_props, "fetch_size": FETCH_SIZE,
         "cpu_count": os.cpu_count(), "python": sys.version.split()[0],
-        "results": {str(k): v for k, v in results.items()}, "profiles": profiles,
+        "results": {str(k): v for k, v in rounds[0].items()},
+        "rounds": [{str(k): v for k, v in rnd.items()} for rnd in rounds], "profiles": profiles,
     }, indent=2) + "\n")
     print(f"\nwrote {out}")
 
