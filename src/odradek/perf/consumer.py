@@ -13,7 +13,14 @@ import uuid
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 
-from odradek.perf.common import MB, ClientLogCapture, PerfError, error_text, import_confluent_kafka
+from odradek.perf.common import (
+    MB,
+    ClientLogCapture,
+    PerfError,
+    error_text,
+    import_confluent_kafka,
+    no_cyclic_gc,
+)
 from odradek.perf.producer import METADATA_TIMEOUT_S, wait_for_topic
 
 __all__ = ["ConsumerPerfResult", "run_consumer"]
@@ -85,38 +92,39 @@ def run_consumer(bootstrap_servers: str, topic: str, messages: int, *, fetch_siz
     try:
         partitions = wait_for_topic(consumer, topic, METADATA_TIMEOUT_S, logs)
         start_offset = ck.OFFSET_END if from_latest else ck.OFFSET_BEGINNING
-        cpu0 = time.process_time()
-        start = time.perf_counter()
-        consumer.assign([ck.TopicPartition(topic, p, start_offset) for p in partitions])
-        count = nbytes = errors = 0
-        first_error: str | None = None
-        first = last = start
-        consume = consumer.consume
-        while count < messages:
-            batch = consume(num_messages=min(BATCH, messages - count), timeout=0.1)
-            if not batch:
-                if time.perf_counter() - last > timeout_s:
-                    raise PerfError(f"consumed {count} of {messages} records; none arrived for "
-                                    f"{timeout_s:.0f} s{logs.hint()}")
-                continue
-            for m in batch:
-                err = m.error()
-                if err is None:
-                    count += 1
-                    nbytes += len(m.value())
-                    key = m.key()
-                    if key:
-                        nbytes += len(key)
-                else:  # librdkafka reports transient fetch trouble in-band and recovers
-                    errors += 1
-                    if first_error is None:
-                        first_error = err.str()
-                    if err.fatal():
-                        raise PerfError(f"consumer failed: {err.str()}")
-            if first == start and count:
-                first = time.perf_counter()
-            last = time.perf_counter()
-        cpu = time.process_time() - cpu0
+        with no_cyclic_gc():
+            cpu0 = time.process_time()
+            start = time.perf_counter()
+            consumer.assign([ck.TopicPartition(topic, p, start_offset) for p in partitions])
+            count = nbytes = errors = 0
+            first_error: str | None = None
+            first = last = start
+            consume = consumer.consume
+            while count < messages:
+                batch = consume(num_messages=min(BATCH, messages - count), timeout=0.1)
+                if not batch:
+                    if time.perf_counter() - last > timeout_s:
+                        raise PerfError(f"consumed {count} of {messages} records; none arrived for "
+                                        f"{timeout_s:.0f} s{logs.hint()}")
+                    continue
+                for m in batch:
+                    err = m.error()
+                    if err is None:
+                        count += 1
+                        nbytes += len(m.value())
+                        key = m.key()
+                        if key:
+                            nbytes += len(key)
+                    else:  # librdkafka reports transient fetch trouble in-band and recovers
+                        errors += 1
+                        if first_error is None:
+                            first_error = err.str()
+                        if err.fatal():
+                            raise PerfError(f"consumer failed: {err.str()}")
+                if first == start and count:
+                    first = time.perf_counter()
+                last = time.perf_counter()
+            cpu = time.process_time() - cpu0
     finally:
         consumer.close()
     return ConsumerPerfResult(topic=topic, records=count, bytes=nbytes, elapsed_s=last - start,

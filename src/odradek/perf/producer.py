@@ -22,6 +22,7 @@ from odradek.perf.common import (
     PerfError,
     error_text,
     import_confluent_kafka,
+    no_cyclic_gc,
     percentile,
 )
 
@@ -149,44 +150,45 @@ def run_producer(bootstrap_servers: str, topic: str, num_records: int, record_si
 
     payload = make_payload(record_size)
     produce, poll = producer.produce, producer.poll
-    cpu0 = time.process_time()
-    start = time.perf_counter()
-    if throughput is None or throughput <= 0:
-        for _ in range(num_records):
-            try:
-                produce(topic, payload)
-            except BufferError:  # local queue full: serve callbacks until there is room
-                while True:
-                    poll(0.005)
-                    try:
-                        produce(topic, payload)
-                        break
-                    except BufferError:
-                        continue
-            poll(0)
-    else:
-        interval = 1.0 / throughput
-        check_every = max(1, int(throughput // 1000))  # look at the clock about every ms
-        for i in range(num_records):
-            if i % check_every == 0:
-                while (ahead := start + i * interval - time.perf_counter()) > 0:
-                    poll(ahead)
-            try:
-                produce(topic, payload)
-            except BufferError:
-                while True:
-                    poll(0.005)
-                    try:
-                        produce(topic, payload)
-                        break
-                    except BufferError:
-                        continue
-            poll(0)
-    timeout_s = float(conf.get("message.timeout.ms", 300000)) / 1000 + 5  # type: ignore[arg-type]
-    if producer.flush(timeout_s) > 0:
-        raise PerfError(f"{len(producer)} records still undelivered after {timeout_s:.0f} s{logs.hint()}")
-    elapsed = time.perf_counter() - start
-    cpu = time.process_time() - cpu0
+    with no_cyclic_gc():
+        cpu0 = time.process_time()
+        start = time.perf_counter()
+        if throughput is None or throughput <= 0:
+            for _ in range(num_records):
+                try:
+                    produce(topic, payload)
+                except BufferError:  # local queue full: serve callbacks until there is room
+                    while True:
+                        poll(0.005)
+                        try:
+                            produce(topic, payload)
+                            break
+                        except BufferError:
+                            continue
+                poll(0)
+        else:
+            interval = 1.0 / throughput
+            check_every = max(1, int(throughput // 1000))  # look at the clock about every ms
+            for i in range(num_records):
+                if i % check_every == 0:
+                    while (ahead := start + i * interval - time.perf_counter()) > 0:
+                        poll(ahead)
+                try:
+                    produce(topic, payload)
+                except BufferError:
+                    while True:
+                        poll(0.005)
+                        try:
+                            produce(topic, payload)
+                            break
+                        except BufferError:
+                            continue
+                poll(0)
+        timeout_s = float(conf.get("message.timeout.ms", 300000)) / 1000 + 5  # type: ignore[arg-type]
+        if producer.flush(timeout_s) > 0:
+            raise PerfError(f"{len(producer)} records still undelivered after {timeout_s:.0f} s{logs.hint()}")
+        elapsed = time.perf_counter() - start
+        cpu = time.process_time() - cpu0
 
     ordered = sorted(latencies)
     ms = 1000.0
