@@ -4,7 +4,9 @@
    write until every partition has its state znode (leader and ISR written by the controller).
 2. SIGKILL a broker leading about a third of them: seconds from the loss of its ZooKeeper
    session (its /brokers/ids znode vanishing) until every partition has a live leader again.
-   Run once with a non-controller victim and once with the controller as the victim.
+   Run once with a non-controller victim and once with the controller as the victim. Each
+   kill waits first until the cluster has settled (every broker has applied the controller's
+   requests, every ISR is full), so it measures failover, not the tail of the creation.
 
     .venv/bin/python bench/controller_scale.py [--partitions 10000]
 """
