@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from kazoo.exceptions import NoNodeError
 
 from odradek.local.cluster import LocalCluster
 from odradek.local.zookeeper import EmbeddedZooKeeper
@@ -73,9 +74,13 @@ def controller_of(cluster: LocalCluster) -> tuple[int, int]:
     return int(json.loads(data)["brokerid"]), int(epoch)
 
 
-def partition_state(cluster: LocalCluster, topic: str, partition: int) -> dict | None:
-    zk = cluster.zk_client()
-    path = f"/brokers/topics/{topic}/partitions/{partition}/state"
-    if not zk.exists(path):
+def zk_json(cluster: LocalCluster, path: str) -> dict | None:
+    """The znode's JSON, or None when it does not exist (the controller may delete it at any moment)."""
+    try:
+        return json.loads(cluster.zk_client().get(path)[0])
+    except NoNodeError:
         return None
-    return json.loads(zk.get(path)[0])
+
+
+def partition_state(cluster: LocalCluster, topic: str, partition: int) -> dict | None:
+    return zk_json(cluster, f"/brokers/topics/{topic}/partitions/{partition}/state")

@@ -21,7 +21,7 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from cluster_helpers import controller_of, partition_state, wait_until
+from cluster_helpers import controller_of, partition_state, wait_until, zk_json
 from odradek.admin.broker_backend import (
     CREATE_PARTITIONS,
     CREATE_TOPICS,
@@ -73,11 +73,10 @@ def error_of(future) -> KafkaError:
 
 
 def zk_assignment(cluster: LocalCluster, topic: str) -> dict[int, list[int]] | None:
-    zk = cluster.zk_client()
-    path = f"/brokers/topics/{topic}"
-    if not zk.exists(path):
+    data = zk_json(cluster, f"/brokers/topics/{topic}")
+    if data is None:
         return None
-    return {int(p): r for p, r in json.loads(zk.get(path)[0])["partitions"].items()}
+    return {int(p): r for p, r in data["partitions"].items()}
 
 
 def zk_config(cluster: LocalCluster, topic: str) -> dict[str, str]:

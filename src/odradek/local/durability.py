@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from kazoo.exceptions import NoNodeError
 
 from odradek.local.cluster import LocalCluster
 
@@ -161,10 +162,10 @@ class DurabilityRun:
     # ------------------------------------------------------------------ faults
 
     def _controller(self) -> int | None:
-        zk = self.cluster.zk_client()
-        if not zk.exists("/controller"):
+        try:  # the controller's node vanishes whenever it dies, also between two reads
+            return json.loads(self.cluster.zk_client().get("/controller")[0])["brokerid"]
+        except NoNodeError:
             return None
-        return json.loads(zk.get("/controller")[0])["brokerid"]
 
     def _leaders(self) -> dict[int, int]:
         zk = self.cluster.zk_client()
