@@ -68,8 +68,19 @@ class ClusterFactory:
 
 def controller_of(cluster: LocalCluster) -> tuple[int, int]:
     """(controller broker id, controller epoch) as ZooKeeper says."""
+    current = current_controller(cluster)
+    assert current is not None, "no controller"
+    return current
+
+
+def current_controller(cluster: LocalCluster) -> tuple[int, int] | None:
+    """(controller broker id, controller epoch), or None while no broker holds /controller
+    (its node vanishes when the controller dies, also between two reads)."""
     zk = cluster.zk_client()
-    data, _ = zk.get("/controller")
+    try:
+        data, _ = zk.get("/controller")
+    except NoNodeError:
+        return None
     epoch, _ = zk.get("/controller_epoch")
     return int(json.loads(data)["brokerid"]), int(epoch)
 

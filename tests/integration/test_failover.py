@@ -10,7 +10,13 @@ from typing import Any
 
 import pytest
 
-from cluster_helpers import controller_of, partition_state, run_odradek, wait_until
+from cluster_helpers import (
+    controller_of,
+    current_controller,
+    partition_state,
+    run_odradek,
+    wait_until,
+)
 from odradek.local.cluster import LocalCluster
 from odradek.zk.client import ControllerMovedError, KafkaZkClient
 
@@ -65,8 +71,8 @@ def test_controller_failover_bumps_the_epoch_and_fences_the_old_one(cluster_fact
     old_controller, old_epoch = controller_of(cluster)
     old_epoch_version = cluster.zk_client().get("/controller_epoch")[1].version
     cluster.kill_broker(old_controller)
-    wait_until(lambda: controller_of(cluster)[0] != old_controller if cluster.zk_client().exists("/controller")
-               else False, timeout=30, message="new controller")
+    wait_until(lambda: (c := current_controller(cluster)) is not None and c[0] != old_controller,
+               timeout=30, message="new controller")
     new_controller, new_epoch = controller_of(cluster)
     assert new_controller != old_controller
     assert new_epoch == old_epoch + 1
@@ -151,7 +157,7 @@ def test_paused_broker_reregisters_after_its_session_expires(cluster_factory) ->
     cluster.signal_broker(controller, signal.SIGSTOP)
     try:
         wait_until(lambda: not zk.exists(f"/brokers/ids/{controller}"), timeout=40, message="session expiry")
-        wait_until(lambda: zk.exists("/controller") and controller_of(cluster)[0] != controller, timeout=30,
+        wait_until(lambda: (c := current_controller(cluster)) is not None and c[0] != controller, timeout=30,
                    message="another controller")
     finally:
         cluster.signal_broker(controller, signal.SIGCONT)
@@ -161,7 +167,7 @@ def test_paused_broker_reregisters_after_its_session_expires(cluster_factory) ->
     # It takes part in elections again: stop the new controller and see who wins.
     new_controller, new_epoch = controller_of(cluster)
     cluster.stop_broker(new_controller)
-    wait_until(lambda: zk.exists("/controller") and controller_of(cluster)[1] > new_epoch, timeout=40,
+    wait_until(lambda: (c := current_controller(cluster)) is not None and c[1] > new_epoch, timeout=40,
                message="third election")
     assert controller_of(cluster)[0] != new_controller
 
