@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import json
 import re
-import socket
 import tempfile
 import threading
 import time
@@ -26,7 +25,7 @@ from pathlib import Path
 from kazoo.client import KazooClient
 
 from odradek.admin.topics import TopicAdmin
-from odradek.local.cluster import LocalCluster
+from odradek.local.cluster import LocalCluster, broker_metadata
 from odradek.zk.client import KafkaZkClient
 
 
@@ -56,30 +55,6 @@ def wait_partition_states(zk: KazooClient, topic: str, partitions: int, timeout:
     raise TimeoutError("partitions did not come online")
 
 
-def broker_metadata(port: int, topic: str) -> list:
-    """The topic's partitions as one broker's metadata cache has them (Metadata v1)."""
-    from kio.schema.metadata.v1.request import MetadataRequest, MetadataRequestTopic
-    from kio.schema.metadata.v1.response import MetadataResponse
-
-    from odradek.protocol.framing import decode_response, encode_request
-
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
-        sock.sendall(encode_request(MetadataRequest(topics=(MetadataRequestTopic(name=topic),)), 1, "bench"))
-        size = int.from_bytes(recv_exactly(sock, 4), "big")
-        _, response = decode_response(recv_exactly(sock, size), MetadataResponse)
-    return [p for t in response.topics if t.name == topic for p in t.partitions]
-
-
-def recv_exactly(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise OSError("connection closed")
-        buf += chunk
-    return bytes(buf)
-
-
 def wait_settled(cluster: LocalCluster, zk: KazooClient, topic: str, partitions: int, timeout: float = 300) -> float:
     """Wait until every partition has its full ISR in ZooKeeper and every broker has applied
     the controller's requests (the controller sends a broker its LeaderAndIsr before the
@@ -90,7 +65,8 @@ def wait_settled(cluster: LocalCluster, zk: KazooClient, topic: str, partitions:
     while time.monotonic() < deadline:
         states = read_states(zk, topic, partitions)
         if all(len(s["isr"]) == 3 and s["leader"] >= 0 for s in states.values()) and all(
-                sum(1 for p in broker_metadata(b.port, topic) if p.leader_id >= 0) == partitions
+                sum(1 for t in broker_metadata("127.0.0.1", b.port, [topic], 30).topics
+                    for p in t.partitions if p.leader_id >= 0) == partitions
                 for b in cluster.brokers.values()):
             return time.monotonic() - start
         time.sleep(0.2)

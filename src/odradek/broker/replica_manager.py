@@ -61,6 +61,15 @@ class _Pacer:
         return True
 
 
+def _run_slice(steps: Generator[None, None, control.LeaderAndIsrResponse]) -> control.LeaderAndIsrResponse | None:
+    """Run ``steps`` for one time slice: its result once it has finished, else None."""
+    try:
+        next(steps)
+    except StopIteration as done:
+        return done.value
+    return None
+
+
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
@@ -259,11 +268,9 @@ class ReplicaManager:
                                   ) -> control.LeaderAndIsrResponse:
         """Apply a LeaderAndIsr request in one go (see :meth:`become_leader_or_follower_async`)."""
         steps = self._leader_and_isr_steps(correlation_id, request, topic_configs)
-        while True:
-            try:
-                next(steps)
-            except StopIteration as done:
-                return done.value
+        while (response := _run_slice(steps)) is None:
+            pass
+        return response
 
     async def become_leader_or_follower_async(self, correlation_id: int, request: control.LeaderAndIsrRequest,
                                               topic_configs: Mapping[str, Mapping[str, str]] | None = None
@@ -273,12 +280,9 @@ class ReplicaManager:
         stall this broker's requests and the controller that shares its loop for seconds.
         Callers hold :attr:`state_change_lock` so control requests apply one at a time."""
         steps = self._leader_and_isr_steps(correlation_id, request, topic_configs)
-        while True:
-            try:
-                next(steps)
-            except StopIteration as done:
-                return done.value
+        while (response := _run_slice(steps)) is None:
             await asyncio.sleep(0)
+        return response
 
     def _leader_and_isr_steps(self, correlation_id: int, request: control.LeaderAndIsrRequest,
                               topic_configs: Mapping[str, Mapping[str, str]] | None

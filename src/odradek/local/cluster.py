@@ -20,6 +20,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
@@ -284,16 +285,24 @@ def _locked(path: Path):  # type: ignore[no-untyped-def]
 
 def metadata_probe(host: str, port: int, timeout_s: float = 10.0) -> tuple[set[int], int]:
     """One Metadata v1 request (no topics) over a plain socket: (broker ids, controller id)."""
-    from kio.schema.metadata.v1.request import MetadataRequest
+    response = broker_metadata(host, port, (), timeout_s)
+    return {b.node_id for b in response.brokers}, response.controller_id
+
+
+def broker_metadata(host: str, port: int, topics: Sequence[str], timeout_s: float = 10.0) -> Any:
+    """One broker's Metadata v1 response for ``topics``, over a plain socket (its metadata
+    cache as it is right now, where a Kafka client would pick any broker)."""
+    from kio.schema.metadata.v1.request import MetadataRequest, MetadataRequestTopic
     from kio.schema.metadata.v1.response import MetadataResponse
 
     from odradek.protocol.framing import decode_response, encode_request
 
+    request = MetadataRequest(topics=tuple(MetadataRequestTopic(name=t) for t in topics))
     with socket.create_connection((host, port), timeout=timeout_s) as sock:
-        sock.sendall(encode_request(MetadataRequest(topics=()), 1, "odradek-local-cluster"))
+        sock.sendall(encode_request(request, 1, "odradek-local-cluster"))
         size = int.from_bytes(_recv_exactly(sock, 4), "big")
         _, response = decode_response(_recv_exactly(sock, size), MetadataResponse)
-    return {b.node_id for b in response.brokers}, response.controller_id
+    return response
 
 
 def _recv_exactly(sock: socket.socket, n: int) -> bytes:

@@ -263,10 +263,10 @@ class LogManager:
         durable with two file-system syncs for the whole batch (one fsync per file and
         directory costs seconds for thousands of partitions and holds up every other file
         creation). A log renamed for deletion meanwhile is skipped (its directory goes anyway)."""
+        if not logs:
+            return
         try:
             write_topic_ids((lg.dir, lg.topic_id) for lg in logs if lg.topic_id is not None)
-            if not any(lg.topic_id is not None for lg in logs):
-                os.sync()  # the new directory entries
         except OSError as e:  # the topic id is written again at the next LeaderAndIsr after a restart
             log.error("could not write partition.metadata for %d new logs: %s", len(logs), e)
 

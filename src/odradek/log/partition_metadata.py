@@ -17,8 +17,6 @@ import uuid
 from collections.abc import Iterable
 from pathlib import Path
 
-from odradek.log.checkpoints import write_atomically
-
 PARTITION_METADATA_FILE = "partition.metadata"
 
 
@@ -41,16 +39,11 @@ def read_topic_id(directory: Path) -> str | None:
     return fields.get("topic_id", "").strip() or None
 
 
-def write_topic_id(directory: Path, topic_id: str) -> None:
-    """Record ``topic_id`` for ``directory`` (atomically)."""
-    write_atomically(directory / PARTITION_METADATA_FILE,
-                     f"version: 0\ntopic_id: {topic_id}\n".encode())
-
-
 def write_topic_ids(entries: Iterable[tuple[Path, str]]) -> None:
     """Record many topic ids at once, each atomically, with two file-system syncs in all
     instead of two fsyncs per file: write every temp file, sync, rename them into place,
-    sync. Directories that vanished meanwhile (renamed for deletion) are skipped."""
+    sync. Directories that vanished meanwhile (renamed for deletion) are skipped. The
+    syncs also make newly created directories durable, so they run even with nothing to write."""
     staged: list[tuple[Path, Path]] = []
     for directory, topic_id in entries:
         path = directory / PARTITION_METADATA_FILE
@@ -61,8 +54,6 @@ def write_topic_ids(entries: Iterable[tuple[Path, str]]) -> None:
         except FileNotFoundError:
             continue
         staged.append((tmp, path))
-    if not staged:
-        return
     os.sync()
     for tmp, path in staged:
         try:
