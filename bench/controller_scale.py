@@ -24,8 +24,8 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
-from odradek.admin.topics import TopicAdmin
 from odradek.local.cluster import LocalCluster, broker_metadata
+from odradek.zk.admin_zk_client import AdminZkClient
 from odradek.zk.client import KafkaZkClient
 
 
@@ -34,7 +34,7 @@ def create_topic(connect: str, topic: str, partitions: int) -> float:
         zk = KafkaZkClient(connect, 30000)
         await zk.start()
         try:
-            admin = TopicAdmin(zk)
+            admin = AdminZkClient(zk)
             start = time.monotonic()
             await admin.create_topic(topic, partitions, 3)
             return start

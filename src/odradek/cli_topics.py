@@ -9,16 +9,15 @@ from collections.abc import Sequence
 
 import click
 
-from odradek.admin.assignment import AdminOperationError, parse_replica_assignment
-from odradek.admin.topics import (
+from odradek.assignment import AdminOperationError, parse_replica_assignment
+from odradek.common import has_collision_chars, validate_topic_name
+from odradek.protocol.errors import KafkaError
+from odradek.zk.admin_zk_client import (
+    AdminZkClient,
     PartitionDescription,
     RackAwareMode,
-    TopicAdmin,
     TopicDescription,
-    has_collision_chars,
-    validate_topic_name,
 )
-from odradek.protocol.errors import KafkaError
 
 __all__ = ["format_describe", "topics"]
 
@@ -137,7 +136,7 @@ async def _run_zk(connect: str, opts: dict, config_map: dict[str, str]) -> int:
         click.echo(f"Error while executing topic command : {e}", err=True)
         return 1
     try:
-        return await _execute(TopicAdmin(zk), opts, config_map)
+        return await _execute(AdminZkClient(zk), opts, config_map)
     except (KafkaError, AdminOperationError) as e:
         click.echo(f"Error while executing topic command : {e}", err=True)
         return 1
@@ -145,7 +144,7 @@ async def _run_zk(connect: str, opts: dict, config_map: dict[str, str]) -> int:
         await zk.close()
 
 
-async def _execute(admin: TopicAdmin, o: dict, config_map: dict[str, str]) -> int:
+async def _execute(admin: AdminZkClient, o: dict, config_map: dict[str, str]) -> int:
     topic = o["topic"]
     mode = RackAwareMode.DISABLED if o["disable_rack_aware"] else RackAwareMode.ENFORCED
     if o["create"]:

@@ -22,14 +22,10 @@ from confluent_kafka.admin import (
 )
 
 from cluster_helpers import controller_of, partition_state, wait_until, zk_json
-from odradek.admin.broker_backend import (
-    CREATE_PARTITIONS,
-    CREATE_TOPICS,
-    DELETE_TOPICS,
-    AdminConnection,
-)
+from odradek.admin.broker_backend import AdminConnection
 from odradek.broker.apis.registry import build
 from odradek.local.cluster import LocalCluster
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
 TIMEOUT = 30
@@ -169,11 +165,11 @@ def test_answers_wait_for_the_metadata_cache(cluster: LocalCluster) -> None:
 
     async def run() -> tuple[list[int], list[int], list[int]]:
         async with AdminConnection(f"127.0.0.1:{cluster.brokers[controller].port}") as conn:
-            assert (await conn.request(CREATE_TOPICS, create)).topics[0].error_code == 0
+            assert (await conn.request(ApiKey.CREATE_TOPICS, create)).topics[0].error_code == 0
             created = leaders(await conn.metadata(["awaited"]))
-            assert (await conn.request(CREATE_PARTITIONS, grow)).results[0].error_code == 0
+            assert (await conn.request(ApiKey.CREATE_PARTITIONS, grow)).results[0].error_code == 0
             grown = leaders(await conn.metadata(["awaited"]))
-            assert (await conn.request(DELETE_TOPICS, delete)).responses[0].error_code == 0
+            assert (await conn.request(ApiKey.DELETE_TOPICS, delete)).responses[0].error_code == 0
             deleted = leaders(await conn.metadata(["awaited"]))
         return created, grown, deleted
 
@@ -459,9 +455,9 @@ def test_delete_topics_by_topic_id(cluster: LocalCluster) -> None:
     async def run():
         async with AdminConnection(cluster.bootstrap_servers.split(",")[0]) as conn:
             topic_id = (await conn.metadata(["by-id"])).topics[0].topic_id
-            both = (await conn.request(DELETE_TOPICS, delete(("by-id", topic_id)))).responses
-            unknown = (await conn.request(DELETE_TOPICS, delete((None, uuid.uuid4())))).responses
-            by_id = (await conn.request(DELETE_TOPICS, delete((None, topic_id)))).responses
+            both = (await conn.request(ApiKey.DELETE_TOPICS, delete(("by-id", topic_id)))).responses
+            unknown = (await conn.request(ApiKey.DELETE_TOPICS, delete((None, uuid.uuid4())))).responses
+            by_id = (await conn.request(ApiKey.DELETE_TOPICS, delete((None, topic_id)))).responses
             return topic_id, both, unknown, by_id
 
     topic_id, both, unknown, by_id = asyncio.run(run())

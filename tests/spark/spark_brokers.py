@@ -1,7 +1,7 @@
 """The brokers the data source tests run against, and how each one creates topics.
 
 ``OdradekBroker``: a real odradek cluster (brokers as processes, ZooKeeper-mode control
-plane). Topics are created through ZooKeeper with ``TopicAdmin`` (what ``odradek topics
+plane). Topics are created through ZooKeeper with ``AdminZkClient`` (what ``odradek topics
 --zookeeper`` does) and are ready once every running broker's own metadata shows a leader
 and a full ISR for every partition, so whichever broker a client asks knows the topic.
 
@@ -27,10 +27,10 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.metadata.v12 import request as metadata_req
 from kio.schema.metadata.v12 import response as metadata_resp
 
-from odradek.admin.topics import TopicAdmin
 from odradek.local.cluster import LocalCluster
 from odradek.net.client import BrokerConnection
 from odradek.protocol.errors import ErrorCode
+from odradek.zk.admin_zk_client import AdminZkClient
 from odradek.zk.client import KafkaZkClient
 
 TIMEOUT_S = 60.0
@@ -86,12 +86,12 @@ class OdradekBroker:
         """Replace the topic's config overrides (brokers apply them as they see the change)."""
         self._admin(lambda admin: admin.alter_topic_config(name, config))
 
-    def _admin(self, action: Callable[[TopicAdmin], Awaitable[object]]) -> None:
+    def _admin(self, action: Callable[[AdminZkClient], Awaitable[object]]) -> None:
         async def run() -> None:
             zk = KafkaZkClient(self.cluster.zookeeper_connect, session_timeout_ms=30000)
             await zk.start()
             try:
-                await action(TopicAdmin(zk))
+                await action(AdminZkClient(zk))
             finally:
                 await zk.close()
 

@@ -26,36 +26,31 @@ import click
 from kio.index import KioIndexError, load_request_schema, load_response_schema
 
 from odradek import __version__
-from odradek.admin.assignment import (
+from odradek.assignment import (
     AdminOperationError,
     assign_replicas_to_brokers,
     parse_replica_assignment,
 )
-from odradek.admin.topics import (
-    PartitionDescription,
-    TopicDescription,
-    has_collision_chars,
-    validate_topic_name,
-)
 from odradek.cli_topics import format_describe
+from odradek.common import has_collision_chars, validate_topic_name
 from odradek.net.client import BrokerConnection
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError, for_code
 from odradek.protocol.messages import build
+from odradek.zk.admin_zk_client import PartitionDescription, TopicDescription
 from odradek.zk.zk_data import uuid_to_topic_id
 
 __all__ = ["AdminConnection", "run_with_broker"]
 
 log = logging.getLogger(__name__)
 
-API_VERSIONS, METADATA, CREATE_TOPICS, DELETE_TOPICS = 18, 3, 19, 20
-DESCRIBE_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 32, 37, 44
 
 # The newest version of each API this client speaks (it speaks every older one kio has too).
-_MAX_VERSIONS = {API_VERSIONS: 3, METADATA: 12, CREATE_TOPICS: 7, DELETE_TOPICS: 6, DESCRIBE_CONFIGS: 4,
-                 CREATE_PARTITIONS: 3, INCREMENTAL_ALTER_CONFIGS: 1}
-_NAMES = {METADATA: "Metadata", CREATE_TOPICS: "CreateTopics", DELETE_TOPICS: "DeleteTopics",
-          DESCRIBE_CONFIGS: "DescribeConfigs", CREATE_PARTITIONS: "CreatePartitions",
-          INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs"}
+_MAX_VERSIONS = {ApiKey.API_VERSIONS: 3, ApiKey.METADATA: 12, ApiKey.CREATE_TOPICS: 7, ApiKey.DELETE_TOPICS: 6, ApiKey.DESCRIBE_CONFIGS: 4,
+                 ApiKey.CREATE_PARTITIONS: 3, ApiKey.INCREMENTAL_ALTER_CONFIGS: 1}
+_NAMES = {ApiKey.METADATA: "Metadata", ApiKey.CREATE_TOPICS: "CreateTopics", ApiKey.DELETE_TOPICS: "DeleteTopics",
+          ApiKey.DESCRIBE_CONFIGS: "DescribeConfigs", ApiKey.CREATE_PARTITIONS: "CreatePartitions",
+          ApiKey.INCREMENTAL_ALTER_CONFIGS: "IncrementalAlterConfigs"}
 TOPIC_RESOURCE = 2
 DYNAMIC_TOPIC_CONFIG = 1
 SET, DELETE = 0, 1
@@ -137,10 +132,10 @@ class AdminConnection:
                 await conn.close()
 
     async def _api_versions(self, conn: BrokerConnection) -> dict[int, tuple[int, int]]:
-        version = _MAX_VERSIONS[API_VERSIONS]
-        request = build(load_request_schema(API_VERSIONS, version), client_software_name="odradek",
+        version = _MAX_VERSIONS[ApiKey.API_VERSIONS]
+        request = build(load_request_schema(ApiKey.API_VERSIONS, version), client_software_name="odradek",
                         client_software_version=__version__)
-        response = await conn.send(request, load_response_schema(API_VERSIONS, version), timeout_s=CONNECT_TIMEOUT_S)
+        response = await conn.send(request, load_response_schema(ApiKey.API_VERSIONS, version), timeout_s=CONNECT_TIMEOUT_S)
         _raise_for(response.error_code, None, "ApiVersions")
         return {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
 
@@ -212,7 +207,7 @@ class AdminConnection:
             return build(m.MetadataRequest, topics=wanted, allow_auto_topic_creation=False,
                          include_cluster_authorized_operations=False, include_topic_authorized_operations=False)
 
-        response = await self.request(METADATA, body)
+        response = await self.request(ApiKey.METADATA, body)
         brokers = {b.node_id: (b.host, b.port, b.rack) for b in response.brokers}
         return ClusterView(brokers, response.controller_id, list(response.topics))
 
@@ -246,7 +241,7 @@ async def _topic_overrides(admin: AdminConnection, names: Sequence[str]) -> dict
             build(m.DescribeConfigsResource, resource_type=TOPIC_RESOURCE, resource_name=n, configuration_keys=None)
             for n in names))
 
-    response = await admin.request(DESCRIBE_CONFIGS, body)
+    response = await admin.request(ApiKey.DESCRIBE_CONFIGS, body)
     overrides: dict[str, dict[str, str]] = {}
     for result in response.results:
         if result.error_code == ErrorCode.unknown_topic_or_partition:
@@ -289,7 +284,7 @@ async def _create(admin: AdminConnection, o: Mapping[str, Any]) -> int:
                               for p, r in sorted((assignment or {}).items())),
             configs=tuple(build(m.CreatableTopicConfig, name=k, value=v) for k, v in o["config_map"].items())),))
 
-    response = await admin.controller_request(CREATE_TOPICS, body)
+    response = await admin.controller_request(ApiKey.CREATE_TOPICS, body)
     result = response.topics[0]
     if result.error_code == ErrorCode.topic_already_exists and o["if_not_exists"]:
         return 0
@@ -329,7 +324,7 @@ async def _alter(admin: AdminConnection, o: Mapping[str, Any], view: ClusterView
                 m.AlterConfigsResource, resource_type=TOPIC_RESOURCE, resource_name=topic, configs=tuple(
                     build(m.AlterableConfig, name=k, config_operation=op, value=v) for k, op, v in ops)),))
 
-        response = await admin.request(INCREMENTAL_ALTER_CONFIGS, body)
+        response = await admin.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, body)
         result = response.responses[0]
         _raise_for(result.error_code, result.error_message, f"altering the config of {topic}")
         click.echo(f"Updated config for topic {topic}.")
@@ -350,7 +345,7 @@ async def _alter(admin: AdminConnection, o: Mapping[str, Any], view: ClusterView
             return build(m.CreatePartitionsRequest, timeout=ADMIN_TIMEOUT_MS, validate_only=False, topics=(
                 build(m.CreatePartitionsTopic, name=topic, count=o["partitions"], assignments=assignments),))
 
-        response = await admin.controller_request(CREATE_PARTITIONS, body)
+        response = await admin.controller_request(ApiKey.CREATE_PARTITIONS, body)
         result = response.results[0]
         if result.error_code != ErrorCode.request_timed_out:
             _raise_for(result.error_code, result.error_message, f"adding partitions to {topic}")
@@ -376,7 +371,7 @@ async def _delete(admin: AdminConnection, o: Mapping[str, Any]) -> int:
         return build(m.DeleteTopicsRequest, timeout=ADMIN_TIMEOUT_MS, topic_names=(topic,),
                      topics=(build(m.DeleteTopicState, name=topic, topic_id=uuid.UUID(int=0)),))
 
-    response = await admin.controller_request(DELETE_TOPICS, body)
+    response = await admin.controller_request(ApiKey.DELETE_TOPICS, body)
     result = response.responses[0]
     # Timed out: marked for deletion, still in progress (a replica's broker may be down).
     if result.error_code != ErrorCode.request_timed_out:

@@ -28,7 +28,7 @@ from kio.schema.offset_for_leader_epoch.v3 import response as epoch_resp
 
 from odradek import tasks
 from odradek.broker.partition import Partition
-from odradek.controller.context import TopicPartition
+from odradek.common import TopicPartition
 from odradek.log.log import UnexpectedAppendOffsetError
 from odradek.net.client import BrokerConnection
 from odradek.protocol.errors import ErrorCode, KafkaError

@@ -24,7 +24,7 @@ from odradek.broker.fetcher import ReplicaFetcherManager
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.partition import Partition
 from odradek.broker.purgatory import DelayedOperation, Purgatory
-from odradek.controller.context import TopicPartition
+from odradek.common import TopicPartition
 from odradek.log.log_info import FileRegion
 from odradek.protocol import control
 from odradek.protocol.errors import ErrorCode, KafkaError

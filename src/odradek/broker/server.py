@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from odradek import state_change_log
-from odradek.admin.topics import TopicAdmin
 from odradek.broker.apis import load_handlers
 from odradek.broker.apis.api_versions import unsupported_api_versions
 from odradek.broker.config_manager import DynamicConfigManager
@@ -28,6 +27,7 @@ from odradek.net.client import BrokerConnection
 from odradek.net.server import Request, Response, SocketServer
 from odradek.protocol import control
 from odradek.protocol.errors import ErrorCode
+from odradek.zk.admin_zk_client import AdminZkClient
 from odradek.zk.client import KafkaZkClient, NodeExistsError
 from odradek.zk.zk_data import BrokerIdZNode, BrokerInfo, EndPoint, now_ms
 
@@ -57,7 +57,7 @@ class KafkaServer:
         self.replica_manager = ReplicaManager(self.broker_id, config, self.metadata_cache, self.log_manager,
                                               lambda: self.broker_epoch,
                                               lambda _topic, overrides: config.log_config(overrides))
-        self.topic_admin = TopicAdmin(self.zk)
+        self.topic_admin = AdminZkClient(self.zk)
         self.producer_ids: Any = None  # created on the first InitProducerId
         # Consumer groups: follows leadership of __consumer_offsets through the replica manager's hooks.
         self.group_coordinator = GroupCoordinator.for_broker(self)

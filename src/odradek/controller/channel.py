@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from odradek import tasks
+from odradek.common import TopicPartition
 from odradek.controller import control_requests as build
-from odradek.controller.context import ControllerContext, ReplicaAssignment, TopicPartition
+from odradek.controller.context import ControllerContext, ReplicaAssignment
 from odradek.controller.events import (
     ControllerEvent,
     LeaderAndIsrResponseReceived,

@@ -11,17 +11,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from odradek.common import TopicPartition
 from odradek.zk.zk_data import BrokerInfo, LeaderAndIsr
 
-__all__ = ["ControllerContext", "PartitionAndReplica", "ReplicaAssignment", "TopicPartition"]
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
-
-    def __str__(self) -> str:
-        return f"{self.topic}-{self.partition}"
+__all__ = ["ControllerContext", "PartitionAndReplica", "ReplicaAssignment"]
 
 
 class PartitionAndReplica(NamedTuple):

@@ -7,7 +7,8 @@ import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
-from odradek.controller.context import ReplicaAssignment, TopicPartition
+from odradek.common import TopicPartition
+from odradek.controller.context import ReplicaAssignment
 from odradek.protocol import control
 from odradek.zk.zk_data import BrokerInfo, LeaderAndIsr, topic_id_to_uuid
 

@@ -14,7 +14,8 @@ from collections.abc import Iterable
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from odradek.controller.context import ControllerContext, TopicPartition
+from odradek.common import TopicPartition
+from odradek.controller.context import ControllerContext
 from odradek.controller.leader_selectors import (
     ElectionResult,
     ElectionType,

@@ -18,7 +18,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from odradek.controller.context import PartitionAndReplica, ReplicaAssignment, TopicPartition
+from odradek.common import TopicPartition
+from odradek.controller.context import PartitionAndReplica, ReplicaAssignment
 from odradek.controller.leader_selectors import ElectionType
 from odradek.controller.partition_state_machine import PartitionState
 from odradek.controller.replica_state_machine import ReplicaState

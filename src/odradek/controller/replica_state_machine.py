@@ -16,7 +16,8 @@ from collections.abc import Iterable
 from enum import Enum
 from typing import TYPE_CHECKING
 
-from odradek.controller.context import ControllerContext, PartitionAndReplica, TopicPartition
+from odradek.common import TopicPartition
+from odradek.controller.context import ControllerContext, PartitionAndReplica
 from odradek.state_change_log import StateChangeLogger
 from odradek.zk.zk_data import LeaderAndIsr
 

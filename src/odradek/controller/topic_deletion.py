@@ -14,7 +14,8 @@ import logging
 from collections.abc import Iterable
 from typing import Protocol
 
-from odradek.controller.context import ControllerContext, PartitionAndReplica, TopicPartition
+from odradek.common import TopicPartition
+from odradek.controller.context import ControllerContext, PartitionAndReplica
 from odradek.controller.partition_state_machine import PartitionState, PartitionStateMachine
 from odradek.controller.replica_state_machine import ReplicaState, ReplicaStateMachine
 

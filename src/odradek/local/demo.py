@@ -16,7 +16,7 @@ import click
 from rich.console import Console
 from rich.rule import Rule
 
-from odradek.admin.assignment import assign_replicas_to_brokers
+from odradek.assignment import assign_replicas_to_brokers
 from odradek.local.cluster import LocalCluster
 
 __all__ = ["Tour", "demo"]

@@ -29,6 +29,7 @@ from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
+from odradek.common import TopicPartition
 from odradek.config import KafkaConfig, LogConfig
 from odradek.log.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -51,7 +52,6 @@ _DELETE_DIR_RE = re.compile(r"^(?P<name>.+)\.(?P<uid>[0-9a-f]{32})-delete$")
 
 InconsistentTopicIdError = for_code(ErrorCode.inconsistent_topic_id)
 
-TopicPartition = tuple[str, int]
 
 
 def log_dir_name(topic: str, partition: int) -> str:

@@ -134,14 +134,14 @@ class TansuBroker:
 def create_topic_zk(zookeeper_connect: str, topic: str, partitions: int, replication_factor: int,
                     config: dict[str, str] | None = None) -> None:
     """Create a topic on an odradek cluster through ZooKeeper (as ``odradek topics --create``)."""
-    from odradek.admin.topics import TopicAdmin
+    from odradek.zk.admin_zk_client import AdminZkClient
     from odradek.zk.client import KafkaZkClient
 
     async def run() -> None:
         zk = KafkaZkClient(zookeeper_connect, session_timeout_ms=30000)
         await zk.start()
         try:
-            await TopicAdmin(zk).create_topic(topic, partitions, replication_factor, config=config or {})
+            await AdminZkClient(zk).create_topic(topic, partitions, replication_factor, config=config or {})
         finally:
             await zk.close()
 

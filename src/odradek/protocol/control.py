@@ -31,10 +31,7 @@ from kio.schema.types import BrokerId, TopicName
 from kio.static.constants import EntityType
 from kio.static.primitive import i8, i16, i32, i64
 
-LEADER_AND_ISR_KEY: Final = 4
-STOP_REPLICA_KEY: Final = 5
-UPDATE_METADATA_KEY: Final = 6
-CONTROLLED_SHUTDOWN_KEY: Final = 7
+from odradek.protocol.api_keys import ApiKey
 
 LEADER_AND_ISR_VERSION: Final = 5
 STOP_REPLICA_VERSION: Final = 3
@@ -59,7 +56,7 @@ class _LeaderAndIsrRequestPart:
     __type__: ClassVar[EntityType] = EntityType.nested
     __version__: ClassVar[i16] = i16(LEADER_AND_ISR_VERSION)
     __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(LEADER_AND_ISR_KEY)
+    __api_key__: ClassVar[i16] = i16(ApiKey.LEADER_AND_ISR)
     __header_schema__: ClassVar[type[RequestHeaderV2]] = RequestHeaderV2
 
 
@@ -68,7 +65,7 @@ class _LeaderAndIsrResponsePart:
     __type__: ClassVar[EntityType] = EntityType.nested
     __version__: ClassVar[i16] = i16(LEADER_AND_ISR_VERSION)
     __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(LEADER_AND_ISR_KEY)
+    __api_key__: ClassVar[i16] = i16(ApiKey.LEADER_AND_ISR)
     __header_schema__: ClassVar[type[ResponseHeaderV1]] = ResponseHeaderV1
 
 
@@ -77,7 +74,7 @@ class _StopReplicaRequestPart:
     __type__: ClassVar[EntityType] = EntityType.nested
     __version__: ClassVar[i16] = i16(STOP_REPLICA_VERSION)
     __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(STOP_REPLICA_KEY)
+    __api_key__: ClassVar[i16] = i16(ApiKey.STOP_REPLICA)
     __header_schema__: ClassVar[type[RequestHeaderV2]] = RequestHeaderV2
 
 
@@ -86,7 +83,7 @@ class _StopReplicaResponsePart:
     __type__: ClassVar[EntityType] = EntityType.nested
     __version__: ClassVar[i16] = i16(STOP_REPLICA_VERSION)
     __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(STOP_REPLICA_KEY)
+    __api_key__: ClassVar[i16] = i16(ApiKey.STOP_REPLICA)
     __header_schema__: ClassVar[type[ResponseHeaderV1]] = ResponseHeaderV1
 
 
@@ -95,7 +92,7 @@ class _UpdateMetadataRequestPart:
     __type__: ClassVar[EntityType] = EntityType.nested
     __version__: ClassVar[i16] = i16(UPDATE_METADATA_VERSION)
     __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(UPDATE_METADATA_KEY)
+    __api_key__: ClassVar[i16] = i16(ApiKey.UPDATE_METADATA)
     __header_schema__: ClassVar[type[RequestHeaderV2]] = RequestHeaderV2
 
 
@@ -104,7 +101,7 @@ class _UpdateMetadataResponsePart:
     __type__: ClassVar[EntityType] = EntityType.nested
     __version__: ClassVar[i16] = i16(UPDATE_METADATA_VERSION)
     __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(UPDATE_METADATA_KEY)
+    __api_key__: ClassVar[i16] = i16(ApiKey.UPDATE_METADATA)
     __header_schema__: ClassVar[type[ResponseHeaderV1]] = ResponseHeaderV1
 
 
@@ -113,7 +110,7 @@ class _ControlledShutdownRequestPart:
     __type__: ClassVar[EntityType] = EntityType.nested
     __version__: ClassVar[i16] = i16(CONTROLLED_SHUTDOWN_VERSION)
     __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(CONTROLLED_SHUTDOWN_KEY)
+    __api_key__: ClassVar[i16] = i16(ApiKey.CONTROLLED_SHUTDOWN)
     __header_schema__: ClassVar[type[RequestHeaderV2]] = RequestHeaderV2
 
 
@@ -122,7 +119,7 @@ class _ControlledShutdownResponsePart:
     __type__: ClassVar[EntityType] = EntityType.nested
     __version__: ClassVar[i16] = i16(CONTROLLED_SHUTDOWN_VERSION)
     __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(CONTROLLED_SHUTDOWN_KEY)
+    __api_key__: ClassVar[i16] = i16(ApiKey.CONTROLLED_SHUTDOWN)
     __header_schema__: ClassVar[type[ResponseHeaderV1]] = ResponseHeaderV1
 
 
@@ -352,16 +349,16 @@ class ControlledShutdownResponse(_ControlledShutdownResponsePart):
 
 # Lookup tables for the frame layer: (api key, version) -> payload class.
 REQUEST_TYPES: Final[dict[tuple[int, int], type]] = {
-    (LEADER_AND_ISR_KEY, LEADER_AND_ISR_VERSION): LeaderAndIsrRequest,
-    (STOP_REPLICA_KEY, STOP_REPLICA_VERSION): StopReplicaRequest,
-    (UPDATE_METADATA_KEY, UPDATE_METADATA_VERSION): UpdateMetadataRequest,
-    (CONTROLLED_SHUTDOWN_KEY, CONTROLLED_SHUTDOWN_VERSION): ControlledShutdownRequest,
+    (ApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION): LeaderAndIsrRequest,
+    (ApiKey.STOP_REPLICA, STOP_REPLICA_VERSION): StopReplicaRequest,
+    (ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION): UpdateMetadataRequest,
+    (ApiKey.CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION): ControlledShutdownRequest,
 }
 RESPONSE_TYPES: Final[dict[tuple[int, int], type]] = {
-    (LEADER_AND_ISR_KEY, LEADER_AND_ISR_VERSION): LeaderAndIsrResponse,
-    (STOP_REPLICA_KEY, STOP_REPLICA_VERSION): StopReplicaResponse,
-    (UPDATE_METADATA_KEY, UPDATE_METADATA_VERSION): UpdateMetadataResponse,
-    (CONTROLLED_SHUTDOWN_KEY, CONTROLLED_SHUTDOWN_VERSION): ControlledShutdownResponse,
+    (ApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION): LeaderAndIsrResponse,
+    (ApiKey.STOP_REPLICA, STOP_REPLICA_VERSION): StopReplicaResponse,
+    (ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION): UpdateMetadataResponse,
+    (ApiKey.CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION): ControlledShutdownResponse,
 }
 
 

@@ -47,9 +47,7 @@ from kio.static.primitive import i32
 from kio.static.protocol import Payload
 
 from odradek.protocol import control
-
-API_VERSIONS_KEY: Final = 18
-CONTROLLED_SHUTDOWN_KEY: Final = control.CONTROLLED_SHUTDOWN_KEY
+from odradek.protocol.api_keys import ApiKey
 
 # Kafka's socket.request.max.bytes default.
 DEFAULT_MAX_FRAME_SIZE: Final = 104_857_600
@@ -158,7 +156,7 @@ def _request_header_version_of(schema: type[Payload]) -> int:
 
 
 def _response_header_version_of(schema: type[Payload]) -> int:
-    if schema.__api_key__ == API_VERSIONS_KEY:
+    if schema.__api_key__ == ApiKey.API_VERSIONS:
         return 0
     return 1 if schema.__flexible__ else 0
 
@@ -168,7 +166,7 @@ def request_header_version(api_key: int, api_version: int) -> int:
 
     Raises :class:`UnsupportedRequestError` when no schema for it is known.
     """
-    if api_key == CONTROLLED_SHUTDOWN_KEY and api_version == 0:
+    if api_key == ApiKey.CONTROLLED_SHUTDOWN and api_version == 0:
         return 0
     schema = request_schema(api_key, api_version)
     if schema is None:
@@ -182,7 +180,7 @@ def response_header_version(api_key: int, api_version: int) -> int:
     Raises :class:`UnsupportedRequestError` when no schema for it is known, except for
     ApiVersions, whose response header is v0 at every version, known or not.
     """
-    if api_key == API_VERSIONS_KEY:
+    if api_key == ApiKey.API_VERSIONS:
         return 0
     schema = response_schema(api_key, api_version)
     if schema is None:
@@ -301,7 +299,7 @@ def decode_request_header(frame: bytes | memoryview) -> tuple[RequestHeaderInfo,
         pos = _HEADER_FIXED.size
         # Header versions differ only from the client id on, so a header we cannot place
         # still yields its api key, version, correlation id and client id for the error.
-        header_version = 0 if api_key == CONTROLLED_SHUTDOWN_KEY and api_version == 0 else 1
+        header_version = 0 if api_key == ApiKey.CONTROLLED_SHUTDOWN and api_version == 0 else 1
         if header_version == 1:
             length, pos = _read_length(view, pos, end, _INT16)
             if length < -1 or length > end - pos:

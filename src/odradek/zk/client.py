@@ -30,6 +30,7 @@ from kazoo.exceptions import (
 from kazoo.protocol.states import WatchedEvent, ZnodeStat
 from kazoo.retry import KazooRetry
 
+from odradek.common import TopicPartition
 from odradek.zk.zk_data import (
     PERSISTENT_PATHS,
     BrokerIdsZNode,
@@ -65,7 +66,6 @@ __all__ = [
     "split_chroot",
 ]
 
-TopicPartition = tuple[str, int]
 
 # ZooKeeper refuses requests above jute.maxbuffer (1 MiB by default); keep multis well below.
 _MULTI_MAX_OPS = 1000

@@ -21,8 +21,8 @@ from control_helpers import (
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.partition import Partition
 from odradek.broker.replica_manager import ReplicaManager, _Pacer
+from odradek.common import TopicPartition
 from odradek.config import KafkaConfig
-from odradek.controller.context import TopicPartition
 from odradek.log.log_manager import LogManager, LogManagerConfig
 from odradek.protocol import control
 from odradek.protocol.errors import ErrorCode

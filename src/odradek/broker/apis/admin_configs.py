@@ -12,7 +12,6 @@ import logging
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from odradek.admin.topics import validate_topic_name
 from odradek.broker.apis.admin_topics import Outcome, outcome_of
 from odradek.broker.apis.configs_describe import (
     ConfigEntry,
@@ -21,7 +20,9 @@ from odradek.broker.apis.configs_describe import (
     topic_config_entries,
 )
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
+from odradek.common import validate_topic_name
 from odradek.config import TOPIC_CONFIG, Type
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import (
     ErrorCode,
     InvalidConfigError,
@@ -36,9 +37,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-DESCRIBE_CONFIGS = 32
-ALTER_CONFIGS = 33
-INCREMENTAL_ALTER_CONFIGS = 44
 
 
 def _resource_name(resource_type: int) -> str:
@@ -74,10 +72,10 @@ def _broker_resource_id(broker: KafkaServer, name: str) -> int | None:
 # ----------------------------------------------------------------------------- DescribeConfigs
 
 
-@api(DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4)
+@api(ApiKey.DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4)
 async def handle_describe_configs(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)
-    m = response_module(DESCRIBE_CONFIGS, request.api_version)
+    m = response_module(ApiKey.DESCRIBE_CONFIGS, request.api_version)
     synonyms = getattr(body, "include_synonyms", False)
     documentation = getattr(body, "include_documentation", False)
     results = []
@@ -157,15 +155,15 @@ async def _alter_responses(broker: KafkaServer, request: Request, api_key: int, 
     return m, tuple(responses)
 
 
-@api(ALTER_CONFIGS, "AlterConfigs", 0, 2)
+@api(ApiKey.ALTER_CONFIGS, "AlterConfigs", 0, 2)
 async def handle_alter_configs(broker: KafkaServer, request: Request) -> Response:
-    m, responses = await _alter_responses(broker, request, ALTER_CONFIGS, incremental=False)
+    m, responses = await _alter_responses(broker, request, ApiKey.ALTER_CONFIGS, incremental=False)
     return respond(request, build(m.AlterConfigsResponse, responses=responses))
 
 
-@api(INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1)
+@api(ApiKey.INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1)
 async def handle_incremental_alter_configs(broker: KafkaServer, request: Request) -> Response:
-    m, responses = await _alter_responses(broker, request, INCREMENTAL_ALTER_CONFIGS, incremental=True)
+    m, responses = await _alter_responses(broker, request, ApiKey.INCREMENTAL_ALTER_CONFIGS, incremental=True)
     return respond(request, build(m.IncrementalAlterConfigsResponse, responses=responses))
 
 

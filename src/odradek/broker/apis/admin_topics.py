@@ -1,6 +1,6 @@
 """CreateTopics (key 19), DeleteTopics (key 20) and CreatePartitions (key 37).
 
-Any broker answers them: the work is a ZooKeeper write through :class:`TopicAdmin` (the same
+Any broker answers them: the work is a ZooKeeper write through :class:`AdminZkClient` (the same
 validation and placement as ``odradek topics --zookeeper``), after which the controller brings
 the partitions online or deletes them.  As Kafka's DelayedCreatePartitions and
 DelayedDeleteTopics do, the answer waits (up to the request's timeout) until this broker's
@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from odradek.broker.apis.configs_describe import topic_config_entries
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import (
     ErrorCode,
     InvalidRequestError,
@@ -32,9 +33,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CREATE_TOPICS = 19
-DELETE_TOPICS = 20
-CREATE_PARTITIONS = 37
 
 _POLL_S = 0.02
 _ZERO_UUID = uuid.UUID(int=0)
@@ -102,7 +100,7 @@ def _duplicates(names: Iterable[str | None]) -> set[str | None]:
 # ----------------------------------------------------------------------------- CreateTopics
 
 
-@api(CREATE_TOPICS, "CreateTopics", 2, 7)
+@api(ApiKey.CREATE_TOPICS, "CreateTopics", 2, 7)
 async def handle_create_topics(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)
     timeout_ms = _timeout_ms(body)
@@ -135,7 +133,7 @@ async def handle_create_topics(broker: KafkaServer, request: Request) -> Respons
         pending = {name: (lambda n=name: _partitions_online(broker, n, len(created[n]))) for name in created}
         await _await_all(broker, timeout_ms, pending, results,
                          "Timed out waiting for the new partitions to get leaders; the topic was created.")
-    m = response_module(CREATE_TOPICS, request.api_version)
+    m = response_module(ApiKey.CREATE_TOPICS, request.api_version)
     entries = []
     for name, (error, message) in results.items():
         fields: dict[str, Any] = {"name": name, "error_code": error, "error_message": message,
@@ -171,7 +169,7 @@ def _creatable(topic: Any) -> tuple[dict[str, str], dict[int, list[int]] | None]
 # ----------------------------------------------------------------------------- DeleteTopics
 
 
-@api(DELETE_TOPICS, "DeleteTopics", 1, 6)
+@api(ApiKey.DELETE_TOPICS, "DeleteTopics", 1, 6)
 async def handle_delete_topics(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)
     version = request.api_version
@@ -217,7 +215,7 @@ async def handle_delete_topics(broker: KafkaServer, request: Request) -> Respons
                for name, outcome in outcomes.items() if outcome == _OK}
     await _await_all(broker, _timeout_ms(body), pending, outcomes,
                      "Timed out waiting for the topic deletion to complete; the topic is marked for deletion.")
-    m = response_module(DELETE_TOPICS, version)
+    m = response_module(ApiKey.DELETE_TOPICS, version)
     entries = []
     for name, topic_id, outcome in results:
         error, message = outcome if name is None or outcome != _OK else outcomes[name]
@@ -229,7 +227,7 @@ async def handle_delete_topics(broker: KafkaServer, request: Request) -> Respons
 # ----------------------------------------------------------------------------- CreatePartitions
 
 
-@api(CREATE_PARTITIONS, "CreatePartitions", 0, 3)
+@api(ApiKey.CREATE_PARTITIONS, "CreatePartitions", 0, 3)
 async def handle_create_partitions(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)
     duplicates = _duplicates(t.name for t in body.topics)
@@ -260,7 +258,7 @@ async def handle_create_partitions(broker: KafkaServer, request: Request) -> Res
         pending = {name: (lambda n=name: _partitions_online(broker, n, counts[n])) for name in counts}
         await _await_all(broker, _timeout_ms(body), pending, results,
                          "Timed out waiting for the new partitions to get leaders; they were created.")
-    m = response_module(CREATE_PARTITIONS, request.api_version)
+    m = response_module(ApiKey.CREATE_PARTITIONS, request.api_version)
     entries = tuple(build(m.CreatePartitionsTopicResult, name=name, error_code=error, error_message=message)
                     for name, (error, message) in results.items())
     return respond(request, build(m.CreatePartitionsResponse, results=entries))

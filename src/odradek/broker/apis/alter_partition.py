@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
 from odradek.controller.events import AlterPartitionReceived
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.zk.zk_data import LeaderAndIsr
 
@@ -14,13 +15,12 @@ if TYPE_CHECKING:
     from odradek.broker.server import KafkaServer
     from odradek.net.server import Request, Response
 
-ALTER_PARTITION = 56
 
 
-@api(ALTER_PARTITION, "AlterPartition", 2, 3)
+@api(ApiKey.ALTER_PARTITION, "AlterPartition", 2, 3)
 async def handle_alter_partition(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)
-    m = response_module(ALTER_PARTITION, request.api_version)
+    m = response_module(ApiKey.ALTER_PARTITION, request.api_version)
     controller = broker.controller
     # (Topic ids are resolved by the controller's event thread: a controller still loading
     # its context must not call a known topic unknown.)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from odradek.broker.apis.produce import PRODUCE
 from odradek.broker.apis.registry import REGISTRY, api, build, response_module
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.framing import UnsupportedRequestError, encode_response
 
@@ -13,18 +13,17 @@ if TYPE_CHECKING:
     from odradek.broker.server import KafkaServer
     from odradek.net.server import Request, Response
 
-API_VERSIONS = 18
 
 # Advertised minimum versions below what is implemented, as Kafka 4.0 does (KAFKA-18659):
 # librdkafka before 2.10 compresses with gzip or snappy only when the broker lists Produce v0,
 # and sends its batches uncompressed otherwise.  Clients use the highest version both sides
 # know, so v0-2 are never chosen; one that is sent anyway has no schema here and closes its
 # connection, as in Kafka 4.0.
-_ADVERTISED_MIN_VERSION = {PRODUCE: 0}
+_ADVERTISED_MIN_VERSION = {ApiKey.PRODUCE: 0}
 
 
 def _response(version: int, error: ErrorCode) -> object:
-    m = response_module(API_VERSIONS, version)
+    m = response_module(ApiKey.API_VERSIONS, version)
     keys = tuple(
         build(m.ApiVersion, api_key=spec.api_key,
               min_version=_ADVERTISED_MIN_VERSION.get(spec.api_key, spec.min_version),
@@ -39,7 +38,7 @@ def _response(version: int, error: ErrorCode) -> object:
 # never do. kafka-python 3.x opens every connection with v4; a version above this table's
 # maximum gets the UNSUPPORTED_VERSION v0 answer below only when kio has no schema for it,
 # so the table covers every ApiVersions version kio knows.
-@api(API_VERSIONS, "ApiVersions", 0, 4)
+@api(ApiKey.API_VERSIONS, "ApiVersions", 0, 4)
 def handle_api_versions(broker: KafkaServer, request: Request) -> Response:
     return encode_response(_response(request.api_version, ErrorCode.none), request.header.correlation_id)
 
@@ -47,6 +46,6 @@ def handle_api_versions(broker: KafkaServer, request: Request) -> Response:
 def unsupported_api_versions(error: UnsupportedRequestError) -> Response:
     """A client asking ApiVersions at a version we don't know gets Kafka's answer: a v0
     response with UNSUPPORTED_VERSION and our versions, so it can retry with one we do."""
-    if error.api_key != API_VERSIONS or error.header is None:
+    if error.api_key != ApiKey.API_VERSIONS or error.header is None:
         return None
     return encode_response(_response(0, ErrorCode.unsupported_version), error.header.correlation_id)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from odradek.broker.apis.registry import api, decode_body
 from odradek.controller.events import ControlledShutdown
 from odradek.protocol import control
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.framing import encode_response
 
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
     from odradek.net.server import Request, Response
 
 
-@api(control.LEADER_AND_ISR_KEY, "LeaderAndIsr", control.LEADER_AND_ISR_VERSION, control.LEADER_AND_ISR_VERSION)
+@api(ApiKey.LEADER_AND_ISR, "LeaderAndIsr", control.LEADER_AND_ISR_VERSION, control.LEADER_AND_ISR_VERSION)
 async def handle_leader_and_isr(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)
     manager = broker.replica_manager
@@ -29,7 +30,7 @@ async def handle_leader_and_isr(broker: KafkaServer, request: Request) -> Respon
     return encode_response(response, request.header.correlation_id)
 
 
-@api(control.STOP_REPLICA_KEY, "StopReplica", control.STOP_REPLICA_VERSION, control.STOP_REPLICA_VERSION)
+@api(ApiKey.STOP_REPLICA, "StopReplica", control.STOP_REPLICA_VERSION, control.STOP_REPLICA_VERSION)
 async def handle_stop_replica(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)
     async with broker.replica_manager.state_change_lock:
@@ -37,7 +38,7 @@ async def handle_stop_replica(broker: KafkaServer, request: Request) -> Response
     return encode_response(response, request.header.correlation_id)
 
 
-@api(control.UPDATE_METADATA_KEY, "UpdateMetadata", control.UPDATE_METADATA_VERSION, control.UPDATE_METADATA_VERSION)
+@api(ApiKey.UPDATE_METADATA, "UpdateMetadata", control.UPDATE_METADATA_VERSION, control.UPDATE_METADATA_VERSION)
 async def handle_update_metadata(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)
     async with broker.replica_manager.state_change_lock:
@@ -45,7 +46,7 @@ async def handle_update_metadata(broker: KafkaServer, request: Request) -> Respo
     return encode_response(control.UpdateMetadataResponse(error_code=error), request.header.correlation_id)
 
 
-@api(control.CONTROLLED_SHUTDOWN_KEY, "ControlledShutdown", control.CONTROLLED_SHUTDOWN_VERSION,
+@api(ApiKey.CONTROLLED_SHUTDOWN, "ControlledShutdown", control.CONTROLLED_SHUTDOWN_VERSION,
      control.CONTROLLED_SHUTDOWN_VERSION)
 async def handle_controlled_shutdown(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)

@@ -6,13 +6,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from odradek.broker.server import KafkaServer
     from odradek.net.server import Request, Response
 
-DESCRIBE_CLUSTER = 60
 
 _BROKER_ENDPOINTS = 1  # KIP-919 endpoint types: 1 brokers, 2 controllers
 _OMITTED = -2147483648
@@ -21,10 +21,10 @@ _OMITTED = -2147483648
 _CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 
-@api(DESCRIBE_CLUSTER, "DescribeCluster", 0, 1)
+@api(ApiKey.DESCRIBE_CLUSTER, "DescribeCluster", 0, 1)
 async def handle_describe_cluster(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)
-    m = response_module(DESCRIBE_CLUSTER, request.api_version)
+    m = response_module(ApiKey.DESCRIBE_CLUSTER, request.api_version)
     endpoint_type = getattr(body, "endpoint_type", _BROKER_ENDPOINTS)
     cache = broker.metadata_cache
     await cache.wait_initialized()

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from odradek.broker.apis.registry import api, decode_body
 from odradek.broker.replica_manager import DelayedFetch, FetchPartitionRequest
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.fetch_response import FetchedPartition, encode_fetch_response
 
@@ -18,10 +19,9 @@ if TYPE_CHECKING:
     from odradek.broker.server import KafkaServer
     from odradek.net.server import Request, Response
 
-FETCH = 1
 
 
-@api(FETCH, "Fetch", 4, 12)
+@api(ApiKey.FETCH, "Fetch", 4, 12)
 async def handle_fetch(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)
     version = request.api_version

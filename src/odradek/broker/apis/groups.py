@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
 from odradek.broker.group.coordinator import JoinRequest
 from odradek.broker.group.offsets_topic import OFFSETS_TOPIC
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError, TopicAlreadyExistsError
 
 if TYPE_CHECKING:
@@ -23,14 +24,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-FIND_COORDINATOR = 10
-JOIN_GROUP = 11
-HEARTBEAT = 12
-LEAVE_GROUP = 13
-SYNC_GROUP = 14
-DESCRIBE_GROUPS = 15
-LIST_GROUPS = 16
-DELETE_GROUPS = 42
 
 _GROUP_KEY = 0
 _TRANSACTION_KEY = 1
@@ -56,14 +49,14 @@ def client_host(request: Request) -> str:
 # ----------------------------------------------------------------------------- FindCoordinator
 
 
-@api(FIND_COORDINATOR, "FindCoordinator", 0, 4)
+@api(ApiKey.FIND_COORDINATOR, "FindCoordinator", 0, 4)
 async def handle_find_coordinator(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)
     version = request.api_version
     key_type = getattr(body, "key_type", _GROUP_KEY)
     keys = list(body.coordinator_keys) if version >= 4 else [body.key]
     answers = [await _find_coordinator(broker, request, key_type, key) for key in keys]
-    m = response_module(FIND_COORDINATOR, version)
+    m = response_module(ApiKey.FIND_COORDINATOR, version)
     if version >= 4:
         return respond(request, build(m.FindCoordinatorResponse, throttle_time=0, coordinators=tuple(
             build(m.Coordinator, key=key, node_id=node, host=host, port=port, error_code=error, error_message=message)
@@ -135,7 +128,7 @@ async def _create_offsets_topic(broker: KafkaServer) -> None:
 # ----------------------------------------------------------------------------- membership
 
 
-@api(JOIN_GROUP, "JoinGroup", 0, 9)
+@api(ApiKey.JOIN_GROUP, "JoinGroup", 0, 9)
 async def handle_join_group(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)
     version = request.api_version
@@ -150,7 +143,7 @@ async def handle_join_group(broker: KafkaServer, request: Request) -> Response:
         protocol_type=body.protocol_type, protocols=tuple((p.name, p.metadata) for p in body.protocols),
         require_known_member_id=version >= 4, supports_skip_assignment=version >= 9,
         reason=getattr(body, "reason", None)))
-    m = response_module(JOIN_GROUP, version)
+    m = response_module(ApiKey.JOIN_GROUP, version)
     members = tuple(build(m.JoinGroupResponseMember, member_id=member_id, group_instance_id=instance_id,
                           metadata=metadata) for member_id, instance_id, metadata in result.members)
     return respond(request, build(
@@ -161,29 +154,29 @@ async def handle_join_group(broker: KafkaServer, request: Request) -> Response:
         members=members))
 
 
-@api(SYNC_GROUP, "SyncGroup", 0, 5)
+@api(ApiKey.SYNC_GROUP, "SyncGroup", 0, 5)
 async def handle_sync_group(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)
     result = await broker.group_coordinator.sync_group(
         body.group_id, body.generation_id, body.member_id, getattr(body, "group_instance_id", None),
         getattr(body, "protocol_type", None), getattr(body, "protocol_name", None),
         {a.member_id: a.assignment for a in body.assignments})
-    m = response_module(SYNC_GROUP, request.api_version)
+    m = response_module(ApiKey.SYNC_GROUP, request.api_version)
     return respond(request, build(m.SyncGroupResponse, throttle_time=0, error_code=result.error,
                                   protocol_type=result.protocol_type, protocol_name=result.protocol_name,
                                   assignment=result.assignment))
 
 
-@api(HEARTBEAT, "Heartbeat", 0, 4)
+@api(ApiKey.HEARTBEAT, "Heartbeat", 0, 4)
 def handle_heartbeat(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)
     error = broker.group_coordinator.heartbeat(body.group_id, body.member_id,
                                                getattr(body, "group_instance_id", None), body.generation_id)
-    m = response_module(HEARTBEAT, request.api_version)
+    m = response_module(ApiKey.HEARTBEAT, request.api_version)
     return respond(request, build(m.HeartbeatResponse, throttle_time=0, error_code=error))
 
 
-@api(LEAVE_GROUP, "LeaveGroup", 0, 5)
+@api(ApiKey.LEAVE_GROUP, "LeaveGroup", 0, 5)
 def handle_leave_group(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)
     version = request.api_version
@@ -192,7 +185,7 @@ def handle_leave_group(broker: KafkaServer, request: Request) -> Response:
     else:
         leaving = [(member.member_id, member.group_instance_id) for member in body.members]
     error, member_errors = broker.group_coordinator.leave_group(body.group_id, leaving)
-    m = response_module(LEAVE_GROUP, version)
+    m = response_module(ApiKey.LEAVE_GROUP, version)
     if version < 3:
         # One member: its error is the response's.
         if error == ErrorCode.none and member_errors:
@@ -206,23 +199,23 @@ def handle_leave_group(broker: KafkaServer, request: Request) -> Response:
 # ----------------------------------------------------------------------------- administration
 
 
-@api(LIST_GROUPS, "ListGroups", 0, 5)
+@api(ApiKey.LIST_GROUPS, "ListGroups", 0, 5)
 def handle_list_groups(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)
     types = {t.lower() for t in getattr(body, "types_filter", ())}
     error, groups = broker.group_coordinator.list_groups(getattr(body, "states_filter", ()))
     if types and "classic" not in types:
         groups = []  # every group here speaks the classic protocol
-    m = response_module(LIST_GROUPS, request.api_version)
+    m = response_module(ApiKey.LIST_GROUPS, request.api_version)
     return respond(request, build(m.ListGroupsResponse, throttle_time=0, error_code=error, groups=tuple(
         build(m.ListedGroup, group_id=group_id, protocol_type=protocol_type, group_state=state, group_type="classic")
         for group_id, protocol_type, state in groups)))
 
 
-@api(DESCRIBE_GROUPS, "DescribeGroups", 0, 5)
+@api(ApiKey.DESCRIBE_GROUPS, "DescribeGroups", 0, 5)
 def handle_describe_groups(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)
-    m = response_module(DESCRIBE_GROUPS, request.api_version)
+    m = response_module(ApiKey.DESCRIBE_GROUPS, request.api_version)
     operations = _GROUP_OPERATIONS if getattr(body, "include_authorized_operations", False) else _OMITTED_OPERATIONS
     described = []
     for group_id in body.groups:
@@ -238,11 +231,11 @@ def handle_describe_groups(broker: KafkaServer, request: Request) -> Response:
     return respond(request, build(m.DescribeGroupsResponse, throttle_time=0, groups=tuple(described)))
 
 
-@api(DELETE_GROUPS, "DeleteGroups", 0, 2)
+@api(ApiKey.DELETE_GROUPS, "DeleteGroups", 0, 2)
 def handle_delete_groups(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)
     errors = broker.group_coordinator.delete_groups(body.groups_names)
-    m = response_module(DELETE_GROUPS, request.api_version)
+    m = response_module(ApiKey.DELETE_GROUPS, request.api_version)
     return respond(request, build(m.DeleteGroupsResponse, throttle_time=0, results=tuple(
         build(m.DeletableGroupResult, group_id=group_id, error_code=errors[group_id])
         for group_id in dict.fromkeys(body.groups_names))))

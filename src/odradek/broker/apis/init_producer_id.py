@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from odradek.broker.server import KafkaServer
     from odradek.net.server import Request, Response
 
-INIT_PRODUCER_ID = 22
 _MAX_EPOCH = 32767
 
 
@@ -35,10 +35,10 @@ class ProducerIdManager:
         return pid
 
 
-@api(INIT_PRODUCER_ID, "InitProducerId", 0, 4)
+@api(ApiKey.INIT_PRODUCER_ID, "InitProducerId", 0, 4)
 async def handle_init_producer_id(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)
-    m = response_module(INIT_PRODUCER_ID, request.api_version)
+    m = response_module(ApiKey.INIT_PRODUCER_ID, request.api_version)
     if body.transactional_id is not None:
         return respond(request, build(m.InitProducerIdResponse, error_code=ErrorCode.transactional_id_authorization_failed,
                                       producer_id=-1, producer_epoch=-1))

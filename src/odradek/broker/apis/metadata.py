@@ -5,9 +5,10 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from odradek.admin.topics import INTERNAL_TOPICS, validate_topic_name
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
+from odradek.common import INTERNAL_TOPICS, validate_topic_name
 from odradek.net.server import CloseConnection
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import (
     ErrorCode,
     InvalidTopicError,
@@ -21,10 +22,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-METADATA = 3
 
 
-@api(METADATA, "Metadata", 0, 12)
+@api(ApiKey.METADATA, "Metadata", 0, 12)
 async def handle_metadata(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)
     version = request.api_version
@@ -81,7 +81,7 @@ async def _auto_create(broker: KafkaServer, topic: str) -> ErrorCode:
 
 def _response(broker: KafkaServer, request: Request, topics: list[str], errors: dict[str, ErrorCode]) -> object:
     version = request.api_version
-    m = response_module(METADATA, version)
+    m = response_module(ApiKey.METADATA, version)
     cache = broker.metadata_cache
     listener = request.connection.listener
     brokers = tuple(

@@ -5,21 +5,19 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from odradek.broker.server import KafkaServer
     from odradek.net.server import Request, Response
 
-LIST_OFFSETS = 2
-DELETE_RECORDS = 21
-OFFSET_FOR_LEADER_EPOCH = 23
 
 
-@api(LIST_OFFSETS, "ListOffsets", 1, 7)
+@api(ApiKey.LIST_OFFSETS, "ListOffsets", 1, 7)
 def handle_list_offsets(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)
-    m = response_module(LIST_OFFSETS, request.api_version)
+    m = response_module(ApiKey.LIST_OFFSETS, request.api_version)
     topics = []
     for t in body.topics:
         parts = []
@@ -32,10 +30,10 @@ def handle_list_offsets(broker: KafkaServer, request: Request) -> Response:
     return respond(request, build(m.ListOffsetsResponse, topics=tuple(topics)))
 
 
-@api(OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 2, 4)
+@api(ApiKey.OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 2, 4)
 def handle_offset_for_leader_epoch(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)
-    m = response_module(OFFSET_FOR_LEADER_EPOCH, request.api_version)
+    m = response_module(ApiKey.OFFSET_FOR_LEADER_EPOCH, request.api_version)
     topics = []
     for t in body.topics:
         parts = []
@@ -48,10 +46,10 @@ def handle_offset_for_leader_epoch(broker: KafkaServer, request: Request) -> Res
     return respond(request, build(m.OffsetForLeaderEpochResponse, topics=tuple(topics)))
 
 
-@api(DELETE_RECORDS, "DeleteRecords", 0, 2)
+@api(ApiKey.DELETE_RECORDS, "DeleteRecords", 0, 2)
 def handle_delete_records(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)
-    m = response_module(DELETE_RECORDS, request.api_version)
+    m = response_module(ApiKey.DELETE_RECORDS, request.api_version)
     topics = []
     for t in body.topics:
         parts = []

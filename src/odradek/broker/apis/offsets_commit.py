@@ -14,15 +14,13 @@ from odradek.broker.apis.groups import ms
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
 from odradek.broker.group.coordinator import PartitionOffset
 from odradek.broker.group.group import OffsetAndMetadata
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from odradek.broker.server import KafkaServer
     from odradek.net.server import Request, Response
 
-OFFSET_COMMIT = 8
-OFFSET_FETCH = 9
-OFFSET_DELETE = 47
 
 _DEFAULT_RETENTION = -1  # OffsetCommit v2-4: the broker's offsets.retention.minutes
 
@@ -36,7 +34,7 @@ def _by_topic(items: Iterable[tuple[TP, Any]]) -> dict[str, list[tuple[int, Any]
     return grouped
 
 
-@api(OFFSET_COMMIT, "OffsetCommit", 2, 8)
+@api(ApiKey.OFFSET_COMMIT, "OffsetCommit", 2, 8)
 async def handle_offset_commit(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)
     version = request.api_version
@@ -60,7 +58,7 @@ async def handle_offset_commit(broker: KafkaServer, request: Request) -> Respons
         errors.update(await broker.group_coordinator.commit_offsets(
             body.group_id, body.member_id, getattr(body, "group_instance_id", None),
             body.generation_id_or_member_epoch, offsets))
-    m = response_module(OFFSET_COMMIT, version)
+    m = response_module(ApiKey.OFFSET_COMMIT, version)
     topics = tuple(
         build(m.OffsetCommitResponseTopic, name=topic, partitions=tuple(
             build(m.OffsetCommitResponsePartition, partition_index=p, error_code=error) for p, error in parts))
@@ -68,11 +66,11 @@ async def handle_offset_commit(broker: KafkaServer, request: Request) -> Respons
     return respond(request, build(m.OffsetCommitResponse, throttle_time=0, topics=topics))
 
 
-@api(OFFSET_FETCH, "OffsetFetch", 1, 8)
+@api(ApiKey.OFFSET_FETCH, "OffsetFetch", 1, 8)
 def handle_offset_fetch(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)
     version = request.api_version
-    m = response_module(OFFSET_FETCH, version)
+    m = response_module(ApiKey.OFFSET_FETCH, version)
     require_stable = getattr(body, "require_stable", False)
     if version >= 8:
         groups = []
@@ -107,14 +105,14 @@ def _topics(m: Any, topic_cls: str, partition_cls: str, offsets: Mapping[TP, Par
         for topic, parts in _by_topic((tp, offsets.get(tp, PartitionOffset())) for tp in order).items())
 
 
-@api(OFFSET_DELETE, "OffsetDelete", 0, 0)
+@api(ApiKey.OFFSET_DELETE, "OffsetDelete", 0, 0)
 def handle_offset_delete(broker: KafkaServer, request: Request) -> Response:
     body = decode_body(request)
     cache = broker.metadata_cache
     order = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
     errors = {tp: ErrorCode.unknown_topic_or_partition for tp in order if cache.partition(*tp) is None}
     known = [tp for tp in order if tp not in errors]
-    m = response_module(OFFSET_DELETE, request.api_version)
+    m = response_module(ApiKey.OFFSET_DELETE, request.api_version)
     error, deleted = broker.group_coordinator.delete_offsets(body.group_id, known)
     if error != ErrorCode.none:
         return respond(request, build(m.OffsetDeleteResponse, throttle_time=0, error_code=error, topics=()))

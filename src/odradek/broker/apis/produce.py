@@ -6,6 +6,7 @@ import datetime
 from typing import TYPE_CHECKING
 
 from odradek.broker.apis.registry import api, build, respond, response_module
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.produce_request import parse_produce_request
 
@@ -13,11 +14,10 @@ if TYPE_CHECKING:
     from odradek.broker.server import KafkaServer
     from odradek.net.server import Request, Response
 
-PRODUCE = 0
 _UTC = datetime.UTC
 
 
-@api(PRODUCE, "Produce", 3, 9)
+@api(ApiKey.PRODUCE, "Produce", 3, 9)
 async def handle_produce(broker: KafkaServer, request: Request) -> Response:
     body = parse_produce_request(request.frame, request.body_offset, request.api_version)
     acks = body.acks
@@ -38,7 +38,7 @@ async def handle_produce(broker: KafkaServer, request: Request) -> Response:
         return None
     if delayed is not None:
         results = await delayed.future
-    m = response_module(PRODUCE, request.api_version)
+    m = response_module(ApiKey.PRODUCE, request.api_version)
     by_topic: dict[str, list[object]] = {}
     for (topic, partition), r in results.items():
         by_topic.setdefault(topic, []).append(build(
@@ -51,7 +51,7 @@ async def handle_produce(broker: KafkaServer, request: Request) -> Response:
 
 
 def _error_response(version: int, results: dict[tuple[str, int], tuple[ErrorCode, str]]) -> object:
-    m = response_module(PRODUCE, version)
+    m = response_module(ApiKey.PRODUCE, version)
     by_topic: dict[str, list[object]] = {}
     for (topic, partition), (error, message) in results.items():
         by_topic.setdefault(topic, []).append(build(

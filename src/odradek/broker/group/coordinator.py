@@ -36,7 +36,7 @@ from odradek.protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from odradek.broker.partition import Partition
     from odradek.broker.server import KafkaServer
-    from odradek.controller.context import TopicPartition
+    from odradek.common import TopicPartition
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 
-from odradek.admin.assignment import (
+from odradek.assignment import (
     AdminOperationError,
     BrokerMetadata,
     assign_replicas_to_brokers,

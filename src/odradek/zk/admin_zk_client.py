@@ -1,4 +1,4 @@
-"""Topic administration semantics (Kafka's AdminZkClient / TopicCommand), over ZooKeeper.
+"""AdminZkClient: topic administration over ZooKeeper (Kafka's kafka.zk.AdminZkClient).
 
 Creating a topic writes ``/config/topics/<t>`` and then ``/brokers/topics/<t>``; the
 controller notices and brings the partitions online.  Every check runs before the first
@@ -7,17 +7,17 @@ write, so a refused request changes nothing.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
-from odradek.admin.assignment import (
+from odradek.assignment import (
     AdminOperationError,
     BrokerMetadata,
     assign_replicas_to_brokers,
     validate_replica_assignment,
 )
+from odradek.common import INTERNAL_TOPICS, unify_collision_chars, validate_topic_name
 from odradek.config import ConfigError, validate_topic_config
 from odradek.protocol.errors import (
     InvalidConfigError,
@@ -32,47 +32,16 @@ from odradek.zk.client import KafkaZkClient, NodeExistsError
 from odradek.zk.zk_data import LeaderAndIsr, TopicAssignment, TopicZNode
 
 __all__ = [
-    "INTERNAL_TOPICS",
+    "AdminZkClient",
     "PartitionDescription",
     "RackAwareMode",
-    "TopicAdmin",
     "TopicDescription",
-    "has_collision_chars",
-    "validate_topic_name",
 ]
-
-MAX_NAME_LENGTH = 249
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
-_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
-
 
 class RackAwareMode(Enum):
     ENFORCED = "enforced"  # use racks; an error if only some brokers have one
     SAFE = "safe"  # use racks only when every broker has one
     DISABLED = "disabled"  # ignore racks
-
-
-def validate_topic_name(topic: str) -> None:
-    """Kafka's Topic.validate; raises InvalidTopicError (INVALID_TOPIC_EXCEPTION)."""
-    if not topic:
-        raise InvalidTopicError("Topic name is illegal, it can't be empty")
-    if topic in (".", ".."):
-        raise InvalidTopicError('Topic name cannot be "." or ".."')
-    if len(topic) > MAX_NAME_LENGTH:
-        raise InvalidTopicError(
-            f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, topic name: {topic}")
-    if not _LEGAL.match(topic):
-        raise InvalidTopicError(
-            f'Topic name "{topic}" is illegal, it contains a character other than ASCII alphanumerics, '
-            "'.', '_' and '-'")
-
-
-def has_collision_chars(topic: str) -> bool:
-    return "." in topic or "_" in topic
-
-
-def _unify(topic: str) -> str:
-    return topic.replace(".", "_")
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +69,7 @@ class TopicDescription:
         return len(self.partitions[0].replicas) if self.partitions else 0
 
 
-class TopicAdmin:
+class AdminZkClient:
     """Create / alter / delete / list / describe topics through ZooKeeper."""
 
     def __init__(self, zk: KafkaZkClient) -> None:
@@ -128,7 +97,7 @@ class TopicAdmin:
         existing = await self.zk.get_all_topics()
         if topic in existing:
             raise TopicAlreadyExistsError(f"Topic '{topic}' already exists.")
-        colliding = sorted(t for t in existing if _unify(t) == _unify(topic))
+        colliding = sorted(t for t in existing if unify_collision_chars(t) == unify_collision_chars(topic))
         if colliding:
             raise InvalidTopicError(f"Topic '{topic}' collides with existing topics: {', '.join(colliding)}")
         if assignment is not None:

@@ -1,0 +1,49 @@
+"""Names shared by every layer: topic partitions and Kafka's rules for topic names
+(Kafka's org.apache.kafka.common.TopicPartition and common.internals.Topic)."""
+
+from __future__ import annotations
+
+import re
+from typing import NamedTuple
+
+from odradek.protocol.errors import InvalidTopicError
+
+__all__ = ["INTERNAL_TOPICS", "MAX_NAME_LENGTH", "TopicPartition", "has_collision_chars", "unify_collision_chars",
+           "validate_topic_name"]
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+    def __str__(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+
+MAX_NAME_LENGTH = 249
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+
+def validate_topic_name(topic: str) -> None:
+    """Kafka's Topic.validate; raises InvalidTopicError (INVALID_TOPIC_EXCEPTION)."""
+    if not topic:
+        raise InvalidTopicError("Topic name is illegal, it can't be empty")
+    if topic in (".", ".."):
+        raise InvalidTopicError('Topic name cannot be "." or ".."')
+    if len(topic) > MAX_NAME_LENGTH:
+        raise InvalidTopicError(
+            f"Topic name is illegal, it can't be longer than {MAX_NAME_LENGTH} characters, topic name: {topic}")
+    if not _LEGAL.match(topic):
+        raise InvalidTopicError(
+            f'Topic name "{topic}" is illegal, it contains a character other than ASCII alphanumerics, '
+            "'.', '_' and '-'")
+
+
+def has_collision_chars(topic: str) -> bool:
+    return "." in topic or "_" in topic
+
+
+def unify_collision_chars(topic: str) -> str:
+    """'.' and '_' collide in metric names, so topics equal under this mapping cannot coexist."""
+    return topic.replace(".", "_")
