@@ -8,34 +8,19 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
-from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from kazoo.exceptions import NoNodeError
 
 from odradek.local.cluster import LocalCluster
 from odradek.local.zookeeper import EmbeddedZooKeeper
+from support import wait_until  # noqa: F401  (re-exported while the helpers move to support/)
 
 REPO = Path(__file__).resolve().parent.parent
 
 # Each cluster (and each zk_connect) gets a ZooKeeper chroot no other test uses.
 chroots = itertools.count()
-
-
-def wait_until(condition: Callable[[], object], timeout: float = 30.0, interval: float = 0.05,
-               message: str = "condition") -> object:
-    """Poll ``condition`` until it returns something truthy; fail the test after ``timeout``."""
-    deadline = time.monotonic() + timeout
-    last: object = None
-    while time.monotonic() < deadline:
-        last = condition()
-        if last:
-            return last
-        time.sleep(interval)
-    pytest.fail(f"timed out after {timeout:.0f}s waiting for {message} (last value: {last!r})")
 
 
 def run_odradek(*args: str, timeout: float = 120, env: dict[str, str] | None = None,
