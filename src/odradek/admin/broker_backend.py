@@ -1,6 +1,6 @@
 """``odradek topics --bootstrap-server``: the topics command over the Kafka protocol.
 
-The same actions, flags and output as ``--zookeeper`` (cli_topics formats both), carried out
+The same actions, flags and output as ``--zookeeper`` (cli.topics formats both), carried out
 with CreateTopics / DeleteTopics / CreatePartitions (sent to the controller, as Kafka's
 ZooKeeper-mode brokers require), Metadata, DescribeConfigs and IncrementalAlterConfigs.
 The client is odradek's own small connection plus kio's message classes: versions are
@@ -31,7 +31,7 @@ from odradek.assignment import (
     assign_replicas_to_brokers,
     parse_replica_assignment,
 )
-from odradek.cli_topics import format_describe
+from odradek.cli.topics import format_describe
 from odradek.common import has_collision_chars, validate_topic_name
 from odradek.net.client import BrokerConnection
 from odradek.protocol.api_keys import ApiKey

@@ -252,8 +252,8 @@ def up(num_brokers: int, racks: str | None, directory: str | None, zookeeper_por
 
 
 def _register_more() -> None:
-    from odradek.cli_reassign import reassign_partitions
-    from odradek.cli_topics import topics
+    from odradek.cli.reassign_partitions import reassign_partitions
+    from odradek.cli.topics import topics
     from odradek.local.demo import demo
     from odradek.perf.cli import perf
 
