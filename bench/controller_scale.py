@@ -1,4 +1,4 @@
-"""Control-plane scale benchmark (issue 2).
+"""Control-plane scale benchmark.
 
 1. Create one topic of 10,000 partitions, RF 3, on 3 brokers: seconds from the topic znode
    write until every partition has its state znode (leader and ISR written by the controller).

@@ -1,4 +1,4 @@
-"""Long durability run (issue 4): at least 100 injected faults on 3 brokers, RF 3,
+"""Long durability run: at least 100 injected faults on 3 brokers, RF 3,
 min.insync.replicas=2, acks=all idempotent producers with unique record ids.
 
     .venv/bin/python bench/durability_runner.py [--faults 100] [--seed 1]

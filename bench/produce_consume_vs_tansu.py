@@ -1,4 +1,4 @@
-"""odradek vs Tansu, side by side in one invocation (issue 3, Performance).
+"""odradek vs Tansu, side by side in one invocation.
 
 One odradek broker (a 1-broker LocalCluster with its embedded ZooKeeper) and one Tansu broker
 (`--storage-engine memory://tansu/`) run at the same time; each phase loads one of them while

@@ -1,4 +1,4 @@
-"""The replicated rows of Kreps' 2014 benchmark on 3 local brokers (issue 4, Performance).
+"""The replicated rows of Kreps' 2014 benchmark on 3 local brokers.
 
 Jay Kreps, "Benchmarking Apache Kafka: 2 Million Writes Per Second (On Three Cheap
 Machines)", 2014: 100-byte records, 6 partitions, replication factor 3, one producer thread:

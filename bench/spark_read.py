@@ -1,4 +1,4 @@
-"""Spark through the `odradek` data source vs one plain consumer (issue 5, Performance).
+"""Spark through the `odradek` data source vs one plain consumer.
 
 In one invocation: start a local odradek cluster (embedded ZooKeeper, 3 brokers), create a
 topic of 6 partitions, produce N records (default 1,000,000) of 100-byte values spread

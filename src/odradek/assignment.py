@@ -10,8 +10,7 @@ every time the partition id wraps around the broker count.  With racks, the brok
 first rearranged to alternate racks, and a candidate replica is skipped while its rack (or
 broker) already holds a replica of the partition and other racks (brokers) don't.
 
-The seed documents' worked examples are the reference: 3 brokers, start index 1 and shift 2
-give ``{0: [1, 2, 0], 1: [2, 0, 1], 2: [0, 1, 2]}``.
+Worked through: 3 brokers, start index 1 and replica shift 2 give ``{0: [1, 2, 0], 1: [2, 0, 1], 2: [0, 1, 2]}``.
 """
 
 from __future__ import annotations

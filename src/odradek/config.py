@@ -292,7 +292,7 @@ def _broker_keys() -> list[ConfigKey]:
         k("zookeeper.max.in.flight.requests", Type.INT, 10, at_least(1)),
         k("num.partitions", Type.INT, 1, at_least(1)),
         k("default.replication.factor", Type.INT, 1, at_least(1)),
-        # Kafka defaults to true; odradek does not create topics behind a typo (issue 3).
+        # Kafka defaults to true; odradek does not create topics behind a typo.
         k("auto.create.topics.enable", Type.BOOLEAN, False),
         k("delete.topic.enable", Type.BOOLEAN, True),
         k("controlled.shutdown.enable", Type.BOOLEAN, True),

@@ -1,6 +1,7 @@
 """Replica assignment: Kafka's AdminUtils.assignReplicasToBrokers, its parse and validation.
 
-Expected values come from three places: the worked examples of the seed articles (001, 004),
+Expected values come from three places: worked examples of Kafka's placement (a 5-broker table
+and a 3-broker topic created, then grown by one partition, with kafka-topics.sh),
 the expectations of Kafka's own unit tests (AdminRackAwareTest, AdminTest/AdminZkClientTest
 testReplicaAssignment, testManualReplicaAssignment, testGetBrokerMetadatas), and invariants
 that follow from the algorithm and are checked with Hypothesis.
@@ -89,11 +90,11 @@ def check_distribution(assignment: Mapping[int, Sequence[int]], racks: Mapping[i
             n_partitions * rf // len(brokers)}
 
 
-# ----------------------------------------------------------------------------- seed examples
+# ----------------------------------------------------------------------------- worked examples
 
-# Seed 001: 5 brokers, 10 partitions, RF 3, start index 0.  Rows as the article draws them:
+# 5 brokers, 10 partitions, RF 3, start index 0.  One row per replica position:
 # the partition whose n-th replica sits on broker-0 .. broker-4.
-SEED_001_ROWS: list[tuple[int, list[int]]] = [
+FIVE_BROKER_ROWS: list[tuple[int, list[int]]] = [
     (0, [0, 1, 2, 3, 4]),  # 1st replica
     (0, [5, 6, 7, 8, 9]),  # 1st replica
     (1, [4, 0, 1, 2, 3]),  # 2nd replica
@@ -109,9 +110,9 @@ KAFKA_TEST_REPLICA_ASSIGNMENT = {
 }
 
 
-def test_seed_001_table_with_fixed_start_index_0():
+def test_five_brokers_ten_partitions_with_fixed_start_index_0():
     expected: dict[int, list[int | None]] = {p: [None, None, None] for p in range(10)}
-    for replica, row in SEED_001_ROWS:
+    for replica, row in FIVE_BROKER_ROWS:
         for broker, partition in enumerate(row):
             expected[partition][replica] = broker
 
@@ -121,7 +122,7 @@ def test_seed_001_table_with_fixed_start_index_0():
     assert assignment == KAFKA_TEST_REPLICA_ASSIGNMENT
 
 
-def test_seed_004_random_start_index_1_and_replica_shift_2():
+def test_three_brokers_random_start_index_1_and_replica_shift_2():
     rng = ScriptedRandom(1, 2)  # Kafka draws the start index first, then the shift
 
     assignment = assign_replicas_to_brokers([0, 1, 2], 3, 3, rng=rng)
@@ -130,7 +131,7 @@ def test_seed_004_random_start_index_1_and_replica_shift_2():
     assert rng.bounds == [3, 3]  # both draws are bounded by the broker count
 
 
-def test_seed_004_added_fourth_partition():
+def test_three_brokers_added_fourth_partition():
     # kafka-topics.sh --alter --partitions 4: start index = position of the existing first
     # replica of partition 0 (broker 1), start partition id = the current count.
     assignment = assign_replicas_to_brokers(
@@ -384,8 +385,8 @@ def test_validate_empty_assignment_and_empty_replica_list():
         validate_replica_assignment({0: []})
 
 
-def test_parse_replica_assignment_seed_004():
-    # kafka-topics.sh --replica-assignment 1:2:0,2:0:1,0:1:2 (seed 004)
+def test_parse_replica_assignment_three_brokers():
+    # kafka-topics.sh --replica-assignment 1:2:0,2:0:1,0:1:2
     assert parse_replica_assignment("1:2:0,2:0:1,0:1:2") == {
         0: [1, 2, 0], 1: [2, 0, 1], 2: [0, 1, 2]}
 

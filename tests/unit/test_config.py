@@ -55,7 +55,7 @@ KAFKA_BROKER_DEFAULTS = {
     "default.replication.factor": 1,
     "min.insync.replicas": 1,
     "unclean.leader.election.enable": False,
-    "auto.create.topics.enable": False,  # odradek: false unless enabled (issue 3)
+    "auto.create.topics.enable": False,  # odradek: false unless enabled
     "delete.topic.enable": True,
     "auto.leader.rebalance.enable": True,
     "leader.imbalance.per.broker.percentage": 10,

@@ -318,7 +318,7 @@ def test_broker_round_trip(broker_id, endpoints, rack, timestamp):
 
 
 def test_topic_v1_partitions_only():
-    # Kafka 0.8 .. 2.3 (and seed 004's topic_a)
+    # Kafka 0.8 .. 2.3 (kafka-topics.sh --create of a 3-partition topic on 3 brokers)
     data = b'{"version":1,"partitions":{"2":[0,1,2],"1":[2,0,1],"0":[1,2,0]}}'
 
     assignment = TopicZNode.decode(data)
@@ -403,20 +403,20 @@ def test_topic_round_trip(partitions, topic_id, adding, removing):
 
 # ----------------------------------------------------------------------------- partition state
 
-SEED_000_STATE = b'{"controller_epoch":6,"leader":6,"version":1,"leader_epoch":24,"isr":[7,6]}'
+EXAMPLE_STATE = b'{"controller_epoch":6,"leader":6,"version":1,"leader_epoch":24,"isr":[7,6]}'
 
 
-def test_partition_state_decodes_seed_000():
-    state = TopicPartitionStateZNode.decode(SEED_000_STATE, zk_version=3)
+def test_partition_state_decodes_kafka_json():
+    state = TopicPartitionStateZNode.decode(EXAMPLE_STATE, zk_version=3)
 
     assert state == LeaderAndIsr(leader=6, leader_epoch=24, isr=(7, 6), controller_epoch=6,
                                  zk_version=3)
 
 
-def test_partition_state_encode_matches_seed_000():
+def test_partition_state_encode_matches_kafka_json():
     state = LeaderAndIsr(leader=6, leader_epoch=24, isr=(7, 6), controller_epoch=6, zk_version=3)
 
-    assert as_json(TopicPartitionStateZNode.encode(state)) == as_json(SEED_000_STATE)
+    assert as_json(TopicPartitionStateZNode.encode(state)) == as_json(EXAMPLE_STATE)
 
 
 def test_partition_state_ignores_kafka_3_leader_recovery_state():
@@ -462,7 +462,7 @@ def test_topic_config_empty(data):
 
 
 def test_topic_config_encode_values_are_strings():
-    # Seed 004: a topic created without --config writes {"version":1,"config":{}}.
+    # kafka-topics.sh --create without --config writes {"version":1,"config":{}}.
     assert as_json(TopicConfigZNode.encode({})) == {"version": 1, "config": {}}
     assert as_json(TopicConfigZNode.encode({"retention.ms": 1000, "min.insync.replicas": "2"})) == {
         "version": 1, "config": {"retention.ms": "1000", "min.insync.replicas": "2"}}
