@@ -73,7 +73,6 @@ def _raise_for(code: int, message: str | None, what: str) -> None:
         raise for_code(error)(message or f"{what}: {error.name.upper()}")
 
 
-
 @dataclass(frozen=True, slots=True)
 class ClusterView:
     """What one Metadata response says."""
