@@ -22,7 +22,7 @@ from confluent_kafka.admin import (
 )
 
 from cluster_helpers import controller_of, partition_state, wait_until, zk_json
-from odradek.admin.broker_backend import AdminConnection
+from odradek.admin.client import AdminConnection
 from odradek.broker.apis.registry import build
 from odradek.local.cluster import LocalCluster
 from odradek.protocol.api_keys import ApiKey

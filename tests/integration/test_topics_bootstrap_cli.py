@@ -1,5 +1,6 @@
 """`odradek topics --bootstrap-server ...` against a real 3-broker cluster: the cases of
-test_topics_zk_cli.py, carried out over the Kafka protocol instead of ZooKeeper."""
+test_topics_zk_cli.py, carried out over the Kafka protocol instead of ZooKeeper (the table of
+bad inputs, shared by both, is in test_topics_zk_cli.py)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,10 @@ import json
 
 import pytest
 from test_topics_zk_cli import online, zk_tree
+from test_topics_zk_cli import topics_bootstrap as topics
 
 from cluster_helpers import partition_state, run_odradek, wait_until
 from odradek.local.cluster import LocalCluster
-
-
-def topics(cluster: LocalCluster, *args: str):
-    return run_odradek("topics", "--bootstrap-server", cluster.bootstrap_servers.split(",")[0], *args)
 
 
 def topics_zk(cluster: LocalCluster, *args: str):
@@ -28,7 +26,7 @@ def config_of(cluster: LocalCluster, topic: str) -> dict[str, str]:
     return json.loads(cluster.zk_client().get(f"/config/topics/{topic}")[0])["config"]
 
 
-def test_create_with_the_seeds_replica_assignment(module_cluster: LocalCluster) -> None:
+def test_create_with_an_explicit_replica_assignment(module_cluster: LocalCluster) -> None:
     result = topics(module_cluster, "--create", "--topic", "topic_a", "--replica-assignment", "1:2:0,2:0:1,0:1:2")
     assert result.returncode == 0, result.stderr
     assert 'Created topic "topic_a".' in result.stdout
@@ -92,7 +90,7 @@ def test_alter_adds_partitions_where_kafka_puts_them(module_cluster: LocalCluste
     result = topics(module_cluster, "--alter", "--topic", "grow", "--partitions", "4")
     assert result.returncode == 0, result.stderr
     assert "Adding partitions succeeded!" in result.stdout
-    assert assignment_of(module_cluster, "grow")["3"] == [1, 2, 0]  # seed 004
+    assert assignment_of(module_cluster, "grow")["3"] == [1, 2, 0]  # Kafka's addPartitions placement
     assert online(module_cluster, "grow", 4)  # CreatePartitions answered once it was
     result = topics(module_cluster, "--alter", "--topic", "grow", "--partitions", "5",
                     "--replica-assignment", "1:2:0,2:0:1,0:1:2,1:2:0,0:2:1")
@@ -164,43 +162,6 @@ def test_if_not_exists_and_existing_topic(module_cluster: LocalCluster) -> None:
     quiet = topics(module_cluster, "--create", "--topic", "twice", "--partitions", "1",
                    "--replication-factor", "1", "--if-not-exists")
     assert quiet.returncode == 0 and quiet.stdout == ""
-
-
-@pytest.mark.parametrize(("args", "message"), [
-    (["--create", "--topic", "bad name", "--partitions", "1", "--replication-factor", "1"],
-     "contains a character other than ASCII alphanumerics"),
-    (["--create", "--topic", "..", "--partitions", "1", "--replication-factor", "1"], 'cannot be "." or ".."'),
-    (["--create", "--topic", "x" * 250, "--partitions", "1", "--replication-factor", "1"],
-     "can't be longer than 249 characters"),
-    (["--create", "--topic", "rf", "--partitions", "1", "--replication-factor", "4"],
-     "Replication factor: 4 larger than available brokers: 3."),
-    (["--create", "--topic", "zero", "--partitions", "0", "--replication-factor", "1"],
-     "Number of partitions must be larger than 0."),
-    (["--create", "--topic", "zero-rf", "--partitions", "1", "--replication-factor", "0"],
-     "Replication factor must be larger than 0."),
-    (["--create", "--topic", "dup", "--replica-assignment", "1:1:0"],
-     "Partition replica lists may not contain duplicate entries: 1"),
-    (["--create", "--topic", "uneven", "--replica-assignment", "1:2,0"], "has different replication factor"),
-    (["--create", "--topic", "ghost", "--replica-assignment", "7:1"], "Unknown broker id(s) 7"),
-    (["--create", "--topic", "cfg", "--partitions", "1", "--replication-factor", "1", "--config", "nope=1"],
-     "Unknown topic config name: nope"),
-    (["--create", "--topic", "cfg2", "--partitions", "1", "--replication-factor", "1", "--config",
-      "retention.ms=soon"], "Invalid value soon for configuration retention.ms"),
-    (["--create", "--topic", "noargs"], "Missing required argument"),
-    (["--alter", "--topic", "missing-topic", "--partitions", "3"], "does not exist"),
-    (["--alter", "--topic", "missing-topic", "--config", "retention.ms=1"], "does not exist"),
-    (["--describe", "--topic", "missing-topic"], "does not exist"),
-    (["--delete", "--topic", "missing-topic"], "does not exist"),
-])
-def test_bad_input_is_one_clear_line_and_writes_nothing(module_cluster: LocalCluster, args: list[str],
-                                                         message: str) -> None:
-    before = zk_tree(module_cluster)
-    result = topics(module_cluster, *args)
-    assert result.returncode != 0
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1, result.stderr
-    assert message in lines[0]
-    assert zk_tree(module_cluster) == before
 
 
 def test_colliding_names_are_refused(module_cluster: LocalCluster) -> None:

@@ -1,5 +1,6 @@
 """`odradek topics --zookeeper ...` against a real 3-broker cluster: kafka-topics.sh's flags,
-output and semantics, and bad input that changes nothing."""
+output and semantics; and bad input that changes nothing, over --zookeeper and --bootstrap-server
+alike (one table of cases for both)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,10 @@ from odradek.local.cluster import LocalCluster
 
 def topics(cluster: LocalCluster, *args: str):
     return run_odradek("topics", "--zookeeper", cluster.zookeeper_connect, *args)
+
+
+def topics_bootstrap(cluster: LocalCluster, *args: str):
+    return run_odradek("topics", "--bootstrap-server", cluster.bootstrap_servers.split(",")[0], *args)
 
 
 def zk_tree(cluster: LocalCluster) -> dict[str, bytes]:
@@ -36,7 +41,7 @@ def online(cluster: LocalCluster, topic: str, partitions: int) -> bool:
     return all(s is not None and s["leader"] >= 0 for s in states)
 
 
-def test_create_with_the_seeds_replica_assignment(module_cluster: LocalCluster) -> None:
+def test_create_with_an_explicit_replica_assignment(module_cluster: LocalCluster) -> None:
     result = topics(module_cluster, "--create", "--topic", "topic_a", "--replica-assignment", "1:2:0,2:0:1,0:1:2")
     assert result.returncode == 0, result.stderr
     assert 'Created topic "topic_a".' in result.stdout
@@ -106,7 +111,7 @@ def test_alter_adds_partitions_where_kafka_puts_them(module_cluster: LocalCluste
     assert result.returncode == 0, result.stderr
     assert "Adding partitions succeeded!" in result.stdout
     assignment = json.loads(module_cluster.zk_client().get("/brokers/topics/grow")[0])["partitions"]
-    assert assignment["3"] == [1, 2, 0]  # seed 004: fixed start index 1, start partition id 3
+    assert assignment["3"] == [1, 2, 0]  # Kafka's addPartitions: start index 1, start partition id 3
     wait_until(lambda: online(module_cluster, "grow", 4), message="new partition online")
     assert partition_state(module_cluster, "grow", 3)["leader"] == 1
 
@@ -157,7 +162,7 @@ def test_if_not_exists_and_existing_topic(module_cluster: LocalCluster) -> None:
     assert quiet.returncode == 0 and quiet.stdout == ""
 
 
-@pytest.mark.parametrize(("args", "message"), [
+BAD_INPUT = [
     (["--create", "--topic", "bad name", "--partitions", "1", "--replication-factor", "1"],
      "contains a character other than ASCII alphanumerics"),
     (["--create", "--topic", "..", "--partitions", "1", "--replication-factor", "1"], 'cannot be "." or ".."'),
@@ -179,13 +184,19 @@ def test_if_not_exists_and_existing_topic(module_cluster: LocalCluster) -> None:
       "retention.ms=soon"], "Invalid value soon for configuration retention.ms"),
     (["--create", "--topic", "noargs"], "Missing required argument"),
     (["--alter", "--topic", "missing-topic", "--partitions", "3"], "does not exist"),
+    (["--alter", "--topic", "missing-topic", "--config", "retention.ms=1"], "does not exist"),
     (["--describe", "--topic", "missing-topic"], "does not exist"),
+    (["--delete", "--topic", "missing-topic"], "does not exist"),
     (["--create", "--list"], "exactly one action"),
-])
-def test_bad_input_is_one_clear_line_and_writes_nothing(module_cluster: LocalCluster, args: list[str],
+]
+
+
+@pytest.mark.parametrize("run", [topics, topics_bootstrap], ids=["zookeeper", "bootstrap-server"])
+@pytest.mark.parametrize(("args", "message"), BAD_INPUT)
+def test_bad_input_is_one_clear_line_and_writes_nothing(module_cluster: LocalCluster, run, args: list[str],
                                                          message: str) -> None:
     before = zk_tree(module_cluster)
-    result = topics(module_cluster, *args)
+    result = run(module_cluster, *args)
     assert result.returncode != 0
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr

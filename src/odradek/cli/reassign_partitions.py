@@ -1,89 +1,33 @@
 """``odradek reassign-partitions``: kafka-reassign-partitions.sh's --execute and --verify
-over ZooKeeper (``/admin/reassign_partitions``)."""
+over ZooKeeper (``/admin/reassign_partitions``); the work is odradek.admin.reassign_partitions'."""
 
 from __future__ import annotations
 
 import asyncio
-import json
 import sys
 from pathlib import Path
+from typing import NoReturn
 
 import click
 
-from odradek.zk.client import KafkaZkClient, NodeExistsError, ZkConnectionError
-from odradek.zk.zk_data import ReassignPartitionsZNode
+from odradek.admin.reassign_partitions import (
+    ReassignmentError,
+    execute_reassignment,
+    parse_reassignment_json,
+    verify_reassignment,
+)
+from odradek.zk.client import KafkaZkClient, ZkConnectionError
 
 __all__ = ["reassign_partitions"]
 
-
-class ReassignmentError(Exception):
-    pass
-
-
-def _parse(text: str) -> dict[tuple[str, int], list[int]]:
-    try:
-        data = json.loads(text)
-        entries = data["partitions"]
-        result = {}
-        for e in entries:
-            key = (str(e["topic"]), int(e["partition"]))
-            replicas = [int(b) for b in e["replicas"]]
-            if key in result:
-                raise ReassignmentError(f"Partition {key[0]}-{key[1]} appears more than once")
-            result[key] = replicas
-    except (ValueError, KeyError, TypeError) as e:
-        raise ReassignmentError(f"the reassignment JSON is not valid: {e}") from None
-    if not result:
-        raise ReassignmentError("the reassignment JSON lists no partitions")
-    return result
+SESSION_TIMEOUT_MS = 30_000
+CONNECTION_TIMEOUT_MS = 10_000
+EXIT_NOT_COMPLETE = 2  # --verify: some reassignment is still running or failed
 
 
-async def _execute(zk: KafkaZkClient, wanted: dict[tuple[str, int], list[int]]) -> None:
-    if await zk.exists(ReassignPartitionsZNode.path) is not None:
-        raise ReassignmentError("There is an existing assignment running.")
-    brokers = set(await zk.get_all_broker_ids())
-    current: dict[tuple[str, int], list[int]] = {}
-    for (topic, partition), replicas in wanted.items():
-        entry = await zk.get_topic_assignment(topic)
-        if entry is None or partition not in entry[0].partitions:
-            raise ReassignmentError(f"Partition {topic}-{partition} does not exist")
-        if not replicas:
-            raise ReassignmentError(f"Partition {topic}-{partition} has an empty replica list")
-        if len(set(replicas)) != len(replicas):
-            raise ReassignmentError(f"Partition {topic}-{partition} has duplicate replicas {replicas}")
-        unknown = sorted(set(replicas) - brokers)
-        if unknown:
-            raise ReassignmentError(f"Partition {topic}-{partition}: unknown broker id(s) {unknown}")
-        current[(topic, partition)] = list(entry[0].partitions[partition])
-    click.echo("Current partition replica assignment\n")
-    click.echo(ReassignPartitionsZNode.encode(current).decode())
-    click.echo("\nSave this to use as the --reassignment-json-file option during rollback")
-    try:
-        await zk.create(ReassignPartitionsZNode.path, ReassignPartitionsZNode.encode(wanted), makepath=True)
-    except NodeExistsError:
-        raise ReassignmentError("There is an existing assignment running.") from None
-    click.echo("Successfully started partition reassignments for "
-               + ",".join(f"{t}-{p}" for t, p in sorted(wanted)))
-
-
-async def _verify(zk: KafkaZkClient, wanted: dict[tuple[str, int], list[int]]) -> bool:
-    got = await zk.get(ReassignPartitionsZNode.path)
-    pending = ReassignPartitionsZNode.decode(got[0]) if got else {}
-    click.echo("Status of partition reassignment:")
-    all_done = True
-    for (topic, partition), replicas in sorted(wanted.items()):
-        entry = await zk.get_topic_assignment(topic)
-        actual = list(entry[0].partitions.get(partition, [])) if entry else []
-        reassigning = bool(entry and (entry[0].adding_replicas.get(partition) or entry[0].removing_replicas.get(partition)))
-        if (topic, partition) in pending or reassigning:
-            click.echo(f"Reassignment of partition {topic}-{partition} is still in progress.")
-            all_done = False
-        elif actual == replicas:
-            click.echo(f"Reassignment of partition {topic}-{partition} is complete.")
-        else:
-            click.echo(f"Reassignment of partition {topic}-{partition} failed: its replicas are {actual}.")
-            all_done = False
-    return all_done
+def _fail(message: str) -> NoReturn:
+    click.echo(f"Error: {message}", err=True)
+    sys.exit(1)
 
 
 @click.command("reassign-partitions", context_settings={"help_option_names": ["-h", "--help"]})
@@ -94,19 +38,16 @@ async def _verify(zk: KafkaZkClient, wanted: dict[tuple[str, int], list[int]]) -
 def reassign_partitions(zookeeper: str, json_file: str, execute: bool, verify: bool) -> None:
     """Move partition replicas between brokers (kafka-reassign-partitions.sh)."""
     if execute == verify:
-        click.echo("Error: exactly one of --execute or --verify is required", err=True)
-        sys.exit(1)
+        _fail("exactly one of --execute or --verify is required")
     try:
-        wanted = _parse(Path(json_file).read_text())
+        wanted = parse_reassignment_json(Path(json_file).read_text())
     except OSError as e:
-        click.echo(f"Error: cannot read {json_file}: {e.strerror}", err=True)
-        sys.exit(1)
+        _fail(f"cannot read {json_file}: {e.strerror}")
     except ReassignmentError as e:
-        click.echo(f"Error: {e}", err=True)
-        sys.exit(1)
+        _fail(str(e))
 
     async def run() -> int:
-        zk = KafkaZkClient(zookeeper, 30000, 10000)
+        zk = KafkaZkClient(zookeeper, SESSION_TIMEOUT_MS, CONNECTION_TIMEOUT_MS)
         try:
             await zk.start()
         except ZkConnectionError as e:
@@ -114,9 +55,9 @@ def reassign_partitions(zookeeper: str, json_file: str, execute: bool, verify: b
             return 1
         try:
             if execute:
-                await _execute(zk, wanted)
+                await execute_reassignment(zk, wanted, click.echo)
                 return 0
-            return 0 if await _verify(zk, wanted) else 2
+            return 0 if await verify_reassignment(zk, wanted, click.echo) else EXIT_NOT_COMPLETE
         except ReassignmentError as e:
             click.echo(f"Error: {e}", err=True)
             return 1
