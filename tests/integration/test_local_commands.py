@@ -12,7 +12,9 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
-from cluster_helpers import run_odradek, wait_until
+from cluster_helpers import run_odradek
+from support import wait_until
+from odradek.local.cluster import metadata_probe
 from odradek.local.zookeeper import free_port
 
 
@@ -93,6 +95,35 @@ def test_up_writes_configs_and_cluster_json_and_stops_everything(tmp_path: Path)
         assert _stop(proc) == 0
     for pid in pids:
         assert not _alive(pid)
+
+
+def test_up_writes_cluster_json_only_once_the_cluster_is_usable(tmp_path: Path) -> None:
+    """A script that waits for cluster.json may use the cluster at once: every broker is
+    registered in ZooKeeper and answers Metadata listing every broker and a controller."""
+    directory = tmp_path / "cluster"
+    cluster_json = directory / "cluster.json"
+    proc = _spawn("up", "-n", "3", "--dir", str(directory))
+    try:
+        wait_until(lambda: cluster_json.exists() or proc.poll() is not None, timeout=90, interval=0.01,
+                   message="cluster.json")
+        assert proc.poll() is None, proc.stderr.read()
+        data = json.loads(cluster_json.read_text())
+        zk = KazooClient(data["zookeeper"])
+        zk.start(timeout=10)
+        try:
+            registered = sorted(zk.get_children("/brokers/ids"))
+            registrations = {b["id"]: json.loads(zk.get(f"/brokers/ids/{b['id']}")[0]) for b in data["brokers"]}
+        finally:
+            zk.stop()
+            zk.close()
+        answers = {b["id"]: metadata_probe("127.0.0.1", b["port"], timeout_s=5) for b in data["brokers"]}
+    finally:
+        assert _stop(proc) == 0
+    assert registered == ["0", "1", "2"]
+    assert {i: r["port"] for i, r in registrations.items()} == {b["id"]: b["port"] for b in data["brokers"]}
+    for broker_id, (brokers, controller) in answers.items():
+        assert brokers == {0, 1, 2}, f"broker {broker_id} knows brokers {brokers}"
+        assert controller in brokers
 
 
 def _alive(pid: int) -> bool:
