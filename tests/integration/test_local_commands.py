@@ -13,9 +13,9 @@ from pathlib import Path
 from kazoo.client import KazooClient
 
 from cluster_helpers import run_odradek
-from support import wait_until
 from odradek.local.cluster import metadata_probe
 from odradek.local.zookeeper import free_port
+from support import wait_until
 
 
 def _spawn(*args: str) -> subprocess.Popen[str]:
