@@ -33,10 +33,12 @@ class Tour:
         self.started = time.monotonic()
 
     def step(self, title: str) -> None:
+        """A rule titled with the step and the seconds since the tour began."""
         elapsed = time.monotonic() - self.started
         self.console.print(Rule(f"[bold]{title}[/bold]  [dim]({elapsed:.0f}s)[/dim]", align="left"))
 
     def say(self, text: str) -> None:
+        """A line of narration (rich markup)."""
         self.console.print(text)
 
     def topics(self, *args: str) -> None:
@@ -50,6 +52,7 @@ class Tour:
             self.console.print(f"[red](exit code {run.returncode})[/red]")
 
     def wait(self, what: str, condition: Callable[[], object], timeout: float = 60) -> None:
+        """Wait for ``condition`` under a spinner, then tick ``what`` off with the time taken."""
         with self.console.status(f"waiting for {what}..."):
             try:
                 seconds = wait_for(condition, timeout)

@@ -147,7 +147,7 @@ def consume(topic: str, messages: int, fetch_size: int, consumer_props: tuple[st
     try:
         result = run_consumer(servers, topic, messages, fetch_size=fetch_size, props=props,
                               timeout_s=timeout_ms / 1000, from_latest=from_latest,
-                             on_client_log=_client_log_echo(verbose))
+                              on_client_log=_client_log_echo(verbose))
     except PerfError as e:
         click.echo(f"Error: {e}", err=True)
         sys.exit(1)
