@@ -42,7 +42,8 @@ def main() -> int:
                             "--create", "--topic", "durability", "--partitions", str(args.partitions),
                             "--replication-factor", "3"], check=True)
             time.sleep(2)
-            report = DurabilityRun(cluster, partitions=args.partitions, faults=args.faults, seed=args.seed).run()
+            report = DurabilityRun(cluster, partitions=args.partitions, faults=args.faults, seed=args.seed,
+                                   log=print).run()
         finally:
             cluster.stop()
     print(report.summary())

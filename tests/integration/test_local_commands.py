@@ -8,12 +8,15 @@ import shutil
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from kazoo.client import KazooClient
 
-from cluster_helpers import run_odradek, wait_until
+from cluster_helpers import run_odradek
+from odradek.local.cluster import metadata_probe
 from odradek.local.zookeeper import free_port
+from support import wait_until
 
 
 def _spawn(*args: str) -> subprocess.Popen[str]:
@@ -93,6 +96,75 @@ def test_up_writes_configs_and_cluster_json_and_stops_everything(tmp_path: Path)
         assert _stop(proc) == 0
     for pid in pids:
         assert not _alive(pid)
+
+
+def test_up_writes_cluster_json_only_once_the_cluster_is_usable(tmp_path: Path) -> None:
+    """A script that waits for cluster.json may use the cluster at once: every broker is
+    registered in ZooKeeper and answers Metadata listing every broker and a controller."""
+    directory = tmp_path / "cluster"
+    cluster_json = directory / "cluster.json"
+    proc = _spawn("up", "-n", "3", "--dir", str(directory))
+    try:
+        wait_until(lambda: cluster_json.exists() or proc.poll() is not None, timeout=90, interval=0.01,
+                   message="cluster.json")
+        assert proc.poll() is None, proc.stderr.read()
+        data = json.loads(cluster_json.read_text())
+        zk = KazooClient(data["zookeeper"])
+        zk.start(timeout=10)
+        try:
+            registered = sorted(zk.get_children("/brokers/ids"))
+            registrations = {b["id"]: json.loads(zk.get(f"/brokers/ids/{b['id']}")[0]) for b in data["brokers"]}
+        finally:
+            zk.stop()
+            zk.close()
+        answers = {b["id"]: metadata_probe("127.0.0.1", b["port"], timeout_s=5) for b in data["brokers"]}
+    finally:
+        assert _stop(proc) == 0
+    assert registered == ["0", "1", "2"]
+    assert {i: r["port"] for i, r in registrations.items()} == {b["id"]: b["port"] for b in data["brokers"]}
+    for broker_id, (brokers, controller) in answers.items():
+        assert brokers == {0, 1, 2}, f"broker {broker_id} knows brokers {brokers}"
+        assert controller in brokers
+
+
+def test_cluster_json_follows_a_broker_restarted_by_hand(tmp_path: Path) -> None:
+    """A broker of an ``odradek up`` cluster, killed and restarted by hand from its
+    server.properties, records its new pid in cluster.json once it is registered again."""
+    directory = tmp_path / "cluster"
+    cluster_json = directory / "cluster.json"
+    proc = _spawn("up", "-n", "2", "--dir", str(directory))
+    try:
+        wait_until(lambda: cluster_json.exists() or proc.poll() is not None, timeout=90, message="cluster.json")
+        assert proc.poll() is None, proc.stderr.read()
+        data = json.loads(cluster_json.read_text())
+        victim = data["brokers"][1]
+        os.kill(victim["pid"], signal.SIGKILL)
+        restarted_at_ms = int(time.time() * 1000)
+        with open(tmp_path / "restarted.log", "wb") as out:
+            restarted = subprocess.Popen([sys.executable, "-m", "odradek", "broker", "--config", victim["config"]],
+                                         stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            wait_until(lambda: _pid_in(cluster_json, victim["id"]) == restarted.pid, timeout=90,
+                       message="the restarted broker's pid in cluster.json")
+            zk = KazooClient(data["zookeeper"])
+            zk.start(timeout=10)
+            try:
+                registration = json.loads(zk.get(f"/brokers/ids/{victim['id']}")[0])
+            finally:
+                zk.stop()
+                zk.close()
+        finally:
+            assert _stop(restarted) == 0
+    finally:
+        assert _stop(proc) == 0
+    assert int(registration["timestamp"]) >= restarted_at_ms
+    assert [b["pid"] for b in json.loads(cluster_json.read_text())["brokers"]] == [data["brokers"][0]["pid"],
+                                                                                    restarted.pid]
+
+
+def _pid_in(cluster_json: Path, broker_id: int) -> int | None:
+    brokers = json.loads(cluster_json.read_text())["brokers"]
+    return next(b["pid"] for b in brokers if b["id"] == broker_id)
 
 
 def _alive(pid: int) -> bool:

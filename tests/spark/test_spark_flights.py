@@ -53,7 +53,6 @@ def test_delay_stats_count_every_flight_once_across_reruns(spark, kafka_bootstra
         kafka_bootstrap,
         source,
         stop=20_000,
-        progress=False,
         chunk_size=5_000,
         on_chunk=chunks.append,
     )
@@ -78,8 +77,8 @@ def test_delay_stats_count_every_flight_once_across_reruns(spark, kafka_bootstra
     assert_stats_match(read_delay_stats(spark, kafka_bootstrap, sink), flights_frame(0, 20_000))
 
     # New flights, and a loader re-run that sends flights 15,000..19,999 a second time.
-    load_flights(kafka_bootstrap, source, start=20_000, stop=30_000, progress=False)
-    load_flights(kafka_bootstrap, source, start=15_000, stop=20_000, progress=False)
+    load_flights(kafka_bootstrap, source, start=20_000, stop=30_000)
+    load_flights(kafka_bootstrap, source, start=15_000, stop=20_000)
     second = run_delay_stats(spark, kafka_bootstrap, checkpoint, source, sink)
     assert second.input_rows == 15_000  # only what arrived since the first run
     after_second = read_delay_stats(spark, kafka_bootstrap, sink)
@@ -93,7 +92,7 @@ def test_delay_stats_count_every_flight_once_across_reruns(spark, kafka_bootstra
 def test_results_are_a_changelog_keyed_by_group(spark, kafka_bootstrap, tmp_path):
     source = create_topic(kafka_bootstrap, "flights", partitions=2)
     sink = create_topic(kafka_bootstrap, "flight-delays", partitions=2)
-    load_flights(kafka_bootstrap, source, stop=3_000, progress=False)
+    load_flights(kafka_bootstrap, source, stop=3_000)
     run_delay_stats(spark, kafka_bootstrap, str(tmp_path / "checkpoint"), source, sink)
 
     rows = (
@@ -139,7 +138,6 @@ def test_load_goes_on_while_the_busiest_leader_is_killed(spark, cluster_factory)
         cluster.bootstrap_servers,
         "flights",
         stop=60_000,
-        progress=False,
         chunk_size=20_000,
         on_chunk=kill_the_busiest_leader,
     )

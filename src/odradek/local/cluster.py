@@ -2,8 +2,13 @@
 
 Each broker gets ``<dir>/broker-<id>/server.properties`` (so it can be restarted by hand with
 ``odradek broker --config ...``) and logs there; ``<dir>/cluster.json`` describes the cluster
-(ZooKeeper connect string, bootstrap servers, each broker's id, pid, port and config) and is
-kept current as brokers are restarted.
+(ZooKeeper connect string, bootstrap servers, each broker's id, pid, port and config).
+
+``cluster.json`` is a readiness signal: it appears only once every broker is registered in
+ZooKeeper (``/brokers/ids/<id>``) and answers Metadata listing every broker of the cluster
+with a controller, so a script that waits for the file can use the cluster at once. It is
+always replaced whole (written to a temporary file, synced, renamed), so a reader never sees
+half of it, and it is rewritten when a broker restarts.
 """
 
 from __future__ import annotations
@@ -25,7 +30,6 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
-from odradek.config import load_properties
 from odradek.local.zookeeper import EmbeddedZooKeeper, free_port
 from odradek.zk.client import ensure_chroot, split_chroot
 from odradek.zk.zk_data import BrokerIdZNode
@@ -126,13 +130,18 @@ class LocalCluster:
             broker.config_path.parent.mkdir(parents=True, exist_ok=True)
             broker.config_path.write_text(
                 "".join(f"{k}={v}\n" for k, v in self.broker_properties(broker).items()))
+        # A cluster.json left from an earlier run in this directory would announce a cluster
+        # that is not up yet.
+        (self.dir / CLUSTER_JSON).unlink(missing_ok=True)
         for broker_id in self.brokers:
             self.start_broker(broker_id, wait=False)
-        self.write_cluster_json()
         self.wait_for_brokers(timeout_s=timeout_s)
+        self.write_cluster_json()
 
     def start_broker(self, broker_id: int, *, wait: bool = True, timeout_s: float = 60.0) -> None:
-        """(Re)start one broker from its server.properties."""
+        """(Re)start one broker from its server.properties. With ``wait``, wait until it is
+        registered and knows the cluster, then record its new pid in cluster.json (without,
+        the broker records it itself once registered)."""
         broker = self.brokers[broker_id]
         if broker.alive:
             raise RuntimeError(f"broker {broker_id} is already running (pid {broker.pid})")
@@ -144,13 +153,16 @@ class LocalCluster:
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
-        self.write_cluster_json()
         if wait:
             self.wait_for_brokers([broker_id], timeout_s=timeout_s)
+            if (self.dir / CLUSTER_JSON).exists():
+                self.write_cluster_json()
 
     def wait_for_brokers(self, broker_ids: Sequence[int] | None = None, timeout_s: float = 60.0) -> None:
-        """Wait until the brokers accept connections and are registered in ZooKeeper."""
+        """Wait until each of the brokers (default: all) is registered in ZooKeeper since its
+        last start and answers Metadata naming a controller and every one of the brokers."""
         ids = list(broker_ids) if broker_ids is not None else list(self.brokers)
+        expected = set(ids)
         deadline = time.monotonic() + timeout_s
         pending = set(ids)
         while pending and time.monotonic() < deadline:
@@ -160,7 +172,7 @@ class LocalCluster:
                     log = (broker.config_path.parent / "server.log").read_text(errors="replace")[-3000:]
                     raise RuntimeError(f"broker {broker_id} exited with code "
                                        f"{broker.process.returncode if broker.process else '?'}:\n{log}")
-                if self._registered_since(broker_id, broker.started_ms) and self._knows_cluster(broker):
+                if self._registered_since(broker_id, broker.started_ms) and self._knows_cluster(broker, expected):
                     pending.discard(broker_id)
             if pending:
                 time.sleep(0.05)
@@ -184,14 +196,15 @@ class LocalCluster:
             return False
         return BrokerIdZNode.decode(broker_id, data).timestamp_ms >= since_ms
 
-    def _knows_cluster(self, broker: BrokerProcess) -> bool:
-        """The broker has had its first UpdateMetadata: its Metadata answer names a controller
-        (before that it answers with no brokers, and clients back off for a long while)."""
+    def _knows_cluster(self, broker: BrokerProcess, expected: set[int]) -> bool:
+        """The broker's metadata cache (filled by the controller's UpdateMetadata) names a
+        controller and every broker in ``expected``; before its first UpdateMetadata it
+        answers with no brokers, and clients back off for a long while."""
         try:
             brokers, controller = metadata_probe("127.0.0.1", broker.port)
         except (OSError, ValueError):
             return False
-        return controller >= 0 and broker.broker_id in brokers
+        return controller >= 0 and expected | {broker.broker_id} <= brokers
 
     def signal_broker(self, broker_id: int, sig: int) -> None:
         broker = self.brokers[broker_id]
@@ -265,11 +278,21 @@ class LocalCluster:
         }
 
     def write_cluster_json(self) -> None:
+        """Replace cluster.json with this cluster's description (atomically)."""
         path = self.dir / CLUSTER_JSON
         with _locked(path):
-            tmp = path.with_suffix(".tmp")
-            tmp.write_text(json.dumps(self.cluster_json(), indent=2) + "\n")
-            tmp.replace(path)
+            _replace_json(path, self.cluster_json())
+
+
+def _replace_json(path: Path, data: object) -> None:
+    """Write ``data`` to a temporary file beside ``path``, sync it and rename it over
+    ``path``: readers see the old file or the whole new one, never a part."""
+    tmp = path.with_suffix(".tmp")
+    with open(tmp, "w") as fh:
+        fh.write(json.dumps(data, indent=2) + "\n")
+        fh.flush()
+        os.fsync(fh.fileno())
+    tmp.replace(path)
 
 
 @contextlib.contextmanager
@@ -317,7 +340,8 @@ def _recv_exactly(sock: socket.socket, n: int) -> bytes:
 
 def update_cluster_json_pid(config_path: str | os.PathLike[str], pid: int) -> bool:
     """If ``config_path`` belongs to a local cluster (``../cluster.json`` lists it), record
-    the broker's new pid there; a broker restarted by hand keeps the file current this way."""
+    the broker's new pid there; a broker restarted by hand keeps the file current this way.
+    Before the cluster's first start has finished there is no cluster.json, and nothing to do."""
     config_path = Path(config_path).resolve()
     cluster = config_path.parent.parent / CLUSTER_JSON
     if not cluster.exists():
@@ -333,15 +357,6 @@ def update_cluster_json_pid(config_path: str | os.PathLike[str], pid: int) -> bo
                 broker["pid"] = pid
                 changed = True
         if changed:
-            tmp = cluster.with_suffix(".tmp")
-            tmp.write_text(json.dumps(data, indent=2) + "\n")
-            tmp.replace(cluster)
+            _replace_json(cluster, data)
         return changed
 
-
-def read_cluster_json(directory: str | os.PathLike[str]) -> dict[str, object]:
-    return json.loads((Path(directory) / CLUSTER_JSON).read_text())
-
-
-def broker_config_of(path: str | os.PathLike[str]) -> dict[str, str]:
-    return load_properties(path)

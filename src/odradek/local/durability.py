@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import random
 import signal
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -58,13 +60,15 @@ class DurabilityReport:
 
 class DurabilityRun:
     def __init__(self, cluster: LocalCluster, topic: str = "durability", partitions: int = 3, *,
-                 faults: int = 6, seed: int | None = None, log=print) -> None:
+                 faults: int = 6, seed: int | None = None,
+                 log: Callable[[str], None] | None = None) -> None:
         self.cluster = cluster
         self.topic = topic
         self.partitions = partitions
         self.target_faults = faults
         self.rng = random.Random(seed)
-        self.log = log
+        # What the run does (each fault, refused records) goes to ``log``, else to this module's logger.
+        self.log = log if log is not None else logging.getLogger(__name__).info
         self.report = DurabilityReport()
         self.acked: dict[str, tuple[int, int]] = {}
         self.ack_times: dict[int, list[float]] = defaultdict(list)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 __all__ = [
     "MB",
@@ -83,25 +83,23 @@ def percentile(sorted_values: Sequence[float], fraction: float) -> float:
 class ClientLogCapture(logging.Handler):
     """Receives librdkafka's log lines (the ``logger`` client property).  They are kept,
     not printed, so a failure is reported as one line that quotes the last of them; with
-    ``verbose`` they also go to stderr."""
+    ``echo``, every line (down to debug) is also handed to it as it arrives."""
 
-    def __init__(self, verbose: bool = False) -> None:
+    def __init__(self, echo: Callable[[str], None] | None = None) -> None:
         super().__init__(logging.DEBUG)
         self.last: str | None = None
-        self.verbose = verbose
+        self.echo = echo
 
     def emit(self, record: logging.LogRecord) -> None:
         self.last = record.getMessage()
-        if self.verbose:
-            import sys
-
-            print(f"[client] {self.last}", file=sys.stderr)
+        if self.echo is not None:
+            self.echo(self.last)
 
     def logger(self, name: str) -> logging.Logger:
         log = logging.getLogger(f"odradek.perf.client.{name}")
         log.handlers[:] = [self]
         log.propagate = False
-        log.setLevel(logging.DEBUG if self.verbose else logging.WARNING)
+        log.setLevel(logging.DEBUG if self.echo is not None else logging.WARNING)
         return log
 
     def hint(self) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 
 from odradek.perf.common import (
@@ -61,15 +61,17 @@ class ConsumerPerfResult:
 
 def run_consumer(bootstrap_servers: str, topic: str, messages: int, *, fetch_size: int = 1024 * 1024,
                  props: Mapping[str, str] | None = None, timeout_s: float = 10.0,
-                 from_latest: bool = False, verbose: bool = False) -> ConsumerPerfResult:
+                 from_latest: bool = False,
+                 on_client_log: Callable[[str], None] | None = None) -> ConsumerPerfResult:
     """Consume ``messages`` records and measure; raises PerfError when the run cannot start
-    or no record arrives for ``timeout_s`` before ``messages`` are read."""
+    or no record arrives for ``timeout_s`` before ``messages`` are read. ``on_client_log``,
+    if given, receives each of the client's log lines (debug included) as it arrives."""
     if messages <= 0:
         raise PerfError("--messages must be positive")
     if fetch_size <= 0:
         raise PerfError("--fetch-size must be positive")
     ck = import_confluent_kafka()
-    logs = ClientLogCapture(verbose)
+    logs = ClientLogCapture(on_client_log)
     conf: dict[str, object] = {
         "bootstrap.servers": bootstrap_servers,
         # librdkafka insists on a group id; assign() without commits never joins the group

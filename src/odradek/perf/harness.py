@@ -234,7 +234,7 @@ def _frame_name(frame: dict[str, object]) -> str:
 # Frames every broker stack passes through (process entry, click, the event loop's run):
 # left out of the inclusive list, where they would only say 100 %.
 _ENTRY_FILES = ("click/", "runpy", "asyncio/runners.py", "uvloop/__init__.py", "odradek/__main__.py",
-                "odradek/cli/__init__.py", "threading.py")
+                "odradek/cli/broker.py", "threading.py")
 
 
 def summarize_speedscope(path: Path, top: int = 20) -> ProfileSummary:

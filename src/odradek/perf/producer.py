@@ -131,14 +131,15 @@ def _produce_when_room(produce: Callable[[str, bytes], None], poll: Callable[[fl
 
 def run_producer(bootstrap_servers: str, topic: str, num_records: int, record_size: int, *,
                  throughput: float = -1, props: Mapping[str, str] | None = None,
-                 verbose: bool = False) -> ProducerPerfResult:
-    """Produce and measure; raises PerfError when the run cannot start."""
+                 on_client_log: Callable[[str], None] | None = None) -> ProducerPerfResult:
+    """Produce and measure; raises PerfError when the run cannot start. ``on_client_log``,
+    if given, receives each of the client's log lines (debug included) as it arrives."""
     if num_records <= 0:
         raise PerfError("--num-records must be positive")
     if record_size <= 0:
         raise PerfError("--record-size must be positive")
     ck = import_confluent_kafka()
-    logs = ClientLogCapture(verbose)
+    logs = ClientLogCapture(on_client_log)
     latencies = array("d")
     record_latency = latencies.append
     errors = 0

@@ -42,15 +42,13 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import pandas as pd
     from pyspark.sql import DataFrame, SparkSession
-    from rich.console import Console
-    from rich.table import Table
 
 __all__ = [
+    "ALL",
     "FLIGHT_SCHEMA",
     "LoadProgress",
     "LoadResult",
     "StatsRun",
-    "delay_stats_table",
     "flights_frame",
     "load_flights",
     "read_delay_stats",
@@ -106,7 +104,8 @@ def flights_frame(start: int = 0, stop: int | None = None) -> pd.DataFrame:
 
 @dataclass
 class LoadProgress:
-    """Where a load is: handed to ``on_chunk`` after every ``chunk_size`` records sent."""
+    """Where a load is: handed to ``on_progress`` as records are sent and acknowledged, and
+    to ``on_chunk`` after every ``chunk_size`` records sent."""
 
     sent: int
     acknowledged: int
@@ -144,20 +143,22 @@ def load_flights(
     *,
     start: int = 0,
     stop: int | None = None,
-    progress: bool = True,
     chunk_size: int = 50_000,
     on_chunk: Callable[[LoadProgress], None] | None = None,
+    on_progress: Callable[[LoadProgress], None] | None = None,
     producer_config: Mapping[str, object] | None = None,
     flush_timeout_s: float = 180.0,
-    console: Console | None = None,
 ) -> LoadResult:
     """Produce flights [start, stop) to ``topic`` (keyed by carrier, JSON values).
 
     Counts come from delivery reports: ``acknowledged`` records are on all in-sync replicas
     (acks=all). ``on_chunk`` runs in this thread after every ``chunk_size`` records handed
     to the producer (while earlier ones are still being delivered); the demo kills a broker
-    there. A delivery that fails (after librdkafka's retries within ``message.timeout.ms``)
-    is counted in ``failed`` and ``errors``; loading goes on. The topic must exist.
+    there. ``on_progress`` runs in this thread about every thousand records sent, while
+    the producer waits for room or for the last acknowledgements, and once at the end (a
+    progress bar). A delivery that fails (after librdkafka's retries within
+    ``message.timeout.ms``) is counted in ``failed`` and ``errors``; loading goes on. The
+    topic must exist.
     """
     from confluent_kafka import KafkaError, Message, Producer
 
@@ -191,79 +192,42 @@ def load_flights(
         "logger": logging.getLogger(CLIENT_LOGGER),
     }
     producer = Producer(config)
-    bar = _LoadBar(topic, total, console) if progress else None
     began = time.monotonic()
 
     def status() -> LoadProgress:
         elapsed = time.monotonic() - began
         return LoadProgress(result.sent, result.acknowledged, result.failed, total, elapsed)
 
-    try:
-        for i, (key, value) in enumerate(zip(keys, values, strict=True), 1):
-            while True:
-                try:
-                    producer.produce(topic, value, key, on_delivery=on_delivery)
-                    break
-                except BufferError:  # the local queue is full: serve delivery reports
-                    producer.poll(0.05)
-                    if bar:
-                        bar.update(result, time.monotonic() - began)
-            result.sent = i
-            if i % 1000 == 0:
-                producer.poll(0)
-                if fatal:
-                    raise RuntimeError(f"the producer failed for good: {fatal[0].str()}")
-                if bar:
-                    bar.update(result, time.monotonic() - began)
-            if on_chunk is not None and i % chunk_size == 0 and i < total:
-                on_chunk(status())
-        deadline = time.monotonic() + flush_timeout_s
-        while len(producer) and time.monotonic() < deadline:
-            producer.flush(0.2)
-            if bar:
-                bar.update(result, time.monotonic() - began)
-        result.seconds = time.monotonic() - began
-        if bar:
-            bar.update(result, result.seconds)
-    finally:
-        if bar:
-            bar.close()
+    def report() -> None:
+        if on_progress is not None:
+            on_progress(status())
+
+    for i, (key, value) in enumerate(zip(keys, values, strict=True), 1):
+        while True:
+            try:
+                producer.produce(topic, value, key, on_delivery=on_delivery)
+                break
+            except BufferError:  # the local queue is full: serve delivery reports
+                producer.poll(0.05)
+                report()
+        result.sent = i
+        if i % 1000 == 0:
+            producer.poll(0)
+            if fatal:
+                raise RuntimeError(f"the producer failed for good: {fatal[0].str()}")
+            report()
+        if on_chunk is not None and i % chunk_size == 0 and i < total:
+            on_chunk(status())
+    deadline = time.monotonic() + flush_timeout_s
+    while len(producer) and time.monotonic() < deadline:
+        producer.flush(0.2)
+        report()
+    result.seconds = time.monotonic() - began
+    if on_progress is not None:
+        on_progress(LoadProgress(result.sent, result.acknowledged, result.failed, total, result.seconds))
     if fatal:
         raise RuntimeError(f"the producer failed for good: {fatal[0].str()}")
     return result
-
-
-class _LoadBar:
-    """A rich progress bar: acknowledged records of the total and records/s."""
-
-    def __init__(self, topic: str, total: int, console: Console | None) -> None:
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-
-        self.progress = Progress(
-            TextColumn("[bold]{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            TextColumn("{task.fields[rate]:>9,.0f} records/s"),
-            TextColumn("{task.fields[note]}"),
-            TimeElapsedColumn(),
-            console=console,
-        )
-        self.task = self.progress.add_task(f"loading {topic}", total=total, rate=0.0, note="")
-        self.progress.start()
-
-    def update(self, result: LoadResult, elapsed: float) -> None:
-        note = f"[red]{result.failed:,} failed" if result.failed else ""
-        rate = result.acknowledged / elapsed if elapsed > 0 else 0.0
-        self.progress.update(self.task, completed=result.acknowledged, rate=rate, note=note)
-
-    def close(self) -> None:
-        self.progress.stop()
 
 
 # ----------------------------------------------------------------------------- the job
@@ -424,85 +388,3 @@ def _ordered(table: pd.DataFrame) -> pd.DataFrame:
         .drop(columns="_order")
         .reset_index(drop=True)
     )
-
-
-def delay_stats_table(stats: pd.DataFrame, title: str = "Departure delays") -> Table:
-    """A rich table of ``read_delay_stats``'s result, for printing."""
-    from rich.table import Table
-
-    table = Table(title=title, caption="delays in minutes, over the flights that departed")
-    for name, justify in (
-        ("carrier", "left"),
-        ("origin", "left"),
-        ("flights", "right"),
-        ("mean delay", "right"),
-        ("p90 delay", "right"),
-        ("> 15 min late", "right"),
-    ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
-    previous_kind = None
-    for row in stats.itertuples(index=False):
-        kind = (row.carrier == ALL, row.origin == ALL)
-        if previous_kind is not None and kind != previous_kind:
-            table.add_section()
-        previous_kind = kind
-        table.add_row(
-            "all" if row.carrier == ALL else row.carrier,
-            "all" if row.origin == ALL else row.origin,
-            f"{row.flights:,}",
-            _number(row.mean_dep_delay, "{:.1f}"),
-            _number(row.p90_dep_delay, "{:.0f}"),
-            _number(row.share_delayed_15, "{:.1%}"),
-        )
-    return table
-
-
-def _number(value: object, spec: str) -> str:
-    return "-" if value is None or value != value else spec.format(value)  # NaN != NaN
-
-
-# ----------------------------------------------------------------------------- command
-
-
-def main(argv: list[str] | None = None) -> None:
-    """``python -m odradek.spark.flights load|stats|show --bootstrap HOST:PORT ...``: the
-    pipeline's steps against a running cluster (topics must exist)."""
-    import argparse
-
-    from rich.console import Console
-
-    parser = argparse.ArgumentParser(prog="python -m odradek.spark.flights")
-    parser.add_argument("step", choices=["load", "stats", "show"])
-    parser.add_argument("--bootstrap", required=True, help="host:port[,host:port...]")
-    parser.add_argument("--topic", default="flights")
-    parser.add_argument("--results", default="flight_delays")
-    parser.add_argument("--checkpoint", default="flight-delays-checkpoint")
-    parser.add_argument("--start", type=int, default=0, help="first flight to load")
-    parser.add_argument("--stop", type=int, default=None, help="flight to stop loading at")
-    args = parser.parse_args(argv)
-    console = Console()
-    if args.step == "load":
-        result = load_flights(
-            args.bootstrap, args.topic, start=args.start, stop=args.stop, console=console
-        )
-        console.print(
-            f"{result.acknowledged:,} flights acknowledged, {result.failed:,} failed, "
-            f"{result.in_doubt:,} in doubt, {result.records_per_s:,.0f} records/s"
-        )
-        return
-    from odradek.spark.session import local_session
-
-    spark = local_session("odradek-flights")
-    try:
-        if args.step == "stats":
-            run = run_delay_stats(spark, args.bootstrap, args.checkpoint, args.topic, args.results)
-            console.print(
-                f"{run.input_rows:,} new flights in {run.batches} micro-batches, {run.seconds:.1f}s"
-            )
-        console.print(delay_stats_table(read_delay_stats(spark, args.bootstrap, args.results)))
-    finally:
-        spark.stop()
-
-
-if __name__ == "__main__":
-    main()

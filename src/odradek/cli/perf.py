@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
@@ -70,6 +70,13 @@ def _report(result: Any, as_json: bool) -> None:
     click.echo(json.dumps(result.to_json()) if as_json else result.summary_line())
 
 
+def _client_log_echo(verbose: bool) -> Callable[[str], None] | None:
+    """With ``--verbose``, the client's log lines go to stderr as they arrive."""
+    if not verbose:
+        return None
+    return lambda line: click.echo(f"[client] {line}", err=True)
+
+
 @click.group(cls=_OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
 def perf() -> None:
     """Producer and consumer performance tests (Kafka's perf-test tools)."""
@@ -101,7 +108,7 @@ def produce(topic: str, num_records: int, record_size: int, throughput: float,
         _usage("--bootstrap-server is required (or bootstrap.servers=... in --producer-props)")
     try:
         result = run_producer(servers, topic, num_records, record_size, throughput=throughput,
-                              props=props, verbose=verbose)
+                              props=props, on_client_log=_client_log_echo(verbose))
     except PerfError as e:
         click.echo(f"Error: {e}", err=True)
         sys.exit(1)
@@ -139,7 +146,8 @@ def consume(topic: str, messages: int, fetch_size: int, consumer_props: tuple[st
         _usage("--bootstrap-server is required (or bootstrap.servers=... in --consumer-props)")
     try:
         result = run_consumer(servers, topic, messages, fetch_size=fetch_size, props=props,
-                              timeout_s=timeout_ms / 1000, from_latest=from_latest, verbose=verbose)
+                              timeout_s=timeout_ms / 1000, from_latest=from_latest,
+                              on_client_log=_client_log_echo(verbose))
     except PerfError as e:
         click.echo(f"Error: {e}", err=True)
         sys.exit(1)

