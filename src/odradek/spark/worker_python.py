@@ -10,7 +10,9 @@ SparkContext was created, else ``python3`` from ``PATH``. ``spark.pyspark.python
 through spark-submit, which turns it into ``PYSPARK_PYTHON`` for the driver process; set on a
 ``SparkSession.builder`` it is ignored. When that interpreter lacks odradek (the system
 ``python3`` beside a virtualenv), the first read or write fails inside a worker with
-``No module named 'odradek'``; ``register()`` says so up front instead.
+``No module named 'odradek'``; ``register()`` says so up front instead. The check runs the
+interpreter on the driver's machine, where the planner workers run; executors on other
+machines start the same path there.
 """
 
 from __future__ import annotations
