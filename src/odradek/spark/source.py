@@ -55,8 +55,8 @@ class OdradekDataSource(DataSource):
         return KafkaBatchWriter(options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
-        # overwrite is the Complete output mode: as in Spark's Kafka sink (its truncate does nothing),
-        # each micro-batch appends the whole result again.
+        # overwrite is the Complete output mode: as in Spark's Kafka sink, whose truncate does
+        # nothing, each micro-batch appends the whole result again.
         options = parse_sink_options(self.options)
         check_sink_schema(schema, options.topic)
         return KafkaStreamWriter(options)
