@@ -45,6 +45,9 @@ class OdradekDataSource(DataSource):
         return KafkaStreamReader(options)
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        # Spark calls this for the Append and Overwrite save modes only. ErrorIfExists (the
+        # default, which Spark's Kafka sink accepts) and Ignore it refuses itself, before it
+        # creates the data source, so no message of ours can reach the user there.
         if overwrite:
             raise OptionError("mode", "Kafka topics can only be appended to; use mode 'append'")
         options = parse_sink_options(self.options)
@@ -52,6 +55,8 @@ class OdradekDataSource(DataSource):
         return KafkaBatchWriter(options)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        # overwrite is the Complete output mode: as in Spark's Kafka sink, whose truncate does
+        # nothing, each micro-batch appends the whole result again.
         options = parse_sink_options(self.options)
         check_sink_schema(schema, options.topic)
         return KafkaStreamWriter(options)
