@@ -14,7 +14,7 @@ record decoder's signed one (the only signed reader there was); the old writer i
 control-request writer's cached encoder. Prints ns per walk and the ratio old / new
 (above 1 means the shared codec is faster).
 
-    .venv/bin/python bench/varint.py [--rounds 5] [--number 2000]
+    .venv/bin/python bench/varint.py [--rounds 7] [--seconds 0.05]
 """
 
 from __future__ import annotations
@@ -191,25 +191,32 @@ walk_produce_new = _produce_walker(read_uvarint)
 walk_produce_old = _produce_walker(_old_read_uvarint)
 
 
-def _lengths(encode: Callable[[int], bytes]) -> Callable[[list[int]], int]:
-    def run(values: list[int]) -> int:
-        return len(b"".join([encode(v) for v in values]))
+def lengths_new(values: list[int]) -> int:
+    out = bytearray()
+    for v in values:
+        out += encode_uvarint(v)
+    return len(out)
 
-    return run
+
+def lengths_old(values: list[int]) -> int:
+    out = bytearray()
+    for v in values:
+        out += _old_uvarint(v)
+    return len(out)
 
 
 # --- driver ------------------------------------------------------------------------------
 
 
-def best_ns(fn: Callable[[], object], number: int, rounds: int) -> float:
-    times = timeit.repeat(fn, number=number, repeat=rounds)
-    return min(times) / number * 1e9
+def best_ns(fn: Callable[[], object], number: int) -> float:
+    """The best of three timings of ``number`` calls, in ns per call."""
+    return min(timeit.repeat(fn, number=number, repeat=3)) / number * 1e9
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--number", type=int, default=2000)
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--seconds", type=float, default=0.05, help="length of one timing")
     args = parser.parse_args()
 
     payload = record_payload()
@@ -225,21 +232,21 @@ def main() -> None:
         ("record batch (100 records, varlong)", lambda: walk_records_old(payload),
          lambda: walk_records_new(payload)),
         ("produce v9 request (uvarint)", lambda: walk_produce_old(body), lambda: walk_produce_new(body)),
-        ("compact lengths (encode)", lambda: _lengths(_old_uvarint)(lengths),
-         lambda: _lengths(encode_uvarint)(lengths)),
+        ("compact lengths (encode)", lambda: lengths_old(lengths), lambda: lengths_new(lengths)),
     ]
     print(f"{'input':<38} {'old ns':>10} {'new ns':>10} {'old/new':>8}")
     ratios = []
     for name, old, new in cases:
         # Interleave old and new, taking turns at going first, so that machine noise and
         # warm-up hit both alike.
+        number = max(1, int(args.seconds * 1e9 / best_ns(old, 10)))
         pairs = []
         for r in range(args.rounds):
             if r % 2:
-                new_ns = best_ns(new, args.number, 1)
-                pairs.append((best_ns(old, args.number, 1), new_ns))
+                new_ns = best_ns(new, number)
+                pairs.append((best_ns(old, number), new_ns))
             else:
-                pairs.append((best_ns(old, args.number, 1), best_ns(new, args.number, 1)))
+                pairs.append((best_ns(old, number), best_ns(new, number)))
         old_ns = min(p[0] for p in pairs)
         new_ns = min(p[1] for p in pairs)
         ratios.append(old_ns / new_ns)
