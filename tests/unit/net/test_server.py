@@ -38,7 +38,7 @@ Runner = Callable[[Coroutine[Any, Any, None]], None]
 
 @pytest.fixture(params=["asyncio", "uvloop"])
 def run(request: pytest.FixtureRequest) -> Runner:
-    return asyncio.run if request.param == "asyncio" else uvloop.run  # type: ignore[return-value]
+    return asyncio.run if request.param == "asyncio" else uvloop.run
 
 
 def metadata_request(correlation_id: int) -> bytes:
