@@ -88,11 +88,14 @@ class BrokerConnection:
                 frame = await reader.readexactly(size)
                 if not self._pending:
                     raise ConnectionClosed("response without a request")
-                correlation_id, response_type, fut = self._pending.popleft()
+                # Left queued until the response is known good, so that a response that
+                # fails below fails its request too (with the others), not only the rest.
+                correlation_id, response_type, fut = self._pending[0]
                 got_id, response = decode_response(frame, response_type)
                 if got_id != correlation_id:
                     raise ConnectionClosed(
                         f"correlation id mismatch from {self.host}:{self.port}: expected {correlation_id}, got {got_id}")
+                self._pending.popleft()
                 if not fut.done():
                     fut.set_result(response)
         except asyncio.CancelledError:

@@ -20,6 +20,7 @@ A topic id of ``None`` is Kafka's zero UUID (kio maps one to the other in both d
 # inspects ``dataclasses.Field.type`` at run time and rejects string annotations.
 
 import enum
+import struct as _struct
 import uuid
 from dataclasses import dataclass, field
 from typing import ClassVar, Final
@@ -32,6 +33,7 @@ from kio.static.constants import EntityType
 from kio.static.primitive import i8, i16, i32, i64
 
 from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.varint import encode_uvarint
 
 LEADER_AND_ISR_VERSION: Final = 5
 STOP_REPLICA_VERSION: Final = 3
@@ -46,81 +48,36 @@ class LeaderAndIsrType(enum.IntEnum):
     FULL = 1
 
 
-# Slotted bases carrying the class attributes kio's codec reads; one pair per API keeps each
-# message's structs visibly tied to its api key and version. Top-level payloads override
-# ``__type__``.
+def _control_parts(api_key: ApiKey, version: int) -> tuple[type, type]:
+    """The slotted bases of one control API's request structs and response structs.
+
+    They carry the class attributes kio's codec reads, so every struct of a message is
+    visibly tied to its api key and version; top-level payloads override ``__type__``.
+    """
+    name = api_key.name.title().replace("_", "")
+
+    def part(kind: str, header: type) -> type:
+        return type(f"_{name}{kind}Part", (), {
+            "__slots__": (),
+            "__type__": EntityType.nested,
+            "__version__": i16(version),
+            "__flexible__": True,
+            "__api_key__": i16(api_key),
+            "__header_schema__": header,
+            "__module__": __name__,
+        })
+
+    return part("Request", RequestHeaderV2), part("Response", ResponseHeaderV1)
 
 
-class _LeaderAndIsrRequestPart:
-    __slots__ = ()
-    __type__: ClassVar[EntityType] = EntityType.nested
-    __version__: ClassVar[i16] = i16(LEADER_AND_ISR_VERSION)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(ApiKey.LEADER_AND_ISR)
-    __header_schema__: ClassVar[type[RequestHeaderV2]] = RequestHeaderV2
-
-
-class _LeaderAndIsrResponsePart:
-    __slots__ = ()
-    __type__: ClassVar[EntityType] = EntityType.nested
-    __version__: ClassVar[i16] = i16(LEADER_AND_ISR_VERSION)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(ApiKey.LEADER_AND_ISR)
-    __header_schema__: ClassVar[type[ResponseHeaderV1]] = ResponseHeaderV1
-
-
-class _StopReplicaRequestPart:
-    __slots__ = ()
-    __type__: ClassVar[EntityType] = EntityType.nested
-    __version__: ClassVar[i16] = i16(STOP_REPLICA_VERSION)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(ApiKey.STOP_REPLICA)
-    __header_schema__: ClassVar[type[RequestHeaderV2]] = RequestHeaderV2
-
-
-class _StopReplicaResponsePart:
-    __slots__ = ()
-    __type__: ClassVar[EntityType] = EntityType.nested
-    __version__: ClassVar[i16] = i16(STOP_REPLICA_VERSION)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(ApiKey.STOP_REPLICA)
-    __header_schema__: ClassVar[type[ResponseHeaderV1]] = ResponseHeaderV1
-
-
-class _UpdateMetadataRequestPart:
-    __slots__ = ()
-    __type__: ClassVar[EntityType] = EntityType.nested
-    __version__: ClassVar[i16] = i16(UPDATE_METADATA_VERSION)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(ApiKey.UPDATE_METADATA)
-    __header_schema__: ClassVar[type[RequestHeaderV2]] = RequestHeaderV2
-
-
-class _UpdateMetadataResponsePart:
-    __slots__ = ()
-    __type__: ClassVar[EntityType] = EntityType.nested
-    __version__: ClassVar[i16] = i16(UPDATE_METADATA_VERSION)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(ApiKey.UPDATE_METADATA)
-    __header_schema__: ClassVar[type[ResponseHeaderV1]] = ResponseHeaderV1
-
-
-class _ControlledShutdownRequestPart:
-    __slots__ = ()
-    __type__: ClassVar[EntityType] = EntityType.nested
-    __version__: ClassVar[i16] = i16(CONTROLLED_SHUTDOWN_VERSION)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(ApiKey.CONTROLLED_SHUTDOWN)
-    __header_schema__: ClassVar[type[RequestHeaderV2]] = RequestHeaderV2
-
-
-class _ControlledShutdownResponsePart:
-    __slots__ = ()
-    __type__: ClassVar[EntityType] = EntityType.nested
-    __version__: ClassVar[i16] = i16(CONTROLLED_SHUTDOWN_VERSION)
-    __flexible__: ClassVar[bool] = True
-    __api_key__: ClassVar[i16] = i16(ApiKey.CONTROLLED_SHUTDOWN)
-    __header_schema__: ClassVar[type[ResponseHeaderV1]] = ResponseHeaderV1
+_LeaderAndIsrRequestPart, _LeaderAndIsrResponsePart = _control_parts(
+    ApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION)
+_StopReplicaRequestPart, _StopReplicaResponsePart = _control_parts(
+    ApiKey.STOP_REPLICA, STOP_REPLICA_VERSION)
+_UpdateMetadataRequestPart, _UpdateMetadataResponsePart = _control_parts(
+    ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION)
+_ControlledShutdownRequestPart, _ControlledShutdownResponsePart = _control_parts(
+    ApiKey.CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION)
 
 
 _dataclass = dataclass(frozen=True, slots=True, kw_only=True)
@@ -369,40 +326,21 @@ RESPONSE_TYPES: Final[dict[tuple[int, int], type]] = {
 # hand-written writers produce the same bytes (a test compares them with kio's) at a
 # fraction of the cost.  Everything else goes through kio.
 
-import struct as _struct  # noqa: E402
-
 _I32 = _struct.Struct(">i")
 _LAI_PARTITION_HEAD = _struct.Struct(">iiii")  # partition_index, controller_epoch, leader, leader_epoch
 _UM_PARTITION_HEAD = _LAI_PARTITION_HEAD
 _REQUEST_HEAD = _struct.Struct(">iiq")  # controller_id, controller_epoch, broker_epoch
 
 
-def _encode_uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
-_SMALL_UVARINTS = [_encode_uvarint(i) for i in range(256)]
-
-
-def uvarint(n: int) -> bytes:
-    """Kafka's unsigned varint (compact lengths and counts of flexible versions)."""
-    return _SMALL_UVARINTS[n] if n < 256 else _encode_uvarint(n)
-
-
 def _compact_str(s: str | None) -> bytes:
     if s is None:
         return b"\x00"
     raw = s.encode()
-    return uvarint(len(raw) + 1) + raw
+    return encode_uvarint(len(raw) + 1) + raw
 
 
 def _int32_array(values: tuple[int, ...]) -> bytes:
-    return uvarint(len(values) + 1) + _struct.pack(f">{len(values)}i", *values)
+    return encode_uvarint(len(values) + 1) + _struct.pack(f">{len(values)}i", *values)
 
 
 def _uuid(value: uuid.UUID | None) -> bytes:
@@ -411,11 +349,11 @@ def _uuid(value: uuid.UUID | None) -> bytes:
 
 def write_leader_and_isr_request(payload: LeaderAndIsrRequest) -> bytes:
     parts = [_REQUEST_HEAD.pack(payload.controller_id, payload.controller_epoch, payload.broker_epoch),
-             bytes((payload.type & 0xFF,)), uvarint(len(payload.topic_states) + 1)]
+             bytes((payload.type & 0xFF,)), encode_uvarint(len(payload.topic_states) + 1)]
     for topic in payload.topic_states:
         parts.append(_compact_str(topic.topic_name))
         parts.append(_uuid(topic.topic_id))
-        parts.append(uvarint(len(topic.partition_states) + 1))
+        parts.append(encode_uvarint(len(topic.partition_states) + 1))
         for ps in topic.partition_states:
             parts.append(_LAI_PARTITION_HEAD.pack(ps.partition_index, ps.controller_epoch, ps.leader, ps.leader_epoch))
             parts.append(_int32_array(ps.isr))
@@ -425,7 +363,7 @@ def write_leader_and_isr_request(payload: LeaderAndIsrRequest) -> bytes:
             parts.append(_int32_array(ps.removing_replicas))
             parts.append(b"\x01\x00" if ps.is_new else b"\x00\x00")  # is_new, tagged fields
         parts.append(b"\x00")
-    parts.append(uvarint(len(payload.live_leaders) + 1))
+    parts.append(encode_uvarint(len(payload.live_leaders) + 1))
     for leader in payload.live_leaders:
         parts.append(_I32.pack(leader.broker_id) + _compact_str(leader.host_name) + _I32.pack(leader.port) + b"\x00")
     parts.append(b"\x00")
@@ -434,11 +372,11 @@ def write_leader_and_isr_request(payload: LeaderAndIsrRequest) -> bytes:
 
 def write_update_metadata_request(payload: UpdateMetadataRequest) -> bytes:
     parts = [_REQUEST_HEAD.pack(payload.controller_id, payload.controller_epoch, payload.broker_epoch),
-             uvarint(len(payload.topic_states) + 1)]
+             encode_uvarint(len(payload.topic_states) + 1)]
     for topic in payload.topic_states:
         parts.append(_compact_str(topic.topic_name))
         parts.append(_uuid(topic.topic_id))
-        parts.append(uvarint(len(topic.partition_states) + 1))
+        parts.append(encode_uvarint(len(topic.partition_states) + 1))
         for ps in topic.partition_states:
             parts.append(_UM_PARTITION_HEAD.pack(ps.partition_index, ps.controller_epoch, ps.leader, ps.leader_epoch))
             parts.append(_int32_array(ps.isr))
@@ -447,10 +385,10 @@ def write_update_metadata_request(payload: UpdateMetadataRequest) -> bytes:
             parts.append(_int32_array(ps.offline_replicas))
             parts.append(b"\x00")
         parts.append(b"\x00")
-    parts.append(uvarint(len(payload.live_brokers) + 1))
+    parts.append(encode_uvarint(len(payload.live_brokers) + 1))
     for broker in payload.live_brokers:
         parts.append(_I32.pack(broker.id))
-        parts.append(uvarint(len(broker.endpoints) + 1))
+        parts.append(encode_uvarint(len(broker.endpoints) + 1))
         for ep in broker.endpoints:
             parts.append(_I32.pack(ep.port) + _compact_str(ep.host) + _compact_str(ep.listener)
                          + _struct.pack(">h", ep.security_protocol) + b"\x00")

@@ -11,7 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from odradek.protocol.control import uvarint
+from odradek.protocol.varint import encode_uvarint
 
 
 class FileSlice(Protocol):
@@ -54,11 +54,11 @@ def encode_fetch_response(correlation_id: int, version: int, error_code: int, se
     head += _I32.pack(throttle_time_ms)
     if version >= 7:
         head += _I16.pack(error_code) + _I32.pack(session_id)
-    head += uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))
+    head += encode_uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))
     for name, partitions in topics:
         raw = name.encode()
-        head += (uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
-        head += uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
+        head += (encode_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
+        head += encode_uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
         for p in partitions:
             head += _PARTITION_HEAD.pack(p.partition, p.error_code, p.high_watermark, p.last_stable_offset)
             if version >= 5:
@@ -70,7 +70,7 @@ def encode_fetch_response(correlation_id: int, version: int, error_code: int, se
             if version >= 11:
                 head += b"\xff\xff\xff\xff"  # preferred read replica: none
             size = sum(c.size for c in p.chunks)
-            head += uvarint(size + 1) if flexible else _I32.pack(size)
+            head += encode_uvarint(size + 1) if flexible else _I32.pack(size)
             if p.chunks:
                 parts.append(bytes(head))
                 parts.extend(p.chunks)

@@ -48,6 +48,7 @@ from kio.static.protocol import Payload
 
 from odradek.protocol import control
 from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.varint import VarintError, read_uvarint
 
 # Kafka's socket.request.max.bytes default.
 DEFAULT_MAX_FRAME_SIZE: Final = 104_857_600
@@ -243,17 +244,8 @@ class _Malformed(Exception):
     """Internal: bytes that do not parse; re-raised as the request or response error."""
 
 
-def _read_uvarint(view: memoryview, pos: int, end: int) -> tuple[int, int]:
-    value = 0
-    for shift in range(0, 35, 7):
-        if pos >= end:
-            raise _Malformed("truncated")
-        byte = view[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return value, pos
-    raise _Malformed("unsigned varint longer than 5 bytes")
+# What the decoders below turn into the request or response error.
+_MALFORMED = (_Malformed, VarintError)
 
 
 def _tagged_fields(
@@ -263,10 +255,10 @@ def _tagged_fields(
 
     With ``known`` None (headers, which define no tags) every tag is skipped, as Kafka does.
     """
-    count, pos = _read_uvarint(view, pos, end)
+    count, pos = read_uvarint(view, pos, end)
     for _ in range(count):
-        tag, pos = _read_uvarint(view, pos, end)
-        size, pos = _read_uvarint(view, pos, end)
+        tag, pos = read_uvarint(view, pos, end)
+        size, pos = read_uvarint(view, pos, end)
         if size > end - pos:
             raise _Malformed("truncated")
         if known is not None:
@@ -312,7 +304,7 @@ def decode_request_header(frame: bytes | memoryview) -> tuple[RequestHeaderInfo,
         if schema is not None and _request_header_version_of(schema) == 2:
             header_version = 2
             pos = _tagged_fields(view, pos, end, None, "request header")
-    except _Malformed as exc:
+    except _MALFORMED as exc:
         raise MalformedRequestError(f"request header: {exc}") from None
     header = RequestHeaderInfo(api_key, api_version, correlation_id, client_id, header_version)
     if schema is None:
@@ -334,7 +326,7 @@ def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader
         view = view.toreadonly()
     try:
         payload = _read_body(schema, view, pos)
-    except _Malformed as exc:
+    except _MALFORMED as exc:
         raise MalformedRequestError(
             f"api key {header.api_key} version {header.api_version}: {exc}"
         ) from None
@@ -356,7 +348,7 @@ def decode_response(frame: bytes | memoryview, payload_type: type[P]) -> tuple[i
         if _response_header_version_of(payload_type) == 1:
             pos = _tagged_fields(view, pos, len(view), None, "response header")
         payload = _read_body(payload_type, view, pos)
-    except _Malformed as exc:
+    except _MALFORMED as exc:
         raise MalformedResponseError(f"{payload_type.__name__}: {exc}") from None
     return correlation_id, payload
 
@@ -408,7 +400,7 @@ def _read_length(
 ) -> tuple[int, int]:
     """A length or count, compact (varint of n + 1) or legacy (signed int); -1 is null."""
     if legacy is None:
-        n, pos = _read_uvarint(view, pos, end)
+        n, pos = read_uvarint(view, pos, end)
         return n - 1, pos
     if legacy.size > end - pos:
         raise _Malformed("truncated")

@@ -12,6 +12,7 @@ import struct
 from dataclasses import dataclass
 
 from odradek.protocol.framing import MalformedRequestError
+from odradek.protocol.varint import VarintError, read_uvarint
 
 __all__ = ["ProduceRequestView", "parse_produce_request"]
 
@@ -50,15 +51,11 @@ class _Reader:
         return _I32.unpack_from(self.view, self.need(4))[0]
 
     def uvarint(self) -> int:
-        result = shift = 0
-        while True:
-            byte = self.view[self.need(1)]
-            result |= (byte & 0x7F) << shift
-            if byte < 0x80:
-                return result
-            shift += 7
-            if shift > 28:
-                raise MalformedRequestError("produce request: varint too long")
+        try:
+            value, self.pos = read_uvarint(self.view, self.pos, self.end)
+        except VarintError as e:
+            raise MalformedRequestError(f"produce request: {e}") from None
+        return value
 
     def string(self, flexible: bool, nullable: bool = False) -> str | None:
         n = self.uvarint() - 1 if flexible else self.int16()

@@ -30,6 +30,7 @@ import crc32c as _crc32c
 from kio.schema.errors import ErrorCode
 
 from odradek.protocol.errors import CorruptMessageError, InvalidRecordError, for_code
+from odradek.protocol.varint import VarintError, encode_varlong, read_uvarint, read_varlong
 
 __all__ = [
     "HEADER_SIZE",
@@ -299,7 +300,8 @@ def _snappy_decompress(pa: Any, data: bytes) -> bytes:
     codec = pa.Codec("snappy")
 
     def raw(block: bytes) -> bytes:
-        size, _ = _read_uvarint(block, 0)  # raw snappy starts with the uncompressed length
+        # Raw snappy starts with the uncompressed length (a VarintError is a ValueError).
+        size, _ = read_uvarint(block, 0, len(block))
         return codec.decompress(block, decompressed_size=size, asbytes=True)
 
     if not data.startswith(_SNAPPY_JAVA_MAGIC):
@@ -350,42 +352,11 @@ class SimpleRecord:
     timestamp: int | None = None
 
 
-def _read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        try:
-            b = buf[pos]
-        except IndexError:
-            raise CorruptMessageError("truncated varint") from None
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-        if shift > 63:
-            raise CorruptMessageError("varint is too long")
-
-
-def _read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
-    raw, pos = _read_uvarint(buf, pos)
-    return (raw >> 1) ^ -(raw & 1), pos
-
-
-def _write_varint(out: bytearray, value: int) -> None:
-    raw = (value << 1) ^ (value >> 63)  # zigzag (64-bit)
-    raw &= 0xFFFFFFFFFFFFFFFF
-    while raw >= 0x80:
-        out.append((raw & 0x7F) | 0x80)
-        raw >>= 7
-    out.append(raw)
-
-
-def _read_bytes(buf: bytes, pos: int) -> tuple[bytes | None, int]:
-    length, pos = _read_varint(buf, pos)
+def _read_bytes(buf: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
+    length, pos = read_varlong(buf, pos, end)
     if length < 0:
         return None, pos
-    if pos + length > len(buf):
+    if pos + length > end:
         raise CorruptMessageError("record field runs past the end of the batch")
     return buf[pos:pos + length], pos + length
 
@@ -400,24 +371,35 @@ def decode_batch(batch: bytes | bytearray | memoryview) -> tuple[RecordBatchHead
         raise CorruptMessageError("record batch is truncated")
     check_crc(batch, 0, header)
     payload = decompress(header.compression, memoryview(batch)[HEADER_SIZE:header.size])
+    try:
+        records = _decode_records(header, payload)
+    except VarintError as e:
+        raise CorruptMessageError(f"record batch at offset {header.base_offset}: {e}") from None
+    return header, records
+
+
+def _decode_records(header: RecordBatchHeader, payload: bytes) -> list[Record]:
+    # Every field of a v2 record is a varlong here (Kafka's DefaultRecord reads most of them
+    # as 32-bit varints; a value that needs more fails the length checks all the same).
     log_append = header.timestamp_type is TimestampType.LOG_APPEND_TIME
     records: list[Record] = []
+    size = len(payload)
     pos = 0
     for _ in range(header.records_count):
-        length, pos = _read_varint(payload, pos)
+        length, pos = read_varlong(payload, pos, size)
         end = pos + length
-        if length < 0 or end > len(payload):
+        if length < 0 or end > size:
             raise CorruptMessageError("record length runs past the end of the batch")
         pos += 1  # record attributes: unused in v2
-        ts_delta, pos = _read_varint(payload, pos)
-        offset_delta, pos = _read_varint(payload, pos)
-        key, pos = _read_bytes(payload, pos)
-        value, pos = _read_bytes(payload, pos)
-        count, pos = _read_varint(payload, pos)
+        ts_delta, pos = read_varlong(payload, pos, size)
+        offset_delta, pos = read_varlong(payload, pos, size)
+        key, pos = _read_bytes(payload, pos, size)
+        value, pos = _read_bytes(payload, pos, size)
+        count, pos = read_varlong(payload, pos, size)
         headers = []
         for _ in range(max(count, 0)):
-            hkey, pos = _read_bytes(payload, pos)
-            hvalue, pos = _read_bytes(payload, pos)
+            hkey, pos = _read_bytes(payload, pos, size)
+            hvalue, pos = _read_bytes(payload, pos, size)
             if hkey is None:
                 raise CorruptMessageError("record header key is null")
             headers.append((hkey.decode("utf-8", "replace"), hvalue))
@@ -426,9 +408,9 @@ def decode_batch(batch: bytes | bytearray | memoryview) -> tuple[RecordBatchHead
         timestamp = header.max_timestamp if log_append else header.base_timestamp + ts_delta
         records.append(Record(header.base_offset + offset_delta, timestamp, key, value,
                               tuple(headers)))
-    if pos != len(payload):
+    if pos != size:
         raise CorruptMessageError("record batch has trailing bytes after its records")
-    return header, records
+    return records
 
 
 def build_batch(records: Sequence[SimpleRecord], *, base_offset: int = 0, timestamp: int = 0,
@@ -445,25 +427,25 @@ def build_batch(records: Sequence[SimpleRecord], *, base_offset: int = 0, timest
     body = bytearray()
     for delta, (record, ts) in enumerate(zip(records, stamps, strict=True)):
         rec = bytearray(b"\x00")
-        _write_varint(rec, ts - first_ts)
-        _write_varint(rec, delta)
+        rec += encode_varlong(ts - first_ts)
+        rec += encode_varlong(delta)
         for field in (record.key, record.value):
             if field is None:
-                _write_varint(rec, -1)
+                rec += encode_varlong(-1)
             else:
-                _write_varint(rec, len(field))
+                rec += encode_varlong(len(field))
                 rec += field
-        _write_varint(rec, len(record.headers))
+        rec += encode_varlong(len(record.headers))
         for hkey, hvalue in record.headers:
             encoded = hkey.encode("utf-8")
-            _write_varint(rec, len(encoded))
+            rec += encode_varlong(len(encoded))
             rec += encoded
             if hvalue is None:
-                _write_varint(rec, -1)
+                rec += encode_varlong(-1)
             else:
-                _write_varint(rec, len(hvalue))
+                rec += encode_varlong(len(hvalue))
                 rec += hvalue
-        _write_varint(body, len(rec))
+        body += encode_varlong(len(rec))
         body += rec
     payload = compress(compression, bytes(body))
     attributes = int(compression)

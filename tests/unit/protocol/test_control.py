@@ -8,7 +8,9 @@ symmetrically wrong still fails here.
 
 from __future__ import annotations
 
+import dataclasses
 import io
+import typing
 import uuid
 
 import pytest
@@ -285,6 +287,30 @@ def test_class_attributes(key: int, version: int, request_type: type, response_t
         assert schema.__flexible__ is True
         assert schema.__type__ is entity_type
         assert schema.__header_schema__ is header
+
+
+def _nested_structs(schema: type) -> set[type]:
+    found: set[type] = set()
+    for f in dataclasses.fields(schema):
+        for arg in (f.type, *typing.get_args(f.type)):
+            if dataclasses.is_dataclass(arg) and arg not in found:
+                found |= {arg} | _nested_structs(arg)
+    return found
+
+
+@pytest.mark.parametrize("message", [*c.REQUEST_TYPES.values(), *c.RESPONSE_TYPES.values()],
+                         ids=lambda t: t.__name__)
+def test_every_struct_of_a_message_carries_its_api_key_version_and_header(message: type) -> None:
+    nested = _nested_structs(message)
+    if message is not c.UpdateMetadataResponse and message is not c.ControlledShutdownRequest:
+        assert nested, "the walk finds the message's structs"
+    for struct in nested:
+        assert struct.__type__ is EntityType.nested, struct
+        assert (struct.__api_key__, struct.__version__) == (message.__api_key__, message.__version__)
+        assert struct.__flexible__ is True
+        assert struct.__header_schema__ is message.__header_schema__, struct
+    for schema in (message, *nested):
+        assert "__weakref__" not in dir(schema), f"{schema.__name__} is not fully slotted"
 
 
 # --- round trips -------------------------------------------------------------------------

@@ -304,6 +304,16 @@ def test_forged_array_count_is_refused_before_kio_sees_it() -> None:
         decode_request(_leader_and_isr_body_with("feffffff0f"))
 
 
+def test_a_count_varint_longer_than_5_bytes_is_malformed() -> None:
+    with pytest.raises(MalformedRequestError, match="longer than 5 bytes"):
+        decode_request(_leader_and_isr_body_with("8080808080"))
+
+
+def test_a_varint_cut_by_the_end_of_the_frame_is_malformed() -> None:
+    with pytest.raises(MalformedRequestError, match="truncated varint"):
+        decode_request(_leader_and_isr_body_with("ff")[:-1])
+
+
 def test_forged_legacy_array_count_is_refused() -> None:
     frame = bytes.fromhex("0003 0008 00000001 ffff7fffffff 00 00 00")
     with pytest.raises(MalformedRequestError, match="topics of 2147483647 items"):

@@ -77,3 +77,12 @@ def test_forged_counts_and_lengths_are_malformed() -> None:
     bad[records_len_at:records_len_at + 4] = (10**6).to_bytes(4, "big")
     with pytest.raises(MalformedRequestError):
         parse_produce_request(bad, offset, 8)
+
+
+def test_a_varint_longer_than_5_bytes_is_malformed() -> None:
+    frame = _request(9, None, 1, 30000, [("t", [(0, b"abc")])])
+    _, offset = decode_request_header(frame)
+    # The transactional id's compact length, the body's first field.
+    bad = frame[:offset] + b"\x80" * 5 + b"\x01" + frame[offset + 1:]
+    with pytest.raises(MalformedRequestError, match="produce request: varint is longer than 5 bytes"):
+        parse_produce_request(bad, offset, 9)

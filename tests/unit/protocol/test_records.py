@@ -232,6 +232,18 @@ def test_decode_rejects_inconsistent_record_lengths() -> None:
         decode_batch(bytes(raw))
 
 
+@pytest.mark.parametrize(("records_section", "reason"), [
+    (b"\x80" * 10 + b"\x01", "longer than 10 bytes"),  # the record length, 11 bytes long
+    (b"\x06\x00\x00\x00\x01\x80", "truncated varint"),  # the value length, cut off
+])
+def test_a_bad_varint_in_a_record_is_corrupt(records_section: bytes, reason: str) -> None:
+    raw = bytearray(build_batch([SimpleRecord(b"abc")])[:HEADER_SIZE]) + records_section
+    struct.pack_into(">i", raw, 8, len(raw) - 12)
+    struct.pack_into(">I", raw, 17, crc32c.crc32c(bytes(raw[21:])))
+    with pytest.raises(CorruptMessageError, match=reason):
+        decode_batch(bytes(raw))
+
+
 _records = st.lists(
     st.builds(SimpleRecord, st.none() | st.binary(max_size=40), st.none() | st.binary(max_size=10),
               st.lists(st.tuples(st.text(max_size=5), st.none() | st.binary(max_size=5)),

@@ -23,6 +23,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from odradek.protocol.varint import VarintError, read_uvarint
+
 __all__ = [
     "GroupMetadataKey",
     "GroupMetadataValue",
@@ -214,15 +216,11 @@ class _Reader:
         return _I64.unpack(self._take(8))[0]
 
     def uvarint(self) -> int:
-        result = shift = 0
-        while True:
-            b = self._take(1)[0]
-            result |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return result
-            shift += 7
-            if shift > 35:
-                raise RecordFormatError("varint is too long")
+        try:
+            value, self.pos = read_uvarint(self.data, self.pos, len(self.data))
+        except VarintError as e:
+            raise RecordFormatError(f"{e} at byte {self.pos}") from None
+        return value
 
     def _short_length(self) -> int:
         return self.uvarint() - 1 if self.flexible else self.i16()
