@@ -217,9 +217,9 @@ class KafkaController:
         except ControllerMovedError as e:
             log.info("Controller moved to another broker when processing %s: %s", event.name, e)
             await self._maybe_resign()
-            _fail_reply(event, ErrorCode.not_controller)
+            event.fail(ErrorCode.not_controller)
         except Exception:
-            _fail_reply(event, ErrorCode.unknown_server_error)
+            event.fail(ErrorCode.unknown_server_error)
             raise
 
     # ------------------------------------------------------------------ election
@@ -581,14 +581,14 @@ class KafkaController:
         """Move leadership off a broker that is shutting down; reply with the partitions it
         still leads (the broker retries until that set is empty)."""
         if not self.is_active:
-            _set_reply(event.reply, (ErrorCode.not_controller, []))
+            event.answer(ErrorCode.not_controller, [])
             return
         broker_id = event.broker_id
         if event.broker_epoch < self.ctx.broker_epochs.get(broker_id, -1):
-            _set_reply(event.reply, (ErrorCode.stale_broker_epoch, []))
+            event.answer(ErrorCode.stale_broker_epoch, [])
             return
         if broker_id not in self.ctx.live_brokers:
-            _set_reply(event.reply, (ErrorCode.broker_not_available, []))
+            event.answer(ErrorCode.broker_not_available, [])
             return
         self.ctx.shutting_down_broker_ids.add(broker_id)
         to_act_on = [
@@ -608,7 +608,7 @@ class KafkaController:
         remaining = [tp for tp, s in self.ctx.leadership.items()
                      if s.leader == broker_id and len(self.ctx.partition_replica_assignment(tp)) > 1]
         log.info("Controlled shutdown of broker %d: %d partitions still led by it", broker_id, len(remaining))
-        _set_reply(event.reply, (ErrorCode.none, remaining))
+        event.answer(ErrorCode.none, remaining)
 
     # ------------------------------------------------------------------ AlterPartition
 
@@ -617,10 +617,10 @@ class KafkaController:
         leader epoch and partition (znode) version; the controller writes ZooKeeper and tells
         the replicas."""
         if not self.is_active:
-            _set_reply(event.reply, (ErrorCode.not_controller, {}))
+            event.answer(ErrorCode.not_controller, {})
             return
         if event.broker_epoch != -1 and event.broker_epoch < self.ctx.broker_epochs.get(event.broker_id, -1):
-            _set_reply(event.reply, (ErrorCode.stale_broker_epoch, {}))
+            event.answer(ErrorCode.stale_broker_epoch, {})
             return
         # Topic ids are resolved here, in the event thread, against a fully loaded context.
         names = {topic_id_to_uuid(tid): name for name, tid in self.ctx.topic_ids.items()}
@@ -666,18 +666,18 @@ class KafkaController:
                                  f"request of leader {event.broker_id} (partition epoch {res.zk_version})")
             if changed:
                 await self.send_update_metadata_request(self.ctx.live_or_shutting_down_broker_ids, changed)
-            _set_reply(event.reply, (ErrorCode.none, results))
+            event.answer(ErrorCode.none, results)
             for tp in changed:
                 if tp in self.ctx.partitions_being_reassigned:
                     await self.reassignment.maybe_complete(tp)
             return
-        _set_reply(event.reply, (ErrorCode.none, results))
+        event.answer(ErrorCode.none, results)
 
     # ------------------------------------------------------------------ preferred leaders
 
     async def _process_preferred_election(self, event: PreferredReplicaLeaderElection) -> None:
         if not self.is_active:
-            _set_reply(event.reply, (ErrorCode.not_controller, {}))
+            event.answer(ErrorCode.not_controller, {})
             return
         partitions: set[TopicPartition]
         from_zk = event.partitions is None
@@ -697,7 +697,7 @@ class KafkaController:
                 raise
             except Exception:
                 log.debug("preferred election znode already gone")
-        _set_reply(event.reply, (ErrorCode.none, results))
+        event.answer(ErrorCode.none, results)
 
     async def elect_preferred_leaders(self, partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
         results: dict[TopicPartition, ErrorCode] = {}
@@ -744,17 +744,6 @@ class KafkaController:
                     log.info("Leader imbalance on broker %d (%d of %d not led by it): electing preferred leaders",
                              broker_id, len(not_preferred), len(tps))
                     await self.elect_preferred_leaders(candidates)
-
-
-def _set_reply(fut: asyncio.Future[Any] | None, value: Any) -> None:
-    if fut is not None and not fut.done():
-        fut.set_result(value)
-
-
-def _fail_reply(event: ControllerEvent, code: ErrorCode) -> None:
-    reply = getattr(event, "reply", None)
-    if reply is not None and not reply.done():
-        reply.set_result((code, [] if isinstance(event, ControlledShutdown) else {}))
 
 
 # Paths the controller watches, for readers of this module.
