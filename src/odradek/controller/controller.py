@@ -116,6 +116,13 @@ class KafkaController:
         await self.event_manager.close()
         await self._on_controller_resignation()
 
+    def enable_topic_unclean_leader_election(self, topic: str) -> None:
+        """A topic's config turned unclean leader election on: if this broker is the active
+        controller, try to elect leaders for its offline partitions (Kafka's
+        KafkaController.enableTopicUncleanLeaderElection)."""
+        if self.is_active:
+            self.event_manager.put(TopicUncleanLeaderElectionEnable(topic))
+
     def _on_zk_state(self, state: str) -> None:
         if state == "LOST":
             self._session_lost = True
