@@ -11,7 +11,11 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from odradek.broker.config_manager import CHANGE_EXPIRATION_MS, DynamicConfigManager, notification_sequence
+from odradek.broker.config_manager import (
+    CHANGE_EXPIRATION_MS,
+    DynamicConfigManager,
+    notification_sequence,
+)
 from odradek.config import KafkaConfig, LogConfig
 from odradek.zk.client import KafkaZkClient
 from odradek.zk.zk_data import (
