@@ -381,13 +381,8 @@ class Cluster:
     async def stop_replica_response(self, broker: int, errors: Mapping[TopicPartition, int],
                                     top_error: int = 0) -> None:
         """TopicDeletionStopReplicaResponseReceived, as KafkaController handles it."""
-        in_error = set(errors) if top_error else {p for p, e in errors.items() if e}
-        failed = [pr(p.topic, p.partition, broker) for p in sorted(in_error)]
-        done = [pr(p.topic, p.partition, broker) for p in sorted(set(errors) - in_error)]
-        if failed:
-            await self.deletion.fail_replica_deletion(failed)
-        if done:
-            await self.deletion.complete_replica_deletion(done)
+        await self.deletion.on_stop_replica_response(
+            broker, {(p.topic, p.partition): e for p, e in errors.items()}, top_error)
 
     def replica_states(self, topic: str) -> dict[PartitionAndReplica, ReplicaState]:
         return {r: s for r, s in self.rsm.states.items() if r.topic == topic}
