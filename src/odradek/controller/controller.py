@@ -367,7 +367,7 @@ class KafkaController:
         ineligible = {
             r.topic for r in self.ctx.replicas_for_partitions(
                 tp for t in to_delete for tp in self.ctx.partitions_for_topic(t))
-            if not self.ctx.is_replica_online(r.replica, r.topic_partition, include_shutting_down=True)
+            if not self.ctx.is_replica_online(r.replica, include_shutting_down=True)
         }
         ineligible |= {tp.topic for tp in self.ctx.partitions_being_reassigned if tp.topic in to_delete}
         return to_delete, ineligible
