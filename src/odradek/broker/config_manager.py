@@ -7,8 +7,10 @@ a sequence number above the last it executed (re-reading the topic's config and 
 to that topic's logs), and deletes notifications older than 15 minutes.  At start-up every
 stored topic config is applied once, so logs reopened from disk carry their overrides.
 
-A topic whose config turns ``unclean.leader.election.enable`` on also gets an unclean
-election attempt from the controller, if it is active here (Kafka's TopicConfigHandler).
+A topic whose config turns ``unclean.leader.election.enable`` on is handed to the
+``enable_unclean_election`` callback (Kafka's TopicConfigHandler calls
+KafkaController.enableTopicUncleanLeaderElection): the server passes the controller's, which
+tries an unclean election if this broker is the active controller.
 
 The ZooKeeper watch only wakes one asyncio task; all reads happen there.
 """
@@ -24,7 +26,6 @@ from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
 from odradek import tasks
 from odradek.config import TOPIC_CONFIG, ConfigError, KafkaConfig
-from odradek.controller.events import TopicUncleanLeaderElectionEnable
 from odradek.zk.client import KafkaZkClient, NoNodeError, ZkConnectionError
 from odradek.zk.zk_data import (
     ConfigEntityChangeNotificationSequenceZNode,
@@ -36,7 +37,6 @@ from odradek.zk.zk_data import (
 if TYPE_CHECKING:
     from kazoo.protocol.states import WatchedEvent
 
-    from odradek.controller.controller import KafkaController
     from odradek.log.log_manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -59,11 +59,12 @@ def notification_sequence(name: str) -> int | None:
 
 class DynamicConfigManager:
     def __init__(self, zk: KafkaZkClient, config: KafkaConfig, log_manager: LogManager,
-                 controller: KafkaController, *, time_ms: Callable[[], int] = now_ms) -> None:
+                 enable_unclean_election: Callable[[str], None], *,
+                 time_ms: Callable[[], int] = now_ms) -> None:
         self.zk = zk
         self.config = config
         self.log_manager = log_manager
-        self.controller = controller
+        self.enable_unclean_election = enable_unclean_election
         self._time_ms = time_ms
         self.last_executed = -1
         self._wakeup: asyncio.Event | None = None
@@ -153,8 +154,8 @@ class DynamicConfigManager:
         if not self._apply(topic, overrides):
             return
         log.info("Processed config change for topic %s: %s", topic, overrides)
-        if _UNCLEAN in overrides and TOPIC_CONFIG[_UNCLEAN].parse(overrides[_UNCLEAN]) and self.controller.is_active:
-            self.controller.event_manager.put(TopicUncleanLeaderElectionEnable(topic))
+        if _UNCLEAN in overrides and TOPIC_CONFIG[_UNCLEAN].parse(overrides[_UNCLEAN]):
+            self.enable_unclean_election(topic)
 
     def _apply(self, topic: str, overrides: dict[str, str]) -> bool:
         try:

@@ -67,7 +67,7 @@ class KafkaServer:
             max_request_bytes=config["socket.request.max.bytes"])
         self.controller = KafkaController(config, self.zk, self.register_broker)
         # Dynamic topic configs: applies /config/changes notifications to the open logs.
-        self.config_manager = DynamicConfigManager(self.zk, config, self.log_manager, self.controller)
+        self.config_manager = DynamicConfigManager(self.zk, config, self.log_manager, self.controller.enable_topic_unclean_leader_election)
         self.broker_info: BrokerInfo | None = None
         self._started = False
         # Kafka's startProcessingRequests: the listener is bound early (its port goes into the

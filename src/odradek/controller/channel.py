@@ -195,6 +195,13 @@ class ControllerBrokerRequestBatch:
         self.update_metadata_brokers.update(b for b in broker_ids if b >= 0)
         self.update_metadata_partitions.update(partitions)
 
+    async def send_update_metadata_request(self, broker_ids: Iterable[int],
+                                           partitions: Iterable[TopicPartition]) -> None:
+        """One UpdateMetadata step on its own (Kafka's KafkaController.sendUpdateMetadataRequest)."""
+        self.new_batch()
+        self.add_update_metadata_request_for_brokers(broker_ids, partitions)
+        await self.send_requests_to_brokers(self.ctx.epoch)
+
     async def send_requests_to_brokers(self, controller_epoch: int) -> None:
         """Send LeaderAndIsr first, then UpdateMetadata, then StopReplica (Kafka's order)."""
         logger = StateChangeLogger(self.controller_id, controller_epoch=controller_epoch)
@@ -216,11 +223,10 @@ class ControllerBrokerRequestBatch:
                 continue
             leader_ids = {info.state.leader for info in partitions.values()}
             live_leaders = [self.ctx.live_brokers[b] for b in sorted(leader_ids) if b in self.ctx.live_brokers]
-            if logger.enabled:
-                for tp, info in partitions.items():
-                    kind = "become-leader" if info.state.leader == broker_id else "become-follower"
-                    logger.info(f"Sending {kind} LeaderAndIsr request {_fmt_state(info)} to broker {broker_id} "
-                                f"for partition {tp}")
+            for tp, info in partitions.items():
+                kind = "become-leader" if info.state.leader == broker_id else "become-follower"
+                logger.info(f"Sending {kind} LeaderAndIsr request {_fmt_state(info)} to broker {broker_id} "
+                            f"for partition {tp}")
             request = build.build_leader_and_isr_request(
                 controller_id=self.controller_id,
                 controller_epoch=controller_epoch,
@@ -249,7 +255,7 @@ class ControllerBrokerRequestBatch:
             if state is None:
                 continue  # no leader assigned yet; nothing to publish
             replicas = self.ctx.partition_replica_assignment(tp)
-            offline = tuple(r for r in replicas if not self.ctx.is_replica_online(r, tp, include_shutting_down=True))
+            offline = tuple(r for r in replicas if not self.ctx.is_replica_online(r, include_shutting_down=True))
             if tp.topic in deleting:
                 state = LeaderAndIsr(LeaderAndIsr.LEADER_DURING_DELETE, state.leader_epoch, state.isr,
                                      state.controller_epoch, state.zk_version)
@@ -262,7 +268,7 @@ class ControllerBrokerRequestBatch:
         for broker_id in sorted(self.update_metadata_brokers):
             if broker_id not in self.ctx.live_brokers:
                 continue
-            if logger.enabled and states:
+            if states:
                 logger.info(f"Sending UpdateMetadata request to broker {broker_id} for {len(states)} partitions")
             request = dataclasses.replace(template, broker_epoch=self._broker_epoch(broker_id))
             self.channel.send_request(broker_id, request, control.UpdateMetadataResponse)
@@ -280,8 +286,7 @@ class ControllerBrokerRequestBatch:
                     state = self.ctx.leadership.get(tp)
                     epoch = state.leader_epoch if state is not None else NO_EPOCH
                 entries[tp] = (epoch, delete)
-            if logger.enabled:
-                logger.info(f"Sending StopReplica request for {len(entries)} partitions to broker {broker_id}"
+            logger.info(f"Sending StopReplica request for {len(entries)} partitions to broker {broker_id}"
                             f" (delete: {sorted(str(tp) for tp, (_, d) in entries.items() if d)})")
             request = build.build_stop_replica_request(
                 controller_id=self.controller_id,

@@ -71,8 +71,10 @@ class ControllerContext:
     def live_or_shutting_down_broker_ids(self) -> set[int]:
         return set(self.live_brokers)
 
-    def is_replica_online(self, broker_id: int, tp: TopicPartition, *,
-                          include_shutting_down: bool = False) -> bool:
+    def is_replica_online(self, broker_id: int, *, include_shutting_down: bool = False) -> bool:
+        """A replica is online while its broker is live (and, unless ``include_shutting_down``,
+        not shutting down).  Kafka also counts replicas in offline log directories as offline;
+        a broker here has no offline directories, so the partition does not matter."""
         if include_shutting_down:
             return broker_id in self.live_brokers
         return broker_id in self.live_brokers and broker_id not in self.shutting_down_broker_ids

@@ -1,7 +1,10 @@
 """Controller events: every ZooKeeper watch and every request to the controller becomes one.
 
 Watch callbacks do nothing but enqueue one of these; the ControllerEventManager processes
-them one at a time, in order.
+them one at a time, in order.  A request handler that waits for the controller's answer puts
+a ``ControllerRequestEvent``: its ``reply`` future is answered exactly once, by the handler
+or, if the event is never processed (dropped on a session expiry, or the controller is
+shutting down), by ``preempt()`` with NOT_CONTROLLER, as Kafka's ControllerEvent.preempt().
 """
 
 from __future__ import annotations
@@ -9,6 +12,8 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass, field
 from typing import Any
+
+from odradek.protocol.errors import ErrorCode
 
 __all__ = [
     "AlterPartitionReceived",
@@ -18,6 +23,7 @@ __all__ = [
     "ControlledShutdown",
     "ControllerChange",
     "ControllerEvent",
+    "ControllerRequestEvent",
     "Expire",
     "LeaderAndIsrResponseReceived",
     "PartitionModifications",
@@ -40,6 +46,35 @@ class ControllerEvent:
     @property
     def name(self) -> str:
         return type(self).__name__
+
+    def fail(self, error: ErrorCode) -> None:
+        """The event could not be processed: tell whoever waits for it (nobody, by default)."""
+
+    def preempt(self) -> None:
+        """The event will not be processed: it was dropped from the queue, or the event
+        manager is closing (Kafka's ControllerEvent.preempt())."""
+        self.fail(ErrorCode.not_controller)
+
+
+class ControllerRequestEvent(ControllerEvent):
+    """An event a request handler waits on: ``reply`` receives ``(error code, result)`` once.
+
+    Subclasses declare the ``reply`` field and say what an empty result is.
+    """
+
+    __slots__ = ()
+    reply: asyncio.Future[Any] | None
+
+    def empty_result(self) -> Any:
+        return {}
+
+    def answer(self, error: ErrorCode, result: Any) -> None:
+        """Resolve ``reply``; later answers (or a reply nobody waits for) are ignored."""
+        if self.reply is not None and not self.reply.done():
+            self.reply.set_result((error, result))
+
+    def fail(self, error: ErrorCode) -> None:
+        self.answer(error, self.empty_result())
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +150,7 @@ class PartitionReassignment(ControllerEvent):
 
 
 @dataclass(frozen=True, slots=True)
-class PreferredReplicaLeaderElection(ControllerEvent):
+class PreferredReplicaLeaderElection(ControllerRequestEvent):
     """``/admin/preferred_replica_election`` was created, or an ElectLeaders request came."""
 
     partitions: frozenset[tuple[str, int]] | None = None
@@ -133,14 +168,20 @@ class TopicUncleanLeaderElectionEnable(ControllerEvent):
 
 
 @dataclass(frozen=True, slots=True)
-class ControlledShutdown(ControllerEvent):
+class ControlledShutdown(ControllerRequestEvent):
+    """A broker asks to move leadership away before it stops; the result is the list of
+    partitions it still leads."""
+
     broker_id: int
     broker_epoch: int
     reply: asyncio.Future[Any] = field(hash=False, compare=False)
 
+    def empty_result(self) -> Any:
+        return []
+
 
 @dataclass(frozen=True, slots=True)
-class AlterPartitionReceived(ControllerEvent):
+class AlterPartitionReceived(ControllerRequestEvent):
     """A leader asks to change a partition's ISR (AlterPartition / AlterIsr)."""
 
     broker_id: int

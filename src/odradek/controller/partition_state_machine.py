@@ -25,11 +25,11 @@ from odradek.controller.leader_selectors import (
     reassign_partition_election,
 )
 from odradek.state_change_log import StateChangeLogger
+from odradek.zk.client import BadVersionError, KafkaZkClient
 from odradek.zk.zk_data import LeaderAndIsr
 
 if TYPE_CHECKING:
     from odradek.controller.channel import ControllerBrokerRequestBatch
-    from odradek.zk.client import KafkaZkClient
 
 log = logging.getLogger(__name__)
 
@@ -87,16 +87,13 @@ class PartitionStateMachine:
             state = self.ctx.leadership.get(tp)
             if state is None:
                 self.states[tp] = PartitionState.NEW
-            elif self.ctx.is_replica_online(state.leader, tp, include_shutting_down=True):
+            elif self.ctx.is_replica_online(state.leader, include_shutting_down=True):
                 self.states[tp] = PartitionState.ONLINE
             else:
                 self.states[tp] = PartitionState.OFFLINE
 
     def state(self, tp: TopicPartition) -> PartitionState:
         return self.states.get(tp, PartitionState.NON_EXISTENT)
-
-    def partitions_in_state(self, state: PartitionState, topic: str | None = None) -> list[TopicPartition]:
-        return [tp for tp, s in self.states.items() if s is state and (topic is None or tp.topic == topic)]
 
     def offline_partition_count(self) -> int:
         return sum(1 for tp, s in self.states.items()
@@ -182,7 +179,7 @@ class PartitionStateMachine:
         proposed: dict[TopicPartition, LeaderAndIsr] = {}
         for tp in partitions:
             replicas = self.ctx.partition_replica_assignment(tp)
-            live = [r for r in replicas if self.ctx.is_replica_online(r, tp)]
+            live = [r for r in replicas if self.ctx.is_replica_online(r)]
             if not live:
                 msg = (f"Encountered error during state change of partition {tp} from New to Online, "
                        f"assigned replicas are [{','.join(map(str, replicas))}], live brokers are "
@@ -246,7 +243,7 @@ class PartitionStateMachine:
             retry = []
             for tp, res in results.items():
                 if isinstance(res, Exception):
-                    if attempt == 0 and type(res).__name__ == "BadVersionError":
+                    if attempt == 0 and isinstance(res, BadVersionError):
                         retry.append(tp)
                     else:
                         failed[tp] = StateChangeFailed(f"Failed to write leader of partition {tp}: {res!r}")
@@ -270,15 +267,14 @@ class PartitionStateMachine:
     def _elect(self, tp: TopicPartition, current: LeaderAndIsr, election: ElectionType,
                unclean_enabled: bool) -> ElectionResult:
         full = self.ctx.partition_full_replica_assignment(tp)
-        live = [r for r in full.replicas if self.ctx.is_replica_online(r, tp)]
+        live = [r for r in full.replicas if self.ctx.is_replica_online(r)]
         if election is ElectionType.OFFLINE:
             return offline_partition_election(full.replicas, current.isr, live, unclean_enabled)
         if election is ElectionType.REASSIGN:
             return reassign_partition_election(full.target_replicas, current.isr, live)
         if election is ElectionType.PREFERRED:
             return preferred_replica_election(full.replicas, current.isr, live)
-        live_incl_shutting = [r for r in full.replicas if self.ctx.is_replica_online(
-            r, tp, include_shutting_down=True)]
+        live_incl_shutting = [r for r in full.replicas if self.ctx.is_replica_online(r, include_shutting_down=True)]
         return controlled_shutdown_election(full.replicas, current.isr, live_incl_shutting,
                                             self.ctx.shutting_down_broker_ids)
 
@@ -292,7 +288,7 @@ class PartitionStateMachine:
             current = self.ctx.leadership.get(tp)
             if current is None:
                 continue
-            if not any(self.ctx.is_replica_online(r, tp) for r in current.isr):
+            if not any(self.ctx.is_replica_online(r) for r in current.isr):
                 needy.add(tp.topic)
         if not needy:
             return set()

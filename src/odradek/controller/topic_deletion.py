@@ -1,4 +1,5 @@
-"""TopicDeletionManager: deletes topics marked under ``/admin/delete_topics`` (seed 004).
+"""TopicDeletionManager: deletes topics marked under ``/admin/delete_topics`` (Kafka's
+TopicDeletionManager).
 
 For each queued topic: partitions go Offline -> NonExistent (brokers are told the topic is
 going: leader -2 in UpdateMetadata); replicas on live brokers go Offline ->
@@ -11,7 +12,7 @@ Side effects go through a small client interface so this logic can be tested alo
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Protocol
 
 from odradek.common import TopicPartition
@@ -98,6 +99,18 @@ class TopicDeletionManager:
             self.mark_topic_ineligible_for_deletion({r.topic for r in failed}, "replica deletion failure")
             await self._resume_deletions()
 
+    async def on_stop_replica_response(self, replica_id: int, partition_errors: Mapping[tuple[str, int], int],
+                                       top_error: int) -> None:
+        """A broker answered a StopReplica with delete: its replicas without an error are
+        deleted, the others (all of them, on a top-level error) failed."""
+        in_error = set(partition_errors) if top_error else {tp for tp, err in partition_errors.items() if err}
+        failed = [PartitionAndReplica(t, p, replica_id) for t, p in sorted(in_error)]
+        done = [PartitionAndReplica(t, p, replica_id) for t, p in sorted(set(partition_errors) - in_error)]
+        if failed:
+            await self.fail_replica_deletion(failed)
+        if done:
+            await self.complete_replica_deletion(done)
+
     async def complete_replica_deletion(self, replicas: list[PartitionAndReplica]) -> None:
         done = [r for r in replicas if self.is_topic_queued_up_for_deletion(r.topic)]
         await self.replica_sm.handle_state_changes(done, ReplicaState.DELETION_SUCCESSFUL)
@@ -149,7 +162,7 @@ class TopicDeletionManager:
 
     async def _start_replica_deletion(self, topic: str) -> None:
         replicas = self.ctx.replicas_for_topic(topic)
-        alive = [r for r in replicas if self.ctx.is_replica_online(r.replica, r.topic_partition, include_shutting_down=True)]
+        alive = [r for r in replicas if self.ctx.is_replica_online(r.replica, include_shutting_down=True)]
         dead = [r for r in replicas if r not in set(alive)]
         deleted = set(self.replica_sm.replicas_in_state(topic, ReplicaState.DELETION_SUCCESSFUL))
         to_delete = [r for r in alive if r not in deleted]

@@ -6,7 +6,8 @@ KafkaZkClient enforces: every write is fenced by ``/controller_epoch``'s version
 (ControllerMovedError otherwise), creates fail when the znode exists, updates are conditional
 on the version they carry.  ``RecordingBatch`` records what a ControllerBrokerRequestBatch
 would have been asked to send.  ``FakeDeletionClient`` removes a deleted topic's znodes from
-the FakeZk.  Plain classes, no mocking library.
+the FakeZk; ``FakeReassignmentClient`` keeps ``/admin/reassign_partitions`` and the topic
+assignments in it.  Plain classes, no mocking library.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from odradek.controller.context import (
 )
 from odradek.controller.leader_selectors import ElectionType
 from odradek.controller.partition_state_machine import PartitionState, PartitionStateMachine
+from odradek.controller.reassignment import ReassignmentManager
 from odradek.controller.replica_state_machine import ReplicaState, ReplicaStateMachine
 from odradek.controller.topic_deletion import TopicDeletionManager
 from odradek.zk.client import BadVersionError, ControllerMovedError, NodeExistsError, NoNodeError
@@ -271,6 +273,43 @@ class FakeDeletionClient:
         self.metadata_updates.append(set(partitions))
 
 
+# ----------------------------------------------------------------------------- reassignment client
+
+
+class FakeReassignmentClient:
+    """ReassignmentManager's side effects over a FakeZk: ``requests`` is
+    ``/admin/reassign_partitions``; assignments are written to ``zk.topics`` (replicas being
+    added and removed to ``reassigning``); partition state writes are fenced as in the FakeZk."""
+
+    def __init__(self, zk: FakeZk, ctx: ControllerContext) -> None:
+        self.zk = zk
+        self.ctx = ctx
+        self.requests: dict[TopicPartition, tuple[int, ...]] = {}
+        self.removed: list[TopicPartition] = []
+        self.reassigning: dict[TopicPartition, tuple[tuple[int, ...], tuple[int, ...]]] = {}
+
+    async def read_requests(self) -> dict[TopicPartition, tuple[int, ...]]:
+        return dict(self.requests)
+
+    async def remove_request(self, tp: TopicPartition) -> None:
+        self.removed.append(tp)
+        self.requests.pop(tp, None)
+
+    async def write_assignment(self, topic: str, partitions: Mapping[int, ReplicaAssignment]) -> None:
+        self.zk._fence(self.ctx.epoch_zk_version)
+        self.zk.topics[topic] = {p: a.replicas for p, a in partitions.items()}
+        for p, a in partitions.items():
+            if a.is_being_reassigned:
+                self.reassigning[tp(topic, p)] = (a.adding_replicas, a.removing_replicas)
+            else:
+                self.reassigning.pop(tp(topic, p), None)
+
+    async def update_leader_and_isr(self, partition: TopicPartition, state: LeaderAndIsr
+                                    ) -> LeaderAndIsr | Exception:
+        written = await self.zk.update_partition_states({partition: state}, self.ctx.epoch_zk_version)
+        return written[partition]
+
+
 # ----------------------------------------------------------------------------- state-change log
 
 
@@ -327,6 +366,9 @@ class Cluster:
         self.rsm = ReplicaStateMachine(CONTROLLER_ID, self.ctx, self.zk, self.batch)  # type: ignore[arg-type]
         self.client = FakeDeletionClient(self.zk)
         self.deletion = TopicDeletionManager(delete_topic_enable, self.ctx, self.rsm, self.psm, self.client)
+        self.reassign_client = FakeReassignmentClient(self.zk, self.ctx)
+        self.reassignment = ReassignmentManager(CONTROLLER_ID, self.ctx, self.rsm, self.psm, self.batch,  # type: ignore[arg-type]
+                                                self.deletion, self.reassign_client)
 
     def add_topic(self, topic: str, assignment: Mapping[int, Iterable[int]],
                   config: Mapping[str, str] | None = None) -> list[TopicPartition]:
@@ -358,7 +400,7 @@ class Cluster:
         deleting = [r for r in replicas if self.deletion.is_topic_queued_up_for_deletion(r.topic)]
         others = [r for r in replicas if not self.deletion.is_topic_queued_up_for_deletion(r.topic)]
         offline_leader = [p for p, s in self.ctx.leadership.items()
-                          if not self.ctx.is_replica_online(s.leader, p, include_shutting_down=True)
+                          if not self.ctx.is_replica_online(s.leader, include_shutting_down=True)
                           and not self.deletion.is_topic_queued_up_for_deletion(p.topic)]
         await self.psm.handle_state_changes(offline_leader, PartitionState.OFFLINE)
         await self.psm.trigger_online_partition_state_change()
@@ -381,13 +423,14 @@ class Cluster:
     async def stop_replica_response(self, broker: int, errors: Mapping[TopicPartition, int],
                                     top_error: int = 0) -> None:
         """TopicDeletionStopReplicaResponseReceived, as KafkaController handles it."""
-        in_error = set(errors) if top_error else {p for p, e in errors.items() if e}
-        failed = [pr(p.topic, p.partition, broker) for p in sorted(in_error)]
-        done = [pr(p.topic, p.partition, broker) for p in sorted(set(errors) - in_error)]
-        if failed:
-            await self.deletion.fail_replica_deletion(failed)
-        if done:
-            await self.deletion.complete_replica_deletion(done)
+        await self.deletion.on_stop_replica_response(
+            broker, {(p.topic, p.partition): e for p, e in errors.items()}, top_error)
+
+    def grow_isr(self, partition: TopicPartition, isr: Iterable[int]) -> LeaderAndIsr:
+        """The leader's AlterPartition was accepted: a new ISR in ZooKeeper and the cache."""
+        state = self.zk.bump(partition, isr=tuple(isr))
+        self.ctx.leadership[partition] = state
+        return state
 
     def replica_states(self, topic: str) -> dict[PartitionAndReplica, ReplicaState]:
         return {r: s for r, s in self.rsm.states.items() if r.topic == topic}

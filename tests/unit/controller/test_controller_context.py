@@ -26,9 +26,9 @@ def test_live_and_shutting_down_brokers() -> None:
     ctx.shutting_down_broker_ids.add(1)
     assert ctx.live_broker_ids == {0, 2}
     assert ctx.live_or_shutting_down_broker_ids == {0, 1, 2}
-    assert not ctx.is_replica_online(1, tp("a", 0))
-    assert ctx.is_replica_online(1, tp("a", 0), include_shutting_down=True)
-    assert not ctx.is_replica_online(7, tp("a", 0), include_shutting_down=True)
+    assert not ctx.is_replica_online(1)
+    assert ctx.is_replica_online(1, include_shutting_down=True)
+    assert not ctx.is_replica_online(7, include_shutting_down=True)
     assert ctx.broker_epochs == {0: 10, 1: 11, 2: 12}
     # A replica on a shutting-down broker does not count as live.
     assert pr("a", 0, 1) not in ctx.all_live_replicas()

@@ -1,4 +1,5 @@
-"""ControllerEventManager: one task, one queue, events strictly one at a time."""
+"""ControllerEventManager: one task, one queue, events strictly one at a time; events that
+will not be processed are preempted (their callers hear NOT_CONTROLLER)."""
 
 from __future__ import annotations
 
@@ -8,15 +9,39 @@ import logging
 import pytest
 from fakes import run
 
+from odradek.controller import event_manager
 from odradek.controller.event_manager import ControllerEventManager
 from odradek.controller.events import (
+    AlterPartitionReceived,
     BrokerChange,
     BrokerModifications,
+    ControlledShutdown,
     ControllerEvent,
+    ControllerRequestEvent,
     Expire,
     PartitionModifications,
+    PreferredReplicaLeaderElection,
     TopicChange,
 )
+from odradek.protocol.errors import ErrorCode
+
+
+def request_events() -> list[ControllerRequestEvent]:
+    """One of each event a request handler waits on, each with a fresh reply future."""
+    loop = asyncio.get_running_loop()
+    return [
+        ControlledShutdown(1, 10, loop.create_future()),
+        AlterPartitionReceived(1, 10, {("id", 0): (3, (1, 2), 7)}, loop.create_future()),
+        PreferredReplicaLeaderElection(frozenset({("t", 0)}), loop.create_future()),
+    ]
+
+
+def answers(events: list[ControllerRequestEvent]) -> list[object]:
+    return [e.reply.result() if e.reply is not None and e.reply.done() else None for e in events]
+
+
+NOT_CONTROLLER_ANSWERS = [(ErrorCode.not_controller, []), (ErrorCode.not_controller, {}),
+                          (ErrorCode.not_controller, {})]
 
 
 def test_events_are_processed_in_order_one_at_a_time() -> None:
@@ -38,7 +63,9 @@ def test_events_are_processed_in_order_one_at_a_time() -> None:
         events = [BrokerModifications(i) for i in range(20)]
         for e in events:
             manager.put(e)
-        await manager.close()  # drains what was queued before it
+        while len(seen) < len(events):
+            await asyncio.sleep(0)
+        await manager.close()
         assert seen == events
 
     run(main())
@@ -59,6 +86,8 @@ def test_an_exception_in_one_event_does_not_stop_the_next(caplog: pytest.LogCapt
         manager.put(BrokerChange())
         manager.put(TopicChange())
         manager.put(PartitionModifications("t"))
+        while len(seen) < 2:
+            await asyncio.sleep(0)
         await manager.close()
 
     with caplog.at_level(logging.ERROR, logger="odradek.controller.event_manager"):
@@ -91,6 +120,8 @@ def test_clear_and_put_drops_queued_events() -> None:
         manager.clear_and_put(Expire())
         assert manager.queue_size == 1
         gate.set()
+        while len(seen) < 2:
+            await asyncio.sleep(0)
         await manager.close()
         assert manager.current is None
 
@@ -99,14 +130,118 @@ def test_clear_and_put_drops_queued_events() -> None:
     assert seen == ["BrokerChange", "Expire"]
 
 
-def test_close_without_start_is_a_no_op() -> None:
+def test_clear_and_put_answers_the_dropped_requests_with_not_controller() -> None:
+    """A session expiry drops the queue; callers waiting on a dropped ControlledShutdown,
+    AlterPartition or ElectLeaders must hear NOT_CONTROLLER, not wait forever."""
+    processed: list[str] = []
+
+    async def main() -> None:
+        gate = asyncio.Event()
+        started = asyncio.Event()
+
+        async def process(event: ControllerEvent) -> None:
+            if isinstance(event, BrokerChange):
+                started.set()
+                await gate.wait()
+            processed.append(event.name)
+
+        manager = ControllerEventManager(process)
+        manager.start()
+        manager.put(BrokerChange())
+        await started.wait()
+        dropped = request_events()
+        for e in dropped:
+            manager.put(e)
+        manager.clear_and_put(Expire())
+        # Answered at once, while the event in progress is still running.
+        assert answers(dropped) == NOT_CONTROLLER_ANSWERS
+        gate.set()
+        while len(processed) < 2:
+            await asyncio.sleep(0)
+        await manager.close()
+
+    run(main())
+    assert processed == ["BrokerChange", "Expire"]
+
+
+def test_close_answers_queued_requests_and_later_puts_with_not_controller() -> None:
+    processed: list[str] = []
+
+    async def main() -> None:
+        gate = asyncio.Event()
+        started = asyncio.Event()
+
+        async def process(event: ControllerEvent) -> None:
+            if isinstance(event, BrokerChange):
+                started.set()
+                await gate.wait()
+            processed.append(event.name)
+
+        manager = ControllerEventManager(process)
+        manager.start()
+        manager.put(BrokerChange())
+        await started.wait()
+        queued = request_events()
+        for e in queued:
+            manager.put(e)
+        closing = asyncio.ensure_future(manager.close())
+        await asyncio.sleep(0)
+        assert answers(queued) == NOT_CONTROLLER_ANSWERS
+        gate.set()  # the event in progress finishes normally
+        await closing
+        late = request_events()
+        for e in late:
+            manager.put(e)
+        assert answers(late) == NOT_CONTROLLER_ANSWERS
+        assert manager.queue_size == 0
+
+    run(main())
+    assert processed == ["BrokerChange"]
+
+
+def test_close_that_cancels_the_event_in_progress_answers_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(event_manager, "CLOSE_TIMEOUT_S", 0.05)
+
+    async def main() -> None:
+        started = asyncio.Event()
+
+        async def process(event: ControllerEvent) -> None:
+            started.set()
+            await asyncio.Event().wait()  # never finishes on its own
+
+        manager = ControllerEventManager(process)
+        manager.start()
+        stuck = request_events()[0]
+        manager.put(stuck)
+        await started.wait()
+        await manager.close()
+        assert stuck.reply is not None and stuck.reply.result() == (ErrorCode.not_controller, [])
+
+    run(main())
+
+
+def test_an_answered_request_is_not_answered_again() -> None:
+    async def main() -> None:
+        event = request_events()[0]
+        event.answer(ErrorCode.none, [])
+        event.preempt()
+        assert answers([event]) == [(ErrorCode.none, [])]
+
+    run(main())
+
+
+def test_close_without_start_preempts_what_was_queued() -> None:
     async def process(event: ControllerEvent) -> None:
         raise AssertionError("not expected")
 
     async def main() -> None:
         manager = ControllerEventManager(process)
+        queued = request_events()
         manager.put(BrokerChange())
+        for e in queued:
+            manager.put(e)
         await manager.close()
-        assert manager.queue_size == 1
+        assert manager.queue_size == 0
+        assert answers(queued) == NOT_CONTROLLER_ANSWERS
 
     run(main())

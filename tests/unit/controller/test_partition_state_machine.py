@@ -1,5 +1,5 @@
-"""PartitionStateMachine over a fake ZooKeeper and a recording request batch (seed 002's
-partition transitions; Kafka's ZkPartitionStateMachine)."""
+"""PartitionStateMachine over a fake ZooKeeper and a recording request batch (the
+partition transitions of Kafka's ZkPartitionStateMachine)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""ReplicaStateMachine over a fake ZooKeeper and a recording request batch (seed 002's
-replica transitions; Kafka's ZkReplicaStateMachine)."""
+"""ReplicaStateMachine over a fake ZooKeeper and a recording request batch (the
+replica transitions of Kafka's ZkReplicaStateMachine)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """TopicDeletionManager driven through the real partition and replica state machines, with a
-fake ZooKeeper, a recording request batch and a fake DeletionClient (seed 004, section 5)."""
+fake ZooKeeper, a recording request batch and a fake DeletionClient (Kafka's TopicDeletionManager)."""
 
 from __future__ import annotations
 

@@ -1,0 +1,162 @@
+"""DynamicConfigManager against the embedded ZooKeeper: stored topic configs reach the open
+logs at start-up, ``/config/changes`` notifications are executed once each and in order, old
+ones are purged, and turning unclean leader election on calls the controller's callback
+(Kafka's DynamicConfigManager, ZkNodeChangeNotificationListener and TopicConfigHandler)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+
+import pytest
+
+from odradek.broker.config_manager import (
+    CHANGE_EXPIRATION_MS,
+    DynamicConfigManager,
+    notification_sequence,
+)
+from odradek.config import KafkaConfig, LogConfig
+from odradek.zk.client import KafkaZkClient
+from odradek.zk.zk_data import (
+    ConfigEntityChangeNotificationSequenceZNode,
+    ConfigEntityChangeNotificationZNode,
+    TopicConfigZNode,
+    now_ms,
+)
+
+CHANGES = ConfigEntityChangeNotificationZNode.path
+
+
+@dataclass(frozen=True)
+class OpenLog:
+    topic: str
+    partition: int
+
+
+@dataclass
+class FakeLogManager:
+    """The two LogManager calls the config manager makes, recorded."""
+
+    logs: list[OpenLog] = field(default_factory=list)
+    updates: list[tuple[str, LogConfig]] = field(default_factory=list)
+
+    def all_logs(self) -> list[OpenLog]:
+        return list(self.logs)
+
+    def update_config(self, topic: str, config: LogConfig) -> None:
+        self.updates.append((topic, config))
+
+    def applied(self) -> dict[str, int]:
+        """The retention.ms last applied per topic."""
+        return {topic: config.retention_ms for topic, config in self.updates}
+
+
+def broker_config() -> KafkaConfig:
+    return KafkaConfig.from_props({"broker.id": "0", "zookeeper.connect": "unused:2181",
+                                   "listeners": "PLAINTEXT://127.0.0.1:0"})
+
+
+async def eventually(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Await a condition the manager's own task makes true."""
+    async with asyncio.timeout(timeout):
+        while not condition():
+            await asyncio.sleep(0.02)
+
+
+Scenario = Callable[[KafkaZkClient, FakeLogManager, list[str], DynamicConfigManager], Awaitable[None]]
+
+
+def run_with_manager(zk_connect: str, scenario: Scenario, *, logs: list[OpenLog] | None = None,
+                     before_start: Callable[[KafkaZkClient], Awaitable[None]] | None = None,
+                     time_ms: Callable[[], int] = now_ms) -> None:
+    async def main() -> None:
+        zk = KafkaZkClient(zk_connect, 6000)
+        await zk.start()
+        log_manager = FakeLogManager(logs or [])
+        unclean: list[str] = []
+        manager = DynamicConfigManager(zk, broker_config(), log_manager, unclean.append,  # type: ignore[arg-type]
+                                       time_ms=time_ms)
+        try:
+            await zk.create(CHANGES, makepath=True)
+            if before_start is not None:
+                await before_start(zk)
+            await manager.startup()
+            await scenario(zk, log_manager, unclean, manager)
+        finally:
+            await manager.shutdown()
+            await zk.close()
+
+    asyncio.run(main())
+
+
+def test_notification_sequence_reads_only_config_change_children() -> None:
+    assert notification_sequence("config_change_0000000012") == 12
+    assert notification_sequence("config_change_") is None
+    assert notification_sequence("config_change_12a") is None
+    assert notification_sequence("other_0000000001") is None
+
+
+def test_startup_applies_stored_configs_to_open_logs_and_skips_old_notifications(zk_connect: str) -> None:
+    async def stored(zk: KafkaZkClient) -> None:
+        await zk.set_topic_config("open", {"retention.ms": "1000"})
+        await zk.set_topic_config("closed", {"retention.ms": "2000"})
+
+    async def scenario(zk: KafkaZkClient, logs: FakeLogManager, unclean: list[str],
+                       manager: DynamicConfigManager) -> None:
+        # The bootstrap applied "open" once; the two notifications already present are not re-run.
+        assert logs.applied() == {"open": 1000}
+        assert manager.last_executed == 1
+        await zk.set_topic_config("open", {"retention.ms": "3000"})
+        await eventually(lambda: manager.last_executed == 2)
+        assert logs.applied() == {"open": 3000}
+        assert [t for t, _ in logs.updates] == ["open", "open"]
+
+    run_with_manager(zk_connect, scenario, logs=[OpenLog("open", 0), OpenLog("open", 1)], before_start=stored)
+
+
+def test_changes_are_applied_once_and_bad_notifications_skipped(zk_connect: str) -> None:
+    async def scenario(zk: KafkaZkClient, logs: FakeLogManager, unclean: list[str],
+                       manager: DynamicConfigManager) -> None:
+        prefix = ConfigEntityChangeNotificationSequenceZNode.path_prefix()
+        await zk.create(prefix, b"not json", sequence=True)
+        await zk.create(prefix, ConfigEntityChangeNotificationSequenceZNode.encode("brokers", "0"), sequence=True)
+        await zk.create(TopicConfigZNode.path("bad"), TopicConfigZNode.encode({"retention.ms": "-5"}), makepath=True)
+        await zk.create(prefix, ConfigEntityChangeNotificationSequenceZNode.encode("topics", "bad"), sequence=True)
+        await zk.set_topic_config("t", {"retention.ms": "4000"})
+        await eventually(lambda: manager.last_executed == 3)
+        # Only the valid topic config was applied; the malformed, broker and invalid ones were skipped.
+        assert logs.applied() == {"t": 4000}
+        await manager.process_notifications()  # nothing new: nothing applied again
+        assert len(logs.updates) == 1
+        assert unclean == []
+
+    run_with_manager(zk_connect, scenario)
+
+
+def test_turning_unclean_election_on_calls_the_controller_callback(zk_connect: str) -> None:
+    async def scenario(zk: KafkaZkClient, logs: FakeLogManager, unclean: list[str],
+                       manager: DynamicConfigManager) -> None:
+        await zk.set_topic_config("careful", {"unclean.leader.election.enable": "false"})
+        await zk.set_topic_config("reckless", {"unclean.leader.election.enable": "true"})
+        await eventually(lambda: manager.last_executed == 1)
+        assert unclean == ["reckless"]
+        assert set(logs.applied()) == {"careful", "reckless"}
+
+    run_with_manager(zk_connect, scenario)
+
+
+@pytest.mark.parametrize("age_ms, kept", [(CHANGE_EXPIRATION_MS + 60_000, False), (60_000, True)])
+def test_executed_notifications_are_purged_once_expired(zk_connect: str, age_ms: int, kept: bool) -> None:
+    clock = {"skew": 0}
+
+    async def scenario(zk: KafkaZkClient, logs: FakeLogManager, unclean: list[str],
+                       manager: DynamicConfigManager) -> None:
+        await zk.set_topic_config("t", {"retention.ms": "5000"})
+        await eventually(lambda: manager.last_executed == 0)
+        assert await zk.get_children(CHANGES) == ["config_change_0000000000"]
+        clock["skew"] = age_ms
+        await manager.process_notifications()
+        assert (await zk.get_children(CHANGES) == ["config_change_0000000000"]) is kept
+
+    run_with_manager(zk_connect, scenario, time_ms=lambda: now_ms() + clock["skew"])
