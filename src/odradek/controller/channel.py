@@ -216,11 +216,10 @@ class ControllerBrokerRequestBatch:
                 continue
             leader_ids = {info.state.leader for info in partitions.values()}
             live_leaders = [self.ctx.live_brokers[b] for b in sorted(leader_ids) if b in self.ctx.live_brokers]
-            if logger.enabled:
-                for tp, info in partitions.items():
-                    kind = "become-leader" if info.state.leader == broker_id else "become-follower"
-                    logger.info(f"Sending {kind} LeaderAndIsr request {_fmt_state(info)} to broker {broker_id} "
-                                f"for partition {tp}")
+            for tp, info in partitions.items():
+                kind = "become-leader" if info.state.leader == broker_id else "become-follower"
+                logger.info(f"Sending {kind} LeaderAndIsr request {_fmt_state(info)} to broker {broker_id} "
+                            f"for partition {tp}")
             request = build.build_leader_and_isr_request(
                 controller_id=self.controller_id,
                 controller_epoch=controller_epoch,
@@ -262,7 +261,7 @@ class ControllerBrokerRequestBatch:
         for broker_id in sorted(self.update_metadata_brokers):
             if broker_id not in self.ctx.live_brokers:
                 continue
-            if logger.enabled and states:
+            if states:
                 logger.info(f"Sending UpdateMetadata request to broker {broker_id} for {len(states)} partitions")
             request = dataclasses.replace(template, broker_epoch=self._broker_epoch(broker_id))
             self.channel.send_request(broker_id, request, control.UpdateMetadataResponse)
@@ -280,9 +279,8 @@ class ControllerBrokerRequestBatch:
                     state = self.ctx.leadership.get(tp)
                     epoch = state.leader_epoch if state is not None else NO_EPOCH
                 entries[tp] = (epoch, delete)
-            if logger.enabled:
-                logger.info(f"Sending StopReplica request for {len(entries)} partitions to broker {broker_id}"
-                            f" (delete: {sorted(str(tp) for tp, (_, d) in entries.items() if d)})")
+            logger.info(f"Sending StopReplica request for {len(entries)} partitions to broker {broker_id}"
+                        f" (delete: {sorted(str(tp) for tp, (_, d) in entries.items() if d)})")
             request = build.build_stop_replica_request(
                 controller_id=self.controller_id,
                 controller_epoch=controller_epoch,
