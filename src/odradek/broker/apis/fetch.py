@@ -16,13 +16,13 @@ from odradek.protocol.errors import ErrorCode
 from odradek.protocol.fetch_response import FetchedPartition, encode_fetch_response
 
 if TYPE_CHECKING:
-    from odradek.broker.server import KafkaServer
+    from odradek.broker.context import BrokerContext
     from odradek.net.server import Request, Response
 
 
 
 @api(ApiKey.FETCH, "Fetch", 4, 12)
-async def handle_fetch(broker: KafkaServer, request: Request) -> Response:
+async def handle_fetch(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     version = request.api_version
     correlation_id = request.header.correlation_id
