@@ -26,7 +26,7 @@ async def handle_leader_and_isr(broker: BrokerContext, request: Request) -> Resp
         # New logs take their topic's config from ZooKeeper (as Kafka's LogManager does).
         topics = manager.topics_without_logs(body)
         configs = await broker.zk.get_topic_configs(topics) if topics else {}
-        response = await manager.become_leader_or_follower_async(request.header.correlation_id, body, configs)
+        response = await manager.become_leader_or_follower(request.header.correlation_id, body, configs)
     return encode_response(response, request.header.correlation_id)
 
 
