@@ -5,9 +5,9 @@ This module wires the coordinator to the broker (leadership hooks, offset expiry
 holds the offset and administration operations: commits are validated against the member
 and generation (generation -1 without a member id is a standalone consumer, allowed while
 the group has no members), appended with acks=-1 and answered once replicated; fetches
-answer from memory.  Membership (JoinGroup, SyncGroup, Heartbeat, LeaveGroup and the
-rebalance protocol) is :mod:`membership`'s; loading and persistence are the
-:class:`GroupMetadataManager`'s.
+answer from memory.  Membership (JoinGroup, SyncGroup, Heartbeat and LeaveGroup) is
+:mod:`membership`'s, with rebalance timing in :mod:`rebalance` and session expiry in
+:mod:`heartbeats`; loading and persistence are the :class:`GroupMetadataManager`'s.
 """
 
 from __future__ import annotations
@@ -182,7 +182,7 @@ class GroupCoordinator:
             return dict.fromkeys(offsets, E.rebalance_in_progress)
         if group.state in (S.STABLE, S.PREPARING_REBALANCE):
             member = group.get(member_id)
-            self.membership.schedule_heartbeat(group, member, member.session_timeout_ms)  # a commit shows liveness
+            self.membership.heartbeats.schedule(group, member, member.session_timeout_ms)  # a commit shows liveness
         return await self.manager.store_offsets(group, offsets)
 
     def _validate_offset_commit(self, group: GroupMetadata, generation_id: int, member_id: str,
