@@ -344,10 +344,6 @@ class ReplicaFetcherManager:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def shutdown_idle(self) -> None:
-        for key in [k for k, f in self.fetchers.items() if not f.partitions]:
-            await self.fetchers.pop(key).close()
-
     async def shutdown(self) -> None:
         fetchers, self.fetchers = self.fetchers, {}
         await asyncio.gather(*(f.close() for f in fetchers.values()))

@@ -112,3 +112,17 @@ def test_a_failing_on_complete_is_surfaced_through_the_future() -> None:
         with pytest.raises(RuntimeError, match="handler bug"):
             await op.future
     run(scenario())
+
+
+def test_expired_operations_under_keys_nobody_checks_are_purged_every_interval() -> None:
+    async def scenario() -> None:
+        purgatory = Purgatory(purge_interval=3)
+        expired = [Waiting(timeout_ms=0), Waiting(timeout_ms=0)]
+        for i, op in enumerate(expired):
+            purgatory.try_complete_else_watch(op, [f"idle-{i}"])
+        await asyncio.wait_for(asyncio.gather(*(op.future for op in expired)), 5)
+        assert len(purgatory._watchers) == 2  # still listed: nothing checked their keys
+        live = Waiting()
+        purgatory.try_complete_else_watch(live, ["busy"])  # the third watch purges
+        assert list(purgatory._watchers) == ["busy"] and purgatory.watched() == 1
+    run(scenario())
