@@ -457,18 +457,29 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ offsets
 
-    def offset_for_timestamp(self, topic: str, partition: int, timestamp: int, current_leader_epoch: int,
-                             replica_id: int) -> tuple[ErrorCode, int, int, int]:
-        """ListOffsets: (error, timestamp, offset, leader epoch)."""
+    def _local_log_or_error(self, topic: str, partition: int, current_leader_epoch: int = -1, *,
+                            followers_too: bool = False) -> Partition | ErrorCode:
+        """The partition, if this broker leads it (or hosts it, with ``followers_too``) at
+        ``current_leader_epoch`` (-1: any; KIP-320); else the error to answer with."""
         p = self.partitions.get(TopicPartition(topic, partition))
         if p is None or p.log is None:
             known = self.metadata_cache.partition(topic, partition) is not None
-            return (ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition), -1, -1, -1
-        if not p.is_leader and replica_id != -2:
-            return ErrorCode.not_leader_or_follower, -1, -1, -1
+            return ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition
+        if not p.is_leader and not followers_too:
+            return ErrorCode.not_leader_or_follower
         if current_leader_epoch >= 0 and current_leader_epoch != p.leader_epoch:
-            code = ErrorCode.fenced_leader_epoch if current_leader_epoch < p.leader_epoch else ErrorCode.unknown_leader_epoch
-            return code, -1, -1, -1
+            return ErrorCode.fenced_leader_epoch if current_leader_epoch < p.leader_epoch \
+                else ErrorCode.unknown_leader_epoch
+        return p
+
+    def offset_for_timestamp(self, topic: str, partition: int, timestamp: int, current_leader_epoch: int,
+                             replica_id: int) -> tuple[ErrorCode, int, int, int]:
+        """ListOffsets: (error, timestamp, offset, leader epoch).  The debugging replica id
+        (-2) may ask a follower."""
+        p = self._local_log_or_error(topic, partition, current_leader_epoch, followers_too=replica_id == -2)
+        if isinstance(p, ErrorCode):
+            return p, -1, -1, -1
+        assert p.log is not None
         bound = None if replica_id >= 0 else p.log.high_watermark
         found = p.log.offset_for_timestamp(timestamp, bound)
         if found is None:
@@ -479,26 +490,19 @@ class ReplicaManager:
     def end_offset_for_epoch(self, topic: str, partition: int, current_leader_epoch: int, leader_epoch: int
                              ) -> tuple[ErrorCode, int, int]:
         """OffsetForLeaderEpoch on the leader: (error, epoch, end offset)."""
-        p = self.partitions.get(TopicPartition(topic, partition))
-        if p is None or p.log is None:
-            known = self.metadata_cache.partition(topic, partition) is not None
-            return (ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition), -1, -1
-        if not p.is_leader:
-            return ErrorCode.not_leader_or_follower, -1, -1
-        if current_leader_epoch >= 0 and current_leader_epoch != p.leader_epoch:
-            code = ErrorCode.fenced_leader_epoch if current_leader_epoch < p.leader_epoch else ErrorCode.unknown_leader_epoch
-            return code, -1, -1
+        p = self._local_log_or_error(topic, partition, current_leader_epoch)
+        if isinstance(p, ErrorCode):
+            return p, -1, -1
+        assert p.log is not None
         epoch, end = p.log.end_offset_for_epoch(leader_epoch)
         return ErrorCode.none, epoch, end
 
     def delete_records(self, topic: str, partition: int, offset: int) -> tuple[ErrorCode, int]:
         """DeleteRecords: advance the log start offset (up to the high watermark)."""
-        p = self.partitions.get(TopicPartition(topic, partition))
-        if p is None or p.log is None:
-            known = self.metadata_cache.partition(topic, partition) is not None
-            return (ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition), -1
-        if not p.is_leader:
-            return ErrorCode.not_leader_or_follower, -1
+        p = self._local_log_or_error(topic, partition)
+        if isinstance(p, ErrorCode):
+            return p, -1
+        assert p.log is not None
         hw = p.log.high_watermark
         target = hw if offset == -1 else offset
         if target < 0 or target > hw:
