@@ -18,7 +18,7 @@ from typing import Any, Protocol
 from odradek.protocol import control
 from odradek.protocol.errors import ErrorCode
 
-__all__ = ["Decision", "LocalPartition", "Transition", "classify", "describe_state", "response",
+__all__ = ["Decision", "LocalPartition", "Transition", "classify", "describe_state", "leader_and_isr_response",
            "stale_request_error"]
 
 
@@ -80,7 +80,7 @@ def classify(broker_id: int, topic_id: Any, state: control.LeaderAndIsrPartition
     return Decision(Transition.SAME_LEADER_EPOCH, ErrorCode.none if same_topic else ErrorCode.stale_controller_epoch)
 
 
-def response(top: ErrorCode, errors: Mapping[tuple[Any, int], ErrorCode]) -> control.LeaderAndIsrResponse:
+def leader_and_isr_response(top: ErrorCode, errors: Mapping[tuple[Any, int], ErrorCode]) -> control.LeaderAndIsrResponse:
     """The LeaderAndIsr response: ``top`` and a per-partition error for each (topic id, partition)."""
     by_topic: dict[Any, list[control.LeaderAndIsrPartitionError]] = {}
     for (topic_id, p), err in errors.items():

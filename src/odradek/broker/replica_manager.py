@@ -1,12 +1,13 @@
 """ReplicaManager: the partitions this broker leads or follows, and their data path.
 
 Control: ``become_leader_or_follower`` applies LeaderAndIsr as decided per partition by
-:mod:`~odradek.broker.leader_and_isr` (make leaders, then followers), ``stop_replicas``
-stops (and maybe deletes) replicas.  Data: leaders append produced
-batches (``append_records``, with acks 0/1/-1), serve fetches from consumers (up to the high
-watermark) and followers (up to the log end offset, recording each follower's position),
-keep the high watermark at the smallest log end offset in the ISR and ask the controller
-to shrink or expand the ISR.
+:mod:`~odradek.broker.leader_and_isr` (make leaders, then followers); ``stop_replicas``
+stops (and maybe deletes) replicas.  Data: leaders append produced batches
+(``append_records``, with acks 0/1/-1, waiting in a :class:`DelayedProduce`), serve fetches
+from consumers (up to the high watermark) and followers (up to the log end offset,
+recording each follower's position; waiting in a :class:`DelayedFetch`), keep the high
+watermark at the smallest log end offset in the ISR and ask the controller to shrink or
+expand the ISR.
 """
 
 from __future__ import annotations
@@ -18,12 +19,17 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from odradek import tasks
-from odradek.broker import leader_and_isr
 from odradek.broker.alter_partition import AlterPartitionManager
 from odradek.broker.delayed_fetch import DelayedFetch, FetchPartitionRequest, FetchPartitionResult
 from odradek.broker.delayed_produce import DelayedProduce, ProducePartitionResult
 from odradek.broker.fetcher import ReplicaFetcherManager
-from odradek.broker.leader_and_isr import Transition, classify, describe_state, stale_request_error
+from odradek.broker.leader_and_isr import (
+    Transition,
+    classify,
+    describe_state,
+    leader_and_isr_response,
+    stale_request_error,
+)
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.partition import Partition
 from odradek.broker.purgatory import Purgatory
@@ -145,9 +151,9 @@ class ReplicaManager:
     async def become_leader_or_follower(self, correlation_id: int, request: control.LeaderAndIsrRequest,
                                         topic_configs: Mapping[str, Mapping[str, str]] | None = None
                                         ) -> control.LeaderAndIsrResponse:
-        """Kafka's becomeLeaderOrFollower: refuse a stale controller or broker epoch, classify
-        each partition (:func:`leader_and_isr.classify`), open the logs of those that change,
-        then make leaders, then followers.  The event loop runs every :class:`TimeSlice`:
+        """Kafka's becomeLeaderOrFollower: refuse a stale controller or broker epoch,
+        classify each partition (:func:`~odradek.broker.leader_and_isr.classify`), open the
+        logs of those that change, then make leaders, then followers.  The event loop runs every :class:`TimeSlice`:
         thousands of partitions (creating their logs, recording leader epochs) would otherwise
         stall this broker's requests and the controller that shares its loop for seconds.
         Callers hold :attr:`state_change_lock` so control requests apply one at a time."""
@@ -162,8 +168,9 @@ class ReplicaManager:
             else:
                 self.logger.warn(f"Ignoring LeaderAndIsr request from {ctrl}: broker epoch {request.broker_epoch} "
                                  f"is older than the current {self._broker_epoch()}")
-            return leader_and_isr.response(stale, {(ts.topic_id, ps.partition_index): stale
-                                                   for ts in request.topic_states for ps in ts.partition_states})
+            return leader_and_isr_response(stale, {(ts.topic_id, ps.partition_index): stale
+                                                   for ts in request.topic_states
+                                                   for ps in ts.partition_states})
         self.controller_epoch = request.controller_epoch
         errors: dict[tuple[Any, int], ErrorCode] = {}
         accepted: list[tuple[Partition, control.LeaderAndIsrPartitionState]] = []
@@ -204,7 +211,7 @@ class ReplicaManager:
             await self._make_leaders(leaders, ctrl, correlation_id, pace)
         if followers:
             await self._make_followers(followers, ctrl, correlation_id, pace)
-        return leader_and_isr.response(ErrorCode.none, errors)
+        return leader_and_isr_response(ErrorCode.none, errors)
 
     def _ensure_log(self, partition: Partition, topic_configs: Mapping[str, Mapping[str, str]]) -> None:
         if partition.log is not None:
