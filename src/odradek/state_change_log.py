@@ -88,7 +88,3 @@ class StateChangeLogger:
 
     def error(self, msg: str) -> None:
         _write("ERROR", self._prefix + msg)
-
-    @property
-    def enabled(self) -> bool:
-        return True

@@ -297,21 +297,21 @@ def test_follower_backs_off_when_its_leader_does_not_know_the_partition(cluster_
         rm.maybe_update_metadata_cache(1, control.UpdateMetadataRequest(
             controller_id=0, controller_epoch=1, broker_epoch=-1, topic_states=(), live_brokers=(leader,)))
 
-        def leader_and_isr(correlation_id: int, leader_id: int, epoch: int) -> None:
+        async def leader_and_isr(correlation_id: int, leader_id: int, epoch: int) -> None:
             state = control.LeaderAndIsrPartitionState(
                 partition_index=0, controller_epoch=1, leader=leader_id, leader_epoch=epoch, isr=(1, 0),
                 zk_version=epoch, replicas=(1, 0), is_new=False)
-            response = rm.become_leader_or_follower(correlation_id, control.LeaderAndIsrRequest(
+            response = await rm.become_leader_or_follower(correlation_id, control.LeaderAndIsrRequest(
                 controller_id=0, controller_epoch=1, broker_epoch=-1, live_leaders=(), topic_states=(
                     control.LeaderAndIsrTopicState(topic_name="ghost", topic_id=None, partition_states=(state,)),)))
             assert response.error_code == ErrorCode.none
 
         # Leader at epoch 1 with one batch, so the log has an epoch to ask about ...
-        leader_and_isr(1, 1, 1)
+        await leader_and_isr(1, 1, 1)
         results, _ = rm.append_records(1, 1000, [("ghost", 0, build_batch([SimpleRecord(value=b"x")]))])
         assert all(r.error == ErrorCode.none for r in results.values())
         # ... then a follower of broker 0 at epoch 2: truncation asks broker 0, which has no such partition.
-        leader_and_isr(2, 0, 2)
+        await leader_and_isr(2, 0, 2)
         deadline = time.monotonic() + 30
         while not attempts and time.monotonic() < deadline:
             await asyncio.sleep(0.02)

@@ -153,14 +153,14 @@ class ReplicaFetcher:
                 tp = TopicPartition(topic.topic, pr.partition)
                 if tp not in asks or self.partitions.get(tp) is not asks[tp][0]:
                     continue
-                item, asked_epoch = asks[tp]
+                item = asks[tp][0]
                 if pr.error_code != ErrorCode.none:
                     log.info("OffsetForLeaderEpoch for %s failed: %s", tp, ErrorCode(pr.error_code).name)
                     item.backoff_until = time.monotonic() + self.manager.config["replica.fetch.backoff.ms"] / 1000
                     continue
-                self._apply_epoch_answer(item, asked_epoch, pr.leader_epoch, pr.end_offset)
+                self._apply_epoch_answer(item, pr.leader_epoch, pr.end_offset)
 
-    def _apply_epoch_answer(self, item: _Fetching, asked_epoch: int, leader_epoch: int, leader_end: int) -> None:
+    def _apply_epoch_answer(self, item: _Fetching, leader_epoch: int, leader_end: int) -> None:
         p = item.partition
         assert p.log is not None
         lg = p.log
@@ -226,53 +226,45 @@ class ReplicaFetcher:
         response = await conn.send(request, fetch_resp.FetchResponse, timeout)
         if response.error_code != ErrorCode.none:
             raise KafkaError(f"fetch from broker {self.leader_id} failed: {ErrorCode(response.error_code).name}")
-        touched = []
         for topic in response.responses:
             for pd in topic.partitions:
                 tp = TopicPartition(topic.topic, pd.partition_index)
                 entry = asked.get(tp)
                 if entry is None or self.partitions.get(tp) is not entry[0]:
                     continue  # reassigned while the fetch was in flight
-                item, offset = entry
-                if self._handle_partition(item, offset, pd):
-                    touched.append(item.partition)
-        if touched:
-            self.manager.on_follower_appended(touched)
+                self._handle_partition(*entry, pd)
 
-    def _handle_partition(self, item: _Fetching, offset: int, pd: fetch_resp.PartitionData) -> bool:
+    def _handle_partition(self, item: _Fetching, offset: int, pd: fetch_resp.PartitionData) -> None:
         p = item.partition
         lg = p.log
         assert lg is not None
         if lg.log_end_offset != offset or p.needs_truncation:
-            return False  # truncated meanwhile
+            return  # truncated meanwhile
         error = ErrorCode(pd.error_code)
         if error == ErrorCode.none:
-            appended = False
             if pd.records:
                 try:
-                    info = lg.append_as_follower(pd.records)
-                    appended = info.num_batches > 0
+                    lg.append_as_follower(pd.records)
                 except UnexpectedAppendOffsetError as e:
                     log.warning("%s; truncating by leader epoch again", e)
                     p.needs_truncation = True
-                    return False
+                    return
             lg.update_high_watermark(min(pd.high_watermark, lg.log_end_offset))
             if pd.log_start_offset > lg.log_start_offset:
                 lg.maybe_increment_log_start_offset(min(pd.log_start_offset, lg.high_watermark))
-            return appended
+            return
         if error == ErrorCode.offset_out_of_range:
             self.manager.spawn(self._handle_out_of_range(item))
             item.backoff_until = time.monotonic() + 60  # until the reset below completes
-            return False
+            return
         if error in (ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch,
                      ErrorCode.not_leader_or_follower, ErrorCode.unknown_topic_or_partition,
                      ErrorCode.leader_not_available):
             # Our view of the leadership is stale or ahead; LeaderAndIsr will sort it out.
             item.backoff_until = time.monotonic() + self.manager.config["replica.fetch.backoff.ms"] / 1000
-            return False
+            return
         log.warning("Fetch of %s from broker %d failed: %s", p.name, self.leader_id, error.name)
         item.backoff_until = time.monotonic() + self.manager.config["replica.fetch.backoff.ms"] / 1000
-        return False
 
     async def _handle_out_of_range(self, item: _Fetching) -> None:
         """Kafka's handleOffsetOutOfRange: our fetch offset is past the leader's end (only
@@ -313,14 +305,12 @@ class ReplicaFetcher:
 
 class ReplicaFetcherManager:
     def __init__(self, broker_id: int, config: KafkaConfig, metadata_cache: MetadataCache,
-                 on_follower_appended: Callable[[list[Partition]], None],
                  state_change: Callable[[str], None]) -> None:
         self.broker_id = broker_id
         self.config = config
         self.metadata_cache = metadata_cache
         self.listener = config.inter_broker_listener_name
         self.socket_timeout_s = config["replica.socket.timeout.ms"] / 1000
-        self.on_follower_appended = on_follower_appended
         self.state_change = state_change
         self.fetchers: dict[tuple[int, int], ReplicaFetcher] = {}
         self._tasks: set[asyncio.Task[None]] = set()
@@ -353,10 +343,6 @@ class ReplicaFetcherManager:
         task = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-
-    async def shutdown_idle(self) -> None:
-        for key in [k for k, f in self.fetchers.items() if not f.partitions]:
-            await self.fetchers.pop(key).close()
 
     async def shutdown(self) -> None:
         fetchers, self.fetchers = self.fetchers, {}

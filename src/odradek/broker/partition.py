@@ -110,8 +110,8 @@ class Partition:
         # Record where this epoch begins, so followers can truncate against it.
         self.log.assign_epoch_start_offset(self.leader_epoch, leo)
         self.leader_epoch_start_offset = leo
-        # Every new leader epoch forgets what the followers had (seed 000's "reset log end
-        # offset for remote replicas"): the high watermark then moves only on offsets the
+        # Every new leader epoch forgets what the followers had (Kafka's Partition.makeLeader
+        # resets the log end offset of remote replicas): the high watermark then moves only on offsets the
         # followers fetch at in this epoch. ISR members count as caught up now, so the reset
         # does not shrink the ISR before they have had a chance to fetch.
         self.remote = {r: RemoteReplica(-1, now_ms if r in self.isr else 0, leo, now_ms)

@@ -52,8 +52,14 @@ class DelayedOperation:
 
 
 class Purgatory:
-    def __init__(self) -> None:
+    """Operations watched under keys.  Every ``purge_interval`` watched operations, the
+    completed ones are dropped (Kafka's ``*.purgatory.purge.interval.requests``): one that
+    expired under a key nobody checks again would otherwise stay listed forever."""
+
+    def __init__(self, purge_interval: int = 1000) -> None:
         self._watchers: dict[Hashable, list[DelayedOperation]] = {}
+        self.purge_interval = purge_interval
+        self._watched_since_purge = 0
 
     def try_complete_else_watch(self, op: DelayedOperation, keys: Iterable[Hashable]) -> bool:
         """Complete ``op`` now if it can be, else watch it under ``keys``."""
@@ -61,6 +67,9 @@ class Purgatory:
             return True
         for key in keys:
             self._watchers.setdefault(key, []).append(op)
+        self._watched_since_purge += 1
+        if self._watched_since_purge >= self.purge_interval:
+            self.purge()
         return False
 
     def check_and_complete(self, key: Hashable) -> int:
@@ -88,6 +97,7 @@ class Purgatory:
 
     def purge(self) -> None:
         """Drop completed operations (those that expired are still listed until now)."""
+        self._watched_since_purge = 0
         for key in list(self._watchers):
             live = [op for op in self._watchers[key] if not op.completed]
             if live:

@@ -1,12 +1,13 @@
 """ReplicaManager: the partitions this broker leads or follows, and their data path.
 
-Control: ``become_leader_or_follower`` is Kafka's (refuse a stale controller or broker
-epoch; per partition accept only a newer leader epoch; make leaders, then followers) and
-``stop_replicas`` stops (and maybe deletes) replicas.  Data: leaders append produced
-batches (``append_records``, with acks 0/1/-1), serve fetches from consumers (up to the high
-watermark) and followers (up to the log end offset, recording each follower's position),
-keep the high watermark at the smallest log end offset in the ISR and ask the controller
-to shrink or expand the ISR.
+Control: ``become_leader_or_follower`` applies LeaderAndIsr as decided per partition by
+:mod:`~odradek.broker.leader_and_isr` (make leaders, then followers); ``stop_replicas``
+stops (and maybe deletes) replicas.  Data: leaders append produced batches
+(``append_records``, with acks 0/1/-1, waiting in a :class:`DelayedProduce`), serve fetches
+from consumers (up to the high watermark) and followers (up to the log end offset,
+recording each follower's position; waiting in a :class:`DelayedFetch`), keep the high
+watermark at the smallest log end offset in the ISR and ask the controller to shrink or
+expand the ISR.
 """
 
 from __future__ import annotations
@@ -14,18 +15,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Generator, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from odradek import tasks
 from odradek.broker.alter_partition import AlterPartitionManager
+from odradek.broker.delayed_fetch import DelayedFetch, FetchPartitionRequest, FetchPartitionResult
+from odradek.broker.delayed_produce import DelayedProduce, ProducePartitionResult
 from odradek.broker.fetcher import ReplicaFetcherManager
+from odradek.broker.leader_and_isr import (
+    Transition,
+    classify,
+    describe_state,
+    leader_and_isr_response,
+    stale_request_error,
+)
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.partition import Partition
-from odradek.broker.purgatory import DelayedOperation, Purgatory
+from odradek.broker.purgatory import Purgatory
 from odradek.common import TopicPartition
-from odradek.log.log_info import FileRegion
 from odradek.protocol import control
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.state_change_log import StateChangeLogger
@@ -37,15 +45,14 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["FetchPartitionResult", "ProducePartitionResult", "ReplicaManager"]
+__all__ = ["ReplicaManager", "TimeSlice"]
 
 # StopReplica leader epochs that bypass the stale-epoch check: unknown, and "topic deleted".
 _NO_EPOCH = -1
 _EPOCH_DURING_DELETE = -2
-NO_TIMESTAMP = -1
 
 
-class _Pacer:
+class TimeSlice:
     """Says when a long piece of work has held the event loop for a time slice."""
 
     SLICE_S = 0.01
@@ -53,136 +60,21 @@ class _Pacer:
     def __init__(self) -> None:
         self._since = time.monotonic()
 
-    def due(self) -> bool:
+    async def pause_if_due(self) -> None:
+        """Let the event loop run if this slice is used up."""
         now = time.monotonic()
-        if now - self._since < self.SLICE_S:
-            return False
-        self._since = now
-        return True
-
-
-def _run_slice(steps: Generator[None, None, control.LeaderAndIsrResponse]) -> control.LeaderAndIsrResponse | None:
-    """Run ``steps`` for one time slice: its result once it has finished, else None."""
-    try:
-        next(steps)
-    except StopIteration as done:
-        return done.value
-    return None
+        if now - self._since >= self.SLICE_S:
+            self._since = now
+            await asyncio.sleep(0)
 
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-@dataclass(slots=True)
-class ProducePartitionResult:
-    error: ErrorCode
-    base_offset: int = -1
-    log_append_time: int = NO_TIMESTAMP
-    log_start_offset: int = -1
-    message: str | None = None
-    required_offset: int = -1  # acks=-1: the high watermark this append waits for
-
-
-@dataclass(slots=True)
-class FetchPartitionResult:
-    error: ErrorCode
-    high_watermark: int = -1
-    log_start_offset: int = -1
-    regions: tuple[FileRegion, ...] = ()
-
-    @property
-    def size(self) -> int:
-        return sum(r.size for r in self.regions)
-
-
-@dataclass(frozen=True, slots=True)
-class FetchPartitionRequest:
-    topic: str
-    partition: int
-    fetch_offset: int
-    max_bytes: int
-    current_leader_epoch: int = -1
-
-
-class DelayedProduce(DelayedOperation):
-    """acks=-1: wait until every appended partition's high watermark passes its batch."""
-
-    def __init__(self, manager: ReplicaManager, timeout_ms: int,
-                 results: dict[TopicPartition, ProducePartitionResult]) -> None:
-        super().__init__(timeout_ms)
-        self.manager = manager
-        self.results = results
-        self.pending = {tp for tp, r in results.items() if r.error == ErrorCode.none and r.required_offset >= 0}
-
-    def try_complete(self) -> bool:
-        for tp in list(self.pending):
-            partition = self.manager.partitions.get(tp)
-            if partition is None or not partition.is_leader:
-                self.results[tp].error = ErrorCode.not_leader_or_follower
-                self.pending.discard(tp)
-                continue
-            done, enough = partition.enough_replicas_reached(self.results[tp].required_offset)
-            if done:
-                if not enough:
-                    self.results[tp].error = ErrorCode.not_enough_replicas_after_append
-                self.pending.discard(tp)
-        if not self.pending:
-            return self.force_complete()
-        return False
-
-    def on_complete(self) -> None:
-        for tp in self.pending:
-            self.results[tp].error = ErrorCode.request_timed_out
-        self.future.set_result(self.results)
-
-
-class DelayedFetch(DelayedOperation):
-    """Wait until ``min_bytes`` are available (or leadership changes, or the timeout)."""
-
-    def __init__(self, manager: ReplicaManager, timeout_ms: int, replica_id: int, min_bytes: int, max_bytes: int,
-                 requests: list[FetchPartitionRequest], isolation_level: int) -> None:
-        super().__init__(timeout_ms)
-        self.manager = manager
-        self.replica_id = replica_id
-        self.min_bytes = min_bytes
-        self.max_bytes = max_bytes
-        self.requests = requests
-        self.isolation_level = isolation_level
-        self._epochs = {(r.topic, r.partition): self._epoch(r) for r in requests}
-
-    def _epoch(self, r: FetchPartitionRequest) -> tuple[int | None, int]:
-        p = self.manager.partitions.get(TopicPartition(r.topic, r.partition))
-        return (p.leader_id, p.leader_epoch) if p is not None else (None, -1)
-
-    def try_complete(self) -> bool:
-        available = 0
-        for r in self.requests:
-            if self._epoch(r) != self._epochs[(r.topic, r.partition)]:
-                return self.force_complete()
-            p = self.manager.partitions.get(TopicPartition(r.topic, r.partition))
-            if p is None or p.log is None or not p.is_leader:
-                return self.force_complete()
-            bound = p.log.log_end_offset if self.replica_id >= 0 else p.high_watermark
-            if bound < r.fetch_offset or r.fetch_offset < p.log.log_start_offset:
-                return self.force_complete()  # truncated or out of range: answer with the error now
-            if bound > r.fetch_offset:
-                try:
-                    available += p.log.read(r.fetch_offset, r.max_bytes, bound, True).size
-                except KafkaError:
-                    return self.force_complete()
-                if available >= self.min_bytes:
-                    return self.force_complete()
-        return False
-
-    def on_complete(self) -> None:
-        self.future.set_result(self.manager.read_from_local_log(
-            self.replica_id, self.max_bytes, self.requests, self.isolation_level))
-
-
 class ReplicaManager:
     def __init__(self, broker_id: int, config: KafkaConfig, metadata_cache: MetadataCache,
-                 log_manager: LogManager | None, broker_epoch: Callable[[], int],
+                 log_manager: LogManager, broker_epoch: Callable[[], int],
                  topic_log_config: Callable[[str, Mapping[str, str]], Any] | None = None) -> None:
         self.broker_id = broker_id
         self.config = config
@@ -199,8 +91,7 @@ class ReplicaManager:
         self.logger = StateChangeLogger(broker_id)
         self.produce_purgatory = Purgatory()
         self.fetch_purgatory = Purgatory()
-        self.fetchers = ReplicaFetcherManager(broker_id, config, metadata_cache, self._on_follower_appended,
-                                              self.logger.info)
+        self.fetchers = ReplicaFetcherManager(broker_id, config, metadata_cache, self.logger.info)
         self.alter_partition = AlterPartitionManager(broker_id, broker_epoch, metadata_cache,
                                                      config.inter_broker_listener_name, self._on_isr_applied)
         self._tasks: list[asyncio.Task[None]] = []
@@ -227,14 +118,13 @@ class ReplicaManager:
     async def _maintenance_loop(self) -> None:
         while True:
             await asyncio.sleep(0.1)
-            if self.log_manager is not None:
-                try:
-                    self.log_manager.tick()
-                    created = self.log_manager.take_created_logs()
-                    if created:  # their fsyncs wait in a worker thread, not in the event loop
-                        await asyncio.to_thread(self.log_manager.flush_created_logs, created)
-                except Exception:
-                    log.exception("log maintenance failed")
+            try:
+                self.log_manager.tick()
+                created = self.log_manager.take_created_logs()
+                if created:  # their fsyncs wait in a worker thread, not in the event loop
+                    await asyncio.to_thread(self.log_manager.flush_created_logs, created)
+            except Exception:
+                log.exception("log maintenance failed")
 
     async def _isr_expiration_loop(self) -> None:
         lag_ms = self.config["replica.lag.time.max.ms"]
@@ -250,118 +140,81 @@ class ReplicaManager:
     def leader_partitions(self) -> list[Partition]:
         return [p for p in self.partitions.values() if p.is_leader]
 
-    def _stale_broker_epoch(self, request_epoch: int) -> bool:
-        return request_epoch != -1 and request_epoch < self._broker_epoch()
-
     def topics_without_logs(self, request: control.LeaderAndIsrRequest) -> set[str]:
         """Topics of a LeaderAndIsr request that need a log created here (their config is
         then read from ZooKeeper before the request is applied)."""
-        if self.log_manager is None:
-            return set()
         return {ts.topic_name for ts in request.topic_states for ps in ts.partition_states
                 if self.log_manager.get_log(ts.topic_name, ps.partition_index) is None}
 
     # ------------------------------------------------------------------ LeaderAndIsr
 
-    def become_leader_or_follower(self, correlation_id: int, request: control.LeaderAndIsrRequest,
-                                  topic_configs: Mapping[str, Mapping[str, str]] | None = None
-                                  ) -> control.LeaderAndIsrResponse:
-        """Apply a LeaderAndIsr request in one go (see :meth:`become_leader_or_follower_async`)."""
-        steps = self._leader_and_isr_steps(correlation_id, request, topic_configs)
-        while (response := _run_slice(steps)) is None:
-            pass
-        return response
-
-    async def become_leader_or_follower_async(self, correlation_id: int, request: control.LeaderAndIsrRequest,
-                                              topic_configs: Mapping[str, Mapping[str, str]] | None = None
-                                              ) -> control.LeaderAndIsrResponse:
-        """Apply a LeaderAndIsr request, letting the event loop run every few milliseconds:
+    async def become_leader_or_follower(self, correlation_id: int, request: control.LeaderAndIsrRequest,
+                                        topic_configs: Mapping[str, Mapping[str, str]] | None = None
+                                        ) -> control.LeaderAndIsrResponse:
+        """Kafka's becomeLeaderOrFollower: refuse a stale controller or broker epoch,
+        classify each partition (:func:`~odradek.broker.leader_and_isr.classify`), open the
+        logs of those that change, then make leaders, then followers.  The event loop runs every :class:`TimeSlice`:
         thousands of partitions (creating their logs, recording leader epochs) would otherwise
         stall this broker's requests and the controller that shares its loop for seconds.
         Callers hold :attr:`state_change_lock` so control requests apply one at a time."""
-        steps = self._leader_and_isr_steps(correlation_id, request, topic_configs)
-        while (response := _run_slice(steps)) is None:
-            await asyncio.sleep(0)
-        return response
-
-    def _leader_and_isr_steps(self, correlation_id: int, request: control.LeaderAndIsrRequest,
-                              topic_configs: Mapping[str, Mapping[str, str]] | None
-                              ) -> Generator[None, None, control.LeaderAndIsrResponse]:
-        """Kafka's becomeLeaderOrFollower as a generator that yields whenever it has run for
-        a time slice (its return value is the response)."""
-        pace = _Pacer()
+        pace = TimeSlice()
         ctrl = f"controller {request.controller_id} epoch {request.controller_epoch}"
-        topic_configs = topic_configs or {}
-
-        def response(top: ErrorCode, errors: dict[tuple[Any, int], ErrorCode]) -> control.LeaderAndIsrResponse:
-            by_topic: dict[Any, list[control.LeaderAndIsrPartitionError]] = {}
-            for (topic_id, p), err in errors.items():
-                by_topic.setdefault(topic_id, []).append(
-                    control.LeaderAndIsrPartitionError(partition_index=p, error_code=err))
-            return control.LeaderAndIsrResponse(error_code=top, topics=tuple(
-                control.LeaderAndIsrTopicError(topic_id=tid, partition_errors=tuple(errs))
-                for tid, errs in by_topic.items()))
-
-        all_parts = {(ts.topic_id, ps.partition_index): ErrorCode.none
-                     for ts in request.topic_states for ps in ts.partition_states}
-        if request.controller_epoch < self.controller_epoch:
-            self.logger.warn(f"Ignoring LeaderAndIsr request from {ctrl} with correlation id {correlation_id}: "
-                             f"the controller epoch is older than the current {self.controller_epoch}")
-            return response(ErrorCode.stale_controller_epoch,
-                            dict.fromkeys(all_parts, ErrorCode.stale_controller_epoch))
-        if self._stale_broker_epoch(request.broker_epoch):
-            self.logger.warn(f"Ignoring LeaderAndIsr request from {ctrl}: broker epoch {request.broker_epoch} "
-                             f"is older than the current {self._broker_epoch()}")
-            return response(ErrorCode.stale_broker_epoch, dict.fromkeys(all_parts, ErrorCode.stale_broker_epoch))
+        stale = stale_request_error(request.controller_epoch, request.broker_epoch, self.controller_epoch,
+                                    self._broker_epoch())
+        if stale != ErrorCode.none:
+            if stale == ErrorCode.stale_controller_epoch:
+                self.logger.warn(f"Ignoring LeaderAndIsr request from {ctrl} with correlation id {correlation_id}: "
+                                 f"the controller epoch is older than the current {self.controller_epoch}")
+            else:
+                self.logger.warn(f"Ignoring LeaderAndIsr request from {ctrl}: broker epoch {request.broker_epoch} "
+                                 f"is older than the current {self._broker_epoch()}")
+            return leader_and_isr_response(stale, {(ts.topic_id, ps.partition_index): stale
+                                                   for ts in request.topic_states
+                                                   for ps in ts.partition_states})
         self.controller_epoch = request.controller_epoch
         errors: dict[tuple[Any, int], ErrorCode] = {}
         accepted: list[tuple[Partition, control.LeaderAndIsrPartitionState]] = []
         for ts in request.topic_states:
             for ps in ts.partition_states:
                 tp = TopicPartition(ts.topic_name, ps.partition_index)
-                key = (ts.topic_id, ps.partition_index)
-                self.logger.info(f"Received LeaderAndIsr request {_fmt(ps)} correlation id {correlation_id} "
-                                 f"from {ctrl} for partition {tp}")
-                if self.broker_id not in ps.replicas:
+                self.logger.info(f"Received LeaderAndIsr request {describe_state(ps)} correlation id "
+                                 f"{correlation_id} from {ctrl} for partition {tp}")
+                partition = self.partitions.get(tp)
+                decision = classify(self.broker_id, ts.topic_id, ps, partition)
+                errors[(ts.topic_id, ps.partition_index)] = decision.error
+                if decision.transition is Transition.NOT_A_REPLICA:
                     self.logger.warn(f"Ignoring LeaderAndIsr request for partition {tp}: this broker is not "
                                      f"in the assigned replicas [{','.join(map(str, ps.replicas))}]")
-                    errors[key] = ErrorCode.unknown_topic_or_partition
                     continue
-                partition = self.partitions.get(tp)
                 if partition is None:
-                    partition = Partition(tp.topic, tp.partition, self.broker_id, topic_id=ts.topic_id)
-                    self.partitions[tp] = partition
-                if ps.leader_epoch > partition.leader_epoch:
+                    partition = self.partitions[tp] = Partition(tp.topic, tp.partition, self.broker_id,
+                                                                topic_id=ts.topic_id)
+                if decision.transition.applies:
                     accepted.append((partition, ps))
-                    errors[key] = ErrorCode.none
-                elif ps.leader_epoch < partition.leader_epoch:
+                elif decision.transition is Transition.STALE_LEADER_EPOCH:
                     self.logger.warn(f"Ignoring LeaderAndIsr request for partition {tp}: its leader epoch "
                                      f"{ps.leader_epoch} is smaller than the current {partition.leader_epoch}")
-                    errors[key] = ErrorCode.stale_controller_epoch
                 else:
-                    same_topic = partition.topic_id is None or partition.topic_id == ts.topic_id
                     self.logger.info(f"Ignoring LeaderAndIsr request for partition {tp}: its leader epoch "
                                      f"{ps.leader_epoch} matches the current one")
-                    errors[key] = ErrorCode.none if same_topic else ErrorCode.stale_controller_epoch
         for partition, _ in accepted:
             try:
-                self._ensure_log(partition, topic_configs)
+                self._ensure_log(partition, topic_configs or {})
             except KafkaError as e:
                 self.logger.error(f"Could not open the log of partition {partition.name}: {e}")
                 errors[(partition.topic_id, partition.partition)] = e.code
-            if pace.due():
-                yield
-        accepted = [(p, s) for p, s in accepted if p.log is not None or self.log_manager is None]
+            await pace.pause_if_due()
+        accepted = [(p, s) for p, s in accepted if p.log is not None]
         leaders = [(p, s) for p, s in accepted if s.leader == self.broker_id]
         followers = [(p, s) for p, s in accepted if s.leader != self.broker_id]
         if leaders:
-            yield from self._make_leaders(leaders, ctrl, correlation_id, pace)
+            await self._make_leaders(leaders, ctrl, correlation_id, pace)
         if followers:
-            yield from self._make_followers(followers, ctrl, correlation_id, pace)
-        return response(ErrorCode.none, errors)
+            await self._make_followers(followers, ctrl, correlation_id, pace)
+        return leader_and_isr_response(ErrorCode.none, errors)
 
     def _ensure_log(self, partition: Partition, topic_configs: Mapping[str, Mapping[str, str]]) -> None:
-        if self.log_manager is None or partition.log is not None:
+        if partition.log is not None:
             return
         existing = self.log_manager.get_log(partition.topic, partition.partition)
         if existing is not None:
@@ -371,37 +224,27 @@ class ReplicaManager:
         partition.log = self.log_manager.get_or_create_log(
             partition.topic, partition.partition, config, uuid_to_topic_id(partition.topic_id))
 
-    def _make_leaders(self, items: list[tuple[Partition, control.LeaderAndIsrPartitionState]],
-                      ctrl: str, correlation_id: int, pace: _Pacer) -> Generator[None, None, None]:
+    async def _make_leaders(self, items: list[tuple[Partition, control.LeaderAndIsrPartitionState]],
+                            ctrl: str, correlation_id: int, pace: TimeSlice) -> None:
         now = _now_ms()
         self.fetchers.remove_partitions(TopicPartition(p.topic, p.partition) for p, _ in items)
         for partition, ps in items:
-            if partition.log is not None:
-                partition.make_leader(ps, now)
-                partition.maybe_increment_high_watermark()
-            else:
-                partition.leader_id = self.broker_id
-                partition.leader_epoch = ps.leader_epoch
-                partition.isr = tuple(ps.isr)
+            partition.make_leader(ps, now)
+            partition.maybe_increment_high_watermark()
             self.logger.info(f"Completed become-leader transition for partition {partition.name} with leader "
                              f"epoch {ps.leader_epoch}, ISR [{','.join(map(str, ps.isr))}] (from {ctrl}, "
                              f"correlation id {correlation_id})")
-            self._wake(TopicPartition(partition.topic, partition.partition))
-            if pace.due():
-                yield
+            self._complete_delayed_requests(TopicPartition(partition.topic, partition.partition))
+            await pace.pause_if_due()
         for hook in self.on_become_leader:
             hook([p for p, _ in items])
 
-    def _make_followers(self, items: list[tuple[Partition, control.LeaderAndIsrPartitionState]],
-                        ctrl: str, correlation_id: int, pace: _Pacer) -> Generator[None, None, None]:
-        tps = [TopicPartition(p.topic, p.partition) for p, _ in items]
-        self.fetchers.remove_partitions(tps)
+    async def _make_followers(self, items: list[tuple[Partition, control.LeaderAndIsrPartitionState]],
+                              ctrl: str, correlation_id: int, pace: TimeSlice) -> None:
+        self.fetchers.remove_partitions(TopicPartition(p.topic, p.partition) for p, _ in items)
         to_fetch = []
         for partition, ps in items:
             partition.make_follower(ps)
-            if partition.log is None:
-                partition.leader_id = ps.leader
-                partition.leader_epoch = ps.leader_epoch
             if ps.leader >= 0 and ps.leader in self.metadata_cache.alive_brokers:
                 to_fetch.append(partition)
             elif ps.leader >= 0:
@@ -413,11 +256,9 @@ class ReplicaManager:
             self.logger.info(f"Completed become-follower transition for partition {partition.name} with new "
                              f"leader {leader} and leader epoch {ps.leader_epoch} (from {ctrl}, "
                              f"correlation id {correlation_id})")
-            self._wake(TopicPartition(partition.topic, partition.partition))
-            if pace.due():
-                yield
-        if self.log_manager is not None:
-            self.fetchers.add_partitions(to_fetch)
+            self._complete_delayed_requests(TopicPartition(partition.topic, partition.partition))
+            await pace.pause_if_due()
+        self.fetchers.add_partitions(to_fetch)
         for hook in self.on_become_follower:
             hook([p for p, _ in items])
 
@@ -432,11 +273,12 @@ class ReplicaManager:
                 control.StopReplicaPartitionError(topic_name=t, partition_index=ps.partition_index, error_code=err)
                 for t, ps in entries))
 
-        if request.controller_epoch < self.controller_epoch:
-            self.logger.warn(f"Ignoring StopReplica request from {ctrl}: stale controller epoch")
-            return all_with(ErrorCode.stale_controller_epoch)
-        if self._stale_broker_epoch(request.broker_epoch):
-            return all_with(ErrorCode.stale_broker_epoch)
+        stale = stale_request_error(request.controller_epoch, request.broker_epoch, self.controller_epoch,
+                                    self._broker_epoch())
+        if stale != ErrorCode.none:
+            if stale == ErrorCode.stale_controller_epoch:
+                self.logger.warn(f"Ignoring StopReplica request from {ctrl}: stale controller epoch")
+            return all_with(stale)
         self.controller_epoch = request.controller_epoch
         errors = []
         stopped: list[tuple[Partition | None, TopicPartition, bool]] = []
@@ -455,18 +297,17 @@ class ReplicaManager:
                 self.fetchers.remove_partitions([tp])
                 if ps.delete_partition:
                     self.partitions.pop(tp, None)
-                    if self.log_manager is not None:
-                        try:
-                            path = self.log_manager.async_delete(tp.topic, tp.partition)
-                            if path is not None:
-                                self.logger.info(f"Renamed the log of partition {tp} to {path.name} for deletion")
-                        except KafkaError as e:
-                            err = e.code
+                    try:
+                        path = self.log_manager.async_delete(tp.topic, tp.partition)
+                        if path is not None:
+                            self.logger.info(f"Renamed the log of partition {tp} to {path.name} for deletion")
+                    except KafkaError as e:
+                        err = e.code
                 elif partition is not None:
                     # No longer replicating: neither leader nor fetching.
                     partition.leader_id = None if partition.is_leader else partition.leader_id
                 stopped.append((partition, tp, ps.delete_partition))
-                self._wake(tp)
+                self._complete_delayed_requests(tp)
             errors.append(control.StopReplicaPartitionError(
                 topic_name=topic, partition_index=ps.partition_index, error_code=err))
         for hook in self.on_stop_replica:
@@ -476,12 +317,13 @@ class ReplicaManager:
     # ------------------------------------------------------------------ UpdateMetadata
 
     def maybe_update_metadata_cache(self, correlation_id: int, request: control.UpdateMetadataRequest) -> ErrorCode:
-        if request.controller_epoch < self.controller_epoch:
+        stale = stale_request_error(request.controller_epoch, request.broker_epoch, self.controller_epoch,
+                                    self._broker_epoch())
+        if stale == ErrorCode.stale_controller_epoch:
             self.logger.warn(f"Ignoring UpdateMetadata request from controller {request.controller_id} with "
                              f"correlation id {correlation_id}: stale controller epoch {request.controller_epoch}")
-            return ErrorCode.stale_controller_epoch
-        if self._stale_broker_epoch(request.broker_epoch):
-            return ErrorCode.stale_broker_epoch
+        if stale != ErrorCode.none:
+            return stale
         self.controller_epoch = request.controller_epoch
         deleted = self.metadata_cache.update(request)
         self._start_waiting_followers()
@@ -493,8 +335,6 @@ class ReplicaManager:
 
     def _start_waiting_followers(self) -> None:
         """Followers whose leader was not known alive start fetching once it is."""
-        if self.log_manager is None:
-            return
         alive = self.metadata_cache.alive_brokers
         waiting = [p for tp, p in self.partitions.items()
                    if not p.is_leader and p.leader_id is not None and p.leader_id >= 0
@@ -514,7 +354,7 @@ class ReplicaManager:
             results[tp] = self._append_to_leader(tp, records, acks)
         if acks != -1:
             return results, None
-        delayed = DelayedProduce(self, timeout_ms, results)
+        delayed = DelayedProduce(self.partitions, timeout_ms, results)
         if not delayed.pending or self.produce_purgatory.try_complete_else_watch(delayed, delayed.pending):
             delayed.force_complete()
             return results, None
@@ -543,16 +383,17 @@ class ReplicaManager:
         if not info.duplicate:
             self.fetch_purgatory.check_and_complete(tp)  # followers waiting for data
             if partition.maybe_increment_high_watermark():
-                self._on_high_watermark(tp)
+                self._complete_delayed_requests(tp)
         return ProducePartitionResult(ErrorCode.none, info.first_offset, info.log_append_time,
                                       lg.log_start_offset, None, info.last_offset + 1)
 
     # ------------------------------------------------------------------ fetch
 
     def fetch_messages(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
-                       requests: list[FetchPartitionRequest], isolation_level: int
-                       ) -> dict[TopicPartition, FetchPartitionResult] | DelayedFetch:
-        results = self.read_from_local_log(replica_id, max_bytes, requests, isolation_level)
+                       requests: list[FetchPartitionRequest]) -> dict[TopicPartition, FetchPartitionResult] | DelayedFetch:
+        """Read from the leaders here; a DelayedFetch (await its future) when fewer than
+        ``min_bytes`` are available and the fetch may wait."""
+        results = self.read_from_local_log(replica_id, max_bytes, requests)
         if max_wait_ms <= 0 or not requests:
             return results
         total = 0
@@ -562,14 +403,16 @@ class ReplicaManager:
             total += r.size
         if total >= min_bytes:
             return results
-        delayed = DelayedFetch(self, max_wait_ms, replica_id, min_bytes, max_bytes, requests, isolation_level)
-        keys = [TopicPartition(r.topic, r.partition) for r in requests]
-        if self.fetch_purgatory.try_complete_else_watch(delayed, keys):
-            return delayed  # completed at once; its future holds the answer
+        delayed = DelayedFetch(self.partitions, max_wait_ms, replica_id, min_bytes, requests,
+                               lambda: self.read_from_local_log(replica_id, max_bytes, requests))
+        # Completed at once or not, its future holds the answer.
+        self.fetch_purgatory.try_complete_else_watch(delayed, [TopicPartition(r.topic, r.partition) for r in requests])
         return delayed
 
-    def read_from_local_log(self, replica_id: int, max_bytes: int, requests: list[FetchPartitionRequest],
-                            isolation_level: int) -> dict[TopicPartition, FetchPartitionResult]:
+    def read_from_local_log(self, replica_id: int, max_bytes: int, requests: list[FetchPartitionRequest]
+                            ) -> dict[TopicPartition, FetchPartitionResult]:
+        """Read each partition: consumers up to the high watermark, followers (``replica_id``
+        >= 0) up to the log end offset, recording the follower's position."""
         results: dict[TopicPartition, FetchPartitionResult] = {}
         remaining = max_bytes
         first_with_data = True
@@ -610,7 +453,7 @@ class ReplicaManager:
                 remaining -= size
             if follower:
                 if p.update_follower_fetch_state(replica_id, r.fetch_offset, now):
-                    self._on_high_watermark(tp)
+                    self._complete_delayed_requests(tp)
                 if p.isr_expansion_candidate(replica_id):
                     new_isr = (*p.isr, replica_id)
                     if self.alter_partition.submit(p, new_isr):
@@ -621,18 +464,29 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ offsets
 
-    def offset_for_timestamp(self, topic: str, partition: int, timestamp: int, current_leader_epoch: int,
-                             replica_id: int) -> tuple[ErrorCode, int, int, int]:
-        """ListOffsets: (error, timestamp, offset, leader epoch)."""
+    def _local_log_or_error(self, topic: str, partition: int, current_leader_epoch: int = -1, *,
+                            followers_too: bool = False) -> Partition | ErrorCode:
+        """The partition, if this broker leads it (or hosts it, with ``followers_too``) at
+        ``current_leader_epoch`` (-1: any; KIP-320); else the error to answer with."""
         p = self.partitions.get(TopicPartition(topic, partition))
         if p is None or p.log is None:
             known = self.metadata_cache.partition(topic, partition) is not None
-            return (ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition), -1, -1, -1
-        if not p.is_leader and replica_id != -2:
-            return ErrorCode.not_leader_or_follower, -1, -1, -1
+            return ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition
+        if not p.is_leader and not followers_too:
+            return ErrorCode.not_leader_or_follower
         if current_leader_epoch >= 0 and current_leader_epoch != p.leader_epoch:
-            code = ErrorCode.fenced_leader_epoch if current_leader_epoch < p.leader_epoch else ErrorCode.unknown_leader_epoch
-            return code, -1, -1, -1
+            return ErrorCode.fenced_leader_epoch if current_leader_epoch < p.leader_epoch \
+                else ErrorCode.unknown_leader_epoch
+        return p
+
+    def offset_for_timestamp(self, topic: str, partition: int, timestamp: int, current_leader_epoch: int,
+                             replica_id: int) -> tuple[ErrorCode, int, int, int]:
+        """ListOffsets: (error, timestamp, offset, leader epoch).  The debugging replica id
+        (-2) may ask a follower."""
+        p = self._local_log_or_error(topic, partition, current_leader_epoch, followers_too=replica_id == -2)
+        if isinstance(p, ErrorCode):
+            return p, -1, -1, -1
+        assert p.log is not None
         bound = None if replica_id >= 0 else p.log.high_watermark
         found = p.log.offset_for_timestamp(timestamp, bound)
         if found is None:
@@ -643,26 +497,19 @@ class ReplicaManager:
     def end_offset_for_epoch(self, topic: str, partition: int, current_leader_epoch: int, leader_epoch: int
                              ) -> tuple[ErrorCode, int, int]:
         """OffsetForLeaderEpoch on the leader: (error, epoch, end offset)."""
-        p = self.partitions.get(TopicPartition(topic, partition))
-        if p is None or p.log is None:
-            known = self.metadata_cache.partition(topic, partition) is not None
-            return (ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition), -1, -1
-        if not p.is_leader:
-            return ErrorCode.not_leader_or_follower, -1, -1
-        if current_leader_epoch >= 0 and current_leader_epoch != p.leader_epoch:
-            code = ErrorCode.fenced_leader_epoch if current_leader_epoch < p.leader_epoch else ErrorCode.unknown_leader_epoch
-            return code, -1, -1
+        p = self._local_log_or_error(topic, partition, current_leader_epoch)
+        if isinstance(p, ErrorCode):
+            return p, -1, -1
+        assert p.log is not None
         epoch, end = p.log.end_offset_for_epoch(leader_epoch)
         return ErrorCode.none, epoch, end
 
     def delete_records(self, topic: str, partition: int, offset: int) -> tuple[ErrorCode, int]:
         """DeleteRecords: advance the log start offset (up to the high watermark)."""
-        p = self.partitions.get(TopicPartition(topic, partition))
-        if p is None or p.log is None:
-            known = self.metadata_cache.partition(topic, partition) is not None
-            return (ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition), -1
-        if not p.is_leader:
-            return ErrorCode.not_leader_or_follower, -1
+        p = self._local_log_or_error(topic, partition)
+        if isinstance(p, ErrorCode):
+            return p, -1
+        assert p.log is not None
         hw = p.log.high_watermark
         target = hw if offset == -1 else offset
         if target < 0 or target > hw:
@@ -688,24 +535,14 @@ class ReplicaManager:
 
     def _on_isr_applied(self, partition: Partition) -> None:
         if partition.maybe_increment_high_watermark():
-            self._on_high_watermark(TopicPartition(partition.topic, partition.partition))
+            self._complete_delayed_requests(TopicPartition(partition.topic, partition.partition))
         else:
             # ISR size matters to acks=-1 (NOT_ENOUGH_REPLICAS_AFTER_APPEND) even without a new HW.
             self.produce_purgatory.check_and_complete(TopicPartition(partition.topic, partition.partition))
 
-    def _on_high_watermark(self, tp: TopicPartition) -> None:
+    def _complete_delayed_requests(self, tp: TopicPartition) -> None:
+        """The high watermark or leadership of ``tp`` changed: try what waits on it (Kafka's
+        tryCompleteDelayedRequests)."""
         self.produce_purgatory.check_and_complete(tp)
         self.fetch_purgatory.check_and_complete(tp)
 
-    def _wake(self, tp: TopicPartition) -> None:
-        self.produce_purgatory.check_and_complete(tp)
-        self.fetch_purgatory.check_and_complete(tp)
-
-    def _on_follower_appended(self, partitions: list[Partition]) -> None:
-        """Follower logs grew (nothing waits on a follower's log here)."""
-
-
-def _fmt(ps: control.LeaderAndIsrPartitionState) -> str:
-    return (f"(leader={ps.leader}, leaderEpoch={ps.leader_epoch}, isr=[{','.join(map(str, ps.isr))}], "
-            f"zkVersion={ps.zk_version}, replicas=[{','.join(map(str, ps.replicas))}], "
-            f"isNew={str(ps.is_new).lower()})")

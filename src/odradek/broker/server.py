@@ -14,7 +14,12 @@ from odradek.broker.apis import load_handlers
 from odradek.broker.apis.api_versions import unsupported_api_versions
 from odradek.broker.config_manager import DynamicConfigManager
 from odradek.broker.group.coordinator import GroupCoordinator
+from odradek.broker.group.group_config import GroupConfig
+from odradek.broker.group.group_metadata_manager import GroupMetadataManager
+from odradek.broker.group.offsets_topic import ReplicatedOffsetsTopic
+from odradek.broker.group.scheduler import AsyncioScheduler
 from odradek.broker.metadata_cache import MetadataCache
+from odradek.broker.producer_id_manager import ProducerIdManager
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.config import KafkaConfig
 from odradek.controller.controller import KafkaController
@@ -58,9 +63,16 @@ class KafkaServer:
                                               lambda: self.broker_epoch,
                                               lambda _topic, overrides: config.log_config(overrides))
         self.topic_admin = AdminZkClient(self.zk)
-        self.producer_ids: Any = None  # created on the first InitProducerId
+        self.producer_ids = ProducerIdManager(self.broker_id, self.zk)
         # Consumer groups: follows leadership of __consumer_offsets through the replica manager's hooks.
-        self.group_coordinator = GroupCoordinator.for_broker(self)
+        group_config = GroupConfig.from_kafka_config(config)
+        offsets_topic = ReplicatedOffsetsTopic(self.replica_manager, group_config.offsets_commit_timeout_ms,
+                                               group_config.offsets_load_buffer_size)
+        self.group_coordinator = GroupCoordinator(group_config, GroupMetadataManager(group_config, offsets_topic),
+                                                  AsyncioScheduler())
+        self.replica_manager.on_become_leader.append(self.group_coordinator.became_leader)
+        self.replica_manager.on_become_follower.append(self.group_coordinator.became_follower)
+        self.replica_manager.on_stop_replica.append(self.group_coordinator.replicas_stopped)
         self.handlers = load_handlers()
         self.socket_server = SocketServer(
             config.listeners, self.dispatch, on_unsupported=unsupported_api_versions,

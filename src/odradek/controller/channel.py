@@ -287,7 +287,7 @@ class ControllerBrokerRequestBatch:
                     epoch = state.leader_epoch if state is not None else NO_EPOCH
                 entries[tp] = (epoch, delete)
             logger.info(f"Sending StopReplica request for {len(entries)} partitions to broker {broker_id}"
-                            f" (delete: {sorted(str(tp) for tp, (_, d) in entries.items() if d)})")
+                        f" (delete: {sorted(str(tp) for tp, (_, d) in entries.items() if d)})")
             request = build.build_stop_replica_request(
                 controller_id=self.controller_id,
                 controller_epoch=controller_epoch,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Callable
 
 from kio.schema.alter_partition.v2 import response as resp
 
@@ -61,6 +62,14 @@ def test_unanswered_change_is_cleared_so_the_leader_can_propose_again() -> None:
     assert p.pending_isr is None
 
 
+async def until(condition: Callable[[], object], timeout_s: float = 5.0) -> None:
+    """Poll ``condition`` on the event loop until it holds (fail after ``timeout_s``)."""
+    async def poll() -> None:
+        while not condition():
+            await asyncio.sleep(0.005)
+    await asyncio.wait_for(poll(), timeout_s)
+
+
 def test_change_dropped_while_queued_is_skipped_and_the_sender_survives() -> None:
     async def scenario() -> None:
         m = manager([])
@@ -68,12 +77,13 @@ def test_change_dropped_while_queued_is_skipped_and_the_sender_survives() -> Non
         p = leader()
         assert m.submit(p, (1, 2))
         p.pending_isr = None  # what make_leader / make_follower do
-        for _ in range(5):
-            await asyncio.sleep(0.01)
+        # The sender takes the queue, finds nothing pending, and waits for the next change.
+        await until(lambda: not m._queue and not m._wakeup.is_set())
         assert m._task is not None and not m._task.done()
-        # A new proposal is accepted and stays pending (no controller is known, so it is retried).
+        # A new proposal is accepted and stays pending: no controller is known, so the
+        # sender puts it back and retries after a backoff.
         assert m.submit(p, (1, 2))
-        await asyncio.sleep(0.05)
+        await until(lambda: ("t", 0) in m._queue and not m._wakeup.is_set())
         assert not m._task.done()
         assert p.pending_isr is not None
         await m.stop()

@@ -1,4 +1,4 @@
-"""Partition's leader bookkeeping across leader epochs (seed 000's makeLeader)."""
+"""Partition's leader bookkeeping across leader epochs (Kafka's Partition.makeLeader)."""
 
 from __future__ import annotations
 

@@ -20,7 +20,7 @@ from control_helpers import (
 
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.partition import Partition
-from odradek.broker.replica_manager import ReplicaManager, _Pacer
+from odradek.broker.replica_manager import ReplicaManager, TimeSlice
 from odradek.common import TopicPartition
 from odradek.config import KafkaConfig
 from odradek.log.log_manager import LogManager, LogManagerConfig
@@ -53,6 +53,15 @@ def _rm(tmp_path: Path) -> tuple[ReplicaManager, Hooks]:
     return rm, Hooks(rm)
 
 
+def become(rm: ReplicaManager, correlation_id: int, request: control.LeaderAndIsrRequest
+           ) -> control.LeaderAndIsrResponse:
+    """Apply a LeaderAndIsr request as the broker does (under the state-change lock)."""
+    async def apply() -> control.LeaderAndIsrResponse:
+        async with rm.state_change_lock:
+            return await rm.become_leader_or_follower(correlation_id, request)
+    return asyncio.run(apply())
+
+
 def leos(partition: Partition) -> dict[int, int]:
     """The leader's view of its followers' log end offsets."""
     return {r: state.log_end_offset for r, state in partition.remote.items()}
@@ -66,7 +75,7 @@ def _errors(response: control.LeaderAndIsrResponse) -> dict[tuple[object, int], 
 
 def test_become_leader_and_follower_bookkeeping(tmp_path: Path) -> None:
     rm, hooks = _rm(tmp_path)
-    response = rm.become_leader_or_follower(7, leader_and_isr([
+    response = become(rm, 7, leader_and_isr([
         lai_state(0, leader=1, leader_epoch=3, isr=(1, 2), replicas=(1, 2, 0), zk_version=4, controller_epoch=2),
         lai_state(1, leader=2, leader_epoch=5, isr=(2, 1), replicas=(2, 1)),
     ], controller_epoch=2))
@@ -92,8 +101,8 @@ def test_become_leader_and_follower_bookkeeping(tmp_path: Path) -> None:
 
 def test_request_from_a_stale_controller_epoch_is_refused_whole(tmp_path: Path) -> None:
     rm, hooks = _rm(tmp_path)
-    rm.become_leader_or_follower(1, leader_and_isr([lai_state(0, 1, 3, (1,), (1,))], controller_epoch=5))
-    response = rm.become_leader_or_follower(2, leader_and_isr(
+    become(rm, 1, leader_and_isr([lai_state(0, 1, 3, (1,), (1,))], controller_epoch=5))
+    response = become(rm, 2, leader_and_isr(
         [lai_state(0, 2, 9, (2, 1), (1, 2)), lai_state(1, 1, 0, (1,), (1,))], controller_epoch=4))
 
     assert response.error_code == ErrorCode.stale_controller_epoch
@@ -107,7 +116,7 @@ def test_request_from_a_stale_controller_epoch_is_refused_whole(tmp_path: Path) 
 
 def test_request_with_a_stale_broker_epoch_is_refused_whole(tmp_path: Path) -> None:
     rm, hooks = _rm(tmp_path)
-    response = rm.become_leader_or_follower(1, leader_and_isr(
+    response = become(rm, 1, leader_and_isr(
         [lai_state(0, 1, 0, (1,), (1,))], broker_epoch=BROKER_EPOCH - 1))
     assert response.error_code == ErrorCode.stale_broker_epoch
     assert _errors(response) == {(TOPIC_ID, 0): int(ErrorCode.stale_broker_epoch)}
@@ -115,7 +124,7 @@ def test_request_with_a_stale_broker_epoch_is_refused_whole(tmp_path: Path) -> N
 
     # The current epoch, a newer one and "unknown" (-1) are all accepted.
     for epoch, partition in ((BROKER_EPOCH, 0), (BROKER_EPOCH + 1, 1), (-1, 2)):
-        response = rm.become_leader_or_follower(1, leader_and_isr(
+        response = become(rm, 1, leader_and_isr(
             [lai_state(partition, 1, 0, (1,), (1,))], broker_epoch=epoch))
         assert response.error_code == ErrorCode.none
     assert set(rm.partitions) == {T0, T1, TopicPartition("t", 2)}
@@ -123,30 +132,30 @@ def test_request_with_a_stale_broker_epoch_is_refused_whole(tmp_path: Path) -> N
 
 def test_leader_epoch_rules(tmp_path: Path) -> None:
     rm, hooks = _rm(tmp_path)
-    rm.become_leader_or_follower(1, leader_and_isr([lai_state(0, 2, 5, (2, 1), (2, 1))]))
+    become(rm, 1, leader_and_isr([lai_state(0, 2, 5, (2, 1), (2, 1))]))
     before = rm.get_partition("t", 0)
     assert before is not None and before.leader_id == 2
 
     # Older leader epoch: refused with STALE_CONTROLLER_EPOCH (Kafka's code for it), no change.
-    response = rm.become_leader_or_follower(2, leader_and_isr([lai_state(0, 1, 4, (1,), (2, 1))]))
+    response = become(rm, 2, leader_and_isr([lai_state(0, 1, 4, (1,), (2, 1))]))
     assert response.error_code == ErrorCode.none
     assert _errors(response) == {(TOPIC_ID, 0): int(ErrorCode.stale_controller_epoch)}
     assert (before.leader_id, before.leader_epoch) == (2, 5)
 
     # Same leader epoch, same topic: nothing to do, no error.
-    response = rm.become_leader_or_follower(3, leader_and_isr([lai_state(0, 1, 5, (1,), (2, 1))]))
+    response = become(rm, 3, leader_and_isr([lai_state(0, 1, 5, (1,), (2, 1))]))
     assert _errors(response) == {(TOPIC_ID, 0): 0}
     assert before.leader_id == 2
 
     # Same leader epoch but another topic id (the topic was recreated): refused.
-    response = rm.become_leader_or_follower(4, leader_and_isr([lai_state(0, 1, 5, (1,), (2, 1))],
+    response = become(rm, 4, leader_and_isr([lai_state(0, 1, 5, (1,), (2, 1))],
                                                               topic_id=OTHER_TOPIC_ID))
     assert _errors(response) == {(OTHER_TOPIC_ID, 0): int(ErrorCode.stale_controller_epoch)}
     assert before.leader_id == 2
     assert len(hooks.followers) == 1 and hooks.leaders == []
 
     # Newer leader epoch: applied; the follower becomes leader.
-    response = rm.become_leader_or_follower(5, leader_and_isr([lai_state(0, 1, 6, (1, 2), (2, 1))]))
+    response = become(rm, 5, leader_and_isr([lai_state(0, 1, 6, (1, 2), (2, 1))]))
     assert _errors(response) == {(TOPIC_ID, 0): 0}
     assert rm.get_partition("t", 0) is before
     assert (before.is_leader, before.leader_epoch, before.isr) == (True, 6, (1, 2))
@@ -156,7 +165,7 @@ def test_leader_epoch_rules(tmp_path: Path) -> None:
 
 def test_broker_not_among_the_replicas_gets_unknown_topic_or_partition(tmp_path: Path) -> None:
     rm, hooks = _rm(tmp_path)
-    response = rm.become_leader_or_follower(1, leader_and_isr([
+    response = become(rm, 1, leader_and_isr([
         lai_state(0, 2, 1, (2, 3), (2, 3)),
         lai_state(1, 1, 1, (1,), (1,)),
     ]))
@@ -167,14 +176,14 @@ def test_broker_not_among_the_replicas_gets_unknown_topic_or_partition(tmp_path:
 
 def test_a_leader_that_stays_leader_tracks_the_new_replicas_and_forgets_old_positions(tmp_path: Path) -> None:
     rm, _ = _rm(tmp_path)
-    rm.become_leader_or_follower(1, leader_and_isr([lai_state(0, 1, 1, (1, 2, 3), (1, 2, 3))]))
+    become(rm, 1, leader_and_isr([lai_state(0, 1, 1, (1, 2, 3), (1, 2, 3))]))
     partition = rm.get_partition("t", 0)
     assert partition is not None
     partition.remote[2].log_end_offset = 40
     partition.remote[3].log_end_offset = 35
     # Replica 3 is reassigned away, 4 comes in; the ISR shrinks.
-    rm.become_leader_or_follower(2, leader_and_isr([lai_state(0, 1, 2, (1, 2), (1, 2, 4))]))
-    # A new leader epoch resets every remote log end offset (seed 000's makeLeader).
+    become(rm, 2, leader_and_isr([lai_state(0, 1, 2, (1, 2), (1, 2, 4))]))
+    # A new leader epoch resets every remote log end offset (Kafka's Partition.makeLeader).
     assert leos(partition) == {2: -1, 4: -1}
     assert partition.isr == (1, 2)
 
@@ -184,7 +193,7 @@ def test_several_topics_in_one_request_report_errors_per_topic_id(tmp_path: Path
     request = leader_and_isr([lai_state(0, 1, 0, (1,), (1,))], more=[
         control.LeaderAndIsrTopicState(topic_name="u", topic_id=OTHER_TOPIC_ID, partition_states=(
             lai_state(3, 0, 0, (0,), (0,)),))])
-    response = rm.become_leader_or_follower(1, request)
+    response = become(rm, 1, request)
     assert _errors(response) == {(TOPIC_ID, 0): 0, (OTHER_TOPIC_ID, 3): int(ErrorCode.unknown_topic_or_partition)}
     # The response goes out on the wire and comes back the same.
     _, decoded = decode_response(encode_response(response, 1)[4:], control.LeaderAndIsrResponse)
@@ -195,7 +204,7 @@ def test_several_topics_in_one_request_report_errors_per_topic_id(tmp_path: Path
 
 
 def _with_partitions(rm: ReplicaManager) -> tuple[Partition, Partition]:
-    rm.become_leader_or_follower(1, leader_and_isr([
+    become(rm, 1, leader_and_isr([
         lai_state(0, 1, 5, (1, 2), (1, 2)), lai_state(1, 2, 5, (2, 1), (2, 1))], controller_epoch=3))
     p0, p1 = rm.get_partition("t", 0), rm.get_partition("t", 1)
     assert p0 is not None and p1 is not None
@@ -275,19 +284,18 @@ def test_update_metadata_from_a_stale_epoch_is_refused_and_epochs_are_shared(tmp
     assert rm.maybe_update_metadata_cache(3, stale_broker) == ErrorCode.stale_broker_epoch
     assert rm.metadata_cache.alive_broker_ids() == [1]
     # The epoch learnt from UpdateMetadata fences LeaderAndIsr from the old controller too.
-    response = rm.become_leader_or_follower(4, leader_and_isr([lai_state(0, 1, 0, (1,), (1,))],
+    response = become(rm, 4, leader_and_isr([lai_state(0, 1, 0, (1,), (1,))],
                                                               controller_epoch=3))
     assert response.error_code == ErrorCode.stale_controller_epoch
 
 
 def test_a_large_leader_and_isr_lets_the_event_loop_run_and_matches_the_one_go_result(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(_Pacer, "SLICE_S", 0.0)  # yield after every partition
     states = [lai_state(p, BROKER if p % 2 else 2, 1, (BROKER, 2), (BROKER, 2)) for p in range(50)]
-    rm_async, _ = _rm(tmp_path / "a")
-    rm_sync, _ = _rm(tmp_path / "s")
+    rm_sliced, _ = _rm(tmp_path / "a")
+    rm_whole, _ = _rm(tmp_path / "s")
 
-    async def apply() -> tuple[control.LeaderAndIsrResponse, int]:
+    async def apply(rm: ReplicaManager) -> tuple[control.LeaderAndIsrResponse, int]:
         ticks = 0
 
         async def ticker() -> None:
@@ -298,15 +306,19 @@ def test_a_large_leader_and_isr_lets_the_event_loop_run_and_matches_the_one_go_r
 
         task = asyncio.ensure_future(ticker())
         await asyncio.sleep(0)
-        async with rm_async.state_change_lock:
-            response = await rm_async.become_leader_or_follower_async(1, leader_and_isr(states))
+        async with rm.state_change_lock:
+            response = await rm.become_leader_or_follower(1, leader_and_isr(states))
         task.cancel()
         return response, ticks
 
-    response, ticks = asyncio.run(apply())
-    assert ticks > 50  # other work ran between partitions
-    assert _errors(response) == _errors(rm_sync.become_leader_or_follower(1, leader_and_isr(states)))
-    roles = {p: (rm_async.get_partition("t", p).leader_id, rm_async.get_partition("t", p).leader_epoch)
-             for p in range(50)}
-    assert roles == {p: (BROKER if p % 2 else 2, 1) for p in range(50)}
-    assert all(rm_async.log_manager.get_log("t", p) is not None for p in range(50))
+    monkeypatch.setattr(TimeSlice, "SLICE_S", 3600.0)  # never yields
+    whole, whole_ticks = asyncio.run(apply(rm_whole))
+    monkeypatch.setattr(TimeSlice, "SLICE_S", 0.0)  # yields after every partition
+    sliced, sliced_ticks = asyncio.run(apply(rm_sliced))
+    assert whole_ticks <= 2 and sliced_ticks > 50  # other work ran between partitions
+    assert _errors(sliced) == _errors(whole)
+    for rm in (rm_sliced, rm_whole):
+        roles = {p: (rm.get_partition("t", p).leader_id, rm.get_partition("t", p).leader_epoch)  # type: ignore[union-attr]
+                 for p in range(50)}
+        assert roles == {p: (BROKER if p % 2 else 2, 1) for p in range(50)}
+        assert all(rm.log_manager.get_log("t", p) is not None for p in range(50))

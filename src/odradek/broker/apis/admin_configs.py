@@ -32,7 +32,7 @@ from odradek.protocol.errors import (
 from odradek.zk.zk_data import TopicZNode
 
 if TYPE_CHECKING:
-    from odradek.broker.server import KafkaServer
+    from odradek.broker.context import BrokerContext
     from odradek.net.server import Request, Response
 
 log = logging.getLogger(__name__)
@@ -46,7 +46,7 @@ def _resource_name(resource_type: int) -> str:
         return str(resource_type)
 
 
-async def _require_topic(broker: KafkaServer, topic: str) -> None:
+async def _require_topic(broker: BrokerContext, topic: str) -> None:
     """The topic must exist: in this broker's metadata cache or, if the cache has not heard
     of it yet, in ZooKeeper."""
     if broker.metadata_cache.contains_topic(topic):
@@ -55,7 +55,7 @@ async def _require_topic(broker: KafkaServer, topic: str) -> None:
         raise UnknownTopicOrPartitionError(f"Topic '{topic}' does not exist.")
 
 
-def _broker_resource_id(broker: KafkaServer, name: str) -> int | None:
+def _broker_resource_id(broker: BrokerContext, name: str) -> int | None:
     """The broker id a BROKER resource names (None: the cluster-wide default, ``""``)."""
     if not name:
         return None
@@ -73,7 +73,7 @@ def _broker_resource_id(broker: KafkaServer, name: str) -> int | None:
 
 
 @api(ApiKey.DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4)
-async def handle_describe_configs(broker: KafkaServer, request: Request) -> Response:
+async def handle_describe_configs(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     m = response_module(ApiKey.DESCRIBE_CONFIGS, request.api_version)
     synonyms = getattr(body, "include_synonyms", False)
@@ -100,7 +100,7 @@ async def handle_describe_configs(broker: KafkaServer, request: Request) -> Resp
     return respond(request, build(m.DescribeConfigsResponse, results=tuple(results)))
 
 
-async def _describe(broker: KafkaServer, resource_type: int, name: str, keys: Any) -> list[ConfigEntry]:
+async def _describe(broker: BrokerContext, resource_type: int, name: str, keys: Any) -> list[ConfigEntry]:
     if resource_type == ResourceType.TOPIC:
         validate_topic_name(name)
         await _require_topic(broker, name)
@@ -116,7 +116,7 @@ async def _describe(broker: KafkaServer, resource_type: int, name: str, keys: An
 # ----------------------------------------------------------------------------- AlterConfigs
 
 
-def _refuse_non_topic(broker: KafkaServer, resource_type: int, name: str, api_name: str) -> None:
+def _refuse_non_topic(broker: BrokerContext, resource_type: int, name: str, api_name: str) -> None:
     if resource_type == ResourceType.BROKER:
         _broker_resource_id(broker, name)
         raise InvalidRequestError(
@@ -127,7 +127,7 @@ def _refuse_non_topic(broker: KafkaServer, resource_type: int, name: str, api_na
             f"{api_name} is only supported for topics, but resource type is {_resource_name(resource_type)}")
 
 
-async def _alter_responses(broker: KafkaServer, request: Request, api_key: int, incremental: bool) -> Any:
+async def _alter_responses(broker: BrokerContext, request: Request, api_key: int, incremental: bool) -> Any:
     body = decode_body(request)
     m = response_module(api_key, request.api_version)
     api_name = "IncrementalAlterConfigs" if incremental else "AlterConfigs"
@@ -156,13 +156,13 @@ async def _alter_responses(broker: KafkaServer, request: Request, api_key: int, 
 
 
 @api(ApiKey.ALTER_CONFIGS, "AlterConfigs", 0, 2)
-async def handle_alter_configs(broker: KafkaServer, request: Request) -> Response:
+async def handle_alter_configs(broker: BrokerContext, request: Request) -> Response:
     m, responses = await _alter_responses(broker, request, ApiKey.ALTER_CONFIGS, incremental=False)
     return respond(request, build(m.AlterConfigsResponse, responses=responses))
 
 
 @api(ApiKey.INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1)
-async def handle_incremental_alter_configs(broker: KafkaServer, request: Request) -> Response:
+async def handle_incremental_alter_configs(broker: BrokerContext, request: Request) -> Response:
     m, responses = await _alter_responses(broker, request, ApiKey.INCREMENTAL_ALTER_CONFIGS, incremental=True)
     return respond(request, build(m.IncrementalAlterConfigsResponse, responses=responses))
 

@@ -28,7 +28,7 @@ from odradek.protocol.errors import (
 )
 
 if TYPE_CHECKING:
-    from odradek.broker.server import KafkaServer
+    from odradek.broker.context import BrokerContext
     from odradek.net.server import Request, Response
 
 log = logging.getLogger(__name__)
@@ -54,7 +54,7 @@ def _timeout_ms(body: Any) -> int:
     return int(body.timeout.total_seconds() * 1000)
 
 
-async def await_metadata(broker: KafkaServer, done: Callable[[], bool], timeout_ms: int) -> bool:
+async def await_metadata(broker: BrokerContext, done: Callable[[], bool], timeout_ms: int) -> bool:
     """Wait until ``done()`` holds for this broker's metadata cache; False on timeout.
 
     The cache changes only when an UpdateMetadata arrives, so re-checking after a short
@@ -74,14 +74,14 @@ async def await_metadata(broker: KafkaServer, done: Callable[[], bool], timeout_
         await asyncio.sleep(min(_POLL_S, remaining))
 
 
-def _partitions_online(broker: KafkaServer, topic: str, count: int) -> bool:
+def _partitions_online(broker: BrokerContext, topic: str, count: int) -> bool:
     cache = broker.metadata_cache
     parts = cache.partitions_of(topic)
     alive = cache.alive_brokers
     return all(p in parts and parts[p].leader >= 0 and parts[p].leader in alive for p in range(count))
 
 
-async def _await_all(broker: KafkaServer, timeout_ms: int, pending: dict[str, Callable[[], bool]],
+async def _await_all(broker: BrokerContext, timeout_ms: int, pending: dict[str, Callable[[], bool]],
                      results: dict[str, Outcome], message: str) -> None:
     """Wait for every pending topic's condition; those still false at the deadline get
     REQUEST_TIMED_OUT."""
@@ -101,7 +101,7 @@ def _duplicates(names: Iterable[str | None]) -> set[str | None]:
 
 
 @api(ApiKey.CREATE_TOPICS, "CreateTopics", 2, 7)
-async def handle_create_topics(broker: KafkaServer, request: Request) -> Response:
+async def handle_create_topics(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     timeout_ms = _timeout_ms(body)
     duplicates = _duplicates(t.name for t in body.topics)
@@ -170,7 +170,7 @@ def _creatable(topic: Any) -> tuple[dict[str, str], dict[int, list[int]] | None]
 
 
 @api(ApiKey.DELETE_TOPICS, "DeleteTopics", 1, 6)
-async def handle_delete_topics(broker: KafkaServer, request: Request) -> Response:
+async def handle_delete_topics(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     version = request.api_version
     cache = broker.metadata_cache
@@ -228,7 +228,7 @@ async def handle_delete_topics(broker: KafkaServer, request: Request) -> Respons
 
 
 @api(ApiKey.CREATE_PARTITIONS, "CreatePartitions", 0, 3)
-async def handle_create_partitions(broker: KafkaServer, request: Request) -> Response:
+async def handle_create_partitions(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     duplicates = _duplicates(t.name for t in body.topics)
     results: dict[str, Outcome] = {}

@@ -12,13 +12,13 @@ from odradek.protocol.errors import ErrorCode
 from odradek.zk.zk_data import LeaderAndIsr
 
 if TYPE_CHECKING:
-    from odradek.broker.server import KafkaServer
+    from odradek.broker.context import BrokerContext
     from odradek.net.server import Request, Response
 
 
 
 @api(ApiKey.ALTER_PARTITION, "AlterPartition", 2, 3)
-async def handle_alter_partition(broker: KafkaServer, request: Request) -> Response:
+async def handle_alter_partition(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     m = response_module(ApiKey.ALTER_PARTITION, request.api_version)
     controller = broker.controller

@@ -14,24 +14,24 @@ from odradek.protocol.errors import ErrorCode
 from odradek.protocol.framing import encode_response
 
 if TYPE_CHECKING:
-    from odradek.broker.server import KafkaServer
+    from odradek.broker.context import BrokerContext
     from odradek.net.server import Request, Response
 
 
 @api(ApiKey.LEADER_AND_ISR, "LeaderAndIsr", control.LEADER_AND_ISR_VERSION, control.LEADER_AND_ISR_VERSION)
-async def handle_leader_and_isr(broker: KafkaServer, request: Request) -> Response:
+async def handle_leader_and_isr(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     manager = broker.replica_manager
     async with manager.state_change_lock:
         # New logs take their topic's config from ZooKeeper (as Kafka's LogManager does).
         topics = manager.topics_without_logs(body)
         configs = await broker.zk.get_topic_configs(topics) if topics else {}
-        response = await manager.become_leader_or_follower_async(request.header.correlation_id, body, configs)
+        response = await manager.become_leader_or_follower(request.header.correlation_id, body, configs)
     return encode_response(response, request.header.correlation_id)
 
 
 @api(ApiKey.STOP_REPLICA, "StopReplica", control.STOP_REPLICA_VERSION, control.STOP_REPLICA_VERSION)
-async def handle_stop_replica(broker: KafkaServer, request: Request) -> Response:
+async def handle_stop_replica(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     async with broker.replica_manager.state_change_lock:
         response = broker.replica_manager.stop_replicas(request.header.correlation_id, body)
@@ -39,7 +39,7 @@ async def handle_stop_replica(broker: KafkaServer, request: Request) -> Response
 
 
 @api(ApiKey.UPDATE_METADATA, "UpdateMetadata", control.UPDATE_METADATA_VERSION, control.UPDATE_METADATA_VERSION)
-async def handle_update_metadata(broker: KafkaServer, request: Request) -> Response:
+async def handle_update_metadata(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     async with broker.replica_manager.state_change_lock:
         error = broker.replica_manager.maybe_update_metadata_cache(request.header.correlation_id, body)
@@ -48,7 +48,7 @@ async def handle_update_metadata(broker: KafkaServer, request: Request) -> Respo
 
 @api(ApiKey.CONTROLLED_SHUTDOWN, "ControlledShutdown", control.CONTROLLED_SHUTDOWN_VERSION,
      control.CONTROLLED_SHUTDOWN_VERSION)
-async def handle_controlled_shutdown(broker: KafkaServer, request: Request) -> Response:
+async def handle_controlled_shutdown(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     reply: asyncio.Future[tuple[ErrorCode, list]] = asyncio.get_running_loop().create_future()
     broker.controller.event_manager.put(ControlledShutdown(body.broker_id, body.broker_epoch, reply))

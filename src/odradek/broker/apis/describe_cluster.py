@@ -10,7 +10,7 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from odradek.broker.server import KafkaServer
+    from odradek.broker.context import BrokerContext
     from odradek.net.server import Request, Response
 
 
@@ -22,7 +22,7 @@ _CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
 
 
 @api(ApiKey.DESCRIBE_CLUSTER, "DescribeCluster", 0, 1)
-async def handle_describe_cluster(broker: KafkaServer, request: Request) -> Response:
+async def handle_describe_cluster(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     m = response_module(ApiKey.DESCRIBE_CLUSTER, request.api_version)
     endpoint_type = getattr(body, "endpoint_type", _BROKER_ENDPOINTS)

@@ -10,19 +10,18 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from odradek.broker.apis.registry import api, decode_body
-from odradek.broker.replica_manager import DelayedFetch, FetchPartitionRequest
+from odradek.broker.delayed_fetch import DelayedFetch, FetchPartitionRequest
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.fetch_response import FetchedPartition, encode_fetch_response
 
 if TYPE_CHECKING:
-    from odradek.broker.server import KafkaServer
+    from odradek.broker.context import BrokerContext
     from odradek.net.server import Request, Response
 
 
-
 @api(ApiKey.FETCH, "Fetch", 4, 12)
-async def handle_fetch(broker: KafkaServer, request: Request) -> Response:
+async def handle_fetch(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     version = request.api_version
     correlation_id = request.header.correlation_id
@@ -34,7 +33,7 @@ async def handle_fetch(broker: KafkaServer, request: Request) -> Response:
         for t in body.topics for p in t.partitions]
     max_wait_ms = int(body.max_wait.total_seconds() * 1000)
     outcome = broker.replica_manager.fetch_messages(
-        body.replica_id, max_wait_ms, body.min_bytes, body.max_bytes, requests, body.isolation_level)
+        body.replica_id, max_wait_ms, body.min_bytes, body.max_bytes, requests)
     if isinstance(outcome, DelayedFetch):
         outcome = await outcome.future
     read_committed = body.isolation_level == 1

@@ -19,7 +19,7 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError, TopicAlreadyExistsError
 
 if TYPE_CHECKING:
-    from odradek.broker.server import KafkaServer
+    from odradek.broker.context import BrokerContext
     from odradek.net.server import Request, Response
 
 log = logging.getLogger(__name__)
@@ -50,7 +50,7 @@ def client_host(request: Request) -> str:
 
 
 @api(ApiKey.FIND_COORDINATOR, "FindCoordinator", 0, 4)
-async def handle_find_coordinator(broker: KafkaServer, request: Request) -> Response:
+async def handle_find_coordinator(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     version = request.api_version
     key_type = getattr(body, "key_type", _GROUP_KEY)
@@ -66,7 +66,7 @@ async def handle_find_coordinator(broker: KafkaServer, request: Request) -> Resp
                                   error_message=message, node_id=node, host=host, port=port))
 
 
-async def _find_coordinator(broker: KafkaServer, request: Request, key_type: int, key: str
+async def _find_coordinator(broker: BrokerContext, request: Request, key_type: int, key: str
                             ) -> tuple[ErrorCode, str | None, int, str, int]:
     """(error, message, node id, host, port) for one key."""
     def failed(error: ErrorCode, message: str | None = None) -> tuple[ErrorCode, str | None, int, str, int]:
@@ -94,7 +94,7 @@ async def _find_coordinator(broker: KafkaServer, request: Request, key_type: int
     return ErrorCode.none, None, meta.leader, endpoint[0], endpoint[1]
 
 
-async def _create_offsets_topic(broker: KafkaServer) -> None:
+async def _create_offsets_topic(broker: BrokerContext) -> None:
     """Create ``__consumer_offsets`` as Kafka does on the first FindCoordinator: not while
     fewer brokers are alive than its replication factor."""
     config = broker.group_coordinator.config
@@ -129,7 +129,7 @@ async def _create_offsets_topic(broker: KafkaServer) -> None:
 
 
 @api(ApiKey.JOIN_GROUP, "JoinGroup", 0, 9)
-async def handle_join_group(broker: KafkaServer, request: Request) -> Response:
+async def handle_join_group(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     version = request.api_version
     session_timeout = ms(body.session_timeout)
@@ -155,7 +155,7 @@ async def handle_join_group(broker: KafkaServer, request: Request) -> Response:
 
 
 @api(ApiKey.SYNC_GROUP, "SyncGroup", 0, 5)
-async def handle_sync_group(broker: KafkaServer, request: Request) -> Response:
+async def handle_sync_group(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     result = await broker.group_coordinator.sync_group(
         body.group_id, body.generation_id, body.member_id, getattr(body, "group_instance_id", None),
@@ -168,7 +168,7 @@ async def handle_sync_group(broker: KafkaServer, request: Request) -> Response:
 
 
 @api(ApiKey.HEARTBEAT, "Heartbeat", 0, 4)
-def handle_heartbeat(broker: KafkaServer, request: Request) -> Response:
+def handle_heartbeat(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     error = broker.group_coordinator.heartbeat(body.group_id, body.member_id,
                                                getattr(body, "group_instance_id", None), body.generation_id)
@@ -177,7 +177,7 @@ def handle_heartbeat(broker: KafkaServer, request: Request) -> Response:
 
 
 @api(ApiKey.LEAVE_GROUP, "LeaveGroup", 0, 5)
-def handle_leave_group(broker: KafkaServer, request: Request) -> Response:
+def handle_leave_group(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     version = request.api_version
     if version < 3:
@@ -200,7 +200,7 @@ def handle_leave_group(broker: KafkaServer, request: Request) -> Response:
 
 
 @api(ApiKey.LIST_GROUPS, "ListGroups", 0, 5)
-def handle_list_groups(broker: KafkaServer, request: Request) -> Response:
+def handle_list_groups(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     types = {t.lower() for t in getattr(body, "types_filter", ())}
     error, groups = broker.group_coordinator.list_groups(getattr(body, "states_filter", ()))
@@ -213,7 +213,7 @@ def handle_list_groups(broker: KafkaServer, request: Request) -> Response:
 
 
 @api(ApiKey.DESCRIBE_GROUPS, "DescribeGroups", 0, 5)
-def handle_describe_groups(broker: KafkaServer, request: Request) -> Response:
+def handle_describe_groups(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     m = response_module(ApiKey.DESCRIBE_GROUPS, request.api_version)
     operations = _GROUP_OPERATIONS if getattr(body, "include_authorized_operations", False) else _OMITTED_OPERATIONS
@@ -232,7 +232,7 @@ def handle_describe_groups(broker: KafkaServer, request: Request) -> Response:
 
 
 @api(ApiKey.DELETE_GROUPS, "DeleteGroups", 0, 2)
-def handle_delete_groups(broker: KafkaServer, request: Request) -> Response:
+def handle_delete_groups(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     errors = broker.group_coordinator.delete_groups(body.groups_names)
     m = response_module(ApiKey.DELETE_GROUPS, request.api_version)

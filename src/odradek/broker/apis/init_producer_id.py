@@ -1,7 +1,6 @@
 """InitProducerId (key 22): producer ids for idempotent producers.
 
-Ids come in blocks claimed from ZooKeeper's ``/latest_producer_id_block`` (as Kafka's
-ProducerIdManager), so every broker can hand out ids that no other broker hands out.
+Ids come from the broker's :class:`~odradek.broker.producer_id_manager.ProducerIdManager`.
 Transactional producers are refused: this broker has no transaction coordinator.
 """
 
@@ -14,29 +13,14 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from odradek.broker.server import KafkaServer
+    from odradek.broker.context import BrokerContext
     from odradek.net.server import Request, Response
 
 _MAX_EPOCH = 32767
 
 
-class ProducerIdManager:
-    def __init__(self, broker: KafkaServer) -> None:
-        self.broker = broker
-        self._next = 0
-        self._end = -1
-
-    async def next_id(self) -> int:
-        if self._next > self._end:
-            start, end = await self.broker.zk.allocate_producer_id_block(self.broker.broker_id)
-            self._next, self._end = start, end
-        pid = self._next
-        self._next += 1
-        return pid
-
-
 @api(ApiKey.INIT_PRODUCER_ID, "InitProducerId", 0, 4)
-async def handle_init_producer_id(broker: KafkaServer, request: Request) -> Response:
+async def handle_init_producer_id(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     m = response_module(ApiKey.INIT_PRODUCER_ID, request.api_version)
     if body.transactional_id is not None:
@@ -48,8 +32,6 @@ async def handle_init_producer_id(broker: KafkaServer, request: Request) -> Resp
         # KIP-360: an idempotent producer that lost track of its sequences bumps its epoch.
         result_id, result_epoch = producer_id, epoch + 1
     else:
-        if broker.producer_ids is None:
-            broker.producer_ids = ProducerIdManager(broker)
         result_id, result_epoch = await broker.producer_ids.next_id(), 0
     return respond(request, build(m.InitProducerIdResponse, error_code=ErrorCode.none,
                                   producer_id=result_id, producer_epoch=result_epoch))

@@ -17,7 +17,7 @@ from odradek.protocol.errors import (
 )
 
 if TYPE_CHECKING:
-    from odradek.broker.server import KafkaServer
+    from odradek.broker.context import BrokerContext
     from odradek.net.server import Request, Response
 
 log = logging.getLogger(__name__)
@@ -25,7 +25,7 @@ log = logging.getLogger(__name__)
 
 
 @api(ApiKey.METADATA, "Metadata", 0, 12)
-async def handle_metadata(broker: KafkaServer, request: Request) -> Response:
+async def handle_metadata(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     version = request.api_version
     cache = broker.metadata_cache
@@ -64,7 +64,7 @@ async def handle_metadata(broker: KafkaServer, request: Request) -> Response:
     return respond(request, _response(broker, request, wanted, errors))
 
 
-async def _auto_create(broker: KafkaServer, topic: str) -> ErrorCode:
+async def _auto_create(broker: BrokerContext, topic: str) -> ErrorCode:
     """Kafka's auto topic creation: default partitions and replication factor; the client is
     told LEADER_NOT_AVAILABLE and asks again once the controller has brought it online."""
     try:
@@ -79,7 +79,7 @@ async def _auto_create(broker: KafkaServer, topic: str) -> ErrorCode:
     return ErrorCode.leader_not_available
 
 
-def _response(broker: KafkaServer, request: Request, topics: list[str], errors: dict[str, ErrorCode]) -> object:
+def _response(broker: BrokerContext, request: Request, topics: list[str], errors: dict[str, ErrorCode]) -> object:
     version = request.api_version
     m = response_module(ApiKey.METADATA, version)
     cache = broker.metadata_cache

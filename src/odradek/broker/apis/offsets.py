@@ -9,13 +9,13 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from odradek.broker.server import KafkaServer
+    from odradek.broker.context import BrokerContext
     from odradek.net.server import Request, Response
 
 
 
 @api(ApiKey.LIST_OFFSETS, "ListOffsets", 1, 7)
-def handle_list_offsets(broker: KafkaServer, request: Request) -> Response:
+def handle_list_offsets(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     m = response_module(ApiKey.LIST_OFFSETS, request.api_version)
     topics = []
@@ -31,7 +31,7 @@ def handle_list_offsets(broker: KafkaServer, request: Request) -> Response:
 
 
 @api(ApiKey.OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 2, 4)
-def handle_offset_for_leader_epoch(broker: KafkaServer, request: Request) -> Response:
+def handle_offset_for_leader_epoch(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     m = response_module(ApiKey.OFFSET_FOR_LEADER_EPOCH, request.api_version)
     topics = []
@@ -47,7 +47,7 @@ def handle_offset_for_leader_epoch(broker: KafkaServer, request: Request) -> Res
 
 
 @api(ApiKey.DELETE_RECORDS, "DeleteRecords", 0, 2)
-def handle_delete_records(broker: KafkaServer, request: Request) -> Response:
+def handle_delete_records(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     m = response_module(ApiKey.DELETE_RECORDS, request.api_version)
     topics = []

@@ -18,7 +18,7 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from odradek.broker.server import KafkaServer
+    from odradek.broker.context import BrokerContext
     from odradek.net.server import Request, Response
 
 
@@ -35,7 +35,7 @@ def _by_topic(items: Iterable[tuple[TP, Any]]) -> dict[str, list[tuple[int, Any]
 
 
 @api(ApiKey.OFFSET_COMMIT, "OffsetCommit", 2, 8)
-async def handle_offset_commit(broker: KafkaServer, request: Request) -> Response:
+async def handle_offset_commit(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     version = request.api_version
     now = time.time_ns() // 1_000_000
@@ -67,7 +67,7 @@ async def handle_offset_commit(broker: KafkaServer, request: Request) -> Respons
 
 
 @api(ApiKey.OFFSET_FETCH, "OffsetFetch", 1, 8)
-def handle_offset_fetch(broker: KafkaServer, request: Request) -> Response:
+def handle_offset_fetch(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     version = request.api_version
     m = response_module(ApiKey.OFFSET_FETCH, version)
@@ -106,7 +106,7 @@ def _topics(m: Any, topic_cls: str, partition_cls: str, offsets: Mapping[TP, Par
 
 
 @api(ApiKey.OFFSET_DELETE, "OffsetDelete", 0, 0)
-def handle_offset_delete(broker: KafkaServer, request: Request) -> Response:
+def handle_offset_delete(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     cache = broker.metadata_cache
     order = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]

@@ -11,14 +11,14 @@ from odradek.protocol.errors import ErrorCode
 from odradek.protocol.produce_request import parse_produce_request
 
 if TYPE_CHECKING:
-    from odradek.broker.server import KafkaServer
+    from odradek.broker.context import BrokerContext
     from odradek.net.server import Request, Response
 
 _UTC = datetime.UTC
 
 
 @api(ApiKey.PRODUCE, "Produce", 3, 9)
-async def handle_produce(broker: KafkaServer, request: Request) -> Response:
+async def handle_produce(broker: BrokerContext, request: Request) -> Response:
     body = parse_produce_request(request.frame, request.body_offset, request.api_version)
     acks = body.acks
     entries = body.partitions

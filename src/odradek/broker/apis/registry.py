@@ -10,10 +10,10 @@ from odradek.protocol.framing import decode_request, encode_response
 from odradek.protocol.messages import build, response_module
 
 if TYPE_CHECKING:
-    from odradek.broker.server import KafkaServer
+    from odradek.broker.context import BrokerContext
     from odradek.net.server import Request, Response
 
-Handler = Callable[["KafkaServer", "Request"], "Response | Awaitable[Response]"]
+Handler = Callable[["BrokerContext", "Request"], "Response | Awaitable[Response]"]
 
 __all__ = ["REGISTRY", "ApiSpec", "api", "build", "decode_body", "respond", "response_module"]
 

@@ -5,9 +5,9 @@ This module wires the coordinator to the broker (leadership hooks, offset expiry
 holds the offset and administration operations: commits are validated against the member
 and generation (generation -1 without a member id is a standalone consumer, allowed while
 the group has no members), appended with acks=-1 and answered once replicated; fetches
-answer from memory.  Membership (JoinGroup, SyncGroup, Heartbeat, LeaveGroup and the
-rebalance protocol) is :mod:`membership`'s; loading and persistence are the
-:class:`GroupMetadataManager`'s.
+answer from memory.  Membership (JoinGroup, SyncGroup, Heartbeat and LeaveGroup) is
+:mod:`membership`'s, with rebalance timing in :mod:`rebalance` and session expiry in
+:mod:`heartbeats`; loading and persistence are the :class:`GroupMetadataManager`'s.
 """
 
 from __future__ import annotations
@@ -27,15 +27,14 @@ from odradek.broker.group.group import (
     SyncResult,
 )
 from odradek.broker.group.group_config import GroupConfig
-from odradek.broker.group.group_metadata_manager import GroupMetadataManager, TopicPartitionKey
+from odradek.broker.group.group_metadata_manager import GroupMetadataManager
 from odradek.broker.group.membership import UNKNOWN_MEMBER_ID, GroupMembership, JoinRequest
-from odradek.broker.group.offsets_topic import OFFSETS_TOPIC, ReplicatedOffsetsTopic
-from odradek.broker.group.scheduler import AsyncioScheduler, Scheduler
+from odradek.broker.group.offsets_topic import OFFSETS_TOPIC
+from odradek.broker.group.scheduler import Scheduler
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from odradek.broker.partition import Partition
-    from odradek.broker.server import KafkaServer
     from odradek.common import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -87,18 +86,6 @@ class GroupCoordinator:
         # FindCoordinator's creation of __consumer_offsets, while one is under way.
         self.offsets_topic_creation: asyncio.Future[object] | None = None
 
-    @classmethod
-    def for_broker(cls, broker: KafkaServer) -> GroupCoordinator:
-        """A coordinator following ``broker``'s leadership of ``__consumer_offsets``."""
-        config = GroupConfig.from_kafka_config(broker.config)
-        rm = broker.replica_manager
-        topic = ReplicatedOffsetsTopic(rm, config.offsets_commit_timeout_ms, config.offsets_load_buffer_size)
-        coordinator = cls(config, GroupMetadataManager(config, topic), AsyncioScheduler())
-        rm.on_become_leader.append(coordinator._on_become_leader)
-        rm.on_become_follower.append(coordinator._on_become_follower)
-        rm.on_stop_replica.append(coordinator._on_stop_replica)
-        return coordinator
-
     async def startup(self, zk: Any) -> None:
         """Use the partition count of an existing ``__consumer_offsets`` (as Kafka does: the
         config only sizes a topic yet to be created), and start expiring old offsets."""
@@ -127,17 +114,20 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------------ leadership of __consumer_offsets
 
-    def _on_become_leader(self, partitions: list[Partition]) -> None:
+    def became_leader(self, partitions: list[Partition]) -> None:
+        """ReplicaManager hook: load the groups of the offsets partitions now led here."""
         for p in partitions:
             if p.topic == OFFSETS_TOPIC:
                 self.on_election(p.partition)
 
-    def _on_become_follower(self, partitions: list[Partition]) -> None:
+    def became_follower(self, partitions: list[Partition]) -> None:
+        """ReplicaManager hook: unload the groups of the offsets partitions now followed."""
         for p in partitions:
             if p.topic == OFFSETS_TOPIC:
                 self.on_resignation(p.partition)
 
-    def _on_stop_replica(self, stopped: list[tuple[Partition | None, TopicPartition, bool]]) -> None:
+    def replicas_stopped(self, stopped: list[tuple[Partition | None, TopicPartition, bool]]) -> None:
+        """ReplicaManager hook: unload the groups of stopped offsets partitions."""
         for _, tp, _ in stopped:
             if tp.topic == OFFSETS_TOPIC:
                 self.on_resignation(tp.partition)
@@ -173,8 +163,8 @@ class GroupCoordinator:
     # ------------------------------------------------------------------ offsets
 
     async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None, generation_id: int,
-                             offsets: Mapping[TopicPartitionKey, OffsetAndMetadata]
-                             ) -> dict[TopicPartitionKey, ErrorCode]:
+                             offsets: Mapping[TopicPartition, OffsetAndMetadata]
+                             ) -> dict[TopicPartition, ErrorCode]:
         error = self.manager.validate_group_status(group_id, allow_empty_id=True)
         if error is not None:
             return dict.fromkeys(offsets, error)
@@ -192,7 +182,7 @@ class GroupCoordinator:
             return dict.fromkeys(offsets, E.rebalance_in_progress)
         if group.state in (S.STABLE, S.PREPARING_REBALANCE):
             member = group.get(member_id)
-            self.membership.schedule_heartbeat(group, member, member.session_timeout_ms)  # a commit shows liveness
+            self.membership.heartbeats.schedule(group, member, member.session_timeout_ms)  # a commit shows liveness
         return await self.manager.store_offsets(group, offsets)
 
     def _validate_offset_commit(self, group: GroupMetadata, generation_id: int, member_id: str,
@@ -208,8 +198,8 @@ class GroupCoordinator:
             return E.unknown_member_id  # only members commit to a group with members
         return None
 
-    def fetch_offsets(self, group_id: str, partitions: Iterable[TopicPartitionKey] | None, require_stable: bool
-                      ) -> tuple[ErrorCode, dict[TopicPartitionKey, PartitionOffset]]:
+    def fetch_offsets(self, group_id: str, partitions: Iterable[TopicPartition] | None, require_stable: bool
+                      ) -> tuple[ErrorCode, dict[TopicPartition, PartitionOffset]]:
         """The group's committed offsets (all of them when ``partitions`` is None); a
         partition without a commit gets offset -1."""
         error = self.manager.validate_group_status(group_id, allow_empty_id=True)
@@ -228,8 +218,8 @@ class GroupCoordinator:
             result[tp] = PartitionOffset() if om is None else PartitionOffset(om.offset, om.leader_epoch, om.metadata)
         return E.none, result
 
-    def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartitionKey]
-                       ) -> tuple[ErrorCode, dict[TopicPartitionKey, ErrorCode]]:
+    def delete_offsets(self, group_id: str, partitions: Iterable[TopicPartition]
+                       ) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
         """OffsetDelete: offsets of topics the group does not consume go; a group still
         consuming a topic keeps its offsets (GROUP_SUBSCRIBED_TO_TOPIC)."""
         partitions = list(partitions)
@@ -239,7 +229,7 @@ class GroupCoordinator:
         group = self.manager.get_group(group_id)
         if group is None or group.is_(S.DEAD):
             return E.group_id_not_found, {}
-        errors: dict[TopicPartitionKey, ErrorCode] = {}
+        errors: dict[TopicPartition, ErrorCode] = {}
         if group.is_(S.EMPTY):
             eligible = partitions
         elif group.protocol_type == "consumer":

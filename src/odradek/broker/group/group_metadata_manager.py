@@ -32,14 +32,13 @@ from odradek.broker.group.offsets_records import (
     encode_offset_commit_value,
 )
 from odradek.broker.group.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
+from odradek.common import TopicPartition
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.records import SimpleRecord, build_batch
 
 log = logging.getLogger(__name__)
 
-__all__ = ["GroupMetadataManager", "TopicPartitionKey"]
-
-TopicPartitionKey = tuple[str, int]
+__all__ = ["GroupMetadataManager"]
 
 # Append errors as a group metadata write reports them (Kafka's storeGroup mapping).
 _STORE_GROUP_ERRORS = {
@@ -208,8 +207,8 @@ class GroupMetadataManager:
     def metadata_too_large(self, metadata: str) -> bool:
         return len(metadata) > self.config.offset_metadata_max_bytes
 
-    async def store_offsets(self, group: GroupMetadata, offsets: Mapping[TopicPartitionKey, OffsetAndMetadata]
-                            ) -> dict[TopicPartitionKey, ErrorCode]:
+    async def store_offsets(self, group: GroupMetadata, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+                            ) -> dict[TopicPartition, ErrorCode]:
         """Append the commits (acks=-1) and, once replicated, make them the group's offsets."""
         valid = {tp: om for tp, om in offsets.items() if not self.metadata_too_large(om.metadata)}
         too_large = {tp: ErrorCode.offset_metadata_too_large for tp in offsets if tp not in valid}
@@ -240,7 +239,7 @@ class GroupMetadataManager:
         return {**dict.fromkeys(valid, error), **too_large}
 
     def cleanup_group_metadata(self, groups: Iterable[GroupMetadata],
-                               selector: Callable[[GroupMetadata], dict[TopicPartitionKey, OffsetAndMetadata]]
+                               selector: Callable[[GroupMetadata], dict[TopicPartition, OffsetAndMetadata]]
                                ) -> int:
         """Remove the offsets ``selector`` picks from each group; a group left empty with no
         offsets dies.  Tombstones for what was removed are appended without waiting for

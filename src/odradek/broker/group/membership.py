@@ -1,14 +1,10 @@
-"""Group membership: JoinGroup, SyncGroup, Heartbeat and LeaveGroup, and the rebalance
-protocol between them (the membership half of Kafka's GroupCoordinator).
+"""Group membership: JoinGroup, SyncGroup, Heartbeat and LeaveGroup (Kafka's GroupCoordinator
+doJoinGroup, doSyncGroup, heartbeat and leaveGroup).
 
-Members join; the coordinator waits for everyone it knows to rejoin (up to the rebalance
-timeout; for a group that was empty, ``group.initial.rebalance.delay.ms`` first, extended
-while new members keep arriving), then starts a new generation and answers every
-JoinGroup, the leader's with all members' subscriptions.  The leader's SyncGroup carries
-the assignment, which is persisted to ``__consumer_offsets`` before it is handed to every
-member.  Members heartbeat within their session timeout or are removed, which starts a
-rebalance; members that get a JoinGroup answer but never send SyncGroup are removed after
-the rebalance timeout.
+Members join, which starts a rebalance (its timing is :mod:`rebalance`'s).  The leader's
+SyncGroup carries the assignment, which is persisted to ``__consumer_offsets`` before it is
+handed to every member.  Members heartbeat within their session timeout (see
+:mod:`heartbeats`) or are removed, which starts a rebalance.
 
 Everything runs on the broker's event loop: waiting requests are plain callbacks on the
 members (see :mod:`group`), timers come from a :class:`Scheduler`.
@@ -32,8 +28,9 @@ from odradek.broker.group.group import (
 )
 from odradek.broker.group.group_config import GroupConfig
 from odradek.broker.group.group_metadata_manager import GroupMetadataManager
-from odradek.broker.group.offsets_topic import OFFSETS_TOPIC
-from odradek.broker.group.scheduler import Scheduler, TimerHandle
+from odradek.broker.group.heartbeats import HeartbeatExpiration
+from odradek.broker.group.rebalance import Rebalancer, cancel_group_timer, join_result
+from odradek.broker.group.scheduler import Scheduler
 from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -82,8 +79,9 @@ class GroupMembership:
         self.manager = manager
         self.scheduler = scheduler
         self.now_ms = now_ms
-        self._pending_member_timers: dict[tuple[str, str], TimerHandle] = {}
         self._background: set[asyncio.Task[None]] = set()
+        self.heartbeats = HeartbeatExpiration(scheduler, self._on_member_failed, self._on_pending_member_removed)
+        self.rebalancer = Rebalancer(config, manager, scheduler, now_ms, self.heartbeats, self._spawn)
 
     def shutdown(self) -> None:
         for task in list(self._background):
@@ -93,15 +91,15 @@ class GroupMembership:
 
     def on_group_loaded(self, group: GroupMetadata) -> None:
         for member in group.members.values():
-            self.schedule_heartbeat(group, member, member.session_timeout_ms)
+            self.heartbeats.schedule(group, member, member.session_timeout_ms)
 
     def on_group_unloaded(self, group: GroupMetadata) -> None:
         group.transition_to(S.DEAD, self.now_ms())
-        self._cancel_group_timer(group)
+        cancel_group_timer(group)
         for member_id in group.pending_members:
-            self._cancel_pending_member_timer(group.group_id, member_id)
+            self.heartbeats.cancel_pending_member(group.group_id, member_id)
         for member in group.members.values():
-            self._cancel_heartbeat(member)
+            self.heartbeats.cancel(member)
             group.invoke_join_callback(member, JoinResult(E.not_coordinator, member.member_id))
             group.invoke_sync_callback(member, SyncResult(E.not_coordinator))
 
@@ -157,7 +155,7 @@ class GroupMembership:
         else:
             self._do_current_member_join(group, req, respond)
         if group.is_(S.PREPARING_REBALANCE):
-            self._try_complete_join(group)
+            self.rebalancer.try_complete_join(group)
 
     def _accept_joining_member(self, group: GroupMetadata, member_id: str) -> bool:
         max_size = self.config.max_size
@@ -190,7 +188,7 @@ class GroupMembership:
             # KIP-394: the member must come back with the id it is given, so a JoinGroup whose
             # response was lost leaves no member behind.
             group.add_pending_member(new_member_id)
-            self._schedule_pending_member_expiration(group, new_member_id, req.session_timeout_ms)
+            self.heartbeats.schedule_pending_member(group, new_member_id, req.session_timeout_ms)
             respond(JoinResult(E.member_id_required, new_member_id))
         else:
             self._add_member_and_rebalance(group, req, new_member_id, respond)
@@ -217,7 +215,7 @@ class GroupMembership:
         elif group.is_(S.COMPLETING_REBALANCE):
             if member.matches(req.protocols):
                 # The JoinGroup response was probably lost: answer it again.
-                respond(self._join_result(group, member, with_members=group.is_leader(member_id)))
+                respond(join_result(group, member, with_members=group.is_leader(member_id)))
             else:
                 self._update_member_and_rebalance(group, member, req, respond, "member metadata changed")
         elif group.is_(S.STABLE):
@@ -228,17 +226,9 @@ class GroupMembership:
             elif not member.matches(req.protocols):
                 self._update_member_and_rebalance(group, member, req, respond, "member metadata changed")
             else:
-                respond(self._join_result(group, member, with_members=False))
+                respond(join_result(group, member, with_members=False))
         else:
             respond(JoinResult(E.unknown_member_id, member_id))
-
-    @staticmethod
-    def _join_result(group: GroupMetadata, member: MemberMetadata, *, with_members: bool,
-                     leader_id: str | None = None, skip_assignment: bool = False) -> JoinResult:
-        return JoinResult(
-            E.none, member.member_id, group.generation_id, group.protocol_type, group.protocol_name,
-            (leader_id if leader_id is not None else group.leader_id) or "",
-            group.current_member_metadata() if with_members else (), skip_assignment)
 
     def _add_member_and_rebalance(self, group: GroupMetadata, req: JoinRequest, member_id: str,
                                   respond: Callable[[JoinResult], None]) -> None:
@@ -247,25 +237,25 @@ class GroupMembership:
                                 is_new=True)
         if group.is_(S.PREPARING_REBALANCE) and group.generation_id == 0:
             group.new_member_added = True  # extends the initial rebalance delay
-        self._cancel_pending_member_timer(group.group_id, member_id)
+        self.heartbeats.cancel_pending_member(group.group_id, member_id)
         group.add(member, respond)
         # A new member cannot heartbeat until it has joined; its JoinGroup is abandoned after
         # the new-member timeout (its sender may be long gone).
-        self.schedule_heartbeat(group, member, self.config.new_member_join_timeout_ms)
-        self._maybe_prepare_rebalance(group, f"adding new member {member_id}")
+        self.heartbeats.schedule(group, member, self.config.new_member_join_timeout_ms)
+        self.rebalancer.maybe_prepare_rebalance(group, f"adding new member {member_id}")
 
     def _update_member_and_rebalance(self, group: GroupMetadata, member: MemberMetadata, req: JoinRequest,
                                      respond: Callable[[JoinResult], None], reason: str) -> None:
         group.update_member(member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms,
                             _chain(member.awaiting_join, respond))
-        self._maybe_prepare_rebalance(group, f"{reason} ({member.member_id})")
+        self.rebalancer.maybe_prepare_rebalance(group, f"{reason} ({member.member_id})")
 
     def _update_static_member_and_rebalance(self, group: GroupMetadata, old_member_id: str, new_member_id: str,
                                             req: JoinRequest, respond: Callable[[JoinResult], None]) -> None:
         assert req.group_instance_id is not None
         current_leader = group.leader_id
         member = group.replace_static_member(req.group_instance_id, old_member_id, new_member_id)
-        self.schedule_heartbeat(group, member, member.session_timeout_ms)
+        self.heartbeats.schedule(group, member, member.session_timeout_ms)
         old_protocols = member.protocols
         old_timeouts = (member.rebalance_timeout_ms, member.session_timeout_ms)
         group.update_member(member, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, respond)
@@ -278,10 +268,10 @@ class GroupMembership:
                     group, member, old_member_id, current_leader, old_protocols, old_timeouts, assignment,
                     req.supports_skip_assignment))
             else:
-                self._maybe_prepare_rebalance(group, f"static member {new_member_id} changed the group's protocol")
+                self.rebalancer.maybe_prepare_rebalance(group, f"static member {new_member_id} changed the group's protocol")
         elif group.is_(S.COMPLETING_REBALANCE):
             # The leader may be assigning to the old member id: start over.
-            self._prepare_rebalance(group, f"static member {new_member_id} rejoined during the sync phase")
+            self.rebalancer.prepare_rebalance(group, f"static member {new_member_id} rejoined during the sync phase")
 
     async def _store_replaced_static_member(
             self, group: GroupMetadata, member: MemberMetadata, old_member_id: str, current_leader: str | None,
@@ -297,142 +287,19 @@ class GroupMembership:
             assert member.group_instance_id is not None
             group.update_member(member, old_protocols, old_timeouts[0], old_timeouts[1], None)
             group.replace_static_member(member.group_instance_id, member.member_id, old_member_id)
-            self.schedule_heartbeat(group, member, member.session_timeout_ms)
+            self.heartbeats.schedule(group, member, member.session_timeout_ms)
             callback(JoinResult(error, UNKNOWN_MEMBER_ID, group.generation_id, group.protocol_type,
                                 group.protocol_name, current_leader or ""))
         elif supports_skip:
             # JoinGroup v9: a static leader is told it leads but need not assign.
             is_leader = group.is_leader(member.member_id)
-            group.invoke_join_callback(member, self._join_result(group, member, with_members=is_leader,
+            group.invoke_join_callback(member, join_result(group, member, with_members=is_leader,
                                                                  skip_assignment=is_leader))
         else:
             # Older clients: report the old leader id, so a returning leader does not compute
             # an assignment that a stable group would not distribute.
-            group.invoke_join_callback(member, self._join_result(group, member, with_members=False,
+            group.invoke_join_callback(member, join_result(group, member, with_members=False,
                                                                  leader_id=current_leader or ""))
-
-    # ------------------------------------------------------------------ rebalancing
-
-    def _maybe_prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
-        if group.can_rebalance():
-            self._prepare_rebalance(group, reason)
-
-    def _prepare_rebalance(self, group: GroupMetadata, reason: str) -> None:
-        if group.is_(S.COMPLETING_REBALANCE):
-            self._reset_and_propagate_assignment_error(group, E.rebalance_in_progress)
-        self._cancel_group_timer(group)
-        group.pending_sync_members.clear()
-        initial = group.is_(S.EMPTY)
-        if initial:
-            delay = self.config.initial_rebalance_delay_ms
-            remaining = max(group.rebalance_timeout_ms() - delay, 0)
-            group.in_initial_delay = True
-            group.rebalance_timer = self.scheduler.call_later(
-                delay, lambda: self._on_initial_delay_expired(group, delay, remaining))
-        else:
-            group.in_initial_delay = False
-            group.rebalance_timer = self.scheduler.call_later(
-                group.rebalance_timeout_ms(), lambda: self._on_rebalance_timeout(group))
-        log.info("Preparing to rebalance group %s in state %s with old generation %d (%s-%d) (reason: %s)",
-                 group.group_id, group.state, group.generation_id, OFFSETS_TOPIC,
-                 self.manager.partition_for(group.group_id), reason)
-        group.transition_to(S.PREPARING_REBALANCE, self.now_ms())
-        if not initial:
-            self._try_complete_join(group)
-
-    def _on_initial_delay_expired(self, group: GroupMetadata, delay: int, remaining: int) -> None:
-        group.rebalance_timer = None
-        if not group.is_(S.PREPARING_REBALANCE):
-            return
-        if group.new_member_added and remaining > 0:
-            group.new_member_added = False
-            next_delay = min(self.config.initial_rebalance_delay_ms, remaining)
-            next_remaining = max(remaining - delay, 0)
-            group.rebalance_timer = self.scheduler.call_later(
-                next_delay, lambda: self._on_initial_delay_expired(group, next_delay, next_remaining))
-            return
-        group.in_initial_delay = False
-        self._complete_join(group)
-
-    def _on_rebalance_timeout(self, group: GroupMetadata) -> None:
-        group.rebalance_timer = None
-        if group.is_(S.PREPARING_REBALANCE):
-            self._complete_join(group)
-
-    def _try_complete_join(self, group: GroupMetadata) -> None:
-        if group.is_(S.PREPARING_REBALANCE) and not group.in_initial_delay and group.has_all_members_joined():
-            self._cancel_group_timer(group)
-            self._complete_join(group)
-
-    def _complete_join(self, group: GroupMetadata) -> None:
-        if group.is_(S.DEAD):
-            return
-        for member in group.not_yet_rejoined_members():
-            if not member.is_static:  # static members keep their place until their session expires
-                self._cancel_heartbeat(member)
-                group.remove(member.member_id)
-        if not group.maybe_elect_new_joined_leader() and group.members:
-            log.error("Group %s could not complete rebalance because no members rejoined", group.group_id)
-            group.rebalance_timer = self.scheduler.call_later(
-                group.rebalance_timeout_ms(), lambda: self._on_rebalance_timeout(group))
-            return
-        group.init_next_generation(self.now_ms())
-        if group.is_(S.EMPTY):
-            log.info("Group %s with generation %d is now empty (%s-%d)", group.group_id, group.generation_id,
-                     OFFSETS_TOPIC, self.manager.partition_for(group.group_id))
-            self._spawn(self._store_empty_group(group))
-            return
-        log.info("Stabilized group %s generation %d (%s-%d) with %d members", group.group_id, group.generation_id,
-                 OFFSETS_TOPIC, self.manager.partition_for(group.group_id), group.size)
-        # Members that do not follow up with SyncGroup within the rebalance timeout are removed.
-        group.pending_sync_members = set(group.members)
-        generation = group.generation_id
-        group.rebalance_timer = self.scheduler.call_later(
-            group.rebalance_timeout_ms(), lambda: self._on_sync_timeout(group, generation))
-        for member in list(group.members.values()):
-            group.invoke_join_callback(member, self._join_result(group, member,
-                                                                 with_members=group.is_leader(member.member_id)))
-            self.schedule_heartbeat(group, member, member.session_timeout_ms)
-            member.is_new = False
-
-    async def _store_empty_group(self, group: GroupMetadata) -> None:
-        error = await self.manager.store_group(group, {})
-        if error != E.none:
-            log.warning("Failed to write the empty metadata of group %s: %s", group.group_id, error.name)
-
-    def _on_sync_timeout(self, group: GroupMetadata, generation: int) -> None:
-        group.rebalance_timer = None
-        if group.generation_id != generation or group.state not in (S.COMPLETING_REBALANCE, S.STABLE) \
-                or not group.pending_sync_members:
-            return
-        missing = sorted(group.pending_sync_members)
-        log.info("Group %s removed members who haven't sent their sync requests: %s", group.group_id, missing)
-        for member_id in missing:
-            member = group.remove(member_id)
-            if member is not None:
-                self._cancel_heartbeat(member)
-                group.invoke_sync_callback(member, SyncResult(E.unknown_member_id))
-        self._maybe_prepare_rebalance(group, "members did not send SyncGroup in time")
-
-    def _remove_pending_sync_member(self, group: GroupMetadata, member_id: str) -> None:
-        group.pending_sync_members.discard(member_id)
-        if not group.pending_sync_members and group.state in (S.COMPLETING_REBALANCE, S.STABLE):
-            self._cancel_group_timer(group)
-
-    def _reset_and_propagate_assignment_error(self, group: GroupMetadata, error: ErrorCode) -> None:
-        for member in group.members.values():
-            member.assignment = b""
-        self._propagate_assignment(group, error)
-
-    def _propagate_assignment(self, group: GroupMetadata, error: ErrorCode) -> None:
-        ok = error == E.none
-        for member in group.members.values():
-            if member.is_awaiting_sync:
-                group.invoke_sync_callback(member, SyncResult(
-                    error, member.assignment, group.protocol_type if ok else None,
-                    group.protocol_name if ok else None))
-                # A session that ran out while the member waited for its assignment starts over.
-                self.schedule_heartbeat(group, member, member.session_timeout_ms)
 
     # ------------------------------------------------------------------ SyncGroup
 
@@ -464,7 +331,7 @@ class GroupMembership:
         member = group.get(member_id)
         if group.is_(S.COMPLETING_REBALANCE):
             member.awaiting_sync = _chain(member.awaiting_sync, respond)
-            self._remove_pending_sync_member(group, member_id)
+            self.rebalancer.remove_pending_sync_member(group, member_id)
             if group.is_leader(member_id):
                 log.info("Assignment received from leader %s for group %s for generation %d. The group has %d "
                          "members, %d of which are static.", member_id, group.group_id, group.generation_id,
@@ -475,9 +342,9 @@ class GroupMembership:
                 assignment = {m: assignments.get(m, b"") for m in group.members}
                 self._spawn(self._store_assignment(group, group.generation_id, assignment))
         else:  # Stable: the assignment is known
-            self._remove_pending_sync_member(group, member_id)
+            self.rebalancer.remove_pending_sync_member(group, member_id)
             respond(SyncResult(E.none, member.assignment, group.protocol_type, group.protocol_name))
-            self.schedule_heartbeat(group, member, member.session_timeout_ms)
+            self.heartbeats.schedule(group, member, member.session_timeout_ms)
 
     def _sync_error(self, group: GroupMetadata, generation_id: int, member_id: str, group_instance_id: str | None,
                     protocol_type: str | None, protocol_name: str | None) -> ErrorCode | None:
@@ -505,12 +372,12 @@ class GroupMembership:
         if not group.is_(S.COMPLETING_REBALANCE) or group.generation_id != generation:
             return
         if error != E.none:
-            self._reset_and_propagate_assignment_error(group, error)
-            self._maybe_prepare_rebalance(group, f"error {error.name} storing the group assignment")
+            self.rebalancer.reset_and_propagate_assignment_error(group, error)
+            self.rebalancer.maybe_prepare_rebalance(group, f"error {error.name} storing the group assignment")
             return
         for member in group.members.values():
             member.assignment = assignment.get(member.member_id, b"")
-        self._propagate_assignment(group, E.none)
+        self.rebalancer.propagate_assignment(group, E.none)
         group.transition_to(S.STABLE, self.now_ms())
 
     # ------------------------------------------------------------------ Heartbeat and LeaveGroup
@@ -534,7 +401,7 @@ class GroupMembership:
         if group.is_(S.EMPTY):
             return E.unknown_member_id
         member = group.get(member_id)
-        self.schedule_heartbeat(group, member, member.session_timeout_ms)
+        self.heartbeats.schedule(group, member, member.session_timeout_ms)
         return E.rebalance_in_progress if group.is_(S.PREPARING_REBALANCE) else E.none
 
     def leave_group(self, group_id: str, leaving: Iterable[tuple[str, str | None]]
@@ -560,9 +427,9 @@ class GroupMembership:
                     continue
                 self._remove_member_and_update_group(group, group.get(current), "static member removed")
             elif group.is_pending_member(member_id):
-                self._cancel_pending_member_timer(group.group_id, member_id)
+                self.heartbeats.cancel_pending_member(group.group_id, member_id)
                 group.remove(member_id)
-                self._try_complete_join(group)
+                self.rebalancer.try_complete_join(group)
             else:
                 member_error = self.validate_current_member(group, member_id, instance_id)
                 if member_error is not None:
@@ -573,65 +440,23 @@ class GroupMembership:
             errors.append(E.none)
         return E.none, errors
 
+    def _on_member_failed(self, group: GroupMetadata, member: MemberMetadata) -> None:
+        self._remove_member_and_update_group(group, member, f"member {member.member_id} failed (session expired)")
+
+    def _on_pending_member_removed(self, group: GroupMetadata) -> None:
+        self.rebalancer.try_complete_join(group)
+
     def _remove_member_and_update_group(self, group: GroupMetadata, member: MemberMetadata, reason: str) -> None:
         # A JoinGroup or SyncGroup still waiting is told the member is gone (it will rejoin
         # from scratch if it is still alive).
         group.invoke_join_callback(member, JoinResult(E.unknown_member_id, UNKNOWN_MEMBER_ID))
         group.invoke_sync_callback(member, SyncResult(E.unknown_member_id))
-        self._cancel_heartbeat(member)
+        self.heartbeats.cancel(member)
         group.remove(member.member_id)
         if group.state in (S.STABLE, S.COMPLETING_REBALANCE):
-            self._maybe_prepare_rebalance(group, reason)
+            self.rebalancer.maybe_prepare_rebalance(group, reason)
         elif group.is_(S.PREPARING_REBALANCE):
-            self._try_complete_join(group)
-
-    # ------------------------------------------------------------------ timers
-
-    def schedule_heartbeat(self, group: GroupMetadata, member: MemberMetadata, timeout_ms: int) -> None:
-        self._cancel_heartbeat(member)
-        member.heartbeat_timer = self.scheduler.call_later(
-            timeout_ms, lambda: self._on_heartbeat_expired(group, member))
-
-    @staticmethod
-    def _cancel_heartbeat(member: MemberMetadata) -> None:
-        if member.heartbeat_timer is not None:
-            member.heartbeat_timer.cancel()
-            member.heartbeat_timer = None
-
-    def _on_heartbeat_expired(self, group: GroupMetadata, member: MemberMetadata) -> None:
-        member.heartbeat_timer = None
-        if group.is_(S.DEAD) or group.members.get(member.member_id) is not member:
-            return
-        if member.keeps_alive_without_heartbeat():
-            return  # rescheduled when its rebalance step completes
-        log.info("Member %s in group %s has failed, removing it from the group", member.member_id, group.group_id)
-        self._remove_member_and_update_group(group, member, f"member {member.member_id} failed (session expired)")
-
-    def _schedule_pending_member_expiration(self, group: GroupMetadata, member_id: str, timeout_ms: int) -> None:
-        key = (group.group_id, member_id)
-        self._cancel_pending_member_timer(*key)
-        self._pending_member_timers[key] = self.scheduler.call_later(
-            timeout_ms, lambda: self._on_pending_member_expired(group, member_id))
-
-    def _cancel_pending_member_timer(self, group_id: str, member_id: str) -> None:
-        handle = self._pending_member_timers.pop((group_id, member_id), None)
-        if handle is not None:
-            handle.cancel()
-
-    def _on_pending_member_expired(self, group: GroupMetadata, member_id: str) -> None:
-        self._pending_member_timers.pop((group.group_id, member_id), None)
-        if group.is_(S.DEAD) or not group.is_pending_member(member_id):
-            return
-        log.info("Pending member %s in group %s has been removed after session timeout expiration",
-                 member_id, group.group_id)
-        group.remove(member_id)
-        self._try_complete_join(group)
-
-    @staticmethod
-    def _cancel_group_timer(group: GroupMetadata) -> None:
-        if group.rebalance_timer is not None:
-            group.rebalance_timer.cancel()
-            group.rebalance_timer = None
+            self.rebalancer.try_complete_join(group)
 
     def _spawn(self, coro: object) -> None:
         task = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]

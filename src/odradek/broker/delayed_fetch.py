@@ -1,0 +1,81 @@
+"""DelayedFetch: a fetch waiting for ``min_bytes`` (Kafka's ``DelayedFetch``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+from odradek.broker.partition import Partition
+from odradek.broker.purgatory import DelayedOperation
+from odradek.common import TopicPartition
+from odradek.log.log_info import FileRegion
+from odradek.protocol.errors import ErrorCode, KafkaError
+
+__all__ = ["DelayedFetch", "FetchPartitionRequest", "FetchPartitionResult"]
+
+
+@dataclass(slots=True)
+class FetchPartitionResult:
+    error: ErrorCode
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    regions: tuple[FileRegion, ...] = ()
+
+    @property
+    def size(self) -> int:
+        return sum(r.size for r in self.regions)
+
+
+@dataclass(frozen=True, slots=True)
+class FetchPartitionRequest:
+    topic: str
+    partition: int
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+
+
+class DelayedFetch(DelayedOperation):
+    """Wait until ``min_bytes`` are available (or leadership changes, or the timeout); then
+    answer with ``read()``, the fetch read again from the local logs."""
+
+    def __init__(self, partitions: Mapping[TopicPartition, Partition], timeout_ms: int, replica_id: int,
+                 min_bytes: int, requests: list[FetchPartitionRequest],
+                 read: Callable[[], dict[TopicPartition, FetchPartitionResult]]) -> None:
+        super().__init__(timeout_ms)
+        self.partitions = partitions
+        self.replica_id = replica_id
+        self.min_bytes = min_bytes
+        self.requests = requests
+        self._read = read
+        self._epochs = {(r.topic, r.partition): self._epoch(r) for r in requests}
+
+    def _epoch(self, r: FetchPartitionRequest) -> tuple[int | None, int]:
+        p = self.partitions.get(TopicPartition(r.topic, r.partition))
+        return (p.leader_id, p.leader_epoch) if p is not None else (None, -1)
+
+    def try_complete(self) -> bool:
+        """Kafka's DelayedFetch cases: leadership moved, the offset is out of range, or
+        enough bytes are readable."""
+        available = 0
+        for r in self.requests:
+            if self._epoch(r) != self._epochs[(r.topic, r.partition)]:
+                return self.force_complete()
+            p = self.partitions.get(TopicPartition(r.topic, r.partition))
+            if p is None or p.log is None or not p.is_leader:
+                return self.force_complete()
+            bound = p.log.log_end_offset if self.replica_id >= 0 else p.high_watermark
+            if bound < r.fetch_offset or r.fetch_offset < p.log.log_start_offset:
+                return self.force_complete()  # truncated or out of range: answer with the error now
+            if bound > r.fetch_offset:
+                try:
+                    available += p.log.read(r.fetch_offset, r.max_bytes, bound, True).size
+                except KafkaError:
+                    return self.force_complete()
+                if available >= self.min_bytes:
+                    return self.force_complete()
+        return False
+
+    def on_complete(self) -> None:
+        """Answer with what the logs hold now."""
+        self.future.set_result(self._read())

@@ -1,0 +1,244 @@
+"""The follower's replica fetcher against a fake leader on a real local socket: truncation by
+leader epoch (KIP-101, KIP-279) before fetching, backoff on errors, and what a fetch answer
+does to the follower's log."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Iterator
+from pathlib import Path
+
+import pytest
+from kio.schema.fetch.v12 import response as fetch_resp
+from kio.schema.offset_for_leader_epoch.v3 import response as epoch_resp
+
+from odradek.broker.fetcher import ReplicaFetcherManager
+from odradek.broker.metadata_cache import MetadataCache
+from odradek.broker.partition import Partition
+from odradek.config import KafkaConfig, Listener
+from odradek.log.log import Log
+from odradek.log.log_manager import LogManager, LogManagerConfig
+from odradek.net.server import Request, SocketServer
+from odradek.protocol import control
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.framing import decode_request, encode_response
+from odradek.protocol.messages import build
+from odradek.protocol.records import SimpleRecord, build_batch
+
+FOLLOWER, LEADER = 1, 0
+TOPIC = "t"
+UNDEFINED = -1
+
+
+class FakeLeader:
+    """Broker ``LEADER`` as far as the fetcher can tell: answers OffsetForLeaderEpoch from
+    ``epochs`` (asked epoch -> (leader epoch, end offset), or an error code) and Fetch with
+    ``fetch_error``, ``high_watermark`` and the batch ``records`` holds at the fetch offset
+    (none: it waits out the fetch's max wait, as a leader does), recording every request."""
+
+    def __init__(self) -> None:
+        self.epochs: dict[int, tuple[int, int] | ErrorCode] = {}
+        self.fetch_error = ErrorCode.none
+        self.high_watermark = 0
+        self.records: dict[int, bytes] = {}
+        self.asked_epochs: list[tuple[int, int]] = []  # (leader epoch asked about, current leader epoch)
+        self.fetches: list[tuple[int, int]] = []  # (fetch offset, current leader epoch)
+        self.changed = asyncio.Event()
+        self.server = SocketServer([Listener("PLAINTEXT", "127.0.0.1", 0)], self.dispatch)
+
+    async def dispatch(self, request: Request) -> bytes:
+        body = decode_request(request.frame)[1]
+        correlation_id = request.header.correlation_id
+        self.changed.set()
+        if request.api_key == ApiKey.OFFSET_FOR_LEADER_EPOCH:
+            p = body.topics[0].partitions[0]
+            self.asked_epochs.append((p.leader_epoch, p.current_leader_epoch))
+            answer = self.epochs.get(p.leader_epoch, ErrorCode.unknown_server_error)
+            error, (epoch, end) = (answer, (UNDEFINED, UNDEFINED)) if isinstance(answer, ErrorCode) \
+                else (ErrorCode.none, answer)
+            return encode_response(build(epoch_resp.OffsetForLeaderEpochResponse, throttle_time=0, topics=(
+                build(epoch_resp.OffsetForLeaderTopicResult, topic=TOPIC, partitions=(build(
+                    epoch_resp.EpochEndOffset, error_code=error, partition=0, leader_epoch=epoch,
+                    end_offset=end),)),)), correlation_id)
+        assert request.api_key == ApiKey.FETCH
+        p = body.topics[0].partitions[0]
+        self.fetches.append((p.fetch_offset, p.current_leader_epoch))
+        records = self.records.get(p.fetch_offset) if self.fetch_error == ErrorCode.none else None
+        if records is None:
+            await asyncio.sleep(body.max_wait.total_seconds())  # the leader's long poll (DelayedFetch)
+        return encode_response(build(fetch_resp.FetchResponse, throttle_time=0, error_code=ErrorCode.none,
+                                     session_id=0, responses=(build(fetch_resp.FetchableTopicResponse, topic=TOPIC,
+                                     partitions=(build(
+                                         fetch_resp.PartitionData, partition_index=0, error_code=self.fetch_error,
+                                         high_watermark=self.high_watermark, last_stable_offset=self.high_watermark,
+                                         log_start_offset=0, aborted_transactions=None, preferred_read_replica=-1,
+                                         records=records),)),)), correlation_id)
+
+    async def until(self, condition: Callable[[], object], timeout_s: float = 10.0) -> None:
+        """Wait until ``condition`` holds, re-checking after every request the leader gets."""
+        async def loop() -> None:
+            while not condition():
+                self.changed.clear()
+                await self.changed.wait()
+        await asyncio.wait_for(loop(), timeout_s)
+
+
+
+
+@pytest.fixture
+def logs(tmp_path: Path) -> Iterator[LogManager]:
+    config = KafkaConfig.from_props({"broker.id": str(FOLLOWER), "zookeeper.connect": "unused:2181",
+                                     "log.dirs": str(tmp_path / "logs")})
+    manager = LogManager(LogManagerConfig.from_kafka_config(config), config.log_config())
+    manager.startup()
+    yield manager
+    manager.shutdown()
+
+
+def follower_log(logs: LogManager, epochs: list[tuple[int, int]]) -> Log:
+    """A log written at the given (leader epoch, record count) steps, one batch per record
+    (so any offset can be a truncation point: a log truncates to a batch boundary)."""
+    lg = logs.get_or_create_log(TOPIC, 0)
+    for epoch, count in epochs:
+        lg.assign_epoch_start_offset(epoch, lg.log_end_offset)
+        for i in range(count):
+            lg.append_as_leader(bytearray(build_batch([SimpleRecord(value=b"v%d" % i)])), epoch)
+    return lg
+
+
+@contextlib.asynccontextmanager
+async def follow(leader: FakeLeader, lg: Log, leader_epoch: int, backoff_ms: int = 50
+                 ) -> AsyncIterator[tuple[Partition, list[str]]]:
+    """Fetch partition t-0 from the fake leader at ``leader_epoch``: (the partition, the
+    state-change lines written)."""
+    port = (await leader.server.start())["PLAINTEXT"]
+    config = KafkaConfig.from_props({
+        "broker.id": str(FOLLOWER), "zookeeper.connect": "unused:2181", "log.dirs": "unused",
+        "replica.fetch.backoff.ms": str(backoff_ms), "replica.fetch.wait.max.ms": "10"})
+    cache = MetadataCache(FOLLOWER)
+    cache.update(control.UpdateMetadataRequest(
+        controller_id=LEADER, controller_epoch=1, broker_epoch=-1, topic_states=(), live_brokers=(
+            control.UpdateMetadataBroker(id=LEADER, rack=None, endpoints=(control.UpdateMetadataEndpoint(
+                port=port, host="127.0.0.1", listener="PLAINTEXT", security_protocol=0),)),)))
+    state_changes: list[str] = []
+    fetchers = ReplicaFetcherManager(FOLLOWER, config, cache, state_changes.append)
+    partition = Partition(TOPIC, 0, FOLLOWER, log=lg)
+    partition.make_follower(control.LeaderAndIsrPartitionState(
+        partition_index=0, controller_epoch=1, leader=LEADER, leader_epoch=leader_epoch, isr=(LEADER, FOLLOWER),
+        zk_version=0, replicas=(LEADER, FOLLOWER)))
+    assert partition.needs_truncation
+    fetchers.add_partitions([partition])
+    try:
+        yield partition, state_changes
+    finally:
+        await fetchers.shutdown()
+        await leader.server.stop()
+
+
+def test_truncates_a_diverged_tail_to_the_leaders_epoch_end_then_fetches_from_there(logs: LogManager) -> None:
+    async def scenario() -> None:
+        lg = follower_log(logs, [(1, 3), (2, 3)])  # epoch 1: offsets 0-2, epoch 2: 3-5
+        leader = FakeLeader()
+        leader.epochs[2] = (2, 4)  # the leader's epoch 2 ended at offset 4
+        async with follow(leader, lg, leader_epoch=3) as (partition, changes):
+            await leader.until(lambda: leader.fetches)
+            assert leader.asked_epochs == [(2, 3)]
+            assert lg.log_end_offset == 4 and not partition.needs_truncation
+            assert leader.fetches[0] == (4, 3)
+            assert changes == [f"Truncated partition {TOPIC}-0 to offset 4 (was 6) after OffsetForLeaderEpoch "
+                               f"from leader {LEADER}"]
+
+    asyncio.run(scenario())
+
+
+def test_an_epoch_the_leader_never_had_is_resolved_by_asking_again_below_it(logs: LogManager) -> None:
+    async def scenario() -> None:
+        lg = follower_log(logs, [(1, 3), (3, 3)])  # epoch 1: 0-2; epoch 3 (unknown to the leader): 3-5
+        leader = FakeLeader()
+        leader.epochs[3] = (2, 7)  # KIP-279: the leader's largest epoch below 3 is 2, ending at 7
+        leader.epochs[1] = (1, 3)
+        async with follow(leader, lg, leader_epoch=4) as (partition, _):
+            await leader.until(lambda: leader.fetches)
+            # We have no epoch 2: truncate to where our epoch 1 ends, and ask about epoch 1.
+            assert [asked for asked, _ in leader.asked_epochs] == [3, 1]
+            assert lg.log_end_offset == 3 and lg.latest_epoch == 1 and not partition.needs_truncation
+            assert leader.fetches[0] == (3, 4)
+
+    asyncio.run(scenario())
+
+
+def test_a_leader_without_the_epoch_leaves_only_the_high_watermark(logs: LogManager) -> None:
+    async def scenario() -> None:
+        lg = follower_log(logs, [(1, 5)])
+        lg.update_high_watermark(2)
+        leader = FakeLeader()
+        leader.epochs[1] = (UNDEFINED, UNDEFINED)
+        async with follow(leader, lg, leader_epoch=2) as _:
+            await leader.until(lambda: leader.fetches)
+            assert lg.log_end_offset == 2
+            assert leader.fetches[0][0] == 2
+
+    asyncio.run(scenario())
+
+
+def test_an_empty_log_fetches_from_zero_without_asking(logs: LogManager) -> None:
+    async def scenario() -> None:
+        leader = FakeLeader()
+        async with follow(leader, logs.get_or_create_log(TOPIC, 0), leader_epoch=1) as (partition, changes):
+            await leader.until(lambda: leader.fetches)
+            assert leader.asked_epochs == [] and leader.fetches[0] == (0, 1)
+            assert not partition.needs_truncation and changes == []
+
+    asyncio.run(scenario())
+
+
+def test_an_error_answer_backs_off_and_truncation_is_retried(logs: LogManager) -> None:
+    async def scenario() -> None:
+        lg = follower_log(logs, [(1, 4)])
+        leader = FakeLeader()
+        leader.epochs[1] = ErrorCode.not_leader_or_follower
+        async with follow(leader, lg, leader_epoch=2) as (partition, _):
+            await leader.until(lambda: len(leader.asked_epochs) >= 2)
+            # Nothing truncated and nothing fetched while the leader refuses.
+            assert partition.needs_truncation and lg.log_end_offset == 4 and leader.fetches == []
+            leader.epochs[1] = (1, 4)
+            await leader.until(lambda: leader.fetches)
+            assert not partition.needs_truncation and lg.log_end_offset == 4
+            assert leader.fetches[0] == (4, 2)
+
+    asyncio.run(scenario())
+
+
+def test_fetched_batches_are_appended_and_the_high_watermark_follows_the_leader(logs: LogManager) -> None:
+    async def scenario() -> None:
+        lg = logs.get_or_create_log(TOPIC, 0)
+        leader = FakeLeader()
+        leader.records[0] = build_batch([SimpleRecord(value=b"a"), SimpleRecord(value=b"b")],
+                                        partition_leader_epoch=1)
+        leader.high_watermark = 1  # the answer carrying the batch: the leader's HW then
+        async with follow(leader, lg, leader_epoch=1) as _:
+            await leader.until(lambda: lg.log_end_offset == 2)
+            assert lg.high_watermark == 1 and lg.latest_epoch == 1
+            leader.high_watermark = 5  # never past our own log end offset
+            await leader.until(lambda: lg.high_watermark == 2)
+            assert [offset for offset, _ in leader.fetches[:2]] == [0, 2]
+
+    asyncio.run(scenario())
+
+
+def test_a_fenced_answer_changes_nothing_and_is_retried_after_the_backoff(logs: LogManager) -> None:
+    async def scenario() -> None:
+        lg = follower_log(logs, [(1, 2)])
+        leader = FakeLeader()
+        leader.epochs[1] = (1, 2)
+        leader.fetch_error = ErrorCode.fenced_leader_epoch
+        leader.high_watermark = 5
+        leader.records[2] = build_batch([SimpleRecord(value=b"x")], partition_leader_epoch=1)
+        async with follow(leader, lg, leader_epoch=1) as _:
+            await leader.until(lambda: len(leader.fetches) >= 2)
+            assert {offset for offset, _ in leader.fetches} == {2}
+            assert lg.log_end_offset == 2 and lg.high_watermark == 0
+
+    asyncio.run(scenario())
