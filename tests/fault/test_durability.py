@@ -3,8 +3,8 @@ RF 3, min.insync.replicas=2; the long runner (100+ faults) is bench/durability_r
 
 from __future__ import annotations
 
-from cluster_helpers import partition_state, run_odradek, wait_until
 from odradek.local.durability import DurabilityRun
+from support import partition_state, run_odradek, wait_until
 
 
 def test_no_acknowledged_record_is_lost_under_broker_faults(cluster_factory) -> None:

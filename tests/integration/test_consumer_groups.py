@@ -21,12 +21,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 
-from cluster_helpers import ClusterFactory, partition_state, wait_until
 from odradek.broker.group.hashing import partition_for_group
 from odradek.local.cluster import LocalCluster
 from odradek.net.client import BrokerConnection
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import build, request_module, response_module
+from support import ClusterFactory, partition_state, wait_until
 
 OFFSETS_PARTITIONS = 6
 # Fast groups for tests: a short first-rebalance delay and sessions of a few seconds.

@@ -10,29 +10,20 @@ from typing import Any
 
 import pytest
 
-from cluster_helpers import (
+from odradek.local.cluster import LocalCluster
+from odradek.zk.client import ControllerMovedError, KafkaZkClient
+from support import (
     controller_of,
+    create_topic,
     current_controller,
     partition_state,
     run_odradek,
     wait_until,
 )
-from odradek.local.cluster import LocalCluster
-from odradek.zk.client import ControllerMovedError, KafkaZkClient
-
-
-def create(cluster: LocalCluster, topic: str, *args: str) -> None:
-    result = run_odradek("topics", "--zookeeper", cluster.zookeeper_connect, "--create", "--topic", topic, *args)
-    assert result.returncode == 0, result.stderr
 
 
 def describe(cluster: LocalCluster, topic: str) -> str:
     return run_odradek("topics", "--zookeeper", cluster.zookeeper_connect, "--describe", "--topic", topic).stdout
-
-
-def leaders_online(cluster: LocalCluster, topic: str, partitions: int) -> bool:
-    states = [partition_state(cluster, topic, p) for p in range(partitions)]
-    return all(s is not None and s["leader"] >= 0 for s in states)
 
 
 def registered(cluster: LocalCluster, broker_id: int) -> bool:
@@ -41,8 +32,7 @@ def registered(cluster: LocalCluster, broker_id: int) -> bool:
 
 def test_killed_leader_is_replaced_from_the_isr(cluster_factory) -> None:
     cluster = cluster_factory(3)
-    create(cluster, "orders", "--replica-assignment", "1:2:0,2:0:1,0:1:2")
-    wait_until(lambda: leaders_online(cluster, "orders", 3), message="partitions online")
+    create_topic(cluster, "orders", assignment=[[1, 2, 0], [2, 0, 1], [0, 1, 2]])
     controller, _ = controller_of(cluster)
     victim = next(b for b in (1, 2, 0) if b != controller)  # keep the controller: this is about leaders
     led = [p for p in range(3) if partition_state(cluster, "orders", p)["leader"] == victim]
@@ -69,8 +59,7 @@ def test_killed_leader_is_replaced_from_the_isr(cluster_factory) -> None:
 
 def test_controller_failover_bumps_the_epoch_and_fences_the_old_one(cluster_factory) -> None:
     cluster = cluster_factory(3)
-    create(cluster, "fenced", "--partitions", "3", "--replication-factor", "3")
-    wait_until(lambda: leaders_online(cluster, "fenced", 3), message="partitions online")
+    create_topic(cluster, "fenced", 3, 3)
     old_controller, old_epoch = controller_of(cluster)
     old_epoch_version = cluster.zk_client().get("/controller_epoch")[1].version
     cluster.kill_broker(old_controller)
@@ -108,8 +97,7 @@ def test_controller_failover_bumps_the_epoch_and_fences_the_old_one(cluster_fact
 
 def test_restarted_broker_replicas_come_back_online(cluster_factory) -> None:
     cluster = cluster_factory(3)
-    create(cluster, "phoenix", "--partitions", "3", "--replication-factor", "3")
-    wait_until(lambda: leaders_online(cluster, "phoenix", 3), message="partitions online")
+    create_topic(cluster, "phoenix", 3, 3)
     controller, _ = controller_of(cluster)
     victim = next(b for b in range(3) if b != controller)
     cluster.kill_broker(victim)
@@ -130,9 +118,8 @@ def test_unclean_election_only_when_the_topic_allows_it(cluster_factory) -> None
     cluster = cluster_factory(3)
     controller, _ = controller_of(cluster)
     a, b = (x for x in range(3) if x != controller)  # keep the controller alive throughout
-    create(cluster, "careful", "--replica-assignment", f"{a}:{b}")
-    create(cluster, "reckless", "--replica-assignment", f"{a}:{b}", "--config", "unclean.leader.election.enable=true")
-    wait_until(lambda: leaders_online(cluster, "careful", 1) and leaders_online(cluster, "reckless", 1))
+    create_topic(cluster, "careful", assignment=[[a, b]])
+    create_topic(cluster, "reckless", config={"unclean.leader.election.enable": "true"}, assignment=[[a, b]])
     cluster.kill_broker(a)
     wait_until(lambda: partition_state(cluster, "careful", 0)["leader"] == b, timeout=30, message=f"{b} leads")
     cluster.kill_broker(b)
@@ -255,8 +242,7 @@ def test_restarted_broker_does_not_deny_a_topic_before_the_controller_reaches_it
     import concurrent.futures
 
     cluster = cluster_factory(2)
-    create(cluster, "kept", "--replica-assignment", "0:1")
-    wait_until(lambda: leaders_online(cluster, "kept", 1), message="partition online")
+    create_topic(cluster, "kept", assignment=[[0, 1]])
     controller, _ = controller_of(cluster)
     other = 1 - controller
     cluster.stop_broker(other)
@@ -285,8 +271,7 @@ def test_restarted_broker_answers_nothing_until_it_is_registered(cluster_factory
     arrive meanwhile wait (Kafka's startProcessingRequests): answered from the empty cache, an
     all-topics Metadata would tell the client that every topic is gone."""
     cluster = cluster_factory(2, overrides={"zookeeper.session.timeout.ms": "15000"})
-    create(cluster, "kept", "--replica-assignment", "0:1")
-    wait_until(lambda: leaders_online(cluster, "kept", 1), message="partition online")
+    create_topic(cluster, "kept", assignment=[[0, 1]])
     controller, _ = controller_of(cluster)
     other = 1 - controller
     cluster.kill_broker(other)

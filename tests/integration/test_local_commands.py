@@ -12,8 +12,8 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
-from cluster_helpers import run_odradek, wait_until
 from odradek.local.zookeeper import free_port
+from support import run_odradek, wait_until
 
 
 def _spawn(*args: str) -> subprocess.Popen[str]:

@@ -7,9 +7,9 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from cluster_helpers import partition_state, run_odradek, wait_until
 from odradek.local.cluster import LocalCluster
 from odradek.protocol.records import iter_batches
+from support import partition_state, run_odradek, wait_until
 
 
 def produce(cluster: LocalCluster, topic: str, values: list[bytes], **conf: object) -> list[int]:
