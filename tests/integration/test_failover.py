@@ -1,4 +1,5 @@
-"""Broker and controller failures on a real cluster (issue 2: control plane only)."""
+"""Broker and controller failures on a real cluster: leader elections, controller failover and
+fencing, sessions that expire, and brokers that restart."""
 
 from __future__ import annotations
 
@@ -6,7 +7,6 @@ import asyncio
 import json
 import re
 import signal
-from typing import Any
 
 import pytest
 
@@ -16,6 +16,7 @@ from support import (
     controller_of,
     create_topic,
     current_controller,
+    metadata,
     partition_state,
     run_odradek,
     wait_until,
@@ -199,27 +200,9 @@ def test_cluster_json_tracks_restarts(cluster_factory) -> None:
     assert next(b for b in data["brokers"] if b["id"] == 1)["pid"] == cluster.brokers[1].pid != old_pid
 
 
-def _metadata_v1(port: int, topics: tuple[str, ...] | None, timeout_s: float) -> Any:
-    """One Metadata v1 request (``topics=None``: all topics) straight to one broker."""
-    import socket
-
-    from kio.schema.metadata.v1.request import MetadataRequest, MetadataRequestTopic
-    from kio.schema.metadata.v1.response import MetadataResponse
-
-    from odradek.local.cluster import _recv_exactly
-    from odradek.protocol.framing import decode_response, encode_request
-
-    wanted = None if topics is None else tuple(MetadataRequestTopic(name=t) for t in topics)
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
-        sock.sendall(encode_request(MetadataRequest(topics=wanted), 7, "test"))
-        size = int.from_bytes(_recv_exactly(sock, 4), "big")
-        _, response = decode_response(_recv_exactly(sock, size), MetadataResponse)
-    return response
-
-
 def _metadata_for(port: int, topic: str, timeout_s: float) -> tuple[int, int]:
     """(topic error code, leader of partition 0 or -1) for ``topic``."""
-    (answer,) = _metadata_v1(port, (topic,), timeout_s).topics
+    (answer,) = metadata(("127.0.0.1", port), [topic], timeout_s).topics
     leaders = [p.leader_id for p in answer.partitions if p.partition_index == 0]
     return answer.error_code, leaders[0] if leaders else -1
 
@@ -279,7 +262,7 @@ def test_restarted_broker_answers_nothing_until_it_is_registered(cluster_factory
     port = cluster.brokers[other].port
     wait_until(lambda: _accepting(port), timeout=30, message="restarted broker listening")
     assert registered(cluster, other)  # still the dead process's registration
-    topics = {t.name: t.error_code for t in _metadata_v1(port, None, 60).topics}
+    topics = {t.name: t.error_code for t in metadata(("127.0.0.1", port), None, 60).topics}
     assert topics.get("kept") == 0, topics
     log = (cluster.brokers[other].config_path.parent / "server.log").read_text()
     assert "Waiting up to" in log  # the restart really did wait for the old session

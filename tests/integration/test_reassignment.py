@@ -33,10 +33,10 @@ def test_reassignment_moves_a_replica_and_keeps_the_data(cluster_factory, tmp_pa
     a, b = (x for x in range(3) if x != controller)
     create_topic(cluster, "moving", assignment=[[a, controller]])
     wait_until(lambda: (s := partition_state(cluster, "moving", 0)) is not None and s["leader"] == a)
-    p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
-    for i in range(200):
-        p.produce("moving", value=f"v{i}".encode(), partition=0)
-    assert p.flush(30) == 0
+    with Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"}) as p:
+        for i in range(200):
+            p.produce("moving", value=f"v{i}".encode(), partition=0)
+        assert p.flush(30) == 0
     result = reassign(cluster, tmp_path, "moving", [b, controller], "--execute")
     assert result.returncode == 0, result.stderr
     assert "Successfully started partition reassignments for moving-0" in result.stdout
@@ -52,11 +52,11 @@ def test_reassignment_moves_a_replica_and_keeps_the_data(cluster_factory, tmp_pa
     wait_until(lambda: not replica_dir(cluster, a, "moving").exists(), message="removed replica deleted")
     verify = reassign(cluster, tmp_path, "moving", [b, controller], "--verify")
     assert verify.returncode == 0 and "Reassignment of partition moving-0 is complete." in verify.stdout
-    c = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "r", "enable.auto.commit": False})
-    c.assign([TopicPartition("moving", 0, 0)])
     got = []
-    wait_until(lambda: got.extend(m.value() for m in c.consume(500, 0.5) if not m.error()) or len(got) >= 200)
-    c.close()
+    with Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "r", "enable.auto.commit": False}) as c:
+        c.assign([TopicPartition("moving", 0, 0)])
+        wait_until(lambda: got.extend(m.value() for m in c.consume(500, 0.5) if not m.error()) or len(got) >= 200,
+                   message="the 200 records read back")
     assert got == [f"v{i}".encode() for i in range(200)]
 
 

@@ -1,5 +1,6 @@
-"""Topic deletion end to end (seed 004): markers, StopReplica(delete), renamed directories
-removed after file.delete.delay.ms, brokers that are down, delete.topic.enable=false."""
+"""Topic deletion end to end (Kafka's TopicDeletionManager): markers, StopReplica(delete),
+renamed directories removed after file.delete.delay.ms, brokers that are down,
+delete.topic.enable=false."""
 
 from __future__ import annotations
 
@@ -31,10 +32,10 @@ def dirs(cluster: LocalCluster, broker_id: int, topic: str) -> tuple[list[str], 
 
 
 def fill(cluster: LocalCluster, topic: str, partitions: int) -> None:
-    p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
-    for i in range(100):
-        p.produce(topic, value=b"x" * 100, partition=i % partitions)
-    assert p.flush(30) == 0
+    with Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"}) as p:
+        for i in range(100):
+            p.produce(topic, value=b"x" * 100, partition=i % partitions)
+        assert p.flush(30) == 0
 
 
 def test_delete_renames_then_removes_the_logs(cluster_factory) -> None:
