@@ -254,8 +254,8 @@ def consume_from_reset(cluster: LocalCluster, topic: str) -> list[Rec]:
 
 def test_metadata_of_all_topics(module_cluster: LocalCluster) -> None:
     """list_topics() without a topic: librdkafka 2.16 writes Metadata v12's null topic array
-    as four zero bytes (librdkafka issue #5049), which Kafka reads as a null array followed
-    by bytes it ignores."""
+    as four zero bytes (confluentinc/librdkafka#5049), which Kafka reads as a null array
+    followed by bytes it ignores."""
     create_topic(module_cluster, "confluent-listed", 3, 3)
     with Producer({"bootstrap.servers": module_cluster.bootstrap_servers}) as producer:
         md = producer.list_topics(timeout=20)

@@ -7,6 +7,7 @@ the replicated __consumer_offsets without losing a commit."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import subprocess
 import time
@@ -285,10 +286,15 @@ def test_confluent_static_member_restarts_without_a_rebalance(cluster: LocalClus
 
 
 def test_transactional_producer_fails_fast_with_the_reason(cluster: LocalCluster) -> None:
-    with Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": "tx-1"}) as producer:
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": "tx-1"})
+    try:
         started = time.monotonic()
         with pytest.raises(KafkaException) as failure:
             producer.init_transactions(20)
+    finally:
+        # close() would abort the transaction first, so it reports the fatal error again.
+        with contextlib.suppress(KafkaException):
+            producer.close()
     assert time.monotonic() - started < 15
     error = failure.value.args[0]
     assert error.fatal()
@@ -329,7 +335,7 @@ async def _find_coordinator(cluster: LocalCluster, group: str, version: int) -> 
             if answer.error_code == ErrorCode.none:
                 return answer.host, answer.port
             assert answer.error_code == ErrorCode.coordinator_not_available
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.5)  # a client's retry backoff while the coordinator loads the group
         raise AssertionError("no coordinator")
     finally:
         await conn.close()
