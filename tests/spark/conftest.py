@@ -18,6 +18,7 @@ from pyspark.sql import SparkSession
 import odradek.spark
 from odradek.local.cluster import LocalCluster
 from odradek.local.zookeeper import EmbeddedZooKeeper
+from odradek.spark import offset_reader
 from support import OdradekBroker, TansuBroker, unique_chroot
 
 # Three brokers and RF 3 topics: the data source reads from partition leaders spread over
@@ -99,3 +100,13 @@ def spark() -> Iterator[SparkSession]:
             os.environ.pop("PYSPARK_PYTHON", None)
         else:
             os.environ["PYSPARK_PYTHON"] = previous
+
+
+@pytest.fixture(autouse=True)
+def drop_driver_admin_clients() -> Iterator[None]:
+    """The data source keeps one AdminClient per client config for the life of the process
+    (``offset_reader.admin_client``); tests that call it here, in the driver's process, leave
+    clients that would keep reconnecting to brokers stopped at the end of the run. Dropping
+    them after each test destroys them while their brokers still run."""
+    yield
+    offset_reader._admins.clear()
