@@ -75,8 +75,12 @@ def tansu_bootstrap(tansu_broker: TansuBroker) -> str:
 
 
 @pytest.fixture(scope="session")
-def spark() -> Iterator[SparkSession]:
-    """One local SparkSession (2 cores) for the run, with the data source registered."""
+def spark(odradek_broker: OdradekBroker) -> Iterator[SparkSession]:
+    """One local SparkSession (2 cores) for the run, with the data source registered.
+
+    It starts after the odradek cluster and so stops before it: the data source's Python
+    workers keep their Kafka clients until the session ends, and those would otherwise
+    keep reconnecting to the stopped brokers."""
     # Spark starts the data source's driver-side Python workers with PYSPARK_PYTHON (it
     # ignores spark.pyspark.python there); they must run this interpreter, which has odradek.
     previous = os.environ.get("PYSPARK_PYTHON")
