@@ -3,15 +3,14 @@ as real processes in temporary directories.  Every fixture stops what it starts.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from cluster_helpers import ClusterFactory, chroots
 from odradek.local.cluster import LocalCluster
 from odradek.local.zookeeper import EmbeddedZooKeeper
+from support import ClusterFactory, unique_chroot
 
 
 @pytest.fixture(scope="session")
@@ -27,7 +26,7 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedZooK
 @pytest.fixture
 def zk_connect(zookeeper: EmbeddedZooKeeper) -> str:
     """A connect string with a chroot no other test uses."""
-    return f"{zookeeper.connect_string}/t{next(chroots)}-{uuid.uuid4().hex[:6]}"
+    return unique_chroot(zookeeper, "t")
 
 
 @pytest.fixture

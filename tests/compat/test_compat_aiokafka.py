@@ -11,7 +11,9 @@ import asyncio
 from collections.abc import Mapping, Sequence
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from compat_helpers import (
+
+from odradek.local.cluster import LocalCluster
+from support import (
     PartitionInfo,
     Rec,
     address_of,
@@ -21,10 +23,8 @@ from compat_helpers import (
     create_topic,
     end_offsets,
     make_records,
+    wait_until,
 )
-
-from cluster_helpers import wait_until
-from odradek.local.cluster import LocalCluster
 
 PARTITIONS = 4
 N = 300
@@ -85,7 +85,8 @@ def round_trip(cluster: LocalCluster, topic: str, records: Sequence[Rec], **conf
     counts = {p: sum(1 for r in acked if r.partition == p) for p in info}
     assert sum(1 for c in counts.values() if c) >= 2, counts
     # The default acks=1 acknowledges before the followers have the records.
-    ends = wait_until(lambda: (e := end_offsets(cluster, topic, info)) and all(e[p] >= counts[p] for p in e) and e,
+    ends = wait_until(lambda: (e := end_offsets(cluster.bootstrap_servers, topic, len(info)))
+                      and all(e[p] >= counts[p] for p in e) and e,
                       message="high watermarks to cover every acknowledged record")
     assert ends == counts
     assert_read_back(acked, asyncio.run(consume(cluster, topic, dict.fromkeys(info, 0), counts)))

@@ -13,17 +13,6 @@ import uuid
 from collections.abc import Mapping, Sequence
 
 import pytest
-from compat_helpers import (
-    PartitionInfo,
-    Rec,
-    address_of,
-    assert_acknowledged,
-    assert_read_back,
-    batch_headers,
-    create_topic,
-    end_offsets,
-    make_records,
-)
 from confluent_kafka import (
     TIMESTAMP_CREATE_TIME,
     Consumer,
@@ -33,8 +22,21 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from cluster_helpers import controller_of, partition_state, wait_until
 from odradek.local.cluster import LocalCluster
+from support import (
+    PartitionInfo,
+    Rec,
+    address_of,
+    assert_acknowledged,
+    assert_read_back,
+    batch_headers,
+    controller_of,
+    create_topic,
+    end_offsets,
+    make_records,
+    partition_state,
+    wait_until,
+)
 
 PARTITIONS = 4
 N = 300
@@ -58,11 +60,12 @@ def produce(cluster: LocalCluster, topic: str, records: Sequence[Rec], **config:
             assert msg.timestamp()[0] == TIMESTAMP_CREATE_TIME
         return report
 
-    for i, r in enumerate(records):
-        producer.produce(topic, key=r.key, value=r.value, headers=list(r.headers), timestamp=r.timestamp,
-                         on_delivery=on_delivery(i))
-        producer.poll(0)
-    assert producer.flush(60) == 0, "messages still in flight after 60s"
+    with producer:
+        for i, r in enumerate(records):
+            producer.produce(topic, key=r.key, value=r.value, headers=list(r.headers), timestamp=r.timestamp,
+                             on_delivery=on_delivery(i))
+            producer.poll(0)
+        assert producer.flush(60) == 0, "messages still in flight after 60s"
     assert not errors, errors[:5]
     return reports  # type: ignore[return-value]
 
@@ -109,7 +112,8 @@ def round_trip(cluster: LocalCluster, info: Mapping[int, PartitionInfo], topic: 
     counts = {p: sum(1 for r in acked if r.partition == p) for p in info}
     assert sum(1 for c in counts.values() if c) >= 2, f"all records landed in one partition: {counts}"
     # With acks=1 the high watermark follows once the followers have fetched.
-    ends = wait_until(lambda: (e := end_offsets(cluster, topic, info)) and all(e[p] >= counts[p] for p in e) and e,
+    ends = wait_until(lambda: (e := end_offsets(cluster.bootstrap_servers, topic, len(info)))
+                      and all(e[p] >= counts[p] for p in e) and e,
                       message="high watermarks to cover every acknowledged record")
     assert ends == counts, "the log holds other records than those acknowledged"
     assert_read_back(acked, consume(cluster, topic, dict.fromkeys(info, 0), counts))
@@ -134,7 +138,7 @@ def test_produce_and_consume_each_compression(module_cluster: LocalCluster, comp
 
     # From the middle of each partition: with compression that is inside a batch, which the
     # broker returns whole and the client trims.
-    counts = end_offsets(module_cluster, topic, info)
+    counts = end_offsets(module_cluster.bootstrap_servers, topic, len(info))
     middle = {p: counts[p] // 2 for p in info if counts[p]}
     read = consume(module_cluster, topic, middle, {p: counts[p] for p in middle})
     assert_read_back([r for r in acked if r.partition in middle and r.offset >= middle[r.partition]], read)
@@ -204,7 +208,7 @@ def test_fetch_out_of_range_is_reported_to_the_consumer(module_cluster: LocalClu
     topic = "confluent-out-of-range"
     info = create_topic(module_cluster, topic, 1, 3)
     acked = produce(module_cluster, topic, make_records(10, seed=5))
-    assert end_offsets(module_cluster, topic, info) == {0: 10}
+    assert end_offsets(module_cluster.bootstrap_servers, topic, len(info)) == {0: 10}
     consumer = Consumer({"bootstrap.servers": module_cluster.bootstrap_servers, "group.id": "unused",
                          "enable.auto.commit": False, "auto.offset.reset": "error"})
     try:
@@ -250,11 +254,11 @@ def consume_from_reset(cluster: LocalCluster, topic: str) -> list[Rec]:
 
 def test_metadata_of_all_topics(module_cluster: LocalCluster) -> None:
     """list_topics() without a topic: librdkafka 2.16 writes Metadata v12's null topic array
-    as four zero bytes (librdkafka issue #5049), which Kafka reads as a null array followed
-    by bytes it ignores."""
+    as four zero bytes (confluentinc/librdkafka#5049), which Kafka reads as a null array
+    followed by bytes it ignores."""
     create_topic(module_cluster, "confluent-listed", 3, 3)
-    producer = Producer({"bootstrap.servers": module_cluster.bootstrap_servers})
-    md = producer.list_topics(timeout=20)
+    with Producer({"bootstrap.servers": module_cluster.bootstrap_servers}) as producer:
+        md = producer.list_topics(timeout=20)
     assert {b.id: (b.host, b.port) for b in md.brokers.values()} == {
         bid: ("127.0.0.1", b.port) for bid, b in module_cluster.brokers.items()}
     assert md.controller_id == controller_of(module_cluster)[0]

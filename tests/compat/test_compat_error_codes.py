@@ -13,22 +13,10 @@ import datetime
 import time
 
 import pytest
-from compat_helpers import (
-    EARLIEST,
-    LATEST,
-    address_of,
-    create_topic,
-    fetch,
-    kafka_request,
-    list_offset,
-    partitions_of,
-    produce,
-)
 from confluent_kafka import KafkaError, Producer
 from kio.schema.delete_records.v2 import request as delete_records_req
 from kio.schema.delete_records.v2 import response as delete_records_resp
 
-from cluster_helpers import wait_until
 from odradek.local.cluster import LocalCluster
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import (
@@ -37,6 +25,18 @@ from odradek.protocol.records import (
     build_batch,
     decode_batch,
     iter_batches,
+)
+from support import (
+    EARLIEST,
+    LATEST,
+    address_of,
+    create_topic,
+    fetch_records,
+    kafka_request,
+    list_offset,
+    partitions_of,
+    produce_records,
+    wait_until,
 )
 
 
@@ -49,9 +49,9 @@ def assert_next_append_lands_at(cluster: LocalCluster, topic: str, partition: in
                                 offset: int) -> None:
     """Nothing was appended by what came before: a good batch gets ``offset``, and a fetch
     from ``offset`` returns exactly it."""
-    p = produce(address_of(cluster, leader), topic, partition, batch(b"good"))
+    p = produce_records(address_of(cluster, leader), topic, partition, batch(b"good"))
     assert (p.error_code, p.base_offset) == (ErrorCode.none, offset)
-    data = fetch(address_of(cluster, leader), topic, partition, offset)
+    data = fetch_records(address_of(cluster, leader), topic, partition, offset)
     _, records = decode_batch(data.records)
     assert [(r.offset, r.value) for r in records] == [(offset, b"good")]
 
@@ -77,9 +77,9 @@ def test_produce_and_fetch_on_a_non_leader(module_cluster: LocalCluster) -> None
         for broker_id in meta.replicas:
             if broker_id == meta.leader:
                 continue
-            p = produce(address_of(cluster, broker_id), "errors-leader", partition, batch(b"to a follower"))
+            p = produce_records(address_of(cluster, broker_id), "errors-leader", partition, batch(b"to a follower"))
             assert p.error_code == ErrorCode.not_leader_or_follower, (partition, broker_id, p)
-            f = fetch(address_of(cluster, broker_id), "errors-leader", partition, 0)
+            f = fetch_records(address_of(cluster, broker_id), "errors-leader", partition, 0)
             assert f.error_code == ErrorCode.not_leader_or_follower
             error, _, _ = list_offset(address_of(cluster, broker_id), "errors-leader", partition, LATEST)
             assert error == ErrorCode.not_leader_or_follower
@@ -87,7 +87,7 @@ def test_produce_and_fetch_on_a_non_leader(module_cluster: LocalCluster) -> None
     # A broker that holds no replica at all but knows the partition says the same (as Kafka).
     (meta,) = single.values()
     for broker_id in set(cluster.brokers) - {meta.leader}:
-        p = produce(address_of(cluster, broker_id), "errors-leader-rf1", 0, batch(b"to a stranger"))
+        p = produce_records(address_of(cluster, broker_id), "errors-leader-rf1", 0, batch(b"to a stranger"))
         assert p.error_code == ErrorCode.not_leader_or_follower
     assert_next_append_lands_at(cluster, "errors-leader-rf1", 0, meta.leader, 0)
 
@@ -97,22 +97,22 @@ def test_unknown_topic_or_partition(module_cluster: LocalCluster) -> None:
     info = create_topic(cluster, "errors-known", 2, 3)
     for broker_id in cluster.brokers:
         address = address_of(cluster, broker_id)
-        assert produce(address, "errors-no-such-topic", 0, batch(b"x")).error_code == \
+        assert produce_records(address, "errors-no-such-topic", 0, batch(b"x")).error_code == \
             ErrorCode.unknown_topic_or_partition
-        assert produce(address, "errors-known", 7, batch(b"x")).error_code == ErrorCode.unknown_topic_or_partition
-        assert fetch(address, "errors-no-such-topic", 0, 0).error_code == ErrorCode.unknown_topic_or_partition
-        assert fetch(address, "errors-known", 7, 0).error_code == ErrorCode.unknown_topic_or_partition
+        assert produce_records(address, "errors-known", 7, batch(b"x")).error_code == ErrorCode.unknown_topic_or_partition
+        assert fetch_records(address, "errors-no-such-topic", 0, 0).error_code == ErrorCode.unknown_topic_or_partition
+        assert fetch_records(address, "errors-known", 7, 0).error_code == ErrorCode.unknown_topic_or_partition
         assert list_offset(address, "errors-no-such-topic", 0, LATEST)[0] == ErrorCode.unknown_topic_or_partition
         assert partitions_of(address, "errors-no-such-topic") is None  # Metadata says so, and creates nothing
     assert cluster.zk_client().exists("/brokers/topics/errors-no-such-topic") is None
     for partition, meta in info.items():
         assert_next_append_lands_at(cluster, "errors-known", partition, meta.leader, 0)
 
-    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "retries": 0,
-                         "topic.metadata.propagation.max.ms": 1000, "message.timeout.ms": 10000})
-    error = deliver(producer, "errors-no-such-topic", b"x")
-    assert error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART, error  # the broker's, from Metadata
-    error = deliver(producer, "errors-known", b"x", partition=7)
+    with Producer({"bootstrap.servers": cluster.bootstrap_servers, "retries": 0,
+                   "topic.metadata.propagation.max.ms": 1000, "message.timeout.ms": 10000}) as producer:
+        error = deliver(producer, "errors-no-such-topic", b"x")
+        assert error is not None and error.code() == KafkaError.UNKNOWN_TOPIC_OR_PART, error  # the broker's
+        error = deliver(producer, "errors-known", b"x", partition=7)
     assert error is not None and error.code() == KafkaError._UNKNOWN_PARTITION, error
 
 
@@ -123,7 +123,7 @@ def test_corrupt_batches_are_refused_and_not_appended(module_cluster: LocalClust
     cluster = module_cluster
     info = create_topic(cluster, "errors-corrupt", 1, 3)
     leader = address_of(cluster, info[0].leader)
-    assert produce(leader, "errors-corrupt", 0, batch(b"first", b"second")).error_code == ErrorCode.none
+    assert produce_records(leader, "errors-corrupt", 0, batch(b"first", b"second")).error_code == ErrorCode.none
 
     good = batch(b"will be damaged", b"in several ways", compression=CompressionType.GZIP)
     crc_flipped = bytearray(good)
@@ -133,14 +133,14 @@ def test_corrupt_batches_are_refused_and_not_appended(module_cluster: LocalClust
     attributes_flipped = bytearray(good)
     attributes_flipped[22] ^= 0x02  # gzip -> lz4 in the attributes, covered by the CRC
     for damaged in (crc_flipped, payload_flipped, attributes_flipped):
-        p = produce(leader, "errors-corrupt", 0, bytes(damaged))
+        p = produce_records(leader, "errors-corrupt", 0, bytes(damaged))
         assert p.error_code == ErrorCode.corrupt_message, p
         assert p.base_offset == -1
     # A batch whose length field points past the bytes sent, and a batch cut short.
     longer = bytearray(good)
     longer[8:12] = (int.from_bytes(good[8:12], "big") + 100).to_bytes(4, "big")
     for damaged in (bytes(longer), good[: len(good) - 10]):
-        assert produce(leader, "errors-corrupt", 0, damaged).error_code in (
+        assert produce_records(leader, "errors-corrupt", 0, damaged).error_code in (
             ErrorCode.corrupt_message, ErrorCode.invalid_record)
     assert list_offset(leader, "errors-corrupt", 0, LATEST)[:2] == (ErrorCode.none, 2)
     assert_next_append_lands_at(cluster, "errors-corrupt", 0, info[0].leader, 2)
@@ -153,21 +153,21 @@ def test_batches_above_max_message_bytes(module_cluster: LocalCluster) -> None:
     leader = address_of(cluster, info[0].leader)
     big = batch(b"x" * (limit + 1))
     assert len(big) > limit
-    p = produce(leader, "errors-too-large", 0, big)
+    p = produce_records(leader, "errors-too-large", 0, big)
     assert p.error_code == ErrorCode.message_too_large, p
     fits = batch(b"y" * (limit - 200))
     assert len(fits) <= limit
-    assert produce(leader, "errors-too-large", 0, fits).error_code == ErrorCode.none
+    assert produce_records(leader, "errors-too-large", 0, fits).error_code == ErrorCode.none
     # The limit is on the batch as stored: 200 KB that gzip squeezes under it are accepted.
     squeezed = batch(b"z" * 200_000, compression=CompressionType.GZIP)
     assert len(squeezed) < limit
-    p = produce(leader, "errors-too-large", 0, squeezed)
+    p = produce_records(leader, "errors-too-large", 0, squeezed)
     assert (p.error_code, p.base_offset) == (ErrorCode.none, 1)
     assert_next_append_lands_at(cluster, "errors-too-large", 0, info[0].leader, 2)
 
     # What a client sees: librdkafka's producer reports the broker's MESSAGE_TOO_LARGE.
-    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "retries": 0})
-    error = deliver(producer, "errors-too-large", bytes(range(256)) * 60)  # 15 KB, incompressible-ish
+    with Producer({"bootstrap.servers": cluster.bootstrap_servers, "retries": 0}) as producer:
+        error = deliver(producer, "errors-too-large", bytes(range(256)) * 60)  # 15 KB, incompressible-ish
     assert error is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE, error
     assert list_offset(leader, "errors-too-large", 0, LATEST)[:2] == (ErrorCode.none, 3)
 
@@ -181,13 +181,13 @@ def test_fetch_outside_the_log(module_cluster: LocalCluster) -> None:
     leader_id = info[0].leader
     leader = address_of(cluster, leader_id)
     for i in range(5):
-        assert produce(leader, "errors-range", 0, batch(b"%d" % i, b"%d again" % i)).error_code == ErrorCode.none
+        assert produce_records(leader, "errors-range", 0, batch(b"%d" % i, b"%d again" % i)).error_code == ErrorCode.none
     assert list_offset(leader, "errors-range", 0, LATEST)[:2] == (ErrorCode.none, 10)
 
-    at_end = fetch(leader, "errors-range", 0, 10)
+    at_end = fetch_records(leader, "errors-range", 0, 10)
     assert (at_end.error_code, at_end.high_watermark, at_end.records or b"") == (ErrorCode.none, 10, b"")
     for offset in (11, 1000, 2**62, -1):
-        f = fetch(leader, "errors-range", 0, offset)
+        f = fetch_records(leader, "errors-range", 0, offset)
         assert f.error_code == ErrorCode.offset_out_of_range, (offset, f.error_code)
         assert f.high_watermark in (10, -1) and not f.records
 
@@ -199,8 +199,8 @@ def test_fetch_outside_the_log(module_cluster: LocalCluster) -> None:
     (result,) = response.topics[0].partitions
     assert (result.error_code, result.low_watermark) == (ErrorCode.none, 4)
     assert list_offset(leader, "errors-range", 0, EARLIEST)[:2] == (ErrorCode.none, 4)
-    assert fetch(leader, "errors-range", 0, 3).error_code == ErrorCode.offset_out_of_range
-    first = fetch(leader, "errors-range", 0, 4)
+    assert fetch_records(leader, "errors-range", 0, 3).error_code == ErrorCode.offset_out_of_range
+    first = fetch_records(leader, "errors-range", 0, 4)
     assert first.error_code == ErrorCode.none and first.log_start_offset == 4
     _, records = decode_batch(first.records)
     assert records[0].offset == 4 and records[0].value == b"2"
@@ -215,14 +215,14 @@ def test_min_insync_replicas_above_the_replication_factor(module_cluster: LocalC
     cluster = module_cluster
     info = create_topic(cluster, "errors-misr", 1, 3, {"min.insync.replicas": "4"})
     leader = address_of(cluster, info[0].leader)
-    p = produce(leader, "errors-misr", 0, batch(b"all"), acks=-1)
+    p = produce_records(leader, "errors-misr", 0, batch(b"all"), acks=-1)
     assert p.error_code == ErrorCode.not_enough_replicas, p
-    p = produce(leader, "errors-misr", 0, batch(b"one"), acks=1)
+    p = produce_records(leader, "errors-misr", 0, batch(b"one"), acks=1)
     assert (p.error_code, p.base_offset) == (ErrorCode.none, 0)
     wait_until(lambda: list_offset(leader, "errors-misr", 0, LATEST)[1] == 1, message="high watermark 1")
 
-    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "retries": 0})
-    error = deliver(producer, "errors-misr", b"x")
+    with Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "retries": 0}) as producer:
+        error = deliver(producer, "errors-misr", b"x")
     assert error is not None and error.code() == KafkaError.NOT_ENOUGH_REPLICAS, error
     assert list_offset(leader, "errors-misr", 0, LATEST)[:2] == (ErrorCode.none, 1)
 
@@ -237,7 +237,7 @@ def test_not_enough_replicas_once_the_isr_shrinks(cluster_factory) -> None:  # t
     info = create_topic(cluster, topic, 1, 3, {"min.insync.replicas": "3"})
     leader_id = info[0].leader
     leader = address_of(cluster, leader_id)
-    assert produce(leader, topic, 0, batch(b"before")).error_code == ErrorCode.none
+    assert produce_records(leader, topic, 0, batch(b"before")).error_code == ErrorCode.none
     follower = next(b for b in info[0].replicas if b != leader_id)
     cluster.kill_broker(follower)
 
@@ -246,15 +246,15 @@ def test_not_enough_replicas_once_the_isr_shrinks(cluster_factory) -> None:  # t
         return meta[0].isr if meta else None
 
     wait_until(lambda: follower not in (isr() or (follower,)), timeout=60, message="the ISR to shrink")
-    p = produce(leader, topic, 0, batch(b"refused"), acks=-1)
+    p = produce_records(leader, topic, 0, batch(b"refused"), acks=-1)
     assert p.error_code == ErrorCode.not_enough_replicas, p
-    p = produce(leader, topic, 0, batch(b"leader only"), acks=1)
+    p = produce_records(leader, topic, 0, batch(b"leader only"), acks=1)
     assert (p.error_code, p.base_offset) == (ErrorCode.none, 1)
 
     cluster.start_broker(follower)
     wait_until(lambda: set(isr() or ()) == set(info[0].replicas), timeout=60, message="the ISR to grow back")
-    p = produce(leader, topic, 0, batch(b"after"), acks=-1)
+    p = produce_records(leader, topic, 0, batch(b"after"), acks=-1)
     assert (p.error_code, p.base_offset) == (ErrorCode.none, 2)
-    data = fetch(leader, topic, 0, 0).records
+    data = fetch_records(leader, topic, 0, 0).records
     values = [r.value for pos, h in iter_batches(data) for r in decode_batch(data[pos:pos + h.size])[1]]
     assert values == [b"before", b"leader only", b"after"]

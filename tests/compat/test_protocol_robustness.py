@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from compat_helpers import address_of, create_topic
 from kio.schema.api_versions.v0 import response as api_versions_v0
 from kio.schema.api_versions.v3 import request as api_versions_v3_req
 from kio.schema.api_versions.v3 import response as api_versions_v3
@@ -30,12 +29,12 @@ from kio.schema.produce.v3 import request as produce_v3_req
 from kio.schema.produce.v9 import request as produce_req
 from kio.schema.produce.v9 import response as produce_resp
 
-from cluster_helpers import ClusterFactory
 from odradek.local.cluster import LocalCluster
 from odradek.local.zookeeper import EmbeddedZooKeeper
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.framing import decode_response, encode_request
 from odradek.protocol.records import SimpleRecord, build_batch, decode_batch
+from support import ClusterFactory, address_of, create_topic, partitions_of
 
 MAX_REQUEST = 200_000  # socket.request.max.bytes for this module's cluster
 TOPIC = "robust"
@@ -143,8 +142,6 @@ def cluster(zookeeper: EmbeddedZooKeeper, tmp_path_factory: pytest.TempPathFacto
 @pytest.fixture(scope="module")
 def target(cluster: LocalCluster) -> int:
     """The broker under abuse: the leader of partition 0."""
-    from compat_helpers import partitions_of
-
     info = partitions_of(address_of(cluster, 0), TOPIC)
     assert info is not None
     return info[0].leader

@@ -1,19 +1,15 @@
-"""Durability under faults (issue 4): a short run of the durability harness on 3 brokers,
+"""Durability under faults: a short run of the durability harness on 3 brokers,
 RF 3, min.insync.replicas=2; the long runner (100+ faults) is bench/durability_runner.py."""
 
 from __future__ import annotations
 
-from cluster_helpers import partition_state, run_odradek, wait_until
 from odradek.local.durability import DurabilityRun
+from support import create_topic
 
 
 def test_no_acknowledged_record_is_lost_under_broker_faults(cluster_factory) -> None:
     cluster = cluster_factory(3, overrides={"min.insync.replicas": "2", "replica.lag.time.max.ms": "5000"})
-    result = run_odradek("topics", "--zookeeper", cluster.zookeeper_connect, "--create", "--topic", "durability",
-                         "--partitions", "3", "--replication-factor", "3")
-    assert result.returncode == 0, result.stderr
-    wait_until(lambda: all((s := partition_state(cluster, "durability", p)) is not None and s["leader"] >= 0
-                           for p in range(3)))
+    create_topic(cluster, "durability", 3, 3)
     report = DurabilityRun(cluster, faults=5, seed=7).run()
     print(report.summary())
     assert len(report.faults) == 5

@@ -21,12 +21,12 @@ from confluent_kafka.admin import (
     ResourceType,
 )
 
-from cluster_helpers import controller_of, partition_state, wait_until, zk_json
 from odradek.admin.client import AdminConnection
 from odradek.broker.apis.registry import build
 from odradek.local.cluster import LocalCluster
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
+from support import controller_of, partition_state, wait_until, zk_json
 
 TIMEOUT = 30
 pytestmark = pytest.mark.filterwarnings("ignore:alter_configs has been deprecated:DeprecationWarning")

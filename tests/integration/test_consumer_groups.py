@@ -7,6 +7,7 @@ the replicated __consumer_offsets without losing a commit."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import subprocess
 import time
@@ -17,16 +18,16 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 
-from cluster_helpers import ClusterFactory, partition_state, wait_until
 from odradek.broker.group.hashing import partition_for_group
 from odradek.local.cluster import LocalCluster
 from odradek.net.client import BrokerConnection
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import build, request_module, response_module
+from support import ClusterFactory, create_topic, end_offsets, partition_state, wait_until
 
 OFFSETS_PARTITIONS = 6
 # Fast groups for tests: a short first-rebalance delay and sessions of a few seconds.
@@ -50,37 +51,14 @@ def cluster(zookeeper: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterato
 # ----------------------------------------------------------------------------- helpers
 
 
-def create_topic(cluster: LocalCluster, topic: str, partitions: int) -> None:
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    admin.create_topics([NewTopic(topic, partitions, 3)])[topic].result(30)
-
-    def ready() -> bool:
-        states = [partition_state(cluster, topic, p) for p in range(partitions)]
-        if not all(s is not None and s["leader"] >= 0 and len(s["isr"]) == 3 for s in states):
-            return False
-        md = admin.list_topics(topic, timeout=5).topics.get(topic)
-        return md is not None and md.error is None and len(md.partitions) == partitions and \
-            all(p.leader >= 0 for p in md.partitions.values())
-
-    wait_until(ready, timeout=60, message=f"{topic} online")
-
-
 def produce(cluster: LocalCluster, topic: str, values: Sequence[str]) -> None:
-    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 5})
     failures: list[Any] = []
-    for v in values:
-        producer.produce(topic, key=v.encode(), value=v.encode(),
-                         on_delivery=lambda err, _msg: failures.append(err) if err else None)
-    assert producer.flush(30) == 0
+    with Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 5}) as producer:
+        for v in values:
+            producer.produce(topic, key=v.encode(), value=v.encode(),
+                             on_delivery=lambda err, _msg: failures.append(err) if err else None)
+        assert producer.flush(30) == 0
     assert not failures
-
-
-def end_offsets(cluster: LocalCluster, topic: str, partitions: int) -> dict[int, int]:
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "watermarks"})
-    try:
-        return {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)[1] for p in range(partitions)}
-    finally:
-        consumer.close()
 
 
 def group_consumer(cluster: LocalCluster, group: str, **extra: Any) -> Consumer:
@@ -173,7 +151,7 @@ def test_confluent_group_splits_rebalances_commits_and_resumes(cluster: LocalClu
             assert {p for p, _, _ in records} <= owned
         for c in members.consumers:
             commit(c)
-        ends = end_offsets(cluster, topic, partitions)
+        ends = end_offsets(cluster.bootstrap_servers, topic, partitions)
         assert committed(members.consumers[0], topic, partitions) == ends
 
         # A member leaves: the other two take over its partitions and carry on from the
@@ -188,7 +166,7 @@ def test_confluent_group_splits_rebalances_commits_and_resumes(cluster: LocalClu
         assert_exactly(members.all_records(), set(second))
         for c in members.consumers:
             commit(c)
-        assert committed(members.consumers[0], topic, partitions) == end_offsets(cluster, topic, partitions)
+        assert committed(members.consumers[0], topic, partitions) == end_offsets(cluster.bootstrap_servers, topic, partitions)
     finally:
         for c in members.consumers:
             c.close()
@@ -221,7 +199,7 @@ def test_confluent_standalone_consumer_commits_with_generation_minus_one(cluster
                 seen += 1
         assert seen == 40
         consumer.commit(asynchronous=False)
-        expected = end_offsets(cluster, topic, 2)
+        expected = end_offsets(cluster.bootstrap_servers, topic, 2)
     finally:
         consumer.close()
     other = group_consumer(cluster, "standalone-app")
@@ -238,7 +216,11 @@ def test_confluent_admin_lists_describes_and_deletes_groups(cluster: LocalCluste
     topic = "group-admin"
     create_topic(cluster, topic, 3)
     produce(cluster, topic, [f"x{i}" for i in range(30)])
-    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    with AdminClient({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
+        _list_describe_and_delete_a_group(admin, cluster, topic)
+
+
+def _list_describe_and_delete_a_group(admin: AdminClient, cluster: LocalCluster, topic: str) -> None:
     members = Members([group_consumer(cluster, "admin-app", **{"client.id": "admin-app-client"})])
     try:
         members.consumers[0].subscribe([topic])
@@ -295,8 +277,8 @@ def test_confluent_static_member_restarts_without_a_rebalance(cluster: LocalClus
         members.until(lambda: members.assignments()[0] == a_partitions, "the restarted member's assignment")
         members.pump(1.0)
         assert revoked == []  # the other member never gave up its partition
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-        description = admin.describe_consumer_groups([group])[group].result(30)
+        with AdminClient({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
+            description = admin.describe_consumer_groups([group])[group].result(30)
         assert sorted(m.group_instance_id for m in description.members) == ["instance-a", "instance-b"]
     finally:
         for c in members.consumers:
@@ -305,9 +287,14 @@ def test_confluent_static_member_restarts_without_a_rebalance(cluster: LocalClus
 
 def test_transactional_producer_fails_fast_with_the_reason(cluster: LocalCluster) -> None:
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": "tx-1"})
-    started = time.monotonic()
-    with pytest.raises(KafkaException) as failure:
-        producer.init_transactions(20)
+    try:
+        started = time.monotonic()
+        with pytest.raises(KafkaException) as failure:
+            producer.init_transactions(20)
+    finally:
+        # close() would abort the transaction first, so it reports the fatal error again.
+        with contextlib.suppress(KafkaException):
+            producer.close()
     assert time.monotonic() - started < 15
     error = failure.value.args[0]
     assert error.fatal()
@@ -348,7 +335,7 @@ async def _find_coordinator(cluster: LocalCluster, group: str, version: int) -> 
             if answer.error_code == ErrorCode.none:
                 return answer.host, answer.port
             assert answer.error_code == ErrorCode.coordinator_not_available
-            await asyncio.sleep(0.5)
+            await asyncio.sleep(0.5)  # a client's retry backoff while the coordinator loads the group
         raise AssertionError("no coordinator")
     finally:
         await conn.close()
@@ -475,12 +462,12 @@ def test_kafka_python_group_consumer_subscribes_commits_and_resumes(cluster: Loc
 
     values, offsets = consume(len(first))
     assert values == first
-    assert offsets == end_offsets(cluster, topic, 3)
+    assert offsets == end_offsets(cluster.bootstrap_servers, topic, 3)
     second = {f"l{i}" for i in range(30)}
     produce(cluster, topic, sorted(second))
     values, offsets = consume(len(second))
     assert values == second
-    assert offsets == end_offsets(cluster, topic, 3)
+    assert offsets == end_offsets(cluster.bootstrap_servers, topic, 3)
 
 
 def test_kafka_python_standalone_commit(cluster: LocalCluster) -> None:
@@ -526,7 +513,7 @@ def test_aiokafka_group_consumer_subscribes_and_commits(cluster: LocalCluster) -
 
     values, offsets = asyncio.run(consume())
     assert values == expected
-    assert offsets == end_offsets(cluster, topic, 3)
+    assert offsets == end_offsets(cluster.bootstrap_servers, topic, 3)
 
 
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
@@ -544,7 +531,7 @@ def test_kcat_balanced_consumer(cluster: LocalCluster) -> None:
     # kcat commits (auto commit) when it closes the consumer.
     check = group_consumer(cluster, "kcat-app")
     try:
-        wait_until(lambda: committed(check, topic, 3) == end_offsets(cluster, topic, 3), timeout=30,
+        wait_until(lambda: committed(check, topic, 3) == end_offsets(cluster.bootstrap_servers, topic, 3), timeout=30,
                    message="kcat's commits")
     finally:
         check.close()
@@ -591,8 +578,8 @@ def test_coordinator_failover_keeps_every_commit(cluster_factory: ClusterFactory
         members.until(commits_survived, "the committed offsets from the new coordinator")
         # The new coordinator loaded the group itself, not just its offsets: the member is
         # still there, in a stable group.
-        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-        description = admin.describe_consumer_groups([group])[group].result(30)
+        with AdminClient({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
+            description = admin.describe_consumer_groups([group])[group].result(30)
         assert description.coordinator.id not in (victim, -1)
         assert str(description.state).endswith("STABLE")
         assert [m.member_id for m in description.members] == [consumer.memberid()]
@@ -601,7 +588,7 @@ def test_coordinator_failover_keeps_every_commit(cluster_factory: ClusterFactory
         assert {v for _, _, v in members.all_records()} == {f"f{i}" for i in range(300)}
         members.until(lambda: _commit_ok(consumer), "a commit to the new coordinator")
         after = committed(consumer, topic, partitions)
-        assert after == end_offsets(cluster, topic, partitions)
+        assert after == end_offsets(cluster.bootstrap_servers, topic, partitions)
     finally:
         consumer.close()
 

@@ -1,4 +1,5 @@
-"""Broker and controller failures on a real cluster (issue 2: control plane only)."""
+"""Broker and controller failures on a real cluster: leader elections, controller failover and
+fencing, sessions that expire, and brokers that restart."""
 
 from __future__ import annotations
 
@@ -6,33 +7,24 @@ import asyncio
 import json
 import re
 import signal
-from typing import Any
 
 import pytest
 
-from cluster_helpers import (
+from odradek.local.cluster import LocalCluster
+from odradek.zk.client import ControllerMovedError, KafkaZkClient
+from support import (
     controller_of,
+    create_topic,
     current_controller,
+    metadata,
     partition_state,
     run_odradek,
     wait_until,
 )
-from odradek.local.cluster import LocalCluster
-from odradek.zk.client import ControllerMovedError, KafkaZkClient
-
-
-def create(cluster: LocalCluster, topic: str, *args: str) -> None:
-    result = run_odradek("topics", "--zookeeper", cluster.zookeeper_connect, "--create", "--topic", topic, *args)
-    assert result.returncode == 0, result.stderr
 
 
 def describe(cluster: LocalCluster, topic: str) -> str:
     return run_odradek("topics", "--zookeeper", cluster.zookeeper_connect, "--describe", "--topic", topic).stdout
-
-
-def leaders_online(cluster: LocalCluster, topic: str, partitions: int) -> bool:
-    states = [partition_state(cluster, topic, p) for p in range(partitions)]
-    return all(s is not None and s["leader"] >= 0 for s in states)
 
 
 def registered(cluster: LocalCluster, broker_id: int) -> bool:
@@ -41,8 +33,7 @@ def registered(cluster: LocalCluster, broker_id: int) -> bool:
 
 def test_killed_leader_is_replaced_from_the_isr(cluster_factory) -> None:
     cluster = cluster_factory(3)
-    create(cluster, "orders", "--replica-assignment", "1:2:0,2:0:1,0:1:2")
-    wait_until(lambda: leaders_online(cluster, "orders", 3), message="partitions online")
+    create_topic(cluster, "orders", assignment=[[1, 2, 0], [2, 0, 1], [0, 1, 2]])
     controller, _ = controller_of(cluster)
     victim = next(b for b in (1, 2, 0) if b != controller)  # keep the controller: this is about leaders
     led = [p for p in range(3) if partition_state(cluster, "orders", p)["leader"] == victim]
@@ -69,8 +60,7 @@ def test_killed_leader_is_replaced_from_the_isr(cluster_factory) -> None:
 
 def test_controller_failover_bumps_the_epoch_and_fences_the_old_one(cluster_factory) -> None:
     cluster = cluster_factory(3)
-    create(cluster, "fenced", "--partitions", "3", "--replication-factor", "3")
-    wait_until(lambda: leaders_online(cluster, "fenced", 3), message="partitions online")
+    create_topic(cluster, "fenced", 3, 3)
     old_controller, old_epoch = controller_of(cluster)
     old_epoch_version = cluster.zk_client().get("/controller_epoch")[1].version
     cluster.kill_broker(old_controller)
@@ -108,8 +98,7 @@ def test_controller_failover_bumps_the_epoch_and_fences_the_old_one(cluster_fact
 
 def test_restarted_broker_replicas_come_back_online(cluster_factory) -> None:
     cluster = cluster_factory(3)
-    create(cluster, "phoenix", "--partitions", "3", "--replication-factor", "3")
-    wait_until(lambda: leaders_online(cluster, "phoenix", 3), message="partitions online")
+    create_topic(cluster, "phoenix", 3, 3)
     controller, _ = controller_of(cluster)
     victim = next(b for b in range(3) if b != controller)
     cluster.kill_broker(victim)
@@ -130,9 +119,8 @@ def test_unclean_election_only_when_the_topic_allows_it(cluster_factory) -> None
     cluster = cluster_factory(3)
     controller, _ = controller_of(cluster)
     a, b = (x for x in range(3) if x != controller)  # keep the controller alive throughout
-    create(cluster, "careful", "--replica-assignment", f"{a}:{b}")
-    create(cluster, "reckless", "--replica-assignment", f"{a}:{b}", "--config", "unclean.leader.election.enable=true")
-    wait_until(lambda: leaders_online(cluster, "careful", 1) and leaders_online(cluster, "reckless", 1))
+    create_topic(cluster, "careful", assignment=[[a, b]])
+    create_topic(cluster, "reckless", config={"unclean.leader.election.enable": "true"}, assignment=[[a, b]])
     cluster.kill_broker(a)
     wait_until(lambda: partition_state(cluster, "careful", 0)["leader"] == b, timeout=30, message=f"{b} leads")
     cluster.kill_broker(b)
@@ -212,27 +200,9 @@ def test_cluster_json_tracks_restarts(cluster_factory) -> None:
     assert next(b for b in data["brokers"] if b["id"] == 1)["pid"] == cluster.brokers[1].pid != old_pid
 
 
-def _metadata_v1(port: int, topics: tuple[str, ...] | None, timeout_s: float) -> Any:
-    """One Metadata v1 request (``topics=None``: all topics) straight to one broker."""
-    import socket
-
-    from kio.schema.metadata.v1.request import MetadataRequest, MetadataRequestTopic
-    from kio.schema.metadata.v1.response import MetadataResponse
-
-    from odradek.local.cluster import _recv_exactly
-    from odradek.protocol.framing import decode_response, encode_request
-
-    wanted = None if topics is None else tuple(MetadataRequestTopic(name=t) for t in topics)
-    with socket.create_connection(("127.0.0.1", port), timeout=timeout_s) as sock:
-        sock.sendall(encode_request(MetadataRequest(topics=wanted), 7, "test"))
-        size = int.from_bytes(_recv_exactly(sock, 4), "big")
-        _, response = decode_response(_recv_exactly(sock, size), MetadataResponse)
-    return response
-
-
 def _metadata_for(port: int, topic: str, timeout_s: float) -> tuple[int, int]:
     """(topic error code, leader of partition 0 or -1) for ``topic``."""
-    (answer,) = _metadata_v1(port, (topic,), timeout_s).topics
+    (answer,) = metadata(("127.0.0.1", port), [topic], timeout_s).topics
     leaders = [p.leader_id for p in answer.partitions if p.partition_index == 0]
     return answer.error_code, leaders[0] if leaders else -1
 
@@ -255,8 +225,7 @@ def test_restarted_broker_does_not_deny_a_topic_before_the_controller_reaches_it
     import concurrent.futures
 
     cluster = cluster_factory(2)
-    create(cluster, "kept", "--replica-assignment", "0:1")
-    wait_until(lambda: leaders_online(cluster, "kept", 1), message="partition online")
+    create_topic(cluster, "kept", assignment=[[0, 1]])
     controller, _ = controller_of(cluster)
     other = 1 - controller
     cluster.stop_broker(other)
@@ -285,8 +254,7 @@ def test_restarted_broker_answers_nothing_until_it_is_registered(cluster_factory
     arrive meanwhile wait (Kafka's startProcessingRequests): answered from the empty cache, an
     all-topics Metadata would tell the client that every topic is gone."""
     cluster = cluster_factory(2, overrides={"zookeeper.session.timeout.ms": "15000"})
-    create(cluster, "kept", "--replica-assignment", "0:1")
-    wait_until(lambda: leaders_online(cluster, "kept", 1), message="partition online")
+    create_topic(cluster, "kept", assignment=[[0, 1]])
     controller, _ = controller_of(cluster)
     other = 1 - controller
     cluster.kill_broker(other)
@@ -294,7 +262,7 @@ def test_restarted_broker_answers_nothing_until_it_is_registered(cluster_factory
     port = cluster.brokers[other].port
     wait_until(lambda: _accepting(port), timeout=30, message="restarted broker listening")
     assert registered(cluster, other)  # still the dead process's registration
-    topics = {t.name: t.error_code for t in _metadata_v1(port, None, 60).topics}
+    topics = {t.name: t.error_code for t in metadata(("127.0.0.1", port), None, 60).topics}
     assert topics.get("kept") == 0, topics
     log = (cluster.brokers[other].config_path.parent / "server.log").read_text()
     assert "Waiting up to" in log  # the restart really did wait for the old session

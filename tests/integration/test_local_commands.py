@@ -13,10 +13,15 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
-from cluster_helpers import run_odradek
+<<<<<<< HEAD
+from support import run_odradek
 from odradek.local.cluster import metadata_probe
 from odradek.local.zookeeper import free_port
 from support import wait_until
+=======
+from odradek.local.zookeeper import free_port
+from support import run_odradek, wait_until
+>>>>>>> wt-tests
 
 
 def _spawn(*args: str) -> subprocess.Popen[str]:

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from cluster_helpers import run_odradek
+from support import run_odradek
 
 RECORDS = 20_000
 SIZE = 100

@@ -8,13 +8,8 @@ import signal
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from cluster_helpers import controller_of, partition_state, run_odradek, wait_until
 from odradek.local.cluster import LocalCluster
-
-
-def create(cluster: LocalCluster, topic: str, *args: str) -> None:
-    result = run_odradek("topics", "--zookeeper", cluster.zookeeper_connect, "--create", "--topic", topic, *args)
-    assert result.returncode == 0, result.stderr
+from support import controller_of, create_topic, partition_state, run_odradek, wait_until
 
 
 def assignment(cluster: LocalCluster, topic: str) -> dict:
@@ -36,12 +31,12 @@ def test_reassignment_moves_a_replica_and_keeps_the_data(cluster_factory, tmp_pa
     cluster = cluster_factory(3)
     controller, _ = controller_of(cluster)
     a, b = (x for x in range(3) if x != controller)
-    create(cluster, "moving", "--replica-assignment", f"{a}:{controller}")
+    create_topic(cluster, "moving", assignment=[[a, controller]])
     wait_until(lambda: (s := partition_state(cluster, "moving", 0)) is not None and s["leader"] == a)
-    p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
-    for i in range(200):
-        p.produce("moving", value=f"v{i}".encode(), partition=0)
-    assert p.flush(30) == 0
+    with Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"}) as p:
+        for i in range(200):
+            p.produce("moving", value=f"v{i}".encode(), partition=0)
+        assert p.flush(30) == 0
     result = reassign(cluster, tmp_path, "moving", [b, controller], "--execute")
     assert result.returncode == 0, result.stderr
     assert "Successfully started partition reassignments for moving-0" in result.stdout
@@ -57,11 +52,11 @@ def test_reassignment_moves_a_replica_and_keeps_the_data(cluster_factory, tmp_pa
     wait_until(lambda: not replica_dir(cluster, a, "moving").exists(), message="removed replica deleted")
     verify = reassign(cluster, tmp_path, "moving", [b, controller], "--verify")
     assert verify.returncode == 0 and "Reassignment of partition moving-0 is complete." in verify.stdout
-    c = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "r", "enable.auto.commit": False})
-    c.assign([TopicPartition("moving", 0, 0)])
     got = []
-    wait_until(lambda: got.extend(m.value() for m in c.consume(500, 0.5) if not m.error()) or len(got) >= 200)
-    c.close()
+    with Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "r", "enable.auto.commit": False}) as c:
+        c.assign([TopicPartition("moving", 0, 0)])
+        wait_until(lambda: got.extend(m.value() for m in c.consume(500, 0.5) if not m.error()) or len(got) >= 200,
+                   message="the 200 records read back")
     assert got == [f"v{i}".encode() for i in range(200)]
 
 
@@ -70,7 +65,7 @@ def test_topic_being_reassigned_is_deleted_only_after_the_reassignment(cluster_f
     zk = cluster.zk_client()
     controller, _ = controller_of(cluster)
     a, b = (x for x in range(3) if x != controller)
-    create(cluster, "busy", "--replica-assignment", f"{a}:{controller}")
+    create_topic(cluster, "busy", assignment=[[a, controller]])
     wait_until(lambda: (s := partition_state(cluster, "busy", 0)) is not None and s["leader"] == a)
     # The target replica's broker is paused (still registered): it cannot catch up, so the
     # reassignment stays in progress until it resumes.
@@ -94,7 +89,7 @@ def test_topic_being_reassigned_is_deleted_only_after_the_reassignment(cluster_f
 
 def test_bad_reassignment_plans_are_refused(cluster_factory, tmp_path) -> None:
     cluster = cluster_factory(2)
-    create(cluster, "fixed", "--replica-assignment", "0:1")
+    create_topic(cluster, "fixed", assignment=[[0, 1]])
     for replicas, message in (([0, 0], "duplicate replicas"), ([7], "unknown broker id(s) [7]"), ([], "empty")):
         result = reassign(cluster, tmp_path, "fixed", replicas, "--execute")
         assert result.returncode != 0

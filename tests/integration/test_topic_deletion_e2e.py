@@ -1,5 +1,6 @@
-"""Topic deletion end to end (seed 004): markers, StopReplica(delete), renamed directories
-removed after file.delete.delay.ms, brokers that are down, delete.topic.enable=false."""
+"""Topic deletion end to end (Kafka's TopicDeletionManager): markers, StopReplica(delete),
+renamed directories removed after file.delete.delay.ms, brokers that are down,
+delete.topic.enable=false."""
 
 from __future__ import annotations
 
@@ -7,15 +8,10 @@ import re
 
 from confluent_kafka import Producer
 
-from cluster_helpers import partition_state, run_odradek, wait_until
 from odradek.local.cluster import LocalCluster
+from support import create_topic, run_odradek, wait_until
 
 DELETE_DIR = re.compile(r"^(?P<tp>.+-\d+)\.[0-9a-f]{32}-delete$")
-
-
-def create(cluster: LocalCluster, topic: str, *args: str) -> None:
-    result = run_odradek("topics", "--zookeeper", cluster.zookeeper_connect, "--create", "--topic", topic, *args)
-    assert result.returncode == 0, result.stderr
 
 
 def delete(cluster: LocalCluster, topic: str) -> None:
@@ -36,20 +32,15 @@ def dirs(cluster: LocalCluster, broker_id: int, topic: str) -> tuple[list[str], 
 
 
 def fill(cluster: LocalCluster, topic: str, partitions: int) -> None:
-    p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
-    for i in range(100):
-        p.produce(topic, value=b"x" * 100, partition=i % partitions)
-    assert p.flush(30) == 0
-
-
-def online(cluster: LocalCluster, topic: str, partitions: int) -> bool:
-    return all((s := partition_state(cluster, topic, p)) is not None and s["leader"] >= 0 for p in range(partitions))
+    with Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"}) as p:
+        for i in range(100):
+            p.produce(topic, value=b"x" * 100, partition=i % partitions)
+        assert p.flush(30) == 0
 
 
 def test_delete_renames_then_removes_the_logs(cluster_factory) -> None:
     cluster = cluster_factory(3, overrides={"log.segment.delete.delay.ms": "3000"})
-    create(cluster, "doomed", "--partitions", "2", "--replication-factor", "3")
-    wait_until(lambda: online(cluster, "doomed", 2))
+    create_topic(cluster, "doomed", 2, 3)
     fill(cluster, "doomed", 2)
     assert all(dirs(cluster, b, "doomed")[0] == ["doomed-0", "doomed-1"] for b in range(3))
     delete(cluster, "doomed")
@@ -74,8 +65,7 @@ def test_delete_renames_then_removes_the_logs(cluster_factory) -> None:
 
 def test_restart_between_rename_and_removal_still_removes(cluster_factory) -> None:
     cluster = cluster_factory(2, overrides={"log.segment.delete.delay.ms": "600000"})
-    create(cluster, "restart-me", "--partitions", "1", "--replication-factor", "2")
-    wait_until(lambda: online(cluster, "restart-me", 1))
+    create_topic(cluster, "restart-me", 1, 2)
     fill(cluster, "restart-me", 1)
     delete(cluster, "restart-me")
     wait_until(lambda: dirs(cluster, 1, "restart-me")[1] != [], message="renamed")
@@ -91,8 +81,7 @@ def test_restart_between_rename_and_removal_still_removes(cluster_factory) -> No
 def test_deletion_waits_for_a_dead_broker_and_completes_when_it_returns(cluster_factory) -> None:
     cluster = cluster_factory(3)
     zk = cluster.zk_client()
-    create(cluster, "patient", "--partitions", "1", "--replication-factor", "3")
-    wait_until(lambda: online(cluster, "patient", 1))
+    create_topic(cluster, "patient", 1, 3)
     controller = int(__import__("json").loads(zk.get("/controller")[0])["brokerid"])
     down = next(b for b in range(3) if b != controller)
     cluster.kill_broker(down)
@@ -113,8 +102,7 @@ def test_deletion_waits_for_a_dead_broker_and_completes_when_it_returns(cluster_
 
 def test_delete_topic_disabled_keeps_the_topic(cluster_factory) -> None:
     cluster = cluster_factory(2, overrides={"delete.topic.enable": "false"})
-    create(cluster, "keeper", "--partitions", "1", "--replication-factor", "2")
-    wait_until(lambda: online(cluster, "keeper", 1))
+    create_topic(cluster, "keeper", 1, 2)
     delete(cluster, "keeper")
     zk = cluster.zk_client()
     wait_until(lambda: not zk.exists("/admin/delete_topics/keeper"), message="marker cleared")

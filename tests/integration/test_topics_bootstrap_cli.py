@@ -10,8 +10,8 @@ import pytest
 from test_topics_zk_cli import online, zk_tree
 from test_topics_zk_cli import topics_bootstrap as topics
 
-from cluster_helpers import partition_state, run_odradek, wait_until
 from odradek.local.cluster import LocalCluster
+from support import partition_state, run_odradek, wait_until
 
 
 def topics_zk(cluster: LocalCluster, *args: str):

@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from cluster_helpers import partition_state, run_odradek, wait_until
 from odradek.local.cluster import LocalCluster
+from support import partition_state, run_odradek, wait_until
 
 
 def topics(cluster: LocalCluster, *args: str):

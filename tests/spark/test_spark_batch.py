@@ -9,13 +9,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from confluent_kafka import Producer
 from pyspark.sql import Row
-from spark_brokers import TANSU_ONE_RECORD_PER_BATCH
-from spark_helpers import (
-    consume_all,
-    create_topic,
-    end_offsets,
-    produce,
-)
+
+from support import TANSU_ONE_RECORD_PER_BATCH, consume_all, end_offsets, produce
 
 
 def read(spark, bootstrap, **options):
@@ -37,8 +32,8 @@ def write(df, bootstrap, **options):
     )
 
 
-def test_round_trip(spark, kafka_bootstrap):
-    topic = create_topic(kafka_bootstrap, "roundtrip", partitions=3)
+def test_round_trip(spark, kafka_bootstrap, odradek_broker):
+    topic = odradek_broker.new_topic("roundtrip", partitions=3)
     rows = [(f"k{i}".encode(), f"value {i}".encode(), i % 3) for i in range(300)]
     rows.append((None, b"no key", 1))
     df = spark.createDataFrame(rows, "key binary, value binary, partition int").repartition(2)
@@ -61,17 +56,17 @@ def test_round_trip(spark, kafka_bootstrap):
         assert before <= stamp <= after
 
 
-def test_written_records_are_what_a_plain_consumer_sees(spark, kafka_bootstrap):
-    topic = create_topic(kafka_bootstrap, "plain", partitions=1)
+def test_written_records_are_what_a_plain_consumer_sees(spark, kafka_bootstrap, odradek_broker):
+    topic = odradek_broker.new_topic("plain", partitions=1)
     df = spark.createDataFrame([("a", "1"), (None, "2")], "key string, value string")
     write(df, kafka_bootstrap, topic=topic)
     seen = consume_all(kafka_bootstrap, topic, 1, expected=2)
     assert sorted(((m.key() or b""), m.value()) for m in seen) == [(b"", b"2"), (b"a", b"1")]
 
 
-def test_topic_column_routes_rows_and_the_topic_option_overrides_it(spark, kafka_bootstrap):
-    left = create_topic(kafka_bootstrap, "left")
-    right = create_topic(kafka_bootstrap, "right")
+def test_topic_column_routes_rows_and_the_topic_option_overrides_it(spark, kafka_bootstrap, odradek_broker):
+    left = odradek_broker.new_topic("left")
+    right = odradek_broker.new_topic("right")
     df = spark.createDataFrame(
         [(left, "l1"), (right, "r1"), (right, "r2")], "topic string, value string"
     )
@@ -88,8 +83,8 @@ def test_topic_column_routes_rows_and_the_topic_option_overrides_it(spark, kafka
     assert len(read(spark, kafka_bootstrap, subscribe=left).collect()) == 4
 
 
-def test_failed_delivery_fails_the_write_with_the_error(spark, kafka_bootstrap):
-    topic = create_topic(kafka_bootstrap, "onepart", partitions=1)
+def test_failed_delivery_fails_the_write_with_the_error(spark, kafka_bootstrap, odradek_broker):
+    topic = odradek_broker.new_topic("onepart", partitions=1)
     df = spark.createDataFrame([("x", 7)], "value string, partition int")
     # The client refuses at once or in the delivery report, depending on what metadata it
     # already has; either way the job fails naming the partition and the error.
@@ -100,8 +95,8 @@ def test_failed_delivery_fails_the_write_with_the_error(spark, kafka_bootstrap):
     assert "Unknown partition" in str(caught.value)
 
 
-def test_ranges_between_starting_and_ending_offsets(spark, kafka_bootstrap):
-    topic = create_topic(kafka_bootstrap, "ranges", partitions=2)
+def test_ranges_between_starting_and_ending_offsets(spark, kafka_bootstrap, odradek_broker):
+    topic = odradek_broker.new_topic("ranges", partitions=2)
     produce(
         kafka_bootstrap,
         topic,
@@ -129,13 +124,13 @@ def test_ranges_between_starting_and_ending_offsets(spark, kafka_bootstrap):
     assert empty.count() == 0
 
 
-def test_ranges_that_start_inside_a_record_batch(spark, kafka_bootstrap):
+def test_ranges_that_start_inside_a_record_batch(spark, kafka_bootstrap, odradek_broker):
     """Records produced in multi-record batches; the read starts and stops mid-batch."""
-    topic = create_topic(kafka_bootstrap, "midbatch", partitions=1)
-    producer = Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 50})
-    for i in range(50):
-        producer.produce(topic, value=str(i).encode(), partition=0)
-    assert producer.flush(30) == 0
+    topic = odradek_broker.new_topic("midbatch", partitions=1)
+    with Producer({"bootstrap.servers": kafka_bootstrap, "linger.ms": 50}) as producer:
+        for i in range(50):
+            producer.produce(topic, value=str(i).encode(), partition=0)
+        assert producer.flush(30) == 0
     df = read(
         spark,
         kafka_bootstrap,
@@ -148,23 +143,23 @@ def test_ranges_that_start_inside_a_record_batch(spark, kafka_bootstrap):
     ]
 
 
-def test_read_stops_at_end_offset_across_a_transaction_marker(spark, tansu_bootstrap):
+def test_read_stops_at_end_offset_across_a_transaction_marker(spark, tansu_bootstrap, tansu_broker):
     """A committed transaction ends with a control record: the last offset before the end
     holds no data record, and the read must still finish. On Tansu: odradek has no
     transactions."""
-    topic = create_topic(tansu_bootstrap, "txn", partitions=1)
-    producer = Producer(
+    topic = tansu_broker.new_topic("txn", partitions=1)
+    with Producer(
         {
             "bootstrap.servers": tansu_bootstrap,
             "transactional.id": f"tx-{topic}",
             **TANSU_ONE_RECORD_PER_BATCH,
         }
-    )
-    producer.init_transactions(30)
-    producer.begin_transaction()
-    for i in range(3):
-        producer.produce(topic, value=f"t{i}".encode(), partition=0)
-    producer.commit_transaction(30)
+    ) as producer:
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        for i in range(3):
+            producer.produce(topic, value=f"t{i}".encode(), partition=0)
+        producer.commit_transaction(30)
     assert end_offsets(tansu_bootstrap, topic, 1)[0] > 3  # the marker took an offset
 
     df = read(spark, tansu_bootstrap, subscribe=topic, **{"kafkaConsumer.pollTimeoutMs": "20000"})
@@ -175,8 +170,8 @@ def test_read_stops_at_end_offset_across_a_transaction_marker(spark, tansu_boots
     ]
 
 
-def test_large_ranges_are_split_into_input_partitions(spark, kafka_bootstrap):
-    topic = create_topic(kafka_bootstrap, "split", partitions=1)
+def test_large_ranges_are_split_into_input_partitions(spark, kafka_bootstrap, odradek_broker):
+    topic = odradek_broker.new_topic("split", partitions=1)
     produce(
         kafka_bootstrap,
         topic,
@@ -191,8 +186,8 @@ def test_large_ranges_are_split_into_input_partitions(spark, kafka_bootstrap):
     assert sorted(r.offset for r in by_hint.collect()) == list(range(35))
 
 
-def test_headers(spark, kafka_bootstrap):
-    topic = create_topic(kafka_bootstrap, "headers", partitions=1)
+def test_headers(spark, kafka_bootstrap, odradek_broker):
+    topic = odradek_broker.new_topic("headers", partitions=1)
     produce(
         kafka_bootstrap,
         topic,
@@ -215,8 +210,8 @@ def test_headers(spark, kafka_bootstrap):
     assert "headers" not in read(spark, kafka_bootstrap, subscribe=topic).columns
 
 
-def test_headers_column_is_written(spark, kafka_bootstrap):
-    topic = create_topic(kafka_bootstrap, "writeheaders", partitions=1)
+def test_headers_column_is_written(spark, kafka_bootstrap, odradek_broker):
+    topic = odradek_broker.new_topic("writeheaders", partitions=1)
     df = spark.createDataFrame(
         [("v", [("a", b"1"), ("b", None)])],
         "value string, headers array<struct<key: string, value: binary>>",
@@ -226,8 +221,8 @@ def test_headers_column_is_written(spark, kafka_bootstrap):
     assert [r.headers for r in got] == [[Row(key="a", value=b"1"), Row(key="b", value=None)]]
 
 
-def test_assign_reads_only_the_assigned_partitions(spark, kafka_bootstrap):
-    topic = create_topic(kafka_bootstrap, "assign", partitions=3)
+def test_assign_reads_only_the_assigned_partitions(spark, kafka_bootstrap, odradek_broker):
+    topic = odradek_broker.new_topic("assign", partitions=3)
     produce(
         kafka_bootstrap,
         topic,
@@ -239,13 +234,13 @@ def test_assign_reads_only_the_assigned_partitions(spark, kafka_bootstrap):
     ]
 
 
-def test_subscribe_pattern_reads_every_matching_topic(spark, kafka_bootstrap):
+def test_subscribe_pattern_reads_every_matching_topic(spark, kafka_bootstrap, odradek_broker):
     bootstrap = kafka_bootstrap
-    first = create_topic(bootstrap, "pattern", partitions=2)
-    prefix = first.rsplit("-", 2)[0] + "-x"
-    second = create_topic(bootstrap, prefix, partitions=1)
-    third = create_topic(bootstrap, prefix, partitions=1)
-    other = create_topic(bootstrap, "elsewhere", partitions=1)
+    first = odradek_broker.new_topic("pattern", partitions=2)
+    prefix = first + "-x"  # no other topic starts with it
+    second = odradek_broker.new_topic(prefix, partitions=1)
+    third = odradek_broker.new_topic(prefix, partitions=1)
+    other = odradek_broker.new_topic("elsewhere", partitions=1)
     for topic in (first, second, third, other):
         produce(bootstrap, topic, [(0, None, topic.encode())])
 
@@ -253,24 +248,24 @@ def test_subscribe_pattern_reads_every_matching_topic(spark, kafka_bootstrap):
     assert sorted(r.topic for r in df.collect()) == sorted([second, third])
 
 
-def test_subscribe_to_several_topics(spark, kafka_bootstrap):
-    one = create_topic(kafka_bootstrap, "several")
-    two = create_topic(kafka_bootstrap, "several")
+def test_subscribe_to_several_topics(spark, kafka_bootstrap, odradek_broker):
+    one = odradek_broker.new_topic("several")
+    two = odradek_broker.new_topic("several")
     produce(kafka_bootstrap, one, [(0, None, b"1")])
     produce(kafka_bootstrap, two, [(0, None, b"2")])
     df = read(spark, kafka_bootstrap, subscribe=f"{one},{two}")
-    assert sorted((r.topic, r.value) for r in df.collect()) == [(one, b"1"), (two, b"2")]
+    assert sorted((r.topic, r.value) for r in df.collect()) == sorted([(one, b"1"), (two, b"2")])
 
 
-def test_starting_offsets_by_timestamp(spark, kafka_bootstrap):
-    topic = create_topic(kafka_bootstrap, "bytime", partitions=1)
+def test_starting_offsets_by_timestamp(spark, kafka_bootstrap, odradek_broker):
+    topic = odradek_broker.new_topic("bytime", partitions=1)
     # An hour ago, on a whole second: inside the topic's retention (7 days), which the
     # brokers enforce every second in these tests.
     base = (int(time.time()) - 3600) * 1000
-    producer = Producer({"bootstrap.servers": kafka_bootstrap})
-    for i in range(10):
-        producer.produce(topic, value=str(i).encode(), partition=0, timestamp=base + i * 1000)
-    assert producer.flush(30) == 0
+    with Producer({"bootstrap.servers": kafka_bootstrap}) as producer:
+        for i in range(10):
+            producer.produce(topic, value=str(i).encode(), partition=0, timestamp=base + i * 1000)
+        assert producer.flush(30) == 0
 
     df = read(
         spark,

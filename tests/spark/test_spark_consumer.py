@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import pytest
 from confluent_kafka import Producer
-from spark_brokers import TANSU_ONE_RECORD_PER_BATCH
-from spark_helpers import create_topic, delete_records, produce
 
 from odradek.spark.consumer import read_range
 from odradek.spark.offsets import DataLossError, OffsetRange
 from odradek.spark.options import parse_source_options
 from odradek.spark.schema import source_arrow_schema
+from support import TANSU_ONE_RECORD_PER_BATCH, delete_records, produce
 
 
 def options(bootstrap: str, topic: str, **extra: str):
@@ -25,8 +24,8 @@ def offsets_read(offset_range: OffsetRange, opts) -> list[int]:
     ]
 
 
-def test_batches_have_the_source_schema_and_exact_bounds(kafka_bootstrap):
-    topic = create_topic(kafka_bootstrap, "exact", partitions=1)
+def test_batches_have_the_source_schema_and_exact_bounds(kafka_bootstrap, odradek_broker):
+    topic = odradek_broker.new_topic("exact", partitions=1)
     produce(kafka_bootstrap, topic, [(0, b"k", str(i).encode()) for i in range(25)])
     opts = options(kafka_bootstrap, topic, includeHeaders="true")
     batches = list(read_range(OffsetRange(topic, 0, 3, 21), opts, batch_rows=7))
@@ -50,28 +49,28 @@ def test_arrow_schema_is_what_pyspark_expects():
         )
 
 
-def test_range_ending_on_a_transaction_marker_finishes(tansu_bootstrap):
+def test_range_ending_on_a_transaction_marker_finishes(tansu_bootstrap, tansu_broker):
     """On Tansu, which writes real transaction markers: odradek has no transactions."""
-    topic = create_topic(tansu_bootstrap, "marker", partitions=1)
-    producer = Producer(
+    topic = tansu_broker.new_topic("marker", partitions=1)
+    with Producer(
         {
             "bootstrap.servers": tansu_bootstrap,
             "transactional.id": f"tx-{topic}",
             **TANSU_ONE_RECORD_PER_BATCH,
         }
-    )
-    producer.init_transactions(30)
-    producer.begin_transaction()
-    for i in range(4):
-        producer.produce(topic, value=str(i).encode(), partition=0)
-    producer.commit_transaction(30)
+    ) as producer:
+        producer.init_transactions(30)
+        producer.begin_transaction()
+        for i in range(4):
+            producer.produce(topic, value=str(i).encode(), partition=0)
+        producer.commit_transaction(30)
     opts = options(tansu_bootstrap, topic, **{"kafkaConsumer.pollTimeoutMs": "15000"})
     # offset 4 is the commit marker: no record has it, the read must still stop
     assert offsets_read(OffsetRange(topic, 0, 1, 5), opts) == [1, 2, 3]
 
 
-def test_range_past_the_end_of_the_log(kafka_bootstrap):
-    topic = create_topic(kafka_bootstrap, "short", partitions=1)
+def test_range_past_the_end_of_the_log(kafka_bootstrap, odradek_broker):
+    topic = odradek_broker.new_topic("short", partitions=1)
     produce(kafka_bootstrap, topic, [(0, None, b"x")] * 5)
     with pytest.raises(DataLossError, match=f"partition {topic}-0 ends at offset 5, before 9"):
         offsets_read(OffsetRange(topic, 0, 2, 9), options(kafka_bootstrap, topic))
@@ -79,8 +78,8 @@ def test_range_past_the_end_of_the_log(kafka_bootstrap):
     assert offsets_read(OffsetRange(topic, 0, 2, 9), lenient) == [2, 3, 4]
 
 
-def test_range_whose_start_was_removed(kafka_bootstrap):
-    topic = create_topic(kafka_bootstrap, "removed", partitions=1)
+def test_range_whose_start_was_removed(kafka_bootstrap, odradek_broker):
+    topic = odradek_broker.new_topic("removed", partitions=1)
     produce(kafka_bootstrap, topic, [(0, None, b"x")] * 10)
     delete_records(kafka_bootstrap, topic, {0: 6})
     with pytest.raises(DataLossError, match=r"offsets 2\.\.5 of partition .* were removed"):

@@ -10,7 +10,8 @@ import pytest
 from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 from pyspark.errors import StreamingQueryException
-from spark_helpers import alter_topic_config, create_topic, delete_records, produce, wait_for
+
+from support import delete_records, produce, wait_until
 
 
 def values(topic_range: range) -> list[tuple[int, bytes]]:
@@ -32,8 +33,8 @@ def batch(spark, bootstrap, topic, **options):
     return sorted((r.offset, r.value) for r in df.collect())
 
 
-def test_batch_read_of_removed_offsets(spark, kafka_bootstrap):
-    topic = create_topic(kafka_bootstrap, "lossbatch", partitions=1)
+def test_batch_read_of_removed_offsets(spark, kafka_bootstrap, odradek_broker):
+    topic = odradek_broker.new_topic("lossbatch", partitions=1)
     fill(kafka_bootstrap, topic, range(10))
     delete_records(kafka_bootstrap, topic, {0: 4})
     from_two = json.dumps({topic: {"0": 2}})
@@ -74,8 +75,8 @@ def parquet_rows(spark, tmp_path) -> list[tuple[int, bytes]]:
     return sorted((r.offset, r.value) for r in spark.read.parquet(str(tmp_path / "out")).collect())
 
 
-def test_streaming_query_behind_deleted_records(spark, kafka_bootstrap, tmp_path):
-    topic = create_topic(kafka_bootstrap, "lossstream", partitions=1)
+def test_streaming_query_behind_deleted_records(spark, kafka_bootstrap, tmp_path, odradek_broker):
+    topic = odradek_broker.new_topic("lossstream", partitions=1)
     fill(kafka_bootstrap, topic, range(10))
 
     run_to_parquet(spark, kafka_bootstrap, topic, tmp_path)
@@ -91,12 +92,12 @@ def test_streaming_query_behind_deleted_records(spark, kafka_bootstrap, tmp_path
     assert parquet_rows(spark, tmp_path) == values(range(10)) + values(range(15, 20))
 
 
-def test_streaming_query_behind_time_retention(spark, kafka_bootstrap, tmp_path):
+def test_streaming_query_behind_time_retention(spark, kafka_bootstrap, tmp_path, odradek_broker):
     """The broker's retention deletes segments the query has not read yet."""
     # Segments of one single-record batch each (~70 bytes; a batch larger than a segment
     # is refused); retention off until the query has read offsets 0..9.
     keep_all = {"segment.bytes": "100", "retention.ms": "-1"}
-    topic = create_topic(kafka_bootstrap, "retention", partitions=1, config=keep_all)
+    topic = odradek_broker.new_topic("retention", partitions=1, config=keep_all)
     two_days_ago = int(time.time() * 1000) - 2 * 86_400_000
 
     def send(ids: range, timestamp: int | None = None) -> None:
@@ -107,10 +108,10 @@ def test_streaming_query_behind_time_retention(spark, kafka_bootstrap, tmp_path)
     run_to_parquet(spark, kafka_bootstrap, topic, tmp_path)
     send(range(10, 20), two_days_ago)
     send(range(20, 21))  # a current record: its segment (the active one) stays
-    alter_topic_config(kafka_bootstrap, topic, {**keep_all, "retention.ms": "3600000"})
-    wait_for(
+    odradek_broker.alter_topic_config(topic, {**keep_all, "retention.ms": "3600000"})
+    wait_until(
         lambda: earliest_offset(kafka_bootstrap, topic) == 20,
-        "retention to delete every segment older than an hour",
+        message="retention to delete every segment older than an hour",
     )
 
     with pytest.raises(StreamingQueryException, match="failOnDataLoss") as caught:
@@ -122,6 +123,6 @@ def test_streaming_query_behind_time_retention(spark, kafka_bootstrap, tmp_path)
 
 
 def earliest_offset(bootstrap: str, topic: str) -> int:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.list_offsets({TopicPartition(topic, 0): OffsetSpec.earliest()})
-    return next(iter(futures.values())).result().offset
+    with AdminClient({"bootstrap.servers": bootstrap}) as admin:
+        futures = admin.list_offsets({TopicPartition(topic, 0): OffsetSpec.earliest()})
+        return next(iter(futures.values())).result().offset

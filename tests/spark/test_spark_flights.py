@@ -8,8 +8,6 @@ import json
 from collections import Counter
 
 import pandas as pd
-from spark_brokers import OdradekBroker
-from spark_helpers import create_topic, end_offsets
 
 from odradek.spark.flights import (
     LoadProgress,
@@ -19,6 +17,7 @@ from odradek.spark.flights import (
     reference_delay_stats,
     run_delay_stats,
 )
+from support import create_topic, end_offsets
 
 
 def assert_stats_match(got: pd.DataFrame, flights: pd.DataFrame) -> None:
@@ -43,9 +42,9 @@ def topic_flights(spark, bootstrap: str, topic: str) -> pd.DataFrame:
     )
 
 
-def test_delay_stats_count_every_flight_once_across_reruns(spark, kafka_bootstrap, tmp_path):
-    source = create_topic(kafka_bootstrap, "flights", partitions=6)
-    sink = create_topic(kafka_bootstrap, "flight-delays", partitions=3)
+def test_delay_stats_count_every_flight_once_across_reruns(spark, kafka_bootstrap, tmp_path, odradek_broker):
+    source = odradek_broker.new_topic("flights", partitions=6)
+    sink = odradek_broker.new_topic("flight-delays", partitions=3)
     checkpoint = str(tmp_path / "checkpoint")
 
     chunks: list[LoadProgress] = []
@@ -89,9 +88,9 @@ def test_delay_stats_count_every_flight_once_across_reruns(spark, kafka_bootstra
     pd.testing.assert_frame_equal(read_delay_stats(spark, kafka_bootstrap, sink), after_second)
 
 
-def test_results_are_a_changelog_keyed_by_group(spark, kafka_bootstrap, tmp_path):
-    source = create_topic(kafka_bootstrap, "flights", partitions=2)
-    sink = create_topic(kafka_bootstrap, "flight-delays", partitions=2)
+def test_results_are_a_changelog_keyed_by_group(spark, kafka_bootstrap, tmp_path, odradek_broker):
+    source = odradek_broker.new_topic("flights", partitions=2)
+    sink = odradek_broker.new_topic("flight-delays", partitions=2)
     load_flights(kafka_bootstrap, source, stop=3_000)
     run_delay_stats(spark, kafka_bootstrap, str(tmp_path / "checkpoint"), source, sink)
 
@@ -117,8 +116,7 @@ def test_results_are_a_changelog_keyed_by_group(spark, kafka_bootstrap, tmp_path
 
 def test_load_goes_on_while_the_busiest_leader_is_killed(spark, cluster_factory):
     cluster = cluster_factory(3)
-    broker = OdradekBroker(cluster, replication_factor=3)
-    broker.create_topic("flights", 6)
+    create_topic(cluster, "flights", 6, 3)
     zk = cluster.zk_client()
     killed: list[int] = []
 

@@ -5,7 +5,6 @@ the rules of one mode, since Spark tells a data source which mode it is in only 
 from __future__ import annotations
 
 import pytest
-from spark_helpers import create_topic
 
 
 def load(spark, **options):
@@ -96,8 +95,8 @@ def test_stream_only_rules_fail_at_start(spark, kafka_bootstrap, tmp_path):
     assert "option 'endingOffsets': is not valid in streaming queries" in single_message(caught)
 
 
-def test_offsets_json_must_name_every_subscribed_partition(spark, kafka_bootstrap):
-    topic = create_topic(kafka_bootstrap, "named", partitions=2)
+def test_offsets_json_must_name_every_subscribed_partition(spark, kafka_bootstrap, odradek_broker):
+    topic = odradek_broker.new_topic("named", partitions=2)
     df = load(
         spark,
         **{
@@ -158,9 +157,7 @@ def test_user_schema_is_refused(spark, kafka_bootstrap):
         ),
     ],
 )
-def test_write_fails_on_bad_columns_or_options(
-    spark, kafka_bootstrap, ddl, options, mode, fragment
-):
+def test_write_fails_on_bad_columns_or_options(spark, kafka_bootstrap, ddl, options, mode, fragment):
     df = spark.createDataFrame([], ddl)
     with pytest.raises(Exception) as caught:
         (

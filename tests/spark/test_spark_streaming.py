@@ -4,12 +4,7 @@ from __future__ import annotations
 
 import json
 
-from spark_helpers import (
-    create_topic,
-    end_offsets,
-    produce,
-    wait_for,
-)
+from support import end_offsets, produce, wait_until
 
 QUERY_TIMEOUT_S = 180
 
@@ -59,8 +54,8 @@ def expected(topic_partitions: dict[int, range]):
     return sorted((p, i, f"{p}:{i}") for p, ids in topic_partitions.items() for i in ids)
 
 
-def test_available_now_and_restart_neither_lose_nor_repeat(spark, kafka_bootstrap, tmp_path):
-    topic = create_topic(kafka_bootstrap, "stream", partitions=2)
+def test_available_now_and_restart_neither_lose_nor_repeat(spark, kafka_bootstrap, tmp_path, odradek_broker):
+    topic = odradek_broker.new_topic("stream", partitions=2)
     produce(kafka_bootstrap, topic, records({0: range(12), 1: range(8)}))
     source = stream(spark, kafka_bootstrap, subscribe=topic, startingOffsets="earliest")
 
@@ -80,8 +75,8 @@ def test_available_now_and_restart_neither_lose_nor_repeat(spark, kafka_bootstra
     assert sink_rows(spark, tmp_path) == expected({0: range(15), 1: range(20)})
 
 
-def test_stopped_mid_stream_query_resumes_from_its_checkpoint(spark, kafka_bootstrap, tmp_path):
-    topic = create_topic(kafka_bootstrap, "resume", partitions=2)
+def test_stopped_mid_stream_query_resumes_from_its_checkpoint(spark, kafka_bootstrap, tmp_path, odradek_broker):
+    topic = odradek_broker.new_topic("resume", partitions=2)
     produce(kafka_bootstrap, topic, records({0: range(40), 1: range(40)}))
     source = stream(
         spark,
@@ -92,12 +87,12 @@ def test_stopped_mid_stream_query_resumes_from_its_checkpoint(spark, kafka_boots
     )
     running = to_parquet(source, tmp_path, trigger={"processingTime": "0 seconds"})
     try:
-        wait_for(
+        wait_until(
             lambda: (
                 running.exception() is None
                 and sum(p["numInputRows"] for p in running.recentProgress) >= 20
             ),
-            "two micro-batches",
+            message="two micro-batches",
             timeout=QUERY_TIMEOUT_S,
         )
     finally:
@@ -110,8 +105,8 @@ def test_stopped_mid_stream_query_resumes_from_its_checkpoint(spark, kafka_boots
     assert sink_rows(spark, tmp_path) == expected({0: range(40), 1: range(40)})
 
 
-def test_max_offsets_per_trigger_bounds_every_batch(spark, kafka_bootstrap, tmp_path):
-    topic = create_topic(kafka_bootstrap, "ratelimit", partitions=3)
+def test_max_offsets_per_trigger_bounds_every_batch(spark, kafka_bootstrap, tmp_path, odradek_broker):
+    topic = odradek_broker.new_topic("ratelimit", partitions=3)
     produce(kafka_bootstrap, topic, records({0: range(30), 1: range(10)}))
     source = stream(
         spark,
@@ -130,8 +125,8 @@ def test_max_offsets_per_trigger_bounds_every_batch(spark, kafka_bootstrap, tmp_
     assert sink_rows(spark, tmp_path) == expected({0: range(30), 1: range(10)})
 
 
-def test_streaming_starts_at_latest_by_default(spark, kafka_bootstrap, tmp_path):
-    topic = create_topic(kafka_bootstrap, "latest", partitions=1)
+def test_streaming_starts_at_latest_by_default(spark, kafka_bootstrap, tmp_path, odradek_broker):
+    topic = odradek_broker.new_topic("latest", partitions=1)
     produce(kafka_bootstrap, topic, records({0: range(5)}))
     source = stream(spark, kafka_bootstrap, subscribe=topic)
 
@@ -141,8 +136,8 @@ def test_streaming_starts_at_latest_by_default(spark, kafka_bootstrap, tmp_path)
     assert sink_rows(spark, tmp_path) == expected({0: range(5, 8)})
 
 
-def test_streaming_starting_offsets_json(spark, kafka_bootstrap, tmp_path):
-    topic = create_topic(kafka_bootstrap, "startjson", partitions=2)
+def test_streaming_starting_offsets_json(spark, kafka_bootstrap, tmp_path, odradek_broker):
+    topic = odradek_broker.new_topic("startjson", partitions=2)
     produce(kafka_bootstrap, topic, records({0: range(6), 1: range(6)}))
     source = stream(
         spark,
@@ -154,9 +149,9 @@ def test_streaming_starting_offsets_json(spark, kafka_bootstrap, tmp_path):
     assert sink_rows(spark, tmp_path) == expected({0: range(4, 6)})
 
 
-def test_stream_write_copies_a_topic(spark, kafka_bootstrap, tmp_path):
-    source_topic = create_topic(kafka_bootstrap, "copyfrom", partitions=2)
-    target_topic = create_topic(kafka_bootstrap, "copyto", partitions=2)
+def test_stream_write_copies_a_topic(spark, kafka_bootstrap, tmp_path, odradek_broker):
+    source_topic = odradek_broker.new_topic("copyfrom", partitions=2)
+    target_topic = odradek_broker.new_topic("copyto", partitions=2)
     produce(
         kafka_bootstrap,
         source_topic,

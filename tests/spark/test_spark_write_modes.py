@@ -7,7 +7,8 @@ data source refuses Overwrite with its own message."""
 from __future__ import annotations
 
 import pytest
-from spark_helpers import create_topic, end_offsets
+
+from support import end_offsets
 
 
 def writer(spark, bootstrap, topic):
@@ -24,9 +25,9 @@ def writer(spark, bootstrap, topic):
     [(None, "ErrorIfExists"), ("error", "ErrorIfExists"), ("ignore", "Ignore")],
 )
 def test_spark_refuses_modes_other_than_append_before_writing(
-    spark, kafka_bootstrap, mode, spark_name
+    spark, kafka_bootstrap, odradek_broker, mode, spark_name
 ):
-    topic = create_topic(kafka_bootstrap, "savemode")
+    topic = odradek_broker.new_topic("savemode")
     write = writer(spark, kafka_bootstrap, topic)
     if mode is not None:
         write = write.mode(mode)
@@ -39,8 +40,8 @@ def test_spark_refuses_modes_other_than_append_before_writing(
     assert end_offsets(kafka_bootstrap, topic, 1) == {0: 0}
 
 
-def test_overwrite_is_refused_by_the_data_source_and_append_writes(spark, kafka_bootstrap):
-    topic = create_topic(kafka_bootstrap, "savemode")
+def test_overwrite_is_refused_by_the_data_source_and_append_writes(spark, kafka_bootstrap, odradek_broker):
+    topic = odradek_broker.new_topic("savemode")
     with pytest.raises(Exception) as caught:
         writer(spark, kafka_bootstrap, topic).mode("overwrite").save()
     assert "option 'mode': Kafka topics can only be appended to; use mode 'append'" in str(

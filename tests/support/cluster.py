@@ -1,9 +1,7 @@
-"""Helpers the tests share (imported by name: ``from cluster_helpers import wait_until``);
-the fixtures built on them are in conftest.py."""
+"""Clusters the tests start, the ``odradek`` command, and what ZooKeeper says about them."""
 
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import subprocess
@@ -15,12 +13,21 @@ from kazoo.exceptions import NoNodeError
 
 from odradek.local.cluster import LocalCluster
 from odradek.local.zookeeper import EmbeddedZooKeeper
-from support import wait_until  # noqa: F401  (re-exported while the helpers move to support/)
 
-REPO = Path(__file__).resolve().parent.parent
+__all__ = [
+    "ClusterFactory",
+    "controller_of",
+    "current_controller",
+    "partition_state",
+    "run_odradek",
+    "unique_chroot",
+    "zk_json",
+]
 
-# Each cluster (and each zk_connect) gets a ZooKeeper chroot no other test uses.
-chroots = itertools.count()
+
+def unique_chroot(zookeeper: EmbeddedZooKeeper, prefix: str) -> str:
+    """A connect string with a chroot no other test uses."""
+    return f"{zookeeper.connect_string}/{prefix}-{uuid.uuid4().hex[:12]}"
 
 
 def run_odradek(*args: str, timeout: float = 120, env: dict[str, str] | None = None,
@@ -33,15 +40,18 @@ def run_odradek(*args: str, timeout: float = 120, env: dict[str, str] | None = N
 
 
 class ClusterFactory:
+    """Starts clusters of real broker processes, each in its own ZooKeeper chroot and
+    directory under ``base``; ``stop_all`` stops every one it started."""
+
     def __init__(self, zookeeper: EmbeddedZooKeeper, base: Path) -> None:
         self.zookeeper = zookeeper
         self.base = base
         self.clusters: list[LocalCluster] = []
 
     def __call__(self, num_brokers: int = 3, **kwargs: object) -> LocalCluster:
-        chroot = f"{self.zookeeper.connect_string}/c{next(chroots)}-{uuid.uuid4().hex[:6]}"
         directory = self.base / f"cluster{len(self.clusters)}"
-        cluster = LocalCluster(directory, num_brokers, zookeeper_connect=chroot, **kwargs)  # type: ignore[arg-type]
+        cluster = LocalCluster(directory, num_brokers, zookeeper_connect=unique_chroot(self.zookeeper, "c"),
+                               **kwargs)  # type: ignore[arg-type]
         self.clusters.append(cluster)
         cluster.start()
         return cluster
@@ -79,4 +89,5 @@ def zk_json(cluster: LocalCluster, path: str) -> dict | None:
 
 
 def partition_state(cluster: LocalCluster, topic: str, partition: int) -> dict | None:
+    """The partition's leader and ISR znode (``/brokers/topics/<t>/partitions/<p>/state``)."""
     return zk_json(cluster, f"/brokers/topics/{topic}/partitions/{partition}/state")

@@ -1,0 +1,145 @@
+"""Kafka requests sent straight to one broker through odradek's own connection class: what
+that broker answers right now, with no client library choosing brokers or retrying."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from kio.schema.fetch.v12 import request as fetch_req
+from kio.schema.fetch.v12 import response as fetch_resp
+from kio.schema.list_offsets.v7 import request as list_offsets_req
+from kio.schema.list_offsets.v7 import response as list_offsets_resp
+from kio.schema.metadata.v12 import request as metadata_req
+from kio.schema.metadata.v12 import response as metadata_resp
+from kio.schema.produce.v9 import request as produce_req
+from kio.schema.produce.v9 import response as produce_resp
+
+from odradek.local.cluster import LocalCluster
+from odradek.net.client import BrokerConnection
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.records import RecordBatchHeader, iter_batches
+
+__all__ = [
+    "EARLIEST",
+    "LATEST",
+    "Address",
+    "PartitionInfo",
+    "address_of",
+    "batch_headers",
+    "fetch_records",
+    "kafka_request",
+    "list_offset",
+    "metadata",
+    "partitions_of",
+    "produce_records",
+]
+
+Address = tuple[str, int]
+
+# ListOffsets timestamps that ask for the log end and the log start.
+LATEST = -1
+EARLIEST = -2
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    """One partition as a broker's Metadata answer shows it."""
+
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+def address_of(cluster: LocalCluster, broker_id: int) -> Address:
+    """Where one broker of a local cluster listens."""
+    return "127.0.0.1", cluster.brokers[broker_id].port
+
+
+def kafka_request(address: Address, payload: Any, response_type: type[Any], timeout_s: float = 30.0) -> Any:
+    """Send one request on a fresh :class:`BrokerConnection` and return the decoded response."""
+
+    async def call() -> Any:
+        conn = BrokerConnection(address[0], address[1], "odradek-tests")
+        await conn.connect(timeout_s=10)
+        try:
+            return await conn.send(payload, response_type, timeout_s=timeout_s)
+        finally:
+            await conn.close()
+
+    return asyncio.run(call())
+
+
+def metadata(address: Address, topics: Sequence[str] | None, timeout_s: float = 30.0) -> Any:
+    """One broker's own Metadata v12 answer, from its metadata cache as it is now
+    (``topics=None``: all topics)."""
+    request = metadata_req.MetadataRequest(
+        topics=None if topics is None else tuple(
+            metadata_req.MetadataRequestTopic(topic_id=None, name=t) for t in topics),
+        allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    return kafka_request(address, request, metadata_resp.MetadataResponse, timeout_s=timeout_s)
+
+
+def partitions_of(address: Address, topic: str) -> dict[int, PartitionInfo] | None:
+    """What one broker's metadata says about a topic (None when it does not know it)."""
+    response = metadata(address, [topic])
+    (t,) = response.topics
+    if t.error_code != ErrorCode.none:
+        return None
+    return {p.partition_index: PartitionInfo(p.leader_id, tuple(p.replica_nodes), tuple(p.isr_nodes))
+            for p in t.partitions}
+
+
+def list_offset(address: Address, topic: str, partition: int, timestamp: int) -> tuple[ErrorCode, int, int]:
+    """ListOffsets v7 for one partition: (error, offset, timestamp)."""
+    request = list_offsets_req.ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(
+        list_offsets_req.ListOffsetsTopic(name=topic, partitions=(
+            list_offsets_req.ListOffsetsPartition(partition_index=partition, timestamp=timestamp),)),))
+    response = kafka_request(address, request, list_offsets_resp.ListOffsetsResponse)
+    (p,) = response.topics[0].partitions
+    return p.error_code, p.offset, p.timestamp
+
+
+def produce_records(address: Address, topic: str, partition: int, records: bytes | None, acks: int = -1,
+                    timeout_ms: int = 10_000) -> Any:
+    """Produce v9 of one record batch (or any bytes) to one partition: its PartitionProduceResponse."""
+    request = produce_req.ProduceRequest(
+        acks=acks, timeout=datetime.timedelta(milliseconds=timeout_ms), topic_data=(
+            produce_req.TopicProduceData(name=topic, partition_data=(
+                produce_req.PartitionProduceData(index=partition, records=records),)),))
+    response = kafka_request(address, request, produce_resp.ProduceResponse, timeout_s=timeout_ms / 1000 + 30)
+    (t,) = response.responses
+    (p,) = t.partition_responses
+    return p
+
+
+def fetch_records(address: Address, topic: str, partition: int, offset: int, max_bytes: int = 1 << 20,
+                  max_wait_ms: int = 0) -> Any:
+    """Fetch v12 (as a consumer) for one partition: its PartitionData."""
+    request = fetch_req.FetchRequest(
+        max_wait=datetime.timedelta(milliseconds=max_wait_ms), min_bytes=1, max_bytes=max_bytes,
+        topics=(fetch_req.FetchTopic(topic=topic, partitions=(fetch_req.FetchPartition(
+            partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes),)),),
+        forgotten_topics_data=())
+    response = kafka_request(address, request, fetch_resp.FetchResponse)
+    assert response.error_code == ErrorCode.none, response.error_code
+    (t,) = response.responses
+    (p,) = t.partitions
+    return p
+
+
+def batch_headers(address: Address, topic: str, partition: int) -> list[RecordBatchHeader]:
+    """The headers of every batch in a partition (from offset 0), read with raw fetches."""
+    out: list[RecordBatchHeader] = []
+    offset = 0
+    while True:
+        p = fetch_records(address, topic, partition, offset)
+        assert p.error_code == ErrorCode.none, p.error_code
+        headers = [h for _, h in iter_batches(p.records or b"", partial_tail_ok=True)]
+        if not headers:
+            return out
+        out += headers
+        offset = headers[-1].next_offset
