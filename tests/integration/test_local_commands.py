@@ -13,15 +13,9 @@ from pathlib import Path
 
 from kazoo.client import KazooClient
 
-<<<<<<< HEAD
-from support import run_odradek
 from odradek.local.cluster import metadata_probe
 from odradek.local.zookeeper import free_port
-from support import wait_until
-=======
-from odradek.local.zookeeper import free_port
 from support import run_odradek, wait_until
->>>>>>> wt-tests
 
 
 def _spawn(*args: str) -> subprocess.Popen[str]:
