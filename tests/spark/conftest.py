@@ -113,4 +113,4 @@ def drop_driver_admin_clients() -> Iterator[None]:
     clients that would keep reconnecting to brokers stopped at the end of the run. Dropping
     them after each test destroys them while their brokers still run."""
     yield
-    offset_reader._admins.clear()
+    offset_reader.drop_admin_clients()

@@ -62,6 +62,13 @@ def admin_client(kafka_params: Mapping[str, str]) -> AdminClient:
         return client
 
 
+def drop_admin_clients() -> None:
+    """Forget this process's AdminClients (each is destroyed, its connections closed, once
+    nothing else holds it): for a driver that outlives the cluster it was reading."""
+    with _admins_lock:
+        _admins.clear()
+
+
 class KafkaOffsetReader:
     """Partitions and offsets of one source's subscription."""
 
