@@ -51,7 +51,8 @@ def main() -> int:
     results.mkdir(exist_ok=True)
     (results / "durability.json").write_text(json.dumps({
         "faults": len(report.faults), "fault_kinds": report.faults, "produced": report.produced,
-        "acknowledged": report.acknowledged, "lost": len(report.lost), "lost_examples": report.lost[:200], "duplicated": len(report.duplicated),
+        "acknowledged": report.acknowledged, "acknowledged_without_offset": report.acknowledged_without_offset,
+        "lost": len(report.lost), "lost_examples": report.lost[:200], "duplicated": len(report.duplicated),
         "consumer_reads": report.consumer_reads, "vanished_reads": len(report.vanished_reads),
         "divergent_replicas": report.divergent_replicas,
         "longest_unavailability_s": report.longest_unavailability_s, "duration_s": report.duration_s,

@@ -4,6 +4,14 @@ ZooKeeper session timeout; afterwards the cluster must hold every acknowledged r
 exactly once at the offset it was acknowledged at, in-sync replicas must hold byte-identical
 logs, and nothing a consumer read may have disappeared.
 
+An acknowledgement does not always carry an offset. librdkafka's idempotent producer reports
+a record delivered without one (``RD_KAFKA_OFFSET_INVALID``; ``Message.offset()`` is None)
+when it infers the write instead of being told where it landed: a produce request fails with
+its persistence unknown (a timeout, a dropped connection, NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+and a later request of the same producer succeeds, which the broker accepts only in sequence,
+so the earlier records were written before it (``rd_kafka_dr_implicit_ack``), or the broker
+answers DUPLICATE_SEQUENCE_NUMBER. Such a record must still be in its partition exactly once.
+
 Used by the fault test (a short run) and by ``bench/durability_runner.py`` (100+ faults).
 """
 
@@ -17,7 +25,7 @@ import signal
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +34,7 @@ from kazoo.exceptions import NoNodeError
 
 from odradek.local.cluster import LocalCluster
 
-__all__ = ["DurabilityReport", "DurabilityRun"]
+__all__ = ["DurabilityReport", "DurabilityRun", "misplaced_acks"]
 
 
 @dataclass
@@ -35,6 +43,7 @@ class DurabilityReport:
     produced: int = 0  # handed to the client (not counting produce_refused)
     produce_refused: int = 0  # produce() raised: the client refused the record locally
     acknowledged: int = 0
+    acknowledged_without_offset: int = 0  # delivered, but the client was not told the offset
     lost: list[str] = field(default_factory=list)  # acked ids missing or at another offset
     duplicated: list[str] = field(default_factory=list)  # ids present more than once
     consumer_reads: int = 0
@@ -50,9 +59,9 @@ class DurabilityReport:
     def summary(self) -> str:
         worst = max(self.longest_unavailability_s.values(), default=0.0)
         return (f"faults injected: {len(self.faults)}, records produced: {self.produced} (refused by the client: "
-                f"{self.produce_refused}), acknowledged: "
-                f"{self.acknowledged}, lost: {len(self.lost)}, duplicated: {len(self.duplicated)}, consumer reads: "
-                f"{self.consumer_reads}, reads later gone: {len(self.vanished_reads)}, divergent replicas: "
+                f"{self.produce_refused}), acknowledged: {self.acknowledged} (without an offset: "
+                f"{self.acknowledged_without_offset}), lost: {len(self.lost)}, duplicated: {len(self.duplicated)}, "
+                f"consumer reads: {self.consumer_reads}, reads later gone: {len(self.vanished_reads)}, divergent replicas: "
                 f"{len(self.divergent_replicas)}, longest unavailability per partition (s): "
                 + ", ".join(f"p{p}={s:.1f}" for p, s in sorted(self.longest_unavailability_s.items()))
                 + f" (worst {worst:.1f}), run time {self.duration_s:.0f}s")
@@ -70,7 +79,7 @@ class DurabilityRun:
         # What the run does (each fault, refused records) goes to ``log``, else to this module's logger.
         self.log = log if log is not None else logging.getLogger(__name__).info
         self.report = DurabilityReport()
-        self.acked: dict[str, tuple[int, int]] = {}
+        self.acked: dict[str, tuple[int, int | None]] = {}  # id -> (partition, offset or None)
         self.ack_times: dict[int, list[float]] = defaultdict(list)
         self.reads: dict[tuple[int, int], bytes] = {}
         self._stop = threading.Event()
@@ -147,6 +156,7 @@ class DurabilityRun:
         producer.flush(150)
         self.report.produced = seq - self.report.produce_refused
         self.report.acknowledged = len(self.acked)
+        self.report.acknowledged_without_offset = sum(1 for _, offset in self.acked.values() if offset is None)
 
     def _consume(self) -> None:
         consumer = Consumer({
@@ -286,9 +296,7 @@ class DurabilityRun:
         for p, records in final.items():
             for offset, value in records.items():
                 positions[value.decode().split(":")[0]].append((p, offset))
-        for record_id, where in self.acked.items():
-            if positions.get(record_id) != [where]:
-                self.report.lost.append(f"{record_id} acked at {where}, found at {positions.get(record_id)}")
+        self.report.lost = misplaced_acks(self.acked, positions)
         self.report.duplicated = [i for i, ps in positions.items() if len(ps) > 1]
         for (p, offset), value in self.reads.items():
             if final.get(p, {}).get(offset) != value:
@@ -313,6 +321,23 @@ class DurabilityRun:
                     self.report.divergent_replicas.append(f"partition {p}: log sizes {sizes}")
                     break
                 time.sleep(0.2)
+
+
+def misplaced_acks(acked: Mapping[str, tuple[int, int | None]],
+                   positions: Mapping[str, list[tuple[int, int]]]) -> list[str]:
+    """Acknowledged ids not in the final log exactly once where acknowledged: at the
+    acknowledged (partition, offset), or anywhere in the partition when the acknowledgement
+    carried no offset. ``positions`` maps each id to every (partition, offset) holding it."""
+    misplaced = []
+    for record_id, (partition, offset) in acked.items():
+        found = positions.get(record_id)
+        if offset is None:
+            ok = found is not None and len(found) == 1 and found[0][0] == partition
+        else:
+            ok = found == [(partition, offset)]
+        if not ok:
+            misplaced.append(f"{record_id} acked at {(partition, offset)}, found at {found}")
+    return misplaced
 
 
 def _log_bytes(directory: Path) -> bytes:
