@@ -7,10 +7,12 @@ logs, and nothing a consumer read may have disappeared.
 An acknowledgement does not always carry an offset. librdkafka's idempotent producer reports
 a record delivered without one (``RD_KAFKA_OFFSET_INVALID``; ``Message.offset()`` is None)
 when it infers the write instead of being told where it landed: a produce request fails with
-its persistence unknown (a timeout, a dropped connection, NOT_ENOUGH_REPLICAS_AFTER_APPEND)
-and a later request of the same producer succeeds, which the broker accepts only in sequence,
-so the earlier records were written before it (``rd_kafka_dr_implicit_ack``), or the broker
-answers DUPLICATE_SEQUENCE_NUMBER. Such a record must still be in its partition exactly once.
+its persistence unknown (a timeout, a dropped connection, NOT_ENOUGH_REPLICAS_AFTER_APPEND),
+its records wait for a retry, and a later request of the same producer succeeds; the broker
+appends a producer's batches only in sequence, so the earlier records were written before it
+(``rd_kafka_dr_implicit_ack``). It does the same for a DUPLICATE_SEQUENCE_NUMBER answer, which
+odradek never gives (it answers a retried batch with its original offsets). Such a record must
+still be in its partition exactly once.
 
 Used by the fault test (a short run) and by ``bench/durability_runner.py`` (100+ faults).
 """
