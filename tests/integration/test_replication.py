@@ -190,7 +190,7 @@ def test_leader_failover_mid_traffic_loses_no_acknowledged_record(cluster_factor
     controller, _ = controller_of(cluster)
     create_topic(cluster, "failover", 3, 3, {"min.insync.replicas": "2"})
     p = producer(cluster, acks=acks, **{"enable.idempotence": acks == "all"})
-    acked: dict[bytes, tuple[int, int]] = {}
+    acked: dict[bytes, tuple[int, int | None]] = {}
     victim = next(b for b in range(3) if b != controller)
 
     def report(err, msg):
@@ -211,7 +211,10 @@ def test_leader_failover_mid_traffic_loses_no_acknowledged_record(cluster_factor
         for offset, value in read_all(cluster, "failover", part):
             got[value] = (part, offset)
     missing = [v for v in acked if v not in got]
-    moved = [v for v, where in acked.items() if v in got and got[v] != where]
+    # librdkafka acknowledges a record with no offset (None) when a later batch's success
+    # proves it was written (odradek.local.durability explains when): any offset in its partition will do.
+    moved = [v for v, (part, offset) in acked.items()
+             if v in got and got[v] != (part, offset) and not (offset is None and got[v][0] == part)]
     if acks == "all":
         assert missing == [] and moved == []
     else:
