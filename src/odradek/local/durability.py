@@ -146,6 +146,8 @@ class DurabilityRun:
                     producer.produce(self.topic, value=f"{record_id}:{'x' * 80}".encode(), key=record_id.encode(),
                                      partition=seq % self.partitions, on_delivery=report)
                 except BufferError:
+                    # The client's queue is full and nothing was queued: the id goes again.
+                    seq -= 1
                     producer.poll(0.1)
                 except KafkaException as e:
                     # Refused locally (nothing was queued), e.g. while the client's metadata is stale;
