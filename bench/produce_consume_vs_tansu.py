@@ -28,11 +28,19 @@ summarised by shared object, native function and syscall.  The measured phases a
 profiled; py-spy samples the thread holding the GIL (see odradek.perf.harness.pyspy_record).
 
     .venv/bin/python bench/produce_consume_vs_tansu.py [--records 2000000] [--rounds 3] [--profile]
+
+With --baseline SRC the peer is not Tansu but a second odradek broker running the source tree
+SRC (e.g. a `git worktree add /tmp/base <commit>` of an earlier commit), so a change is measured
+against the code before it side by side, with the same clients (this tree's perf tools) for both:
+
+    git worktree add --detach /tmp/base <commit>
+    .venv/bin/python bench/produce_consume_vs_tansu.py --rounds 4 --baseline /tmp/base/src
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import itertools
 import json
 import os
@@ -120,13 +128,13 @@ def run_config(targets: list[Target], partitions: int, records: int, record_size
     return out
 
 
-def table(results: dict[int, dict[str, dict[str, object]]]) -> str:
-    head = (f"{'phase':8} {'parts':>5} | {'odradek rec/s':>13} {'MB/s':>7} | {'tansu rec/s':>11} "
-            f"{'MB/s':>7} | {'ratio':>5} | {'odr CPU s/GB':>12} {'tansu CPU s/GB':>14} {'ratio':>5}")
+def table(results: dict[int, dict[str, dict[str, object]]], peer: str) -> str:
+    head = (f"{'phase':8} {'parts':>5} | {'odradek rec/s':>13} {'MB/s':>7} | {peer + ' rec/s':>11} "
+            f"{'MB/s':>7} | {'ratio':>5} | {'odr CPU s/GB':>12} {peer + ' CPU s/GB':>14} {'ratio':>5}")
     lines = [head, "-" * len(head)]
     for partitions, by_broker in results.items():
         for phase in ("produce", "consume"):
-            o, t = by_broker["odradek"][phase], by_broker["tansu"][phase]
+            o, t = by_broker["odradek"][phase], by_broker[peer][phase]
             oc, tc = cpu_per_gb(o), cpu_per_gb(t)
             lines.append(
                 f"{phase:8} {partitions:>5} | {o['records_per_sec']:>13,.0f} {o['mb_per_sec']:>7.1f} | "
@@ -136,13 +144,13 @@ def table(results: dict[int, dict[str, dict[str, object]]]) -> str:
     return "\n".join(lines)
 
 
-def ratio_summary(rounds: list[dict[int, dict[str, dict[str, object]]]]) -> str:
-    """Per phase: every round's odradek/Tansu records/s ratio and their median."""
-    lines = [f"odradek/Tansu records/s over {len(rounds)} rounds (each measured side by side):"]
+def ratio_summary(rounds: list[dict[int, dict[str, dict[str, object]]]], peer: str) -> str:
+    """Per phase: every round's odradek/peer records/s ratio and their median."""
+    lines = [f"odradek/{peer} records/s over {len(rounds)} rounds (each measured side by side):"]
     for partitions in rounds[0]:
         for phase in ("produce", "consume"):
             ratios = [float(rnd[partitions]["odradek"][phase]["records_per_sec"])  # type: ignore[arg-type]
-                      / float(rnd[partitions]["tansu"][phase]["records_per_sec"])  # type: ignore[arg-type]
+                      / float(rnd[partitions][peer][phase]["records_per_sec"])  # type: ignore[arg-type]
                       for rnd in rounds]
             lines.append(f"  {phase:8} p={partitions}: median {statistics.median(ratios):.2f}  "
                          f"(rounds: {', '.join(f'{x:.2f}' for x in ratios)})")
@@ -191,6 +199,32 @@ def profile(odradek: Target, records: int, record_size: int, extra_props: list[s
     return out
 
 
+def odradek_target(cluster: LocalCluster, name: str) -> Target:
+    broker = next(iter(cluster.brokers.values()))
+    assert broker.pid is not None
+    zk = cluster.zookeeper_connect
+    return Target(name, cluster.bootstrap_servers, broker.pid, lambda t, n: create_topic_zk(zk, t, n, 1))
+
+
+@contextlib.contextmanager
+def baseline_cluster(directory: Path, src: str):  # type: ignore[no-untyped-def]
+    """A 1-broker LocalCluster whose broker runs the source tree ``src`` (its processes inherit
+    PYTHONPATH, which is set only while they start)."""
+    before = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = str(Path(src).resolve())
+    try:
+        cluster = LocalCluster(directory, 1).__enter__()
+    finally:
+        if before is None:
+            os.environ.pop("PYTHONPATH", None)
+        else:
+            os.environ["PYTHONPATH"] = before
+    try:
+        yield cluster
+    finally:
+        cluster.__exit__(None, None, None)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=2_000_000, help="records per measured phase")
@@ -201,6 +235,8 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="py-spy the odradek broker in extra phases")
     ap.add_argument("--profile-records", type=int, default=None, help="records per profiled phase")
     ap.add_argument("--dir", help="working directory (default: a temporary one, removed afterwards)")
+    ap.add_argument("--baseline", metavar="SRC",
+                    help="compare with an odradek broker run from this source tree instead of Tansu")
     ap.add_argument("--rounds", type=int, default=1,
                     help="repeat every phase this many times (the order of the brokers alternates) "
                          "and report each round's ratios and their median")
@@ -217,14 +253,15 @@ def main() -> None:
           f"code {code['commit']}{' + uncommitted ' + ', '.join(code['dirty']) if code['dirty'] else ''}",  # type: ignore[arg-type]
           flush=True)
 
-    with LocalCluster(base / "odradek", 1) as cluster, TansuBroker(base / "tansu.log") as tansu:
-        broker = next(iter(cluster.brokers.values()))
-        assert broker.pid is not None
-        zk = cluster.zookeeper_connect
-        odradek = Target("odradek", cluster.bootstrap_servers, broker.pid,
-                         lambda t, n: create_topic_zk(zk, t, n, 1))
-        peer = Target("tansu", tansu.bootstrap_servers, tansu.pid,
-                      lambda t, n: create_topic_admin(tansu.bootstrap_servers, t, n, 1))
+    with contextlib.ExitStack() as stack:
+        odradek = odradek_target(stack.enter_context(LocalCluster(base / "odradek", 1)), "odradek")
+        if args.baseline:
+            peer = odradek_target(stack.enter_context(baseline_cluster(base / "baseline", args.baseline)),
+                                  "baseline")
+        else:
+            tansu = stack.enter_context(TansuBroker(base / "tansu.log"))
+            peer = Target("tansu", tansu.bootstrap_servers, tansu.pid,
+                          lambda t, n: create_topic_admin(tansu.bootstrap_servers, t, n, 1))
         rounds: list[dict[int, dict[str, dict[str, object]]]] = []
         for r in range(args.rounds):
             results: dict[int, dict[str, dict[str, object]]] = {}
@@ -235,10 +272,10 @@ def main() -> None:
             rounds.append(results)
             print()
             print(f"round {r + 1} of {args.rounds}" if args.rounds > 1 else "", end="\n" if args.rounds > 1 else "")
-            print(table(results))
+            print(table(results, peer.name))
         if args.rounds > 1:
             print()
-            print(ratio_summary(rounds))
+            print(ratio_summary(rounds, peer.name))
         profiles = None
         if args.profile:
             profiles = profile(odradek, args.profile_records or args.records, args.record_size,
@@ -250,7 +287,8 @@ def main() -> None:
     out.write_text(json.dumps({
         "started": stamp, "code": code, "records": args.records, "record_size": args.record_size,
         "producer_props": PRODUCER_PROPS + args.producer_props, "fetch_size": FETCH_SIZE,
-        "cpu_count": os.cpu_count(), "python": sys.version.split()[0],
+        "cpu_count": os.cpu_count(), "python": sys.version.split()[0], "peer": peer.name,
+        "baseline": args.baseline,
         "results": {str(k): v for k, v in rounds[0].items()},
         "rounds": [{str(k): v for k, v in rnd.items()} for rnd in rounds], "profiles": profiles,
     }, indent=2) + "\n")
