@@ -130,64 +130,61 @@ def test_clear_and_put_drops_queued_events() -> None:
     assert seen == ["BrokerChange", "Expire"]
 
 
+class BusyManager:
+    """A started manager whose first event (a BrokerChange) is held until ``gate`` is set,
+    with one of each waiting request event queued behind it."""
+
+    def __init__(self) -> None:
+        self.processed: list[str] = []
+        self.gate = asyncio.Event()
+        self.started = asyncio.Event()
+        self.manager = ControllerEventManager(self._process)
+        self.queued: list[ControllerRequestEvent] = []
+
+    async def _process(self, event: ControllerEvent) -> None:
+        if isinstance(event, BrokerChange):
+            self.started.set()
+            await self.gate.wait()
+        self.processed.append(event.name)
+
+    async def start(self) -> ControllerEventManager:
+        self.manager.start()
+        self.manager.put(BrokerChange())
+        await self.started.wait()
+        self.queued = request_events()
+        for e in self.queued:
+            self.manager.put(e)
+        return self.manager
+
+
 def test_clear_and_put_answers_the_dropped_requests_with_not_controller() -> None:
     """A session expiry drops the queue; callers waiting on a dropped ControlledShutdown,
     AlterPartition or ElectLeaders must hear NOT_CONTROLLER, not wait forever."""
-    processed: list[str] = []
+    busy = BusyManager()
 
     async def main() -> None:
-        gate = asyncio.Event()
-        started = asyncio.Event()
-
-        async def process(event: ControllerEvent) -> None:
-            if isinstance(event, BrokerChange):
-                started.set()
-                await gate.wait()
-            processed.append(event.name)
-
-        manager = ControllerEventManager(process)
-        manager.start()
-        manager.put(BrokerChange())
-        await started.wait()
-        dropped = request_events()
-        for e in dropped:
-            manager.put(e)
+        manager = await busy.start()
         manager.clear_and_put(Expire())
         # Answered at once, while the event in progress is still running.
-        assert answers(dropped) == NOT_CONTROLLER_ANSWERS
-        gate.set()
-        while len(processed) < 2:
+        assert answers(busy.queued) == NOT_CONTROLLER_ANSWERS
+        busy.gate.set()
+        while len(busy.processed) < 2:
             await asyncio.sleep(0)
         await manager.close()
 
     run(main())
-    assert processed == ["BrokerChange", "Expire"]
+    assert busy.processed == ["BrokerChange", "Expire"]
 
 
 def test_close_answers_queued_requests_and_later_puts_with_not_controller() -> None:
-    processed: list[str] = []
+    busy = BusyManager()
 
     async def main() -> None:
-        gate = asyncio.Event()
-        started = asyncio.Event()
-
-        async def process(event: ControllerEvent) -> None:
-            if isinstance(event, BrokerChange):
-                started.set()
-                await gate.wait()
-            processed.append(event.name)
-
-        manager = ControllerEventManager(process)
-        manager.start()
-        manager.put(BrokerChange())
-        await started.wait()
-        queued = request_events()
-        for e in queued:
-            manager.put(e)
+        manager = await busy.start()
         closing = asyncio.ensure_future(manager.close())
         await asyncio.sleep(0)
-        assert answers(queued) == NOT_CONTROLLER_ANSWERS
-        gate.set()  # the event in progress finishes normally
+        assert answers(busy.queued) == NOT_CONTROLLER_ANSWERS
+        busy.gate.set()  # the event in progress finishes normally
         await closing
         late = request_events()
         for e in late:
@@ -196,7 +193,7 @@ def test_close_answers_queued_requests_and_later_puts_with_not_controller() -> N
         assert manager.queue_size == 0
 
     run(main())
-    assert processed == ["BrokerChange"]
+    assert busy.processed == ["BrokerChange"]
 
 
 def test_close_that_cancels_the_event_in_progress_answers_it(monkeypatch: pytest.MonkeyPatch) -> None:
