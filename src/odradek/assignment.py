@@ -28,6 +28,7 @@ from odradek.protocol.errors import (
 __all__ = [
     "AdminOperationError",
     "BrokerMetadata",
+    "assign_new_partitions",
     "assign_replicas_to_brokers",
     "validate_replica_assignment",
 ]
@@ -82,6 +83,19 @@ def assign_replicas_to_brokers(
         n_partitions, replication_factor, {m.id: m.rack for m in metas},  # type: ignore[misc]
         fixed_start_index, start_partition_id, rng,
     )
+
+
+def assign_new_partitions(brokers: Sequence[BrokerMetadata | int], existing: Mapping[int, Sequence[int]],
+                          num_partitions: int) -> dict[int, list[int]]:
+    """Place the partitions that grow a topic from ``len(existing)`` to ``num_partitions``, as
+    Kafka's addPartitions does: the start index is the position of the existing first
+    partition's first replica in ``brokers``, partition ids continue from the current count,
+    and the replication factor is the existing one."""
+    first_partition = existing[min(existing)]
+    ids = [b.id if isinstance(b, BrokerMetadata) else b for b in brokers]
+    start_index = next((i for i, b in enumerate(ids) if b >= first_partition[0]), 0)
+    return assign_replicas_to_brokers(brokers, num_partitions - len(existing), len(first_partition),
+                                      start_index, len(existing))
 
 
 def _replica_index(first_replica_index: int, second_replica_shift: int, replica_index: int,

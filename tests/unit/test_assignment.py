@@ -21,6 +21,7 @@ from kio.schema.errors import ErrorCode
 from odradek.assignment import (
     AdminOperationError,
     BrokerMetadata,
+    assign_new_partitions,
     assign_replicas_to_brokers,
     parse_replica_assignment,
     rack_alternated_broker_list,
@@ -383,6 +384,15 @@ def test_validate_empty_assignment_and_empty_replica_list():
         validate_replica_assignment({})
     with pytest.raises(InvalidReplicationFactorError, match="Partition 0 has no replicas"):
         validate_replica_assignment({0: []})
+
+
+def test_added_partitions_start_at_the_first_partitions_leader() -> None:
+    # kafka-topics.sh --alter --partitions 4/5 of the 3-broker topic above: the new
+    # partitions continue from broker 1, the first replica of partition 0.
+    existing = {0: [1, 2, 0], 1: [2, 0, 1], 2: [0, 1, 2]}
+    assert assign_new_partitions([0, 1, 2], existing, 4) == {3: [1, 2, 0]}
+    grown = assign_new_partitions([BrokerMetadata(0), BrokerMetadata(1), BrokerMetadata(2)], existing, 5)
+    assert sorted(grown) == [3, 4] and grown[3] == [1, 2, 0] and grown[4][0] == 2
 
 
 def test_parse_replica_assignment_three_brokers():

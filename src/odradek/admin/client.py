@@ -25,7 +25,7 @@ from kio.index import KioIndexError, load_request_schema, load_response_schema
 
 from odradek import __version__
 from odradek.admin.topic_command import TopicDeletion, TopicListing
-from odradek.assignment import assign_replicas_to_brokers
+from odradek.assignment import assign_new_partitions, assign_replicas_to_brokers
 from odradek.net.client import BrokerConnection
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError, for_code
@@ -261,7 +261,8 @@ class AdminClientTopicService:
                        for t in view.topics if t.name == topic and t.error_code == ErrorCode.none
                        for p in t.partitions}
             if current and count > len(current):
-                new = _rack_unaware_new_partitions(sorted(view.brokers), current, count)
+                placed = assign_new_partitions(sorted(view.brokers), current, count)
+                new = [placed[p] for p in sorted(placed)]
 
         def body(m: types.ModuleType, version: int) -> Any:
             assignments = None if new is None else tuple(
@@ -325,14 +326,3 @@ def _descriptions(view: ClusterView, names: Sequence[str], configs: Mapping[str,
         result.append(TopicDescription(name, uuid_to_topic_id(topic_id) if topic_id and topic_id.int else None,
                                        partitions, configs.get(name, {})))
     return result
-
-
-def _rack_unaware_new_partitions(broker_ids: list[int], current: Mapping[int, list[int]], count: int
-                                 ) -> list[list[int]]:
-    """Kafka's add-partitions placement with racks ignored: start at the broker holding the
-    first replica of the lowest partition, partition ids continuing from the current count."""
-    first = current[min(current)][0]
-    start = next((i for i, b in enumerate(broker_ids) if b >= first), 0)
-    rf = len(current[min(current)])
-    placed = assign_replicas_to_brokers(broker_ids, count - len(current), rf, start, len(current))
-    return [placed[p] for p in sorted(placed)]

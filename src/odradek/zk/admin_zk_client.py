@@ -14,6 +14,7 @@ from enum import Enum
 from odradek.assignment import (
     AdminOperationError,
     BrokerMetadata,
+    assign_new_partitions,
     assign_replicas_to_brokers,
     validate_replica_assignment,
 )
@@ -164,11 +165,7 @@ class AdminZkClient:
             live = set(await self.zk.get_all_broker_ids())
             validate_replica_assignment(new, live_brokers=live, expected_replication_factor=rf)
         else:
-            brokers = await self.broker_metadatas(rack_aware_mode)
-            first = existing[min(existing)][0]
-            ids = [b.id for b in brokers]
-            start_index = max(0, next((i for i, b in enumerate(ids) if b >= first), 0))
-            new = assign_replicas_to_brokers(brokers, to_add, rf, start_index, len(existing))
+            new = assign_new_partitions(await self.broker_metadatas(rack_aware_mode), existing, num_partitions)
         if not validate_only:
             merged = {**existing, **new}
             await self.zk.set_topic_assignment(

@@ -429,11 +429,6 @@ class KafkaZkClient:
             return None
         return TopicZNode.decode(got[0]), got[1].version
 
-    async def get_topic_assignments(self, topics: Iterable[str]) -> dict[str, TopicAssignment]:
-        topics = list(topics)
-        got = await asyncio.gather(*(self.get_topic_assignment(t) for t in topics))
-        return {t: g[0] for t, g in zip(topics, got, strict=True) if g is not None}
-
     async def get_partition_states(self, partitions: Iterable[TopicPartition]
                                    ) -> dict[TopicPartition, LeaderAndIsr]:
         partitions = list(partitions)
