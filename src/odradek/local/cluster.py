@@ -31,6 +31,7 @@ from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
 from odradek.local.zookeeper import EmbeddedZooKeeper, free_port
+from odradek.log.checkpoints import write_atomically
 from odradek.zk.client import ensure_chroot, split_chroot
 from odradek.zk.zk_data import BrokerIdZNode
 
@@ -285,14 +286,8 @@ class LocalCluster:
 
 
 def _replace_json(path: Path, data: object) -> None:
-    """Write ``data`` to a temporary file beside ``path``, sync it and rename it over
-    ``path``: readers see the old file or the whole new one, never a part."""
-    tmp = path.with_suffix(".tmp")
-    with open(tmp, "w") as fh:
-        fh.write(json.dumps(data, indent=2) + "\n")
-        fh.flush()
-        os.fsync(fh.fileno())
-    tmp.replace(path)
+    """Replace ``path`` with ``data`` as JSON: readers see the old file or the whole new one."""
+    write_atomically(path, (json.dumps(data, indent=2) + "\n").encode())
 
 
 @contextlib.contextmanager
