@@ -7,12 +7,12 @@ arguments and failed runs print one ``Error: ...`` line on stderr and exit non-z
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 
+from odradek.cli.common import fail
 from odradek.perf.common import PerfError, parse_props
 
 __all__ = ["perf"]
@@ -24,9 +24,8 @@ def _one_line(e: click.ClickException) -> None:
     _usage(e.format_message())
 
 
-def _usage(message: str) -> None:
-    click.echo(f"Error: {message}", err=True)
-    sys.exit(USAGE_EXIT)
+def _usage(message: str) -> NoReturn:
+    fail(message, USAGE_EXIT)
 
 
 class _OneLineCommand(click.Command):
@@ -110,13 +109,10 @@ def produce(topic: str, num_records: int, record_size: int, throughput: float,
         result = run_producer(servers, topic, num_records, record_size, throughput=throughput,
                               props=props, on_client_log=_client_log_echo(verbose))
     except PerfError as e:
-        click.echo(f"Error: {e}", err=True)
-        sys.exit(1)
+        fail(str(e))
     _report(result, as_json)
     if result.errors:
-        click.echo(f"Error: {result.errors} of {num_records} records failed; first: {result.first_error}",
-                   err=True)
-        sys.exit(1)
+        fail(f"{result.errors} of {num_records} records failed; first: {result.first_error}")
 
 
 @perf.command()
@@ -149,8 +145,7 @@ def consume(topic: str, messages: int, fetch_size: int, consumer_props: tuple[st
                               timeout_s=timeout_ms / 1000, from_latest=from_latest,
                               on_client_log=_client_log_echo(verbose))
     except PerfError as e:
-        click.echo(f"Error: {e}", err=True)
-        sys.exit(1)
+        fail(str(e))
     _report(result, as_json)
     if result.errors and verbose:
         click.echo(f"warning: {result.errors} transient consumer errors; first: {result.first_error}",

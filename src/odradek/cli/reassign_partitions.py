@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import sys
 from pathlib import Path
-from typing import NoReturn
 
 import click
 
@@ -16,6 +15,7 @@ from odradek.admin.reassign_partitions import (
     parse_reassignment_json,
     verify_reassignment,
 )
+from odradek.cli.common import fail
 from odradek.zk.client import KafkaZkClient, ZkConnectionError
 
 __all__ = ["reassign_partitions"]
@@ -23,11 +23,6 @@ __all__ = ["reassign_partitions"]
 SESSION_TIMEOUT_MS = 30_000
 CONNECTION_TIMEOUT_MS = 10_000
 EXIT_NOT_COMPLETE = 2  # --verify: some reassignment is still running or failed
-
-
-def _fail(message: str) -> NoReturn:
-    click.echo(f"Error: {message}", err=True)
-    sys.exit(1)
 
 
 @click.command("reassign-partitions", context_settings={"help_option_names": ["-h", "--help"]})
@@ -38,13 +33,13 @@ def _fail(message: str) -> NoReturn:
 def reassign_partitions(zookeeper: str, json_file: str, execute: bool, verify: bool) -> None:
     """Move partition replicas between brokers (kafka-reassign-partitions.sh)."""
     if execute == verify:
-        _fail("exactly one of --execute or --verify is required")
+        fail("exactly one of --execute or --verify is required")
     try:
         wanted = parse_reassignment_json(Path(json_file).read_text())
     except OSError as e:
-        _fail(f"cannot read {json_file}: {e.strerror}")
+        fail(f"cannot read {json_file}: {e.strerror}")
     except ReassignmentError as e:
-        _fail(str(e))
+        fail(str(e))
 
     async def run() -> int:
         zk = KafkaZkClient(zookeeper, SESSION_TIMEOUT_MS, CONNECTION_TIMEOUT_MS)
