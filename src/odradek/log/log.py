@@ -26,7 +26,9 @@ from pathlib import Path
 from kio.schema.errors import ErrorCode
 
 from odradek.config import LogConfig
+from odradek.log.abstract_index import IndexCorruptError
 from odradek.log.checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile, fsync_dir
+from odradek.log.cleaner.job import CLEANED_SUFFIX, SWAP_SUFFIX
 from odradek.log.leader_epoch_cache import LeaderEpochFileCache
 from odradek.log.log_info import FetchDataInfo, FileRegion, LogAppendInfo, TimestampAndOffset
 from odradek.log.log_loader import load_segments
@@ -102,6 +104,9 @@ class Log:
             lambda: self._next_offset)
         self.producer_state = ProducerStateManager(directory, producer_id_expiration_ms)
         self.topic_id: str | None = None
+        # The lowest offset the log was truncated to since the cleaner last looked (the
+        # cleaner lowers its checkpoint to it; Kafka's maybeTruncateCheckpoint).
+        self.truncated_to: int | None = None
 
     @classmethod
     def open(cls, directory: Path, config: LogConfig, *, topic: str, partition: int,
@@ -146,12 +151,13 @@ class Log:
             log.warning("%s: recovered to log end offset %d", directory, self._next_offset)
         return self
 
-    def _make_segment(self, base_offset: int) -> LogSegment:
+    def _make_segment(self, base_offset: int, suffix: str = "") -> LogSegment:
         jitter = self.config.segment_jitter_ms
         return LogSegment(
             self.dir, base_offset, index_interval_bytes=self.config.index_interval_bytes,
             max_index_size=self.config.segment_index_bytes, now_ms=self._time_ms(),
-            roll_jitter_ms=random.randrange(min(jitter, self.config.segment_ms)) if jitter else 0)
+            roll_jitter_ms=random.randrange(min(jitter, self.config.segment_ms)) if jitter else 0,
+            suffix=suffix)
 
     def _rebuild_producer_state(self) -> None:
         start = self.producer_state.truncate_and_reload(self.log_start_offset, self._next_offset,
@@ -481,6 +487,7 @@ class Log:
     def _after_truncation(self) -> None:
         self._bound_cache = None
         end = self._next_offset
+        self.truncated_to = end if self.truncated_to is None else min(self.truncated_to, end)
         self.log_start_offset = min(self.log_start_offset, end)
         self.recovery_point = min(self.recovery_point, end)
         self._high_watermark = min(self._high_watermark, end)
@@ -549,6 +556,63 @@ class Log:
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         self.producer_state.delete_snapshots_before(self.segments[0].base_offset)
         return len(deletable)
+
+    # ------------------------------------------------------------------ cleaning
+
+    def cleanable_segments(self, first_uncleanable_offset: int) -> list[LogSegment]:
+        """The segments a cleaning may rewrite: from the first, every one that ends at or
+        below ``first_uncleanable_offset`` (never the active segment)."""
+        out = []
+        for i, segment in enumerate(self.segments[:-1]):
+            if self._bases[i + 1] > first_uncleanable_offset:
+                break
+            out.append(segment)
+        return out
+
+    def segment_for(self, offset: int) -> LogSegment | None:
+        """The segment whose offset range holds ``offset`` (None below the first segment)."""
+        i = self._segment_index(offset)
+        return self.segments[i] if i >= 0 else None
+
+    def segment_end(self, segment: LogSegment) -> int:
+        """One past ``segment``'s last offset: its successor's base (or the log end)."""
+        i = self._segment_index(segment.base_offset)
+        return self._bases[i + 1] if i + 1 < len(self._bases) else self._next_offset
+
+    def holds_segments(self, segments: list[tuple[LogSegment, int]]) -> bool:
+        """True while every ``(segment, size)`` is still a non-active segment of this log
+        with that size (retention, truncation or deletion since a cleaning started make it
+        False: the cleaning's output is then stale)."""
+        live = {id(s) for s in self.segments[:-1]}
+        return all(id(segment) in live and segment.size == size and segment.fd >= 0
+                   for segment, size in segments)
+
+    def replace_segments(self, old: list[LogSegment], new_base_offset: int) -> LogSegment:
+        """Swap the cleaned segment ``<new_base_offset>.log.cleaned`` (and its indexes) in for
+        the consecutive run of inactive segments ``old`` it was made from (Kafka's
+        replaceSegments). Crash-safe at every step: ``.cleaned`` files are discarded at load,
+        a ``.swap`` log file completes the swap at load (see log_loader), and old files
+        already renamed ``.deleted`` are discarded."""
+        first = next((i for i, s in enumerate(self.segments) if s is old[0]), -1)
+        if first < 0 or first + len(old) >= len(self.segments) or any(
+                a is not b for a, b in zip(self.segments[first:first + len(old)], old, strict=True)):
+            raise ValueError(f"{self}: cannot replace {old}: not a run of inactive segments")
+        cleaned = self.dir / f"{filename_prefix(new_base_offset)}{LOG_SUFFIX}{CLEANED_SUFFIX}"
+        if not cleaned.exists():
+            raise FileNotFoundError(f"{cleaned} does not exist")
+        new = self._make_segment(new_base_offset, CLEANED_SUFFIX)
+        try:
+            new.sanity_check()
+        except IndexCorruptError:
+            new.recover()
+        new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
+        self.segments[first:first + len(old)] = [new]
+        self._bases[first:first + len(old)] = [new.base_offset]
+        self._async_delete(old)
+        new.change_suffix(SWAP_SUFFIX, "")
+        fsync_dir(self.dir)
+        self._bound_cache = None
+        return new
 
     def _async_delete(self, segments: list[LogSegment]) -> None:
         """Rename to ``.deleted`` now (out of the log), unlink after file.delete.delay.ms, so

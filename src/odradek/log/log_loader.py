@@ -1,8 +1,12 @@
 """Kafka's ``LogLoader``: open a partition directory's segments, recovering if needed.
 
 * Leftovers of interrupted operations are removed: ``*.deleted`` segments (retention or
-  truncation that had not finished its delayed delete), ``*.tmp`` checkpoint/snapshot
-  files, and index files without a log file.
+  truncation that had not finished its delayed delete), ``*.cleaned`` segments (a cleaning
+  that had not started its swap), ``*.tmp`` checkpoint/snapshot files, and index files
+  without a log file.
+* A ``*.log.swap`` segment is a cleaning whose swap had begun (Kafka's replaceSegments):
+  the swap is completed. The segment is re-scanned, the segments it replaces (those whose
+  base offset falls in its offset range) are deleted and it takes its live name.
 * Every segment's indexes are sanity-checked; a segment whose indexes do not fit its log
   is rebuilt from the log.
 * After an unclean shutdown every segment from the one holding the recovery point onward
@@ -20,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from odradek.log.abstract_index import IndexCorruptError
+from odradek.log.cleaner.job import CLEANED_SUFFIX, SWAP_SUFFIX
 from odradek.log.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -32,7 +37,7 @@ from odradek.protocol.records import RecordBatchHeader
 
 log = logging.getLogger(__name__)
 
-_LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".tmp", ".cleaned", ".swap")
+_LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".tmp", CLEANED_SUFFIX)
 
 
 @dataclass(slots=True)
@@ -47,7 +52,7 @@ def _base_offset(name: str, suffix: str) -> int | None:
     return int(stem) if name.endswith(suffix) and len(stem) == 20 and stem.isdigit() else None
 
 
-def load_segments(directory: Path, make_segment: Callable[[int], LogSegment], *,
+def load_segments(directory: Path, make_segment: Callable[[int, str], LogSegment], *,
                   recovery_point: int, had_clean_shutdown: bool,
                   on_batch: Callable[[RecordBatchHeader], None]) -> LoadResult:
     """Open (and if needed recover) the segments of ``directory``, oldest first.
@@ -56,18 +61,29 @@ def load_segments(directory: Path, make_segment: Callable[[int], LogSegment], *,
     cache). Returns no segments for an empty directory; the caller creates the first one.
     """
     names = os.listdir(directory)
-    bases: set[int] = set()
     for name in names:
         if name.endswith(_LEFTOVER_SUFFIXES):
             os.unlink(directory / name)
-        elif (base := _base_offset(name, LOG_SUFFIX)) is not None:
+    swaps = sorted(base for name in names
+                   if (base := _base_offset(name, LOG_SUFFIX + SWAP_SUFFIX)) is not None)
+    for name in names:
+        for suffix in (INDEX_SUFFIX + SWAP_SUFFIX, TIME_INDEX_SUFFIX + SWAP_SUFFIX):
+            base = _base_offset(name, suffix)
+            if base is not None and base not in swaps:
+                os.unlink(directory / name)  # the swap of its log file never started
+    for base in swaps:
+        _complete_swap(directory, make_segment(base, SWAP_SUFFIX))
+    names = os.listdir(directory)
+    bases: set[int] = set()
+    for name in names:
+        if (base := _base_offset(name, LOG_SUFFIX)) is not None:
             bases.add(base)
     for name in names:
         for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
             base = _base_offset(name, suffix)
             if base is not None and base not in bases:
                 os.unlink(directory / name)  # an index without its log is useless
-    segments = [make_segment(base) for base in sorted(bases)]
+    segments = [make_segment(base, "") for base in sorted(bases)]
     recovered = False
     for segment in segments:
         try:
@@ -81,6 +97,24 @@ def load_segments(directory: Path, make_segment: Callable[[int], LogSegment], *,
         truncated = _recover(segments, recovery_point, on_batch)
         recovered = True
     return LoadResult(segments, recovered, truncated)
+
+
+def _complete_swap(directory: Path, swap: LogSegment) -> None:
+    """Finish a swap a crash interrupted: the ``.swap`` segment replaces every live segment
+    whose base offset falls in ``[its base, its next offset)`` (at least its own base)."""
+    swap.recover()
+    end = max(swap.next_offset, swap.base_offset + 1)
+    for name in os.listdir(directory):
+        base = _base_offset(name, LOG_SUFFIX)
+        if base is None or not swap.base_offset <= base < end:
+            continue
+        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            path = directory / f"{name[:-len(LOG_SUFFIX)]}{suffix}"
+            if path.exists():
+                os.unlink(path)
+    swap.change_suffix(SWAP_SUFFIX, "")
+    log.info("%s: completed an interrupted swap of cleaned segment %d", directory, swap.base_offset)
+    swap.close()
 
 
 def _recover(segments: list[LogSegment], recovery_point: int,

@@ -147,6 +147,11 @@ class LogSegment:
         ts = self.max_timestamp_so_far
         return ts if ts >= 0 else os.fstat(self.fd).st_mtime_ns // 1_000_000
 
+    @property
+    def first_batch_timestamp(self) -> int:
+        """The first batch's max timestamp (Kafka's ``getFirstBatchTimestamp``), -1 if empty."""
+        return self._rolling_timestamp()
+
     def _rolling_timestamp(self) -> int:
         if self._rolling_based_timestamp is None and self.size >= HEADER_SIZE:
             self._rolling_based_timestamp = parse_header(os.pread(self.fd, HEADER_SIZE, 0)
@@ -355,12 +360,29 @@ class LogSegment:
 
     def add_suffix(self, suffix: str) -> None:
         """Rename all three files to end in ``suffix`` (open descriptors stay valid)."""
+        self.change_suffix("", suffix)
+
+    def change_suffix(self, old_suffix: str, new_suffix: str) -> None:
+        """Rename all three files from ending in ``old_suffix`` to ``new_suffix`` (either may
+        be empty; the log file goes last, so a crash never leaves it renamed without its
+        indexes). Open descriptors stay valid."""
+        def renamed(path: Path) -> Path:
+            stem = path.name[:len(path.name) - len(old_suffix)] if old_suffix else path.name
+            return path.with_name(stem + new_suffix)
+
         for idx in (self.index, self.time_index):
             if idx.path.exists():
-                idx.rename(idx.path.with_name(idx.path.name + suffix))
-        target = self.log_path.with_name(self.log_path.name + suffix)
+                idx.rename(renamed(idx.path))
+            else:
+                idx.path = renamed(idx.path)
+        target = renamed(self.log_path)
         os.rename(self.log_path, target)
         self.log_path = target
+
+    @property
+    def last_modified_ms(self) -> int:
+        """The log file's modification time (Kafka's ``lastModified``)."""
+        return os.fstat(self.fd).st_mtime_ns // 1_000_000
 
     def update_directory(self, directory: Path) -> None:
         """Follow a rename of the partition directory (descriptors stay valid)."""
