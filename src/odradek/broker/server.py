@@ -23,6 +23,7 @@ from odradek.broker.producer_id_manager import ProducerIdManager
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.config import KafkaConfig
 from odradek.controller.controller import KafkaController
+from odradek.log.cleaner.manager import LogCleaner
 from odradek.log.log_manager import LogDirLockedError, LogManager, LogManagerConfig
 from odradek.log.meta_properties import (
     InconsistentBrokerMetadataError,
@@ -59,6 +60,8 @@ class KafkaServer:
         self.broker_epoch = -1
         self.cluster_id: str | None = None
         self.log_manager = LogManager(LogManagerConfig.from_kafka_config(config), config.log_config())
+        self.log_cleaner = LogCleaner(config.cleaner_config(), self.log_manager.log_dirs,
+                                      self.log_manager.all_logs, self.log_manager.get_log)
         self.replica_manager = ReplicaManager(self.broker_id, config, self.metadata_cache, self.log_manager,
                                               lambda: self.broker_epoch,
                                               lambda _topic, overrides: config.log_config(overrides))
@@ -118,6 +121,7 @@ class KafkaServer:
             await self.zk.close()
             raise BrokerStartupError(f"cannot use log.dirs {','.join(self.config.log_dirs)}: {e}") from None
         self.replica_manager.startup()
+        await self.log_cleaner.startup()
         await self.group_coordinator.startup(self.zk)
         # Topic config overrides reach the logs before any request can.
         await self.config_manager.startup()
@@ -125,6 +129,7 @@ class KafkaServer:
             ports = await self.socket_server.start()
         except OSError as e:
             await self.replica_manager.shutdown()
+            await self.log_cleaner.shutdown()
             self.log_manager.shutdown()
             await self.zk.close()
             raise BrokerStartupError(f"cannot listen on {', '.join(lst.name + '://' + (lst.host or '0.0.0.0') + ':' + str(lst.port) for lst in self.config.listeners)}: {e.strerror or e}") from None
@@ -136,6 +141,7 @@ class KafkaServer:
         except BrokerIdTakenError:
             await self.socket_server.stop()
             await self.replica_manager.shutdown()
+            await self.log_cleaner.shutdown()
             self.log_manager.shutdown()
             await self.zk.close()
             raise
@@ -223,6 +229,7 @@ class KafkaServer:
         await _bounded("group coordinator", self.group_coordinator.shutdown(), 5)
         await _bounded("replica manager", self.replica_manager.shutdown(), 10)
         await _bounded("controller", self.controller.shutdown(), 15)
+        await _bounded("log cleaner", self.log_cleaner.shutdown(), 10)
         self.log_manager.shutdown()
         await _bounded("ZooKeeper client", self.zk.close(), 10)
         state_change_log.flush()

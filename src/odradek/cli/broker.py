@@ -47,7 +47,7 @@ def _setup_logging(level: int = logging.INFO) -> None:
               help="server.properties (Kafka's keys).")
 @click.option("--override", multiple=True, metavar="KEY=VALUE", help="Override a config value.")
 @click.option("--logs-dir", type=click.Path(file_okay=False), default=None,
-              help="Where state-change.log goes (default: $LOG_DIR, else the config file's directory).")
+              help="Where state-change.log and log-cleaner.log go (default: $LOG_DIR, else the config file's directory).")
 def broker(config_path: str, override: tuple[str, ...], logs_dir: str | None) -> None:
     """Run one broker."""
     try:
@@ -64,6 +64,7 @@ def broker(config_path: str, override: tuple[str, ...], logs_dir: str | None) ->
 
     logs = Path(logs_dir or os.environ.get("LOG_DIR") or Path(config_path).resolve().parent)
     state_change_log.configure(logs / "state-change.log")
+    _log_cleaner_file(logs / "log-cleaner.log")
     # The broker keeps few long-lived objects and allocates many short-lived ones per request:
     # move what start-up created out of the collector's way and collect the young generation
     # less often, so full collections (pauses of tens of ms) are rare.
@@ -75,6 +76,18 @@ def broker(config_path: str, override: tuple[str, ...], logs_dir: str | None) ->
     # the cluster's cluster.json once it is registered.
     code = _run(_run_broker(config, on_started=lambda: update_cluster_json_pid(config_path, os.getpid())))
     sys.exit(code)
+
+
+def _log_cleaner_file(path: Path) -> None:
+    """The cleaner's per-cleaning summaries go to ``log-cleaner.log`` only, as Kafka's
+    log4j.properties sends them (additivity=false)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handler = logging.FileHandler(path)
+    handler.setFormatter(KafkaFormatter())
+    summary = logging.getLogger("odradek.log_cleaner")
+    summary.addHandler(handler)
+    summary.setLevel(logging.INFO)
+    summary.propagate = False
 
 
 def _raise_open_file_limit() -> None:
