@@ -587,32 +587,42 @@ class Log:
         return all(id(segment) in live and segment.size == size and segment.fd >= 0
                    for segment, size in segments)
 
-    def replace_segments(self, old: list[LogSegment], new_base_offset: int) -> LogSegment:
-        """Swap the cleaned segment ``<new_base_offset>.log.cleaned`` (and its indexes) in for
-        the consecutive run of inactive segments ``old`` it was made from (Kafka's
-        replaceSegments). Crash-safe at every step: ``.cleaned`` files are discarded at load,
-        a ``.swap`` log file completes the swap at load (see log_loader), and old files
-        already renamed ``.deleted`` are discarded."""
-        first = next((i for i, s in enumerate(self.segments) if s is old[0]), -1)
-        if first < 0 or first + len(old) >= len(self.segments) or any(
-                a is not b for a, b in zip(self.segments[first:first + len(old)], old, strict=True)):
-            raise ValueError(f"{self}: cannot replace {old}: not a run of inactive segments")
-        cleaned = self.dir / f"{filename_prefix(new_base_offset)}{LOG_SUFFIX}{CLEANED_SUFFIX}"
-        if not cleaned.exists():
-            raise FileNotFoundError(f"{cleaned} does not exist")
-        new = self._make_segment(new_base_offset, CLEANED_SUFFIX)
-        try:
-            new.sanity_check()
-        except IndexCorruptError:
-            new.recover()
-        new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
-        self.segments[first:first + len(old)] = [new]
-        self._bases[first:first + len(old)] = [new.base_offset]
-        self._async_delete(old)
-        new.change_suffix(SWAP_SUFFIX, "")
+    def replace_segments(self, groups: list[tuple[list[LogSegment], int]]) -> list[LogSegment]:
+        """Swap cleaned segments in (Kafka's replaceSegments, for a whole cleaning at once):
+        each group is a consecutive run of inactive segments and the base offset of the
+        ``<base>.log.cleaned`` segment (with its indexes) made from them.
+
+        Crash-safe at every step, for the cleaning as a whole: first every ``.cleaned`` file
+        becomes ``.swap``; until the last has, a load finds a ``.cleaned`` file and discards
+        every ``.swap`` and ``.cleaned`` one (the old log). Then, group by group, the old
+        segments become ``.deleted`` and the ``.swap`` files take the live names; a load
+        completes any swap left (see log_loader)."""
+        runs: list[tuple[int, list[LogSegment], LogSegment]] = []
+        for old, base in groups:
+            first = next((i for i, s in enumerate(self.segments) if s is old[0]), -1)
+            if first < 0 or first + len(old) >= len(self.segments) or any(
+                    a is not b for a, b in zip(self.segments[first:first + len(old)], old, strict=True)):
+                raise ValueError(f"{self}: cannot replace {old}: not a run of inactive segments")
+            cleaned = self.dir / f"{filename_prefix(base)}{LOG_SUFFIX}{CLEANED_SUFFIX}"
+            if not cleaned.exists():
+                raise FileNotFoundError(f"{cleaned} does not exist")
+            new = self._make_segment(base, CLEANED_SUFFIX)
+            try:
+                new.sanity_check()
+            except IndexCorruptError:
+                new.recover()
+            runs.append((first, old, new))
+        for _, _, new in runs:
+            new.change_suffix(CLEANED_SUFFIX, SWAP_SUFFIX)
+        for first, old, new in sorted(runs, key=lambda r: r[0], reverse=True):
+            self.segments[first:first + len(old)] = [new]
+            self._bases[first:first + len(old)] = [new.base_offset]
+        for _, old, new in runs:
+            self._async_delete(old)
+            new.change_suffix(SWAP_SUFFIX, "")
         fsync_dir(self.dir)
         self._bound_cache = None
-        return new
+        return [new for _, _, new in runs]
 
     def _async_delete(self, segments: list[LogSegment]) -> None:
         """Rename to ``.deleted`` now (out of the log), unlink after file.delete.delay.ms, so

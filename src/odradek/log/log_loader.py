@@ -4,9 +4,11 @@
   truncation that had not finished its delayed delete), ``*.cleaned`` segments (a cleaning
   that had not started its swap), ``*.tmp`` checkpoint/snapshot files, and index files
   without a log file.
-* A ``*.log.swap`` segment is a cleaning whose swap had begun (Kafka's replaceSegments):
-  the swap is completed. The segment is re-scanned, the segments it replaces (those whose
-  base offset falls in its offset range) are deleted and it takes its live name.
+* ``*.swap`` segments are a cleaning whose swap had begun (see Log.replace_segments). If a
+  ``*.cleaned`` file is left, not every cleaned segment had become ``.swap``: all of them
+  are discarded and the old segments stay. Otherwise every swap is completed: the segment is
+  re-scanned, the live segments it replaces (those whose base offset falls in its range)
+  are deleted and it takes its live name.
 * Every segment's indexes are sanity-checked; a segment whose indexes do not fit its log
   is rebuilt from the log.
 * After an unclean shutdown every segment from the one holding the recovery point onward
@@ -61,18 +63,22 @@ def load_segments(directory: Path, make_segment: Callable[[int, str], LogSegment
     cache). Returns no segments for an empty directory; the caller creates the first one.
     """
     names = os.listdir(directory)
+    # A .cleaned file left means the swap had not begun for the whole cleaning: its .swap
+    # files go too (see Log.replace_segments).
+    begun = not any(name.endswith(CLEANED_SUFFIX) for name in names)
     for name in names:
-        if name.endswith(_LEFTOVER_SUFFIXES):
+        if name.endswith(_LEFTOVER_SUFFIXES) or (not begun and name.endswith(SWAP_SUFFIX)):
             os.unlink(directory / name)
-    swaps = sorted(base for name in names
-                   if (base := _base_offset(name, LOG_SUFFIX + SWAP_SUFFIX)) is not None)
+    swaps = [] if not begun else sorted(
+        base for name in names if (base := _base_offset(name, LOG_SUFFIX + SWAP_SUFFIX)) is not None)
     for name in names:
         for suffix in (INDEX_SUFFIX + SWAP_SUFFIX, TIME_INDEX_SUFFIX + SWAP_SUFFIX):
             base = _base_offset(name, suffix)
-            if base is not None and base not in swaps:
-                os.unlink(directory / name)  # the swap of its log file never started
-    for base in swaps:
-        _complete_swap(directory, make_segment(base, SWAP_SUFFIX))
+            if base is not None and begun and base not in swaps:
+                os.unlink(directory / name)  # its log file already has its live name
+    for i, base in enumerate(swaps):
+        _complete_swap(directory, make_segment(base, SWAP_SUFFIX),
+                       swaps[i + 1] if i + 1 < len(swaps) else None)
     names = os.listdir(directory)
     bases: set[int] = set()
     for name in names:
@@ -99,11 +105,12 @@ def load_segments(directory: Path, make_segment: Callable[[int, str], LogSegment
     return LoadResult(segments, recovered, truncated)
 
 
-def _complete_swap(directory: Path, swap: LogSegment) -> None:
+def _complete_swap(directory: Path, swap: LogSegment, next_swap: int | None) -> None:
     """Finish a swap a crash interrupted: the ``.swap`` segment replaces every live segment
-    whose base offset falls in ``[its base, its next offset)`` (at least its own base)."""
+    whose base offset falls in its range, which ends at the next ``.swap`` segment's base
+    (groups are swapped in order), or for the last one at its own next offset."""
     swap.recover()
-    end = max(swap.next_offset, swap.base_offset + 1)
+    end = next_swap if next_swap is not None else max(swap.next_offset, swap.base_offset + 1)
     for name in os.listdir(directory):
         base = _base_offset(name, LOG_SUFFIX)
         if base is None or not swap.base_offset <= base < end:

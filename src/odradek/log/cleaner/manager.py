@@ -308,8 +308,8 @@ class LogCleaner:
             return None
         by_base = {s.base_offset: s for s, _ in read}
         before = sum(size for _, size in read)
-        for group in result.groups:
-            lg.replace_segments([by_base[b] for b in group.replaced], group.base_offset)
+        lg.replace_segments([([by_base[b] for b in group.replaced], group.base_offset)
+                             for group in result.groups])
         self.cleanings += 1
         _log_summary(thread, ltc, job, result, before, time.monotonic() - started)
         return result

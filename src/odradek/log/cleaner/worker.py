@@ -48,6 +48,7 @@ def main() -> None:
         os.nice(NICENESS)
     except OSError:
         pass
+    _die_with_parent()
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     while (frame := _read_frame(stdin)) is not None:
         job: CleanJob = pickle.loads(frame)
@@ -58,6 +59,20 @@ def main() -> None:
         data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
         stdout.write(_LENGTH.pack(len(data)) + data)
         stdout.flush()
+
+
+def _die_with_parent() -> None:
+    """Linux: be killed when the broker dies (PR_SET_PDEATHSIG), so a SIGKILLed broker leaves
+    no cleaner writing into the log directories its successor is loading."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, 9)  # PR_SET_PDEATHSIG, SIGKILL
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() == 1:  # the broker died before prctl took effect
+        sys.exit(1)
 
 
 class CleanerProcess:
