@@ -26,7 +26,7 @@ from support import OdradekBroker, TansuBroker, unique_chroot
 NUM_BROKERS = 3
 REPLICATION_FACTOR = 3
 # Retention runs every second, so a test that shortens a topic's retention sees it act soon.
-BROKER_OVERRIDES = {"log.retention.check.interval.ms": "1000"}
+BROKER_OVERRIDES = {"log.retention.check.interval.ms": "1000", "log.cleaner.backoff.ms": "200"}
 
 
 @pytest.fixture(scope="session")

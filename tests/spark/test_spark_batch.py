@@ -10,7 +10,7 @@ import pytest
 from confluent_kafka import Producer
 from pyspark.sql import Row
 
-from support import TANSU_ONE_RECORD_PER_BATCH, consume_all, end_offsets, produce
+from support import TANSU_ONE_RECORD_PER_BATCH, consume_all, end_offsets, produce, wait_until
 
 
 def read(spark, bootstrap, **options):
@@ -141,6 +141,29 @@ def test_ranges_that_start_inside_a_record_batch(spark, kafka_bootstrap, odradek
     assert [(r.offset, r.value) for r in df.orderBy("offset").collect()] == [
         (i, str(i).encode()) for i in range(17, 41)
     ]
+
+
+def test_compacted_topic_reads_the_survivors_at_their_offsets(spark, kafka_bootstrap, odradek_broker):
+    """A cleaned log has offset gaps: a range over it, and one starting at an offset that was
+    cleaned away, return exactly the records that are left, at their original offsets."""
+    topic = odradek_broker.new_topic("compacted", partitions=1, config={
+        "cleanup.policy": "compact", "segment.bytes": "4096", "min.cleanable.dirty.ratio": "0.01"})
+    records = [(0, f"k{i % 20}".encode(), f"v{i}".encode()) for i in range(600)]
+    records += [(0, b"~end-1", b"x" * 3500), (0, b"~end-2", b"x" * 3500)]  # the last closes a segment
+    acked = produce(kafka_bootstrap, topic, records, **{"linger.ms": "0"})
+    latest = {}
+    for (_, key, value), (_, offset) in zip(records, acked, strict=True):
+        latest[key] = (offset, key, value)
+    survivors = sorted(latest.values())
+    wait_until(lambda: len(consume_all(kafka_bootstrap, topic, 1, len(survivors))) == len(survivors),
+               timeout=60, message="the topic cleaned to the latest value per key")
+
+    got = read(spark, kafka_bootstrap, subscribe=topic).collect()
+    assert sorted((r.offset, r.key, r.value) for r in got) == survivors
+    removed = next(o for o in range(survivors[-1][0]) if o not in {s[0] for s in survivors})
+    tail = read(spark, kafka_bootstrap, subscribe=topic,
+                startingOffsets=json.dumps({topic: {"0": removed}})).collect()
+    assert sorted((r.offset, r.key, r.value) for r in tail) == [s for s in survivors if s[0] > removed]
 
 
 def test_read_stops_at_end_offset_across_a_transaction_marker(spark, tansu_bootstrap, tansu_broker):
