@@ -7,7 +7,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from pyspark.sql import Row
 
 from support import TANSU_ONE_RECORD_PER_BATCH, consume_all, end_offsets, produce, wait_until
@@ -143,6 +143,24 @@ def test_ranges_that_start_inside_a_record_batch(spark, kafka_bootstrap, odradek
     ]
 
 
+def _read_to_end(bootstrap, topic):
+    """(offset, key, value) of every record in partition 0, read to its end."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "compacted-check",
+                         "enable.auto.commit": False, "enable.partition.eof": True})
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    out = []
+    try:
+        while True:
+            m = consumer.poll(10)
+            assert m is not None, "no end of partition within 10 s"
+            if m.error() is None:
+                out.append((m.offset(), m.key(), m.value()))
+            elif m.error().code() == KafkaError._PARTITION_EOF:
+                return out
+    finally:
+        consumer.close()
+
+
 def test_compacted_topic_reads_the_survivors_at_their_offsets(spark, kafka_bootstrap, odradek_broker):
     """A cleaned log has offset gaps: a range over it, and one starting at an offset that was
     cleaned away, return exactly the records that are left, at their original offsets."""
@@ -155,8 +173,8 @@ def test_compacted_topic_reads_the_survivors_at_their_offsets(spark, kafka_boots
     for (_, key, value), (_, offset) in zip(records, acked, strict=True):
         latest[key] = (offset, key, value)
     survivors = sorted(latest.values())
-    wait_until(lambda: len(consume_all(kafka_bootstrap, topic, 1, len(survivors))) == len(survivors),
-               timeout=60, message="the topic cleaned to the latest value per key")
+    wait_until(lambda: _read_to_end(kafka_bootstrap, topic) == survivors, timeout=90,
+               message="the topic cleaned to the latest value per key")
 
     got = read(spark, kafka_bootstrap, subscribe=topic).collect()
     assert sorted((r.offset, r.key, r.value) for r in got) == survivors
