@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import time
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from odradek.local.cluster import LocalCluster
 from odradek.net.client import BrokerConnection
 from odradek.protocol.errors import CorruptMessageError
 from odradek.protocol.records import decode_batch, iter_batches
-from support import create_topic, unique_topic, wait_until
+from support import create_topic, partition_state, unique_topic, wait_until
 
 Rec = tuple[int, bytes | None, bytes | None]  # (offset, key, value)
 
@@ -312,3 +313,48 @@ def test_consumer_offsets_stay_bounded_and_load_after_a_restart(cluster_factory)
         c.close()
     assert [tp.offset for tp in committed] == [(commits - 1) * 3 + p for p in range(3)]
 
+
+
+def test_leader_epoch_truncation_on_a_compacted_partition(cluster_factory) -> None:
+    """KIP-101 on cleaned logs: records only the old leader had are truncated when it
+    returns as a follower, and every replica ends with the same latest value per key."""
+    cluster = cluster_factory(3, overrides={**CLEANER, "replica.lag.time.max.ms": "30000",
+                                            "zookeeper.session.timeout.ms": "20000",
+                                            "replica.fetch.wait.max.ms": "100"})
+    topic = unique_topic("compacted-diverge")
+    leader, follower = 0, 1
+    create_topic(cluster, topic, assignment=[[leader, follower]], config={
+        "cleanup.policy": "compact", "segment.bytes": "4096", "min.cleanable.dirty.ratio": "0.01"})
+    common = produce(cluster, topic, [(b"k%d" % (i % 30), b"common-%d" % i) for i in range(600)])
+    dirs = {b: data_dir(cluster, b, topic) for b in (leader, follower)}
+    for d in dirs.values():  # both replicas have cleaned some of it
+        wait_until(lambda d=d: (recs := disk_records(d)) is not None and len(recs) < 400, timeout=60,
+                   message=f"{d} cleaned")
+    cluster.signal_broker(follower, signal.SIGSTOP)
+    # A fetch the follower sent before it stopped may be parked at the leader for up to
+    # replica.fetch.wait.max.ms; nothing outside the leader can observe it, so wait it out.
+    time.sleep(1.0)
+    with Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "1", "linger.ms": 0}) as p:
+        for i in range(5):
+            p.produce(topic, key=b"lost-%d" % i, value=b"lost", partition=0)
+        assert p.flush(30) == 0
+    cluster.kill_broker(leader)
+    cluster.signal_broker(follower, signal.SIGCONT)
+    wait_until(lambda: partition_state(cluster, topic, 0)["leader"] == follower, timeout=60,
+               message="follower elected from the ISR")
+    new = produce(cluster, topic, [(b"k%d" % (i % 30), b"new-%d" % i) for i in range(0, 300, 7)],
+                  **{"enable.idempotence": False})
+    cluster.start_broker(leader)
+    expected = {k: v for _, k, v in latest_per_key(common + new, keep_tombstones=True)}
+
+    def converged(d: Path) -> bool:
+        recs = disk_records(d)
+        if recs is None or any(k.startswith(b"lost") for _, k, _ in recs):
+            return False
+        return {k: v for _, k, v in latest_per_key(recs, keep_tombstones=True)} == expected
+
+    for d in dirs.values():
+        wait_until(lambda d=d: converged(d), timeout=90, message=f"{d} truncated and caught up")
+    read = read_confluent(cluster, topic)
+    assert [o for o, _, _ in read] == sorted({o for o, _, _ in read})
+    assert {k: v for _, k, v in latest_per_key(read, keep_tombstones=True)} == expected
