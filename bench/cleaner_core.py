@@ -8,6 +8,7 @@ the offset map may hold as many keys as Kafka's default 128 MiB dedupe buffer wo
 
     PYTHONPATH=src python bench/cleaner_core.py --mb 200
     PYTHONPATH=src python bench/cleaner_core.py --mb 200 --profile   # cProfile, top 15
+    PYTHONPATH=src python bench/cleaner_core.py --mb 200 --shuffle --batch-records 130
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import argparse
 import cProfile
 import os
 import pstats
+import random
 import tempfile
 import time
 from pathlib import Path
@@ -33,8 +35,10 @@ LOAD_FACTOR = 0.9  # log.cleaner.io.buffer.load.factor
 
 
 def build_log(directory: Path, total_bytes: int, keys: int, value_bytes: int,
-              batch_records: int, segment_bytes: int) -> tuple[list[SegmentRef], int, int]:
+              batch_records: int, segment_bytes: int, shuffle: bool
+              ) -> tuple[list[SegmentRef], int, int]:
     """Write the log; returns its segments, its end offset and its record count."""
+    rng = random.Random(42)
     value = b"v" * value_bytes
     # Each record is: length, attributes 0, timestamp delta 0, offset delta, key, value, no headers
     tails = [encode_varlong(len(k)) + k + encode_varlong(value_bytes) + value + b"\x00"
@@ -60,7 +64,7 @@ def build_log(directory: Path, total_bytes: int, keys: int, value_bytes: int,
             rec = b"\x00\x00" + deltas[i] + tails[key]
             parts.append(encode_varlong(len(rec)))
             parts.append(rec)
-            key = key + 1 if key + 1 < keys else 0
+            key = rng.randrange(keys) if shuffle else (key + 1) % keys
         batch = encode_batch(b"".join(parts), base_offset=offset,
                              last_offset_delta=batch_records - 1, records_count=batch_records,
                              attributes=0, base_timestamp=T0, max_timestamp=T0,
@@ -85,6 +89,9 @@ def main() -> None:
     parser.add_argument("--value-bytes", type=int, default=100)
     parser.add_argument("--batch-records", type=int, default=1000)
     parser.add_argument("--segment-mb", type=int, default=100)
+    parser.add_argument("--shuffle", action="store_true",
+                        help="keys in random order rather than cycling: the latest records "
+                             "spread over more batches, which are parsed and rebuilt")
     parser.add_argument("--profile", action="store_true", help="run under cProfile")
     parser.add_argument("--dir", help="where to build the log (default: a temporary directory)")
     args = parser.parse_args()
@@ -94,7 +101,7 @@ def main() -> None:
         started = time.monotonic()
         segments, end, records = build_log(directory, args.mb * 1_000_000, args.keys,
                                            args.value_bytes, args.batch_records,
-                                           args.segment_mb * 1_000_000)
+                                           args.segment_mb * 1_000_000, args.shuffle)
         size = sum(s.size for s in segments)
         print(f"built {size / 1e6:.0f} MB, {records:,} records, {len(segments)} segments "
               f"in {time.monotonic() - started:.1f} s")

@@ -270,17 +270,26 @@ def test_compressed_batches_are_rebuilt_with_their_codec(codec: CompressionType)
     assert [r.offset for r in later] == [4]
 
 
-def test_a_wholly_dropped_compressed_batch_is_not_decompressed_to_drop_it() -> None:
-    # corrupt compressed bytes with a valid header: dropping it must not need its records
+def test_a_batch_whose_records_cannot_be_read_is_reported_corrupt() -> None:
     bogus = encode_batch(b"not gzip at all", base_offset=0, last_offset_delta=1,
                          records_count=2, attributes=int(CompressionType.GZIP),
                          base_timestamp=T0, max_timestamp=T0, partition_leader_epoch=0,
                          producer_id=-1, producer_epoch=-1, base_sequence=-1)
-    seg = Seg([bogus])
-    job = make_job(refs([seg]))
-    cleaning = Cleaning(job)
-    with pytest.raises(CorruptMessageError):
-        cleaning.map(seg.data)  # mapping does need them, and says the batch is corrupt
+    truncated = bytearray(batch(2, (b"a", b"1"), (b"b", b"2")))
+    truncated[HEADER_SIZE] = 0x7E  # the first record claims 63 bytes
+    truncated = bytearray(encode_batch(bytes(truncated[HEADER_SIZE:]), base_offset=2,
+                                       last_offset_delta=1, records_count=2, attributes=0,
+                                       base_timestamp=T0, max_timestamp=T0,
+                                       partition_leader_epoch=0, producer_id=-1,
+                                       producer_epoch=-1, base_sequence=-1))
+    for bad in (bogus, bytes(truncated)):
+        seg = Seg([bad])
+        with pytest.raises(CorruptMessageError):
+            Cleaning(make_job(refs([seg]))).map(seg.data)  # dirty: mapping reads it
+        cleaning = Cleaning(make_job(refs([seg]), first_dirty_offset=4,
+                                     first_uncleanable_offset=4))
+        with pytest.raises(CorruptMessageError):
+            cleaning.clean(refs([seg])[0], seg.data)  # clean section: filtering reads it
 
 
 # ---------------------------------------------------------------------- producers

@@ -86,11 +86,16 @@ def clean(job: CleanJob, *, clock: Callable[[], float] = time.monotonic,
                 break
         if full:
             break
-    groups = cleaning.groups
     mapped = clock()
-    sizes = {group[0].base_offset: _write_group(job, cleaning, group, read_chunk_bytes,
-                                                throttler)
-             for group in groups}
+    sizes: dict[int, int] = {}
+    try:
+        for group in cleaning.groups:
+            sizes[group[0].base_offset] = _write_group(job, cleaning, group, read_chunk_bytes,
+                                                       throttler)
+    except BaseException:
+        for base in sizes:  # no half cleaning left behind for the broker to find
+            _remove_cleaned(Path(job.directory), base)
+        raise
     return cleaning.result(sizes, map_seconds=mapped - started, clean_seconds=clock() - mapped)
 
 
@@ -99,8 +104,7 @@ def _write_group(job: CleanJob, cleaning: Cleaning, group: tuple[SegmentRef, ...
     """Write the cleaned segment replacing ``group``; returns its size."""
     directory = Path(job.directory)
     base = group[0].base_offset
-    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):  # a failed cleaning's leftovers
-        (directory / f"{filename_prefix(base)}{suffix}{CLEANED_SUFFIX}").unlink(missing_ok=True)
+    _remove_cleaned(directory, base)  # an earlier cleaning's leftovers
     cleaned = LogSegment(directory, base, index_interval_bytes=job.index_interval_bytes,
                          max_index_size=job.max_index_bytes, now_ms=job.now_ms,
                          suffix=CLEANED_SUFFIX)
@@ -123,6 +127,11 @@ def _write_group(job: CleanJob, cleaning: Cleaning, group: tuple[SegmentRef, ...
     mtime_ns = group[-1].last_modified_ms * 1_000_000
     os.utime(cleaned.log_path, ns=(mtime_ns, mtime_ns))
     return size
+
+
+def _remove_cleaned(directory: Path, base: int) -> None:
+    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        (directory / f"{filename_prefix(base)}{suffix}{CLEANED_SUFFIX}").unlink(missing_ok=True)
 
 
 def _read_batches(segment: SegmentRef, chunk_bytes: int, throttler: Throttler

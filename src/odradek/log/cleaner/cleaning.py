@@ -517,32 +517,61 @@ def _scan_keys(buf: bytes, pos: int, end: int, count: int, base: int
 def _scan_records(buf: bytes, pos: int, end: int, count: int, base: int
                   ) -> list[tuple[int, int, int, bytes | None, bool, int]]:
     """``(start, end, offset, key, has_value, timestamp delta)`` of each record in
-    ``buf[pos:end]``: what the clean phase needs to filter and rebuild a batch."""
+    ``buf[pos:end]``: what the clean phase needs to filter and rebuild a batch. Varints
+    of one or two bytes are read inline, as in :func:`_scan_keys`."""
     records = []
+    add = records.append
     for _ in range(count):
-        length, p = read_varlong(buf, pos, end)
-        rec_end = p + length
-        if length < 0 or rec_end > end:
-            raise CorruptMessageError(f"record batch at offset {base}: record runs past its end")
-        b = buf[p + 1]
+        # length, then attributes
+        b = buf[pos]
         if b < 0x80:
-            ts_delta = (b >> 1) ^ -(b & 1)
-            p += 2
+            rec_end = pos + 1 + (b >> 1)
+            p = pos + 2
         else:
-            ts_delta, p = read_varlong(buf, p + 1, end)
+            b2 = buf[pos + 1]
+            if b2 < 0x80:
+                rec_end = pos + 2 + (((b & 0x7F) | (b2 << 7)) >> 1)
+                p = pos + 3
+            else:
+                length, p = read_varlong(buf, pos, end)
+                rec_end = p + length
+                p += 1
+        if rec_end > end:
+            raise CorruptMessageError(f"record batch at offset {base}: record runs past its end")
+        # timestamp delta (signed)
         b = buf[p]
         if b < 0x80:
-            delta = b >> 1
+            ts_delta = (b >> 1) ^ -(b & 1)
             p += 1
         else:
-            delta, p = read_varlong(buf, p, end)
-        key_length, p = read_varlong(buf, p, end)
-        if key_length < 0:
-            key = None
+            ts_delta, p = read_varlong(buf, p, end)
+        # offset delta
+        b = buf[p]
+        if b < 0x80:
+            offset = base + (b >> 1)
+            p += 1
         else:
-            key = buf[p:p + key_length]
-            p += key_length
-        records.append((pos, rec_end, base + delta, key, buf[p] != 1, ts_delta))
+            b2 = buf[p + 1]
+            if b2 < 0x80:
+                offset = base + (((b & 0x7F) | (b2 << 7)) >> 1)
+                p += 2
+            else:
+                delta, p = read_varlong(buf, p, end)
+                offset = base + delta
+        # key, then the first byte of the value length (1: length -1, no value)
+        b = buf[p]
+        if b < 0x80 and b != 1:
+            p += 1
+            key: bytes | None = buf[p:p + (b >> 1)]
+            p += b >> 1
+        else:
+            length, p = read_varlong(buf, p, end)
+            if length < 0:
+                key = None
+            else:
+                key = buf[p:p + length]
+                p += length
+        add((pos, rec_end, offset, key, buf[p] != 1, ts_delta))
         pos = rec_end
     if pos != end:
         raise CorruptMessageError(f"record batch at offset {base}: records do not fill the batch")
