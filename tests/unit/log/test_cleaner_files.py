@@ -11,13 +11,16 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
+import pytest
 from log_helpers import T0, config
 
 from odradek.log.cleaner.cleaner import Throttler, clean
 from odradek.log.cleaner.job import CLEANED_SUFFIX, CleanJob, CleanResult, SegmentRef
 from odradek.log.log import Log
 from odradek.log.segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment
+from odradek.protocol.errors import CorruptMessageError
 from odradek.protocol.records import (
+    HEADER_SIZE,
     CompressionType,
     SimpleRecord,
     build_batch,
@@ -173,6 +176,21 @@ def test_an_empty_group_still_gets_its_files(open_log: Callable[..., Log]) -> No
         assert segment.recover() == 0
     finally:
         segment.close()
+
+
+def test_a_failed_cleaning_leaves_no_cleaned_files(open_log: Callable[..., Log]) -> None:
+    lg = write_log(open_log)
+    # The second segment lies in the clean section (not read while mapping); its first
+    # record is made to claim more bytes than its batch has.
+    second = lg.segments[1]
+    with open(second.log_path, "r+b") as f:
+        f.seek(HEADER_SIZE)
+        f.write(b"\x7e")
+    job = job_for(lg, first_dirty_offset=lg.segments[2].base_offset, segment_bytes=1)
+    lg.close()
+    with pytest.raises(CorruptMessageError):
+        clean(job)
+    assert sorted(lg.dir.glob(f"*{CLEANED_SUFFIX}")) == []
 
 
 def test_io_is_throttled_to_the_configured_rate(open_log: Callable[..., Log]) -> None:
