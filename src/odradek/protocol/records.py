@@ -50,6 +50,7 @@ __all__ = [
     "compute_crc",
     "decode_batch",
     "decompress",
+    "encode_batch",
     "iter_batches",
     "parse_header",
     "set_base_offset",
@@ -447,15 +448,32 @@ def build_batch(records: Sequence[SimpleRecord], *, base_offset: int = 0, timest
                 rec += hvalue
         body += encode_varlong(len(rec))
         body += rec
-    payload = compress(compression, bytes(body))
     attributes = int(compression)
     if timestamp_type is TimestampType.LOG_APPEND_TIME:
         attributes |= _TIMESTAMP_TYPE_MASK
     if is_transactional:
         attributes |= _TRANSACTIONAL_MASK
-    out = bytearray(HEADER_SIZE) + payload
+    return encode_batch(compress(compression, bytes(body)), base_offset=base_offset,
+                        last_offset_delta=len(records) - 1, records_count=len(records),
+                        attributes=attributes, base_timestamp=first_ts, max_timestamp=max(stamps),
+                        partition_leader_epoch=partition_leader_epoch, producer_id=producer_id,
+                        producer_epoch=producer_epoch, base_sequence=base_sequence)
+
+
+def encode_batch(payload: bytes | bytearray | memoryview, *, base_offset: int,
+                 last_offset_delta: int, records_count: int, attributes: int,
+                 base_timestamp: int, max_timestamp: int, partition_leader_epoch: int,
+                 producer_id: int, producer_epoch: int, base_sequence: int) -> bytes:
+    """A v2 batch around ``payload``, records already encoded (and compressed as
+    ``attributes`` says), with its CRC-32C: Kafka's ``DefaultRecordBatch.writeHeader``.
+
+    The log cleaner uses it to rewrite a batch from the surviving records' bytes, and with
+    an empty payload for the empty batch that keeps a producer's last sequence.
+    """
+    out = bytearray(HEADER_SIZE)
+    out += payload
     _HEADER.pack_into(out, 0, base_offset, len(out) - LOG_OVERHEAD, partition_leader_epoch, MAGIC,
-                      0, attributes, len(records) - 1, first_ts, max(stamps), producer_id,
-                      producer_epoch, base_sequence, len(records))
+                      0, attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id,
+                      producer_epoch, base_sequence, records_count)
     _UINT32.pack_into(out, CRC_OFFSET, _crc32c.crc32c(memoryview(out)[ATTRIBUTES_OFFSET:]))
     return bytes(out)
