@@ -106,11 +106,12 @@ def live_brokers_seen_by_controller(cluster: LocalCluster) -> set[int]:
 
 
 def produce(cluster: LocalCluster, topic: str, value: bytes, **config: object) -> KafkaError | None:
-    """Produce one record; the delivery error (None on success)."""
+    """Produce one record (keyed: compacted topics refuse keyless records); the delivery
+    error (None on success)."""
     producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "message.timeout.ms": 10000,
                          "retries": 0, **config})
     errors: list[KafkaError | None] = []
-    producer.produce(topic, value, on_delivery=lambda err, _msg: errors.append(err))
+    producer.produce(topic, value, key=b"key", on_delivery=lambda err, _msg: errors.append(err))
     assert producer.flush(TIMEOUT) == 0
     return errors[0]
 
