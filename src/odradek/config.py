@@ -8,26 +8,32 @@ with one line naming the key, the value and the rule.
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from enum import Enum
 from pathlib import Path
 from typing import Any
 
 __all__ = [
     "BROKER_CONFIG",
+    "DYNAMIC_BROKER_CONFIGS",
     "TOPIC_CONFIG",
+    "CleanerConfig",
     "ConfigError",
     "KafkaConfig",
     "Listener",
     "LogConfig",
     "load_properties",
     "parse_properties",
+    "validate_dynamic_broker_config",
 ]
 
 LONG_MAX = 2**63 - 1
 INT_MAX = 2**31 - 1
+DOUBLE_MAX = 1.7976931348623157e308  # Java's Double.MAX_VALUE
 
 
 class ConfigError(ValueError):
@@ -161,15 +167,23 @@ TOPIC_CONFIG_SYNONYMS: dict[str, str] = {
 def validate_topic_config(overrides: Mapping[str, str]) -> dict[str, str]:
     """Check topic overrides (as given to ``--config`` or CreateTopics); returns them as strings.
 
-    Raises ConfigError (INVALID_CONFIG at the API edge) naming the first bad key.
+    Raises ConfigError (INVALID_CONFIG at the API edge) naming the first bad key, or the
+    conflict of min.compaction.lag.ms above max.compaction.lag.ms (Kafka's
+    LogConfig.validateValues, which compares them with topic-level defaults filled in).
     """
     checked: dict[str, str] = {}
+    parsed: dict[str, Any] = {}
     for key, raw in overrides.items():
         spec = TOPIC_CONFIG.get(key)
         if spec is None:
             raise ConfigError(f"Unknown topic config name: {key}")
-        spec.parse(raw)
+        parsed[key] = spec.parse(raw)
         checked[key] = str(raw).strip()
+    min_lag = parsed.get("min.compaction.lag.ms", TOPIC_CONFIG["min.compaction.lag.ms"].default)
+    max_lag = parsed.get("max.compaction.lag.ms", TOPIC_CONFIG["max.compaction.lag.ms"].default)
+    if min_lag > max_lag:
+        raise ConfigError(f"conflict topic config setting min.compaction.lag.ms ({min_lag}) > "
+                          f"max.compaction.lag.ms ({max_lag})")
     return checked
 
 
@@ -195,6 +209,10 @@ class LogConfig:
     cleanup_policy: tuple[str, ...] = ("delete",)
     compression_type: str = "producer"
     preallocate: bool = False
+    delete_retention_ms: int = 86400000
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
     # Everything else (valid keys odradek accepts and reports but does not act on).
     others: Mapping[str, Any] = field(default_factory=dict)
     # The keys that were set on the topic itself (for describe's "Configs:").
@@ -220,6 +238,25 @@ class LogConfig:
                 others[key] = value
         return cls(**kwargs, others=others, overridden=frozenset(k for k in overrides if k in TOPIC_CONFIG))
 
+    @property
+    def compact(self) -> bool:
+        """The log cleaner compacts this topic (cleanup.policy holds ``compact``)."""
+        return "compact" in self.cleanup_policy
+
+    def rebased(self, defaults: LogConfig) -> LogConfig:
+        """This topic's overrides laid over new broker ``defaults`` (a dynamic broker config
+        changed the defaults; the topic keeps what it set itself)."""
+        kwargs = {f: getattr(defaults, f) for f in self.__dataclass_fields__
+                  if f not in ("others", "overridden")}
+        others = dict(defaults.others)
+        for key in self.overridden:
+            attr = key.replace(".", "_")
+            if attr in kwargs:
+                kwargs[attr] = getattr(self, attr)
+            else:
+                others[key] = self.others.get(key)
+        return LogConfig(**kwargs, others=others, overridden=self.overridden)
+
     def value_of(self, key: str) -> Any:
         attr = key.replace(".", "_")
         if attr in self.__dataclass_fields__ and attr not in ("others", "overridden"):
@@ -237,7 +274,22 @@ def _to_string(value: Any) -> str:
         return str(value).lower()
     if isinstance(value, (list, tuple)):
         return ",".join(map(str, value))
+    if isinstance(value, float):
+        return java_double_string(value)
     return "" if value is None else str(value)
+
+
+def java_double_string(value: float) -> str:
+    """A double as Java's Double.toString prints it (how Kafka shows DOUBLE configs):
+    plain decimals for 1e-3 <= |x| < 1e7, otherwise ``d.dddE<exponent>``."""
+    if value == 0 or not math.isfinite(value) or 1e-3 <= abs(value) < 1e7:
+        return repr(value) if math.isfinite(value) else ("NaN" if value != value else
+                                                           ("-" if value < 0 else "") + "Infinity")
+    # repr holds the shortest digits that round-trip, as Java's algorithm picks them.
+    sign, digits, exponent = Decimal(repr(value)).normalize().as_tuple()
+    text = "".join(map(str, digits))
+    mantissa = f"{text[0]}.{text[1:] or '0'}"
+    return f"{'-' if sign else ''}{mantissa}E{exponent + len(text) - 1}"
 
 
 # ------------------------------------------------------------------------------ broker config
@@ -337,6 +389,12 @@ def _broker_keys() -> list[ConfigKey]:
         k("log.segment.delete.delay.ms", Type.LONG, 60000, at_least(0)),
         k("log.cleanup.policy", Type.LIST, "delete", one_of("delete", "compact")),
         k("log.cleaner.enable", Type.BOOLEAN, True),
+        k("log.cleaner.threads", Type.INT, 1, at_least(0)),
+        k("log.cleaner.dedupe.buffer.size", Type.LONG, 134217728),
+        k("log.cleaner.io.buffer.size", Type.INT, 524288, at_least(0)),
+        k("log.cleaner.io.buffer.load.factor", Type.DOUBLE, 0.9),
+        k("log.cleaner.io.max.bytes.per.second", Type.DOUBLE, DOUBLE_MAX),
+        k("log.cleaner.backoff.ms", Type.LONG, 15000, at_least(0)),
         k("log.cleaner.delete.retention.ms", Type.LONG, 86400000),
         k("log.cleaner.min.cleanable.ratio", Type.DOUBLE, 0.5, between(0, 1)),
         k("log.cleaner.min.compaction.lag.ms", Type.LONG, 0),
@@ -385,11 +443,74 @@ BROKER_CONFIG: dict[str, ConfigKey] = {key.name: key for key in _broker_keys()}
 # one-loop Python broker.  Listed so a Kafka server.properties loads without warnings.
 IGNORED_BROKER_KEYS = frozenset({
     "num.network.threads", "num.io.threads", "num.recovery.threads.per.data.dir",
-    "background.threads", "queued.max.requests", "log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
-    "log.cleaner.io.buffer.size", "log.cleaner.backoff.ms", "metric.reporters",
+    "background.threads", "queued.max.requests", "metric.reporters",
     "confluent.support.metrics.enable", "zookeeper.set.acl", "ssl.client.auth",
     "kafka.metrics.reporters", "kafka.metrics.polling.interval.secs",
 })
+
+
+# Kafka's DynamicLogConfig.ReconfigurableConfigs: the broker defaults of topic configs
+# (all but the message format version) change without a restart.
+DYNAMIC_LOG_CONFIGS = frozenset(TOPIC_CONFIG_SYNONYMS.values()) - {"log.message.format.version"}
+# Kafka's LogCleaner.ReconfigurableConfigs, plus log.cleaner.enable (the cleaner starts and
+# stops with it).
+DYNAMIC_CLEANER_CONFIGS = frozenset({
+    "log.cleaner.enable", "log.cleaner.threads", "log.cleaner.dedupe.buffer.size",
+    "log.cleaner.io.buffer.size", "log.cleaner.io.buffer.load.factor",
+    "log.cleaner.io.max.bytes.per.second", "log.cleaner.backoff.ms", "message.max.bytes",
+})
+# Kafka's DynamicBrokerConfig.AllDynamicConfigs as far as odradek acts on them.
+DYNAMIC_BROKER_CONFIGS = DYNAMIC_LOG_CONFIGS | DYNAMIC_CLEANER_CONFIGS
+
+
+def validate_dynamic_broker_config(config: Mapping[str, str]) -> dict[str, str]:
+    """Check a dynamic broker config (AlterConfigs on a BROKER resource, or what
+    ``/config/brokers/<id|<default>>`` holds); returns it as strings.
+
+    Raises ConfigError with Kafka's messages (DynamicBrokerConfig.validateConfigs): keys that
+    cannot change without a restart are named together, a bad value by its key.
+    """
+    fixed = sorted(key for key in config if key not in DYNAMIC_BROKER_CONFIGS)
+    if fixed:
+        raise ConfigError(f"Cannot update these configs dynamically: Set({', '.join(fixed)})")
+    checked: dict[str, str] = {}
+    for key, raw in config.items():
+        BROKER_CONFIG[key].parse(raw)
+        checked[key] = str(raw).strip()
+    return checked
+
+
+@dataclass(frozen=True, slots=True)
+class CleanerConfig:
+    """What the log cleaner runs with (Kafka's CleanerConfig, from the log.cleaner.* keys)."""
+
+    enable: bool = True
+    threads: int = 1
+    dedupe_buffer_size: int = 134217728
+    io_buffer_load_factor: float = 0.9
+    io_max_bytes_per_second: float = DOUBLE_MAX
+    backoff_ms: int = 15000
+
+    # Kafka's SkimpyOffsetMap: a 16-byte MD5 of the key and an 8-byte offset per entry.
+    BYTES_PER_ENTRY = 24
+
+    def max_map_entries(self) -> int:
+        """How many keys one cleaner's offset map holds: each thread's share of the dedupe
+        buffer (Kafka caps it at Int.MaxValue bytes), filled up to the load factor."""
+        per_thread = min(self.dedupe_buffer_size / max(self.threads, 1), INT_MAX)
+        return int(per_thread * self.io_buffer_load_factor / self.BYTES_PER_ENTRY)
+
+    def check_reconfiguration(self, new: CleanerConfig) -> None:
+        """Kafka's LogCleaner.validateReconfiguration: the thread count changes by at most a
+        factor of two at a time and stays at least 1."""
+        if new.threads < 1:
+            raise ConfigError("Log cleaner threads should be at least 1")
+        if new.threads < self.threads // 2:
+            raise ConfigError("Log cleaner threads cannot be reduced to less than half the current "
+                              f"value {self.threads}")
+        if new.threads > self.threads * 2:
+            raise ConfigError("Log cleaner threads cannot be increased to more than double the "
+                              f"current value {self.threads}")
 
 
 def parse_properties(text: str) -> dict[str, str]:
@@ -425,15 +546,25 @@ def load_properties(path: str | Path) -> dict[str, str]:
 
 
 class KafkaConfig:
-    """A broker's configuration.  ``KafkaConfig.from_props(props)`` validates everything."""
+    """A broker's configuration.  ``KafkaConfig.from_props(props)`` validates everything.
 
-    def __init__(self, values: dict[str, Any], originals: dict[str, str], warnings: list[str]) -> None:
+    ``originals`` is ``server.properties``; dynamic broker configs (Kafka's
+    DynamicBrokerConfig, stored in ZooKeeper) override it: the cluster-wide
+    ``dynamic_default_configs`` first, then this broker's ``dynamic_broker_configs``.
+    """
+
+    def __init__(self, values: dict[str, Any], originals: dict[str, str], warnings: list[str],
+                 dynamic_default_configs: Mapping[str, str] | None = None,
+                 dynamic_broker_configs: Mapping[str, str] | None = None) -> None:
         self._values = values
         self.originals = originals
         self.warnings = warnings
+        self.dynamic_default_configs = dict(dynamic_default_configs or {})
+        self.dynamic_broker_configs = dict(dynamic_broker_configs or {})
 
     @classmethod
-    def from_props(cls, props: Mapping[str, str]) -> KafkaConfig:
+    def from_props(cls, props: Mapping[str, str], dynamic_default_configs: Mapping[str, str] | None = None,
+                   dynamic_broker_configs: Mapping[str, str] | None = None) -> KafkaConfig:
         values: dict[str, Any] = {}
         warnings: list[str] = []
         for key, raw in props.items():
@@ -441,14 +572,31 @@ class KafkaConfig:
                 values[key] = BROKER_CONFIG[key].parse(raw)
             elif key not in IGNORED_BROKER_KEYS:
                 warnings.append(f"The configuration '{key}' was supplied but isn't a known config.")
+        for layer in (dynamic_default_configs or {}, dynamic_broker_configs or {}):
+            for key, raw in validate_dynamic_broker_config(layer).items():
+                values[key] = BROKER_CONFIG[key].parse(raw)
         for key, spec in BROKER_CONFIG.items():
             if key not in values:
                 if spec.default is _REQUIRED:
                     raise ConfigError(f"Missing required configuration \"{key}\" which has no default value.")
                 values[key] = spec.parse(spec.default) if isinstance(spec.default, str) else spec.default
-        config = cls(values, dict(props), warnings)
+        config = cls(values, dict(props), warnings, dynamic_default_configs, dynamic_broker_configs)
         config._check_combinations()
         return config
+
+    def with_dynamic(self, default_configs: Mapping[str, str], broker_configs: Mapping[str, str]) -> KafkaConfig:
+        """This broker's static config under new dynamic layers (raises ConfigError)."""
+        return KafkaConfig.from_props(self.originals, default_configs, broker_configs)
+
+    def cleaner_config(self) -> CleanerConfig:
+        return CleanerConfig(
+            enable=self["log.cleaner.enable"],
+            threads=self["log.cleaner.threads"],
+            dedupe_buffer_size=self["log.cleaner.dedupe.buffer.size"],
+            io_buffer_load_factor=self["log.cleaner.io.buffer.load.factor"],
+            io_max_bytes_per_second=self["log.cleaner.io.max.bytes.per.second"],
+            backoff_ms=self["log.cleaner.backoff.ms"],
+        )
 
     def __getitem__(self, key: str) -> Any:
         return self._values[key]
@@ -568,7 +716,8 @@ class KafkaConfig:
             elif broker_key == "log.flush.interval.ms":
                 flush = self["log.flush.interval.ms"]
                 defaults[topic_key] = flush if flush is not None else self["log.flush.scheduler.interval.ms"]
-            elif broker_key == "log.segment.delete.delay.ms" and self["file.delete.delay.ms"] is not None:
+            elif broker_key == "log.segment.delete.delay.ms" and self["file.delete.delay.ms"] is not None \
+                    and broker_key not in self.dynamic_default_configs and broker_key not in self.dynamic_broker_configs:
                 defaults[topic_key] = self["file.delete.delay.ms"]
             elif broker_key in self._values and self._values[broker_key] is not None:
                 defaults[topic_key] = self._values[broker_key]

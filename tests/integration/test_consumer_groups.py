@@ -27,7 +27,14 @@ from odradek.local.cluster import LocalCluster
 from odradek.net.client import BrokerConnection
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import build, request_module, response_module
-from support import ClusterFactory, create_topic, end_offsets, partition_state, wait_until
+from support import (
+    ClusterFactory,
+    create_topic,
+    end_offsets,
+    partition_state,
+    run_odradek,
+    wait_until,
+)
 
 OFFSETS_PARTITIONS = 6
 # Fast groups for tests: a short first-rebalance delay and sessions of a few seconds.
@@ -182,6 +189,24 @@ def test_confluent_group_splits_rebalances_commits_and_resumes(cluster: LocalClu
         assert_exactly(again.all_records(), set(third))
     finally:
         again.consumers[0].close()
+
+
+def test_consumer_offsets_is_created_compacted_and_described_so(cluster: LocalCluster) -> None:
+    topic = "offsets-described"
+    create_topic(cluster, topic, 1, 3)
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "describes-offsets",
+                         "enable.auto.commit": False})
+    try:
+        consumer.commit(offsets=[TopicPartition(topic, 0, 1)], asynchronous=False)
+    finally:
+        consumer.close()
+    for backend in ("--bootstrap-server", "--zookeeper"):
+        where = cluster.bootstrap_servers if backend == "--bootstrap-server" else cluster.zookeeper_connect
+        result = run_odradek("topics", backend, where, "--describe", "--topic", "__consumer_offsets")
+        assert result.returncode == 0, result.stderr
+        first = result.stdout.splitlines()[0]
+        assert first.startswith(f"Topic:__consumer_offsets\tPartitionCount:{OFFSETS_PARTITIONS}\t"), first
+        assert "cleanup.policy=compact" in first.partition("Configs:")[2].split(","), first
 
 
 def test_confluent_standalone_consumer_commits_with_generation_minus_one(cluster: LocalCluster) -> None:

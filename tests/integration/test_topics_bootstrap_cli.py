@@ -127,6 +127,22 @@ def test_alter_configs(module_cluster: LocalCluster) -> None:
     assert zk_tree(module_cluster) == before
 
 
+def test_describe_shows_the_cleanup_policy_of_a_compacted_topic(module_cluster: LocalCluster) -> None:
+    assert topics(module_cluster, "--create", "--topic", "compacted", "--partitions", "1", "--replication-factor",
+                  "1", "--config", "cleanup.policy=compact", "--config", "min.compaction.lag.ms=10").returncode == 0
+    expected = "Topic:compacted\tPartitionCount:1\tReplicationFactor:1\t" \
+               "Configs:cleanup.policy=compact,min.compaction.lag.ms=10"
+    assert topics(module_cluster, "--describe", "--topic", "compacted").stdout.splitlines()[0] == expected
+    assert topics_zk(module_cluster, "--describe", "--topic", "compacted").stdout.splitlines()[0] == expected
+    # Kafka's LogConfig check: the minimum compaction lag may not exceed the maximum.
+    before = zk_tree(module_cluster)
+    bad = topics(module_cluster, "--create", "--topic", "lagging", "--partitions", "1", "--replication-factor", "1",
+                 "--config", "min.compaction.lag.ms=10", "--config", "max.compaction.lag.ms=5")
+    assert bad.returncode != 0
+    assert "conflict topic config setting min.compaction.lag.ms (10) > max.compaction.lag.ms (5)" in bad.stderr
+    assert zk_tree(module_cluster) == before
+
+
 def test_delete_removes_the_topic_and_refuses_internal_topics(module_cluster: LocalCluster) -> None:
     assert topics(module_cluster, "--create", "--topic", "doomed", "--partitions", "2",
                   "--replication-factor", "2").returncode == 0

@@ -12,14 +12,18 @@ from hypothesis import assume, given
 from hypothesis import strategies as st
 
 from odradek.config import (
+    DYNAMIC_BROKER_CONFIGS,
     LONG_MAX,
     TOPIC_CONFIG,
+    CleanerConfig,
     ConfigError,
     KafkaConfig,
     Listener,
     LogConfig,
+    java_double_string,
     load_properties,
     parse_properties,
+    validate_dynamic_broker_config,
     validate_topic_config,
 )
 
@@ -87,6 +91,12 @@ KAFKA_BROKER_DEFAULTS = {
     "log.cleaner.min.cleanable.ratio": 0.5,
     "log.cleaner.min.compaction.lag.ms": 0,
     "log.cleaner.max.compaction.lag.ms": LONG_MAX,
+    "log.cleaner.threads": 1,
+    "log.cleaner.dedupe.buffer.size": 134217728,
+    "log.cleaner.io.buffer.size": 524288,
+    "log.cleaner.io.buffer.load.factor": 0.9,
+    "log.cleaner.io.max.bytes.per.second": 1.7976931348623157e308,
+    "log.cleaner.backoff.ms": 15000,
     "log.message.timestamp.type": "CreateTime",
     "log.message.timestamp.difference.max.ms": LONG_MAX,
     "log.preallocate": False,
@@ -584,8 +594,9 @@ def test_broker_keys_supply_topic_defaults_through_their_synonyms():
     assert log.file_delete_delay_ms == 1000
     assert log.compression_type == "gzip"
     assert log.message_timestamp_type == "LogAppendTime"
-    assert log.value_of("delete.retention.ms") == 5  # kept in "others"
-    assert log.others["delete.retention.ms"] == 5
+    assert log.value_of("delete.retention.ms") == 5
+    assert log.delete_retention_ms == 5
+    assert log.compact
 
 
 def test_topic_overrides_are_parsed_and_typed():
@@ -618,3 +629,127 @@ def test_as_strings_formatting():
     assert strings["min.cleanable.dirty.ratio"] == "1.0"
     assert strings["leader.replication.throttled.replicas"] == "0:1,1:2"
     assert list(strings) == sorted(strings)
+
+
+# ----------------------------------------------------------------------------- log cleaner
+
+
+def test_cleaner_keys_load_without_warnings_and_feed_the_cleaner_config():
+    config = broker(log__cleaner__threads="2", log__cleaner__dedupe__buffer__size="48000",
+                    log__cleaner__io__buffer__load__factor="0.5", log__cleaner__backoff__ms="100",
+                    log__cleaner__io__buffer__size="1024", log__cleaner__enable="false",
+                    log__cleaner__io__max__bytes__per__second="1000.5")
+
+    assert config.warnings == []
+    assert config.cleaner_config() == CleanerConfig(enable=False, threads=2, dedupe_buffer_size=48000,
+                                                    io_buffer_load_factor=0.5, io_max_bytes_per_second=1000.5,
+                                                    backoff_ms=100)
+
+
+def test_max_map_entries_is_a_threads_share_of_the_buffer_at_24_bytes_per_entry():
+    # 48000 bytes / 2 threads = 24000 bytes; * 0.5 load factor / 24 bytes per entry = 500.
+    assert CleanerConfig(threads=2, dedupe_buffer_size=48000, io_buffer_load_factor=0.5).max_map_entries() == 500
+    # Kafka's default: 128 MiB, one thread, 0.9 -> 5033164 keys.
+    assert CleanerConfig().max_map_entries() == int(134217728 * 0.9 / 24)
+    # threads=0 (cleaner disabled by thread count) still yields a usable size, not a division by zero.
+    assert CleanerConfig(threads=0, dedupe_buffer_size=2400, io_buffer_load_factor=1.0).max_map_entries() == 100
+
+
+@pytest.mark.parametrize(("key", "value"), [("log.cleaner.threads", "-1"), ("log.cleaner.backoff.ms", "-1"),
+                                            ("log.cleaner.io.buffer.size", "-1"),
+                                            ("log.cleaner.dedupe.buffer.size", "lots")])
+def test_invalid_cleaner_values(key, value):
+    with pytest.raises(ConfigError, match=f"Invalid value {value} for configuration {key}"):
+        KafkaConfig.from_props({**ZK, key: value})
+
+
+def test_double_configs_print_as_java_does():
+    assert java_double_string(1.7976931348623157e308) == "1.7976931348623157E308"
+    assert java_double_string(0.5) == "0.5"
+    assert java_double_string(1e7) == "1.0E7"
+    assert java_double_string(1.5e-7) == "1.5E-7"
+    assert broker().log_config({"min.cleanable.dirty.ratio": "0.25"}).as_strings()["min.cleanable.dirty.ratio"] == "0.25"
+
+
+def test_log_config_carries_the_compaction_settings():
+    log = broker(log__cleaner__min__compaction__lag__ms="10").log_config(
+        {"cleanup.policy": "compact,delete", "max.compaction.lag.ms": "100", "delete.retention.ms": "7",
+         "min.cleanable.dirty.ratio": "0.2"})
+
+    assert log.compact
+    assert (log.min_compaction_lag_ms, log.max_compaction_lag_ms) == (10, 100)
+    assert (log.delete_retention_ms, log.min_cleanable_dirty_ratio) == (7, 0.2)
+    assert not broker().log_config().compact
+
+
+def test_min_compaction_lag_above_max_is_refused_with_kafkas_message():
+    with pytest.raises(ConfigError, match=r"conflict topic config setting min.compaction.lag.ms \(10\) > "
+                                          r"max.compaction.lag.ms \(5\)"):
+        validate_topic_config({"min.compaction.lag.ms": "10", "max.compaction.lag.ms": "5"})
+    assert validate_topic_config({"min.compaction.lag.ms": "5", "max.compaction.lag.ms": "5"})
+
+
+def test_rebased_log_config_keeps_overrides_and_takes_new_defaults():
+    topic = broker().log_config({"retention.ms": "1000", "leader.replication.throttled.replicas": "0:1"})
+    new_defaults = broker(log__retention__ms="5", log__cleaner__min__cleanable__ratio="0.9",
+                          log__cleanup__policy="compact").log_config()
+
+    rebased = topic.rebased(new_defaults)
+
+    assert rebased.retention_ms == 1000
+    assert rebased.min_cleanable_dirty_ratio == 0.9
+    assert rebased.compact
+    assert rebased.value_of("leader.replication.throttled.replicas") == ["0:1"]
+    assert rebased.overridden == topic.overridden
+
+
+# ----------------------------------------------------------------------------- dynamic broker configs
+
+
+def test_dynamic_layers_override_static_per_broker_last():
+    static = broker(log__cleaner__threads="1", log__retention__hours="1", log__segment__bytes="1000")
+
+    config = static.with_dynamic({"log.cleaner.threads": "2", "log.retention.ms": "500"},
+                                 {"log.cleaner.threads": "3"})
+
+    assert config["log.cleaner.threads"] == 3
+    assert config.log_config().retention_ms == 500
+    assert config.log_config().segment_bytes == 1000
+    assert config.originals == static.originals
+    assert config.dynamic_default_configs == {"log.cleaner.threads": "2", "log.retention.ms": "500"}
+    assert config.dynamic_broker_configs == {"log.cleaner.threads": "3"}
+    assert static["log.cleaner.threads"] == 1
+
+
+def test_dynamic_config_refuses_keys_that_need_a_restart_with_kafkas_message():
+    with pytest.raises(ConfigError, match=r"^Cannot update these configs dynamically: Set\(broker.id, num.partitions\)$"):
+        validate_dynamic_broker_config({"num.partitions": "3", "broker.id": "1", "log.cleaner.threads": "2"})
+
+
+def test_dynamic_config_refuses_bad_values_and_combinations():
+    with pytest.raises(ConfigError, match=r"Invalid value x for configuration log\.cleaner\.backoff\.ms"):
+        validate_dynamic_broker_config({"log.cleaner.backoff.ms": "x"})
+    with pytest.raises(ConfigError, match="log retention must be unlimited"):
+        broker().with_dynamic({}, {"log.retention.ms": "0"})
+
+
+def test_dynamic_set_is_kafkas_log_and_cleaner_keys():
+    assert {"log.cleanup.policy", "log.cleaner.delete.retention.ms", "log.cleaner.min.compaction.lag.ms",
+            "log.cleaner.max.compaction.lag.ms", "log.cleaner.min.cleanable.ratio", "log.segment.bytes",
+            "log.retention.ms", "log.retention.bytes", "log.segment.delete.delay.ms", "log.index.interval.bytes",
+            "log.cleaner.threads", "log.cleaner.dedupe.buffer.size", "log.cleaner.io.buffer.size",
+            "log.cleaner.io.buffer.load.factor", "log.cleaner.io.max.bytes.per.second",
+            "log.cleaner.backoff.ms", "log.cleaner.enable"} <= DYNAMIC_BROKER_CONFIGS
+    assert not {"broker.id", "listeners", "log.dirs", "log.retention.hours", "log.message.format.version",
+                "zookeeper.connect"} & DYNAMIC_BROKER_CONFIGS
+
+
+@pytest.mark.parametrize(("current", "new", "fragment"), [
+    (1, 0, "should be at least 1"),
+    (4, 1, "reduced to less than half the current value 4"),
+    (2, 5, "increased to more than double the current value 2"),
+])
+def test_cleaner_thread_changes_follow_kafkas_rule(current, new, fragment):
+    with pytest.raises(ConfigError, match=fragment):
+        CleanerConfig(threads=current).check_reconfiguration(CleanerConfig(threads=new))
+    CleanerConfig(threads=current).check_reconfiguration(CleanerConfig(threads=current))

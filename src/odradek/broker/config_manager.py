@@ -1,4 +1,4 @@
-"""DynamicConfigManager: topic config changes reach every broker's open logs.
+"""DynamicConfigManager: topic and broker config changes reach every broker's open logs.
 
 As Kafka's DynamicConfigManager with its ZkNodeChangeNotificationListener: whoever changes
 ``/config/topics/<t>`` then creates a sequential ``/config/changes/config_change_<seq>``
@@ -6,6 +6,15 @@ naming the topic.  Each broker watches ``/config/changes``, processes the notifi
 a sequence number above the last it executed (re-reading the topic's config and applying it
 to that topic's logs), and deletes notifications older than 15 minutes.  At start-up every
 stored topic config is applied once, so logs reopened from disk carry their overrides.
+
+Broker configs work alike (Kafka's BrokerConfigHandler and DynamicBrokerConfig): a change of
+``/config/brokers/<default>`` (every broker) or ``/config/brokers/<this broker's id>`` makes
+the manager re-read both and build the effective :class:`KafkaConfig` (server.properties,
+overridden by the default, overridden by this broker's own entry), which it hands to the
+``on_broker_config`` callback; the server re-bases every log's config on the new defaults and
+reconfigures the log cleaner.  Stored dynamic configs are applied at start-up, before the
+topic configs.  An entry that is not dynamic or does not parse is dropped with an error in
+the log (Kafka's removeInvalidConfigs); a set that does not combine keeps the current config.
 
 A topic whose config turns ``unclean.leader.election.enable`` on is handed to the
 ``enable_unclean_election`` callback (Kafka's TopicConfigHandler calls
@@ -25,12 +34,13 @@ from typing import TYPE_CHECKING
 from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
 from odradek import tasks
-from odradek.config import TOPIC_CONFIG, ConfigError, KafkaConfig
+from odradek.config import TOPIC_CONFIG, ConfigError, KafkaConfig, validate_dynamic_broker_config
 from odradek.zk.client import KafkaZkClient, NoNodeError, ZkConnectionError
 from odradek.zk.zk_data import (
     ConfigEntityChangeNotificationSequenceZNode,
     ConfigEntityChangeNotificationZNode,
     ConfigEntityTypeZNode,
+    ConfigEntityZNode,
     now_ms,
 )
 
@@ -44,6 +54,7 @@ log = logging.getLogger(__name__)
 __all__ = ["DynamicConfigManager"]
 
 TOPICS = "topics"
+BROKERS = "brokers"
 CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 _RETRY_S = 1.0
 _UNCLEAN = "unclean.leader.election.enable"
@@ -57,12 +68,20 @@ def notification_sequence(name: str) -> int | None:
     return int(name[len(prefix):])
 
 
+def _no_op(_config: KafkaConfig) -> None:
+    pass
+
+
 class DynamicConfigManager:
     def __init__(self, zk: KafkaZkClient, config: KafkaConfig, log_manager: LogManager,
                  enable_unclean_election: Callable[[str], None], *,
+                 on_broker_config: Callable[[KafkaConfig], None] = _no_op,
                  time_ms: Callable[[], int] = now_ms) -> None:
         self.zk = zk
+        self.static_config = config
+        # The effective broker config: ``config`` under the dynamic broker configs.
         self.config = config
+        self.on_broker_config = on_broker_config
         self.log_manager = log_manager
         self.enable_unclean_election = enable_unclean_election
         self._time_ms = time_ms
@@ -71,11 +90,13 @@ class DynamicConfigManager:
         self._task: asyncio.Task[None] | None = None
 
     async def startup(self) -> None:
-        """Apply every stored topic config, then follow ``/config/changes``."""
+        """Apply the stored broker configs and every stored topic config, then follow
+        ``/config/changes``."""
         self._wakeup = asyncio.Event()
         # Notifications up to the newest one now present describe configs the bootstrap reads.
         children = await self.zk.get_children(ConfigEntityChangeNotificationZNode.path) or []
         self.last_executed = max((s for s in map(notification_sequence, children) if s is not None), default=-1)
+        await self._apply_broker_configs(at_startup=True)
         # Only logs opened from disk need it; logs created later read their config themselves.
         with_config = set(await self.zk.get_children(ConfigEntityTypeZNode.path(TOPICS)) or [])
         topics = sorted({lg.topic for lg in self.log_manager.all_logs()} & with_config)
@@ -125,6 +146,7 @@ class DynamicConfigManager:
         children = await self.zk.get_children(parent, watch=self._on_change) or []
         numbered = sorted((seq, name) for name in children if (seq := notification_sequence(name)) is not None)
         changed: list[str] = []
+        brokers_changed = False
         newest = self.last_executed
         for seq, name in numbered:
             if seq <= self.last_executed:
@@ -141,12 +163,47 @@ class DynamicConfigManager:
             if entity_type == TOPICS:
                 if entity not in changed:
                     changed.append(entity)
+            elif entity_type == BROKERS and entity in (ConfigEntityZNode.DEFAULT, str(self.static_config.broker_id)):
+                brokers_changed = True
             else:
-                log.debug("ignoring config change of %s/%s (only topic configs are dynamic)", entity_type, entity)
+                log.debug("ignoring config change of %s/%s (not a config of this broker or its topics)",
+                          entity_type, entity)
+        if brokers_changed:
+            await self._apply_broker_configs(at_startup=False)
         for topic in changed:
             await self._apply_topic(topic)
         self.last_executed = newest
         await self._purge_obsolete([name for seq, name in numbered if seq <= newest])
+
+    async def _apply_broker_configs(self, *, at_startup: bool) -> None:
+        """Re-read ``/config/brokers/<default>`` and this broker's entry and apply the
+        effective config (Kafka's BrokerConfigHandler -> DynamicBrokerConfig.updateCurrentConfig)."""
+        default = self._valid(ConfigEntityZNode.DEFAULT,
+                              await self.zk.get_broker_config(ConfigEntityZNode.DEFAULT))
+        own_entity = str(self.static_config.broker_id)
+        own = self._valid(own_entity, await self.zk.get_broker_config(own_entity))
+        if at_startup and not default and not own:
+            return
+        try:
+            new = self.static_config.with_dynamic(default, own)
+        except ConfigError as e:
+            log.error("Failed to update broker configuration with configs %s (default) and %s (broker %s): %s",
+                      default, own, own_entity, e)
+            return
+        self.config = new
+        log.info("Processed broker config change: dynamic default %s, broker %s %s", default, own_entity, own)
+        self.on_broker_config(new)
+
+    @staticmethod
+    def _valid(entity: str, stored: dict[str, str]) -> dict[str, str]:
+        """The entries of a stored dynamic broker config that this broker can apply."""
+        valid = {}
+        for key, value in stored.items():
+            try:
+                valid.update(validate_dynamic_broker_config({key: value}))
+            except ConfigError as e:
+                log.error("Dynamic config of brokers/%s: dropping %s=%s: %s", entity, key, value, e)
+        return valid
 
     async def _apply_topic(self, topic: str) -> None:
         """A topic's config changed: apply it (Kafka's TopicConfigHandler)."""

@@ -23,6 +23,8 @@ class ProducePartitionResult:
     log_start_offset: int = -1
     message: str | None = None
     required_offset: int = -1  # acks=-1: the high watermark this append waits for
+    # (index of a record in its batch, why it was rejected): ProduceResponse v8+ record_errors
+    record_errors: tuple[tuple[int, str], ...] = ()
 
 
 class DelayedProduce(DelayedOperation):

@@ -379,7 +379,8 @@ class ReplicaManager:
         try:
             info = lg.append_as_leader(records, partition.leader_epoch)
         except KafkaError as e:
-            return ProducePartitionResult(e.code, message=str(e))
+            return ProducePartitionResult(e.code, message=str(e),
+                                          record_errors=tuple(getattr(e, "record_errors", ())))
         if not info.duplicate:
             self.fetch_purgatory.check_and_complete(tp)  # followers waiting for data
             if partition.maybe_increment_high_watermark():

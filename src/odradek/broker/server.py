@@ -64,7 +64,7 @@ class KafkaServer:
                                       self.log_manager.all_logs, self.log_manager.get_log)
         self.replica_manager = ReplicaManager(self.broker_id, config, self.metadata_cache, self.log_manager,
                                               lambda: self.broker_epoch,
-                                              lambda _topic, overrides: config.log_config(overrides))
+                                              lambda _topic, overrides: self.config.log_config(overrides))
         self.topic_admin = AdminZkClient(self.zk)
         self.producer_ids = ProducerIdManager(self.broker_id, self.zk)
         # Consumer groups: follows leadership of __consumer_offsets through the replica manager's hooks.
@@ -82,7 +82,9 @@ class KafkaServer:
             max_request_bytes=config["socket.request.max.bytes"])
         self.controller = KafkaController(config, self.zk, self.register_broker)
         # Dynamic topic configs: applies /config/changes notifications to the open logs.
-        self.config_manager = DynamicConfigManager(self.zk, config, self.log_manager, self.controller.enable_topic_unclean_leader_election)
+        self.config_manager = DynamicConfigManager(self.zk, config, self.log_manager,
+                                                   self.controller.enable_topic_unclean_leader_election,
+                                                   on_broker_config=self.apply_broker_config)
         self.broker_info: BrokerInfo | None = None
         self._started = False
         # Kafka's startProcessingRequests: the listener is bound early (its port goes into the
@@ -105,6 +107,15 @@ class KafkaServer:
         await self.serving.wait()
         result = handler(self, request)
         return await result if inspect.isawaitable(result) else result
+
+    def apply_broker_config(self, new: KafkaConfig) -> None:
+        """A dynamic broker config changed (DynamicConfigManager): new topic defaults for
+        every log (and for logs created from now on), new settings for the log cleaner."""
+        self.config = new
+        self.log_manager.update_default_config(new.log_config())
+        log_cleaner = getattr(self, "log_cleaner", None)
+        if log_cleaner is not None:
+            log_cleaner.reconfigure(new.cleaner_config())
 
     # ------------------------------------------------------------------ start-up
 

@@ -241,7 +241,7 @@ class Log:
         else:
             buf = bytearray(records)
         now = self._time_ms()
-        batches = validate_produced(buf, self.config, now)
+        batches = validate_produced(buf, self.config, now, f"{self.topic}-{self.partition}")
         log_append = self.config.message_timestamp_type == "LogAppendTime"
         for _, header in batches:
             dup = self.producer_state.find_duplicate(header) if header.producer_id >= 0 else None

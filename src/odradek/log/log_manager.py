@@ -121,7 +121,7 @@ class LogManager:
                  time_ms: Callable[[], int] = _now_ms) -> None:
         self.config = config
         self.default_config = default_config
-        self._topic_config = topic_config or (lambda _topic: default_config)
+        self._topic_config = topic_config or (lambda _topic: self.default_config)
         self._time_ms = time_ms
         self.log_dirs = [Path(d).resolve() for d in config.log_dirs]
         self._logs: dict[TopicPartition, Log] = {}
@@ -275,6 +275,13 @@ class LogManager:
         for (t, _), lg in self._logs.items():
             if t == topic:
                 lg.config = config
+
+    def update_default_config(self, default: LogConfig) -> None:
+        """New broker defaults for topic configs (a dynamic broker config changed): every
+        open log keeps its topic's overrides and takes the rest from ``default``."""
+        self.default_config = default
+        for lg in self._logs.values():
+            lg.config = lg.config.rebased(default)
 
     def async_delete(self, topic: str, partition: int) -> Path | None:
         """Stop serving the partition now: rename its directory to

@@ -7,6 +7,12 @@ control batches from clients, a sequence for every idempotent batch (INVALID_REC
 for CreateTime topics ``message.timestamp.difference.max.ms`` against the batch's first
 and max timestamps (INVALID_TIMESTAMP; Kafka checks every record, odradek the two the
 header carries). The whole request must fit a segment (RECORD_LIST_TOO_LARGE).
+
+A compacted topic (cleanup.policy holds ``compact``) takes only records with a key: the
+cleaner keeps the latest record per key, so a keyless one has no meaning there.  As Kafka's
+LogValidator.validateKey, every keyless record of a batch is reported by its index in the
+batch (ProduceResponse v8+ record_errors) and the whole produce to the partition fails with
+INVALID_RECORD; this is the one check that reads records, decompressing the batch if needed.
 """
 
 from __future__ import annotations
@@ -19,24 +25,37 @@ from kio.schema.errors import ErrorCode
 from odradek.config import LogConfig
 from odradek.log.segment import BatchInfo
 from odradek.protocol.errors import (
+    CorruptMessageError,
     InvalidRecordError,
     MessageTooLargeError,
     RecordListTooLargeError,
     for_code,
 )
 from odradek.protocol.records import (
+    HEADER_SIZE,
     NO_TIMESTAMP,
     RecordBatchHeader,
     check_crc,
+    decompress,
     iter_batches,
     set_base_offset,
     set_log_append_time,
     set_partition_leader_epoch,
 )
+from odradek.protocol.varint import VarintError, read_varlong
 
 InvalidTimestampError = for_code(ErrorCode.invalid_timestamp)
 
 Batches = list[tuple[int, RecordBatchHeader]]
+
+
+class RecordValidationError(InvalidRecordError):
+    """Kafka's RecordValidationException: some records of a batch broke a rule; each is
+    named by its index in the batch with a message (ProduceResponse ``record_errors``)."""
+
+    def __init__(self, message: str, record_errors: list[tuple[int, str]]) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors
 
 
 @dataclass(slots=True)
@@ -49,9 +68,10 @@ class AssignedOffsets:
     num_records: int
 
 
-def validate_produced(buf: bytes | bytearray | memoryview, config: LogConfig, now_ms: int
-                      ) -> Batches:
-    """``(position, header)`` of every batch in a produce request, all checks passed."""
+def validate_produced(buf: bytes | bytearray | memoryview, config: LogConfig, now_ms: int,
+                      topic_partition: str = "") -> Batches:
+    """``(position, header)`` of every batch in a produce request, all checks passed.
+    ``topic_partition`` (``<topic>-<partition>``) names the log in error messages."""
     if len(buf) > config.segment_bytes:
         raise RecordListTooLargeError(f"record set of {len(buf)} bytes exceeds the segment "
                                       f"size {config.segment_bytes}")
@@ -75,6 +95,13 @@ def validate_produced(buf: bytes | bytearray | memoryview, config: LogConfig, no
                 if ts != NO_TIMESTAMP and abs(ts - now_ms) > max_diff:
                     raise InvalidTimestampError(f"timestamp {ts} is out of range (now {now_ms}, "
                                                 f"allowed difference {max_diff} ms)")
+        if config.compact:
+            keyless = keyless_records(buf, pos, header)
+            if keyless:
+                message = ("Compacted topic cannot accept message without key in topic partition "
+                           f"{topic_partition}.")
+                raise RecordValidationError("One or more records have been rejected",
+                                            [(index, message) for index in keyless])
         batches.append((pos, header))
     if not batches:
         raise InvalidRecordError("produce request contains no record batch")
@@ -106,3 +133,28 @@ def assign_offsets(buf: bytearray | memoryview, batches: Batches, first_offset: 
         num_records += header.records_count
         offset = last + 1
     return AssignedOffsets(infos, first_offset, offset - 1, max_ts, offset_of_max, num_records)
+
+
+def keyless_records(buf: bytes | bytearray | memoryview, pos: int, header: RecordBatchHeader) -> list[int]:
+    """The indexes (in the batch) of its records without a key.  Reads each record only up
+    to its key length; a compressed batch is decompressed first (CORRUPT_MESSAGE if it
+    cannot be, or if a record runs past the batch)."""
+    payload = decompress(header.compression, memoryview(buf)[pos + HEADER_SIZE:pos + header.size])
+    keyless = []
+    size = len(payload)
+    at = 0
+    try:
+        for index in range(header.records_count):
+            length, at = read_varlong(payload, at, size)
+            end = at + length
+            if length < 0 or end > size:
+                raise CorruptMessageError("record length runs past the end of the batch")
+            _timestamp_delta, field_at = read_varlong(payload, at + 1, end)  # after the attributes byte
+            _offset_delta, field_at = read_varlong(payload, field_at, end)
+            key_length, _ = read_varlong(payload, field_at, end)
+            if key_length < 0:
+                keyless.append(index)
+            at = end
+    except VarintError as e:
+        raise CorruptMessageError(f"malformed record in batch: {e}") from None
+    return keyless

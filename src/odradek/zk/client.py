@@ -38,6 +38,7 @@ from odradek.zk.zk_data import (
     BrokerInfo,
     ClusterIdZNode,
     ConfigEntityChangeNotificationSequenceZNode,
+    ConfigEntityZNode,
     ControllerEpochZNode,
     ControllerZNode,
     DeleteTopicsTopicZNode,
@@ -562,6 +563,26 @@ class KafkaZkClient:
             await self.create(path, TopicConfigZNode.encode(config), makepath=True)
         await self.create(ConfigEntityChangeNotificationSequenceZNode.path_prefix(),
                           ConfigEntityChangeNotificationSequenceZNode.encode("topics", topic),
+                          sequence=True, makepath=True)
+
+    # ------------------------------------------------------------------ broker config
+
+    async def get_broker_config(self, entity: str) -> dict[str, str]:
+        """The dynamic config of a broker (its id as a string) or of every broker
+        (``ConfigEntityZNode.DEFAULT``); empty when none is stored."""
+        got = await self.get(ConfigEntityZNode.path("brokers", entity))
+        return {} if got is None else ConfigEntityZNode.decode(got[0])
+
+    async def set_broker_config(self, entity: str, config: Mapping[str, str]) -> None:
+        """Replace a dynamic broker config and notify brokers through ``/config/changes``
+        (Kafka's AdminZkClient.changeBrokerConfig)."""
+        path = ConfigEntityZNode.path("brokers", entity)
+        try:
+            await self.set(path, ConfigEntityZNode.encode(config))
+        except NoNodeError:
+            await self.create(path, ConfigEntityZNode.encode(config), makepath=True)
+        await self.create(ConfigEntityChangeNotificationSequenceZNode.path_prefix(),
+                          ConfigEntityChangeNotificationSequenceZNode.encode("brokers", entity),
                           sequence=True, makepath=True)
 
     # ------------------------------------------------------------------ deletion

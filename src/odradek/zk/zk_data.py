@@ -22,6 +22,7 @@ __all__ = [
     "ClusterIdZNode",
     "ConfigEntityChangeNotificationSequenceZNode",
     "ConfigEntityChangeNotificationZNode",
+    "ConfigEntityZNode",
     "ControllerEpochZNode",
     "ControllerZNode",
     "DeleteTopicsTopicZNode",
@@ -361,6 +362,21 @@ class TopicConfigZNode:
         if not obj:
             return {}
         return {k: str(v) for k, v in (obj.get("config") or {}).items()}  # type: ignore[union-attr]
+
+
+class ConfigEntityZNode:
+    """``/config/<entity type>/<entity>``, e.g. ``/config/brokers/0`` or the cluster-wide
+    ``/config/brokers/<default>``: ``{"version":1,"config":{...}}`` with string values."""
+
+    # Kafka's ConfigEntityName.Default: the entity whose config applies to every broker.
+    DEFAULT = "<default>"
+
+    @staticmethod
+    def path(entity_type: str, entity: str) -> str:
+        return f"/config/{entity_type}/{entity}"
+
+    encode = TopicConfigZNode.encode
+    decode = TopicConfigZNode.decode
 
 
 class ConfigEntityChangeNotificationZNode:

@@ -1,5 +1,5 @@
-"""DynamicConfigManager against the embedded ZooKeeper: stored topic configs reach the open
-logs at start-up, ``/config/changes`` notifications are executed once each and in order, old
+"""DynamicConfigManager against the embedded ZooKeeper: stored topic and broker configs reach
+the open logs at start-up, broker configs layer as static < <default> < this broker, ``/config/changes`` notifications are executed once each and in order, old
 ones are purged, and turning unclean leader election on calls the controller's callback
 (Kafka's DynamicConfigManager, ZkNodeChangeNotificationListener and TopicConfigHandler)."""
 
@@ -21,6 +21,7 @@ from odradek.zk.client import KafkaZkClient
 from odradek.zk.zk_data import (
     ConfigEntityChangeNotificationSequenceZNode,
     ConfigEntityChangeNotificationZNode,
+    ConfigEntityZNode,
     TopicConfigZNode,
     now_ms,
 )
@@ -69,14 +70,15 @@ Scenario = Callable[[KafkaZkClient, FakeLogManager, list[str], DynamicConfigMana
 
 def run_with_manager(zk_connect: str, scenario: Scenario, *, logs: list[OpenLog] | None = None,
                      before_start: Callable[[KafkaZkClient], Awaitable[None]] | None = None,
-                     time_ms: Callable[[], int] = now_ms) -> None:
+                     time_ms: Callable[[], int] = now_ms,
+                     on_broker_config: Callable[[KafkaConfig], None] = lambda _config: None) -> None:
     async def main() -> None:
         zk = KafkaZkClient(zk_connect, 6000)
         await zk.start()
         log_manager = FakeLogManager(logs or [])
         unclean: list[str] = []
         manager = DynamicConfigManager(zk, broker_config(), log_manager, unclean.append,  # type: ignore[arg-type]
-                                       time_ms=time_ms)
+                                       on_broker_config=on_broker_config, time_ms=time_ms)
         try:
             await zk.create(CHANGES, makepath=True)
             if before_start is not None:
@@ -160,3 +162,67 @@ def test_executed_notifications_are_purged_once_expired(zk_connect: str, age_ms:
         assert (await zk.get_children(CHANGES) == ["config_change_0000000000"]) is kept
 
     run_with_manager(zk_connect, scenario, time_ms=lambda: now_ms() + clock["skew"])
+
+
+DEFAULT = ConfigEntityZNode.DEFAULT
+
+
+def test_startup_applies_stored_broker_configs_before_topic_configs(zk_connect: str) -> None:
+    applied: list[KafkaConfig] = []
+
+    async def stored(zk: KafkaZkClient) -> None:
+        await zk.set_broker_config(DEFAULT, {"log.retention.ms": "777", "log.cleaner.threads": "2"})
+        await zk.set_broker_config("0", {"log.cleaner.threads": "3"})
+        await zk.set_broker_config("1", {"log.cleaner.threads": "9", "log.retention.ms": "1"})
+        await zk.set_topic_config("open", {"segment.ms": "100"})
+
+    async def scenario(zk: KafkaZkClient, logs: FakeLogManager, unclean: list[str],
+                       manager: DynamicConfigManager) -> None:
+        [config] = applied
+        assert config["log.cleaner.threads"] == 3
+        assert config.dynamic_default_configs == {"log.retention.ms": "777", "log.cleaner.threads": "2"}
+        assert config.dynamic_broker_configs == {"log.cleaner.threads": "3"}
+        assert manager.config is config
+        # The topic's config was built on the dynamic defaults.
+        assert logs.applied() == {"open": 777}
+        assert logs.updates[0][1].segment_ms == 100
+
+    run_with_manager(zk_connect, scenario, logs=[OpenLog("open", 0)], before_start=stored,
+                     on_broker_config=applied.append)
+
+
+def test_broker_config_notifications_for_this_broker_or_the_default_are_applied(zk_connect: str) -> None:
+    applied: list[KafkaConfig] = []
+
+    async def scenario(zk: KafkaZkClient, logs: FakeLogManager, unclean: list[str],
+                       manager: DynamicConfigManager) -> None:
+        assert applied == []  # nothing stored: the static config stands
+        await zk.set_broker_config(DEFAULT, {"log.cleaner.min.cleanable.ratio": "0.8"})
+        await eventually(lambda: len(applied) == 1)
+        assert applied[0].log_config().min_cleanable_dirty_ratio == 0.8
+        await zk.set_broker_config("1", {"log.cleaner.backoff.ms": "5"})  # another broker's
+        await zk.set_broker_config("0", {"log.cleaner.backoff.ms": "6"})
+        await eventually(lambda: manager.last_executed == 2)
+        assert len(applied) == 2
+        assert applied[1]["log.cleaner.backoff.ms"] == 6
+        assert applied[1].log_config().min_cleanable_dirty_ratio == 0.8
+
+    run_with_manager(zk_connect, scenario, on_broker_config=applied.append)
+
+
+def test_invalid_stored_broker_entries_are_dropped_and_bad_combinations_keep_the_config(zk_connect: str) -> None:
+    applied: list[KafkaConfig] = []
+
+    async def scenario(zk: KafkaZkClient, logs: FakeLogManager, unclean: list[str],
+                       manager: DynamicConfigManager) -> None:
+        await zk.set_broker_config(DEFAULT, {"log.cleaner.threads": "many", "broker.id": "7",
+                                             "log.segment.bytes": "2000"})
+        await eventually(lambda: len(applied) == 1)
+        assert applied[0].dynamic_default_configs == {"log.segment.bytes": "2000"}
+        assert applied[0]["log.cleaner.threads"] == 1 and applied[0].broker_id == 0
+        await zk.set_broker_config("0", {"log.retention.ms": "0"})  # parses, but retention 0 is refused
+        await eventually(lambda: manager.last_executed == 1)
+        assert len(applied) == 1
+        assert manager.config is applied[0]
+
+    run_with_manager(zk_connect, scenario, on_broker_config=applied.append)

@@ -218,3 +218,19 @@ def test_topic_ids_of_created_logs_survive_a_clean_shutdown_unflushed(tmp_path: 
     assert {(lg.partition, lg.topic_id) for lg in mgr.all_logs()} == {
         (p, "7ZwH7P9nQ8mWJ9sX0kJbHw") for p in range(3)}
     mgr.shutdown()
+
+
+def test_new_default_config_reaches_every_log_and_keeps_topic_overrides(tmp_path: Path, clock: Clock) -> None:
+    mgr = manager([tmp_path], clock)
+    static = KafkaConfig.from_props({"zookeeper.connect": "zk:2181", "log.dirs": str(tmp_path)})
+    plain = mgr.get_or_create_log("plain", 0, static.log_config())
+    custom = mgr.get_or_create_log("custom", 0, static.log_config({"segment.bytes": "5000"}))
+    dynamic = static.with_dynamic({"log.segment.bytes": "7000", "log.cleaner.min.cleanable.ratio": "0.9"}, {})
+
+    mgr.update_default_config(dynamic.log_config())
+
+    assert (plain.config.segment_bytes, plain.config.min_cleanable_dirty_ratio) == (7000, 0.9)
+    assert (custom.config.segment_bytes, custom.config.min_cleanable_dirty_ratio) == (5000, 0.9)
+    # A log created later without an explicit config takes the new defaults too.
+    assert mgr.get_or_create_log("later", 0).config.segment_bytes == 7000
+    mgr.shutdown()

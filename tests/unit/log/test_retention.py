@@ -14,7 +14,8 @@ OpenLog = Callable[..., Log]
 
 def fill(lg: Log, count: int, ts_step: int = 0) -> None:
     for i in range(count):
-        lg.append_as_leader(batch(1, size=50, ts=T0 + i * ts_step), leader_epoch=0)
+        # Keyed: a compacted log refuses keyless records.
+        lg.append_as_leader(batch(1, size=50, ts=T0 + i * ts_step, key=b"k%d" % i), leader_epoch=0)
     lg.update_high_watermark(lg.log_end_offset)
 
 

@@ -2,8 +2,13 @@
 
 Topic configs live in ``/config/topics/<t>``; altering them writes that znode and a
 ``/config/changes`` notification (``KafkaZkClient.set_topic_config``), and every broker's
-DynamicConfigManager applies the change to its open logs.  Broker configs come from
-``server.properties`` only: they can be described but not altered (INVALID_REQUEST).
+DynamicConfigManager applies the change to its open logs.
+
+Broker configs (Kafka's DynamicBrokerConfig, ZooKeeper mode): the BROKER resource named
+``""`` is the cluster-wide default (``/config/brokers/<default>``), one named by a broker id
+that broker's own (``/config/brokers/<id>``); only config.DYNAMIC_BROKER_CONFIGS may be set.
+As Kafka's ZkAdminManager, a key that needs a restart or a value that does not validate is
+INVALID_REQUEST "Invalid config value for resource ConfigResource(type=BROKER, name='<n>'): ...".
 """
 
 from __future__ import annotations
@@ -17,11 +22,19 @@ from odradek.broker.apis.configs_describe import (
     ConfigEntry,
     ResourceType,
     broker_config_entries,
+    default_broker_config_entries,
     topic_config_entries,
 )
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
 from odradek.common import validate_topic_name
-from odradek.config import TOPIC_CONFIG, Type
+from odradek.config import (
+    BROKER_CONFIG,
+    TOPIC_CONFIG,
+    ConfigError,
+    ConfigKey,
+    Type,
+    validate_dynamic_broker_config,
+)
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import (
     ErrorCode,
@@ -29,7 +42,7 @@ from odradek.protocol.errors import (
     InvalidRequestError,
     UnknownTopicOrPartitionError,
 )
-from odradek.zk.zk_data import TopicZNode
+from odradek.zk.zk_data import ConfigEntityZNode, TopicZNode
 
 if TYPE_CHECKING:
     from odradek.broker.context import BrokerContext
@@ -107,24 +120,13 @@ async def _describe(broker: BrokerContext, resource_type: int, name: str, keys: 
         return topic_config_entries(broker.config, await broker.zk.get_topic_config(name), keys)
     if resource_type == ResourceType.BROKER:
         if _broker_resource_id(broker, name) is None:
-            return []  # no dynamic cluster-wide defaults exist
+            return default_broker_config_entries(broker.config, keys)
         return broker_config_entries(broker.config, keys)
     raise InvalidRequestError(f"Unsupported resource type {_resource_name(resource_type)} for DescribeConfigs; "
                               "odradek describes TOPIC and BROKER configs")
 
 
 # ----------------------------------------------------------------------------- AlterConfigs
-
-
-def _refuse_non_topic(broker: BrokerContext, resource_type: int, name: str, api_name: str) -> None:
-    if resource_type == ResourceType.BROKER:
-        _broker_resource_id(broker, name)
-        raise InvalidRequestError(
-            "Dynamic broker configs are not supported: odradek brokers take their config from "
-            "server.properties only (change it there and restart the broker)")
-    if resource_type != ResourceType.TOPIC:
-        raise InvalidRequestError(
-            f"{api_name} is only supported for topics, but resource type is {_resource_name(resource_type)}")
 
 
 async def _alter_responses(broker: BrokerContext, request: Request, api_key: int, incremental: bool) -> Any:
@@ -135,24 +137,64 @@ async def _alter_responses(broker: BrokerContext, request: Request, api_key: int
     for resource in body.resources:
         name = resource.resource_name
         try:
-            _refuse_non_topic(broker, resource.resource_type, name, api_name)
-            await _require_topic(broker, name)
-            if incremental:
-                config = apply_incremental_ops(await broker.zk.get_topic_config(name), resource.configs)
+            if resource.resource_type == ResourceType.TOPIC:
+                await _alter_topic(broker, name, resource.configs, incremental, body.validate_only, api_name)
+            elif resource.resource_type == ResourceType.BROKER:
+                await _alter_broker(broker, name, resource.configs, incremental, body.validate_only, api_name)
             else:
-                nulls = [c.name for c in resource.configs if c.value is None]
-                if nulls:
-                    raise InvalidRequestError(f"Null value not supported for : {','.join(nulls)}")
-                config = {c.name: c.value for c in resource.configs}
-            await broker.topic_admin.alter_topic_config(name, config, validate_only=body.validate_only)
-            if not body.validate_only:
-                log.info("%s set the config of topic %s to %s", api_name, name, config)
+                raise InvalidRequestError(f"{api_name} is only supported for topics and brokers, but resource "
+                                          f"type is {_resource_name(resource.resource_type)}")
             outcome: Outcome = (ErrorCode.none, None)
         except Exception as e:
             outcome = outcome_of(e, f"altering configs of {name}")
         responses.append(build(m.AlterConfigsResourceResponse, error_code=outcome[0], error_message=outcome[1],
                                resource_type=resource.resource_type, resource_name=name))
     return m, tuple(responses)
+
+
+def _requested(current: dict[str, str], configs: Any, incremental: bool,
+               specs: dict[str, ConfigKey]) -> dict[str, str]:
+    """The whole config after the request: AlterConfigs replaces it, IncrementalAlterConfigs
+    applies its operations to ``current``."""
+    if incremental:
+        return apply_incremental_ops(current, configs, specs)
+    nulls = [c.name for c in configs if c.value is None]
+    if nulls:
+        raise InvalidRequestError(f"Null value not supported for : {','.join(nulls)}")
+    return {c.name: c.value for c in configs}
+
+
+async def _alter_topic(broker: BrokerContext, name: str, configs: Any, incremental: bool,
+                       validate_only: bool, api_name: str) -> None:
+    await _require_topic(broker, name)
+    current = await broker.zk.get_topic_config(name) if incremental else {}
+    config = _requested(current, configs, incremental, TOPIC_CONFIG)
+    await broker.topic_admin.alter_topic_config(name, config, validate_only=validate_only)
+    if not validate_only:
+        log.info("%s set the config of topic %s to %s", api_name, name, config)
+
+
+async def _alter_broker(broker: BrokerContext, name: str, configs: Any, incremental: bool,
+                        validate_only: bool, api_name: str) -> None:
+    """Kafka's ZkAdminManager.alterBrokerConfigs: validate the new dynamic config against
+    this broker's (DynamicBrokerConfig.validate), then write it and notify every broker."""
+    broker_id = _broker_resource_id(broker, name)
+    entity = ConfigEntityZNode.DEFAULT if broker_id is None else str(broker_id)
+    current = await broker.zk.get_broker_config(entity) if incremental else {}
+    config = _requested(current, configs, incremental, BROKER_CONFIG)
+    try:
+        checked = validate_dynamic_broker_config(config)
+        now = broker.config
+        new = now.with_dynamic(checked if broker_id is None else now.dynamic_default_configs,
+                               now.dynamic_broker_configs if broker_id is None else checked)
+        if new["log.cleaner.threads"] != now["log.cleaner.threads"]:
+            now.cleaner_config().check_reconfiguration(new.cleaner_config())
+    except ConfigError as e:
+        raise InvalidRequestError(
+            f"Invalid config value for resource ConfigResource(type=BROKER, name='{name}'): {e}") from None
+    if not validate_only:
+        await broker.zk.set_broker_config(entity, checked)
+        log.info("%s set the dynamic config of brokers/%s to %s", api_name, entity, checked)
 
 
 @api(ApiKey.ALTER_CONFIGS, "AlterConfigs", 0, 2)
@@ -171,9 +213,11 @@ async def handle_incremental_alter_configs(broker: BrokerContext, request: Reque
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 
 
-def apply_incremental_ops(current: dict[str, str], ops: Any) -> dict[str, str]:
-    """A topic's overrides after KIP-339 operations: SET, DELETE, and APPEND / SUBTRACT on
-    list configs (starting from the topic-level default when the topic has no override)."""
+def apply_incremental_ops(current: dict[str, str], ops: Any,
+                          specs: dict[str, ConfigKey] = TOPIC_CONFIG) -> dict[str, str]:
+    """A topic's overrides (or a dynamic broker config, with ``specs=BROKER_CONFIG``) after
+    KIP-339 operations: SET, DELETE, and APPEND / SUBTRACT on list configs (starting from the
+    config's default when it is not set)."""
     if any(n > 1 for n in Counter(op.name for op in ops).values()):
         raise InvalidRequestError("Error due to duplicate config keys")
     nulls = [op.name for op in ops if op.value is None and op.config_operation != DELETE]
@@ -187,7 +231,7 @@ def apply_incremental_ops(current: dict[str, str], ops: Any) -> dict[str, str]:
             config.pop(op.name, None)
         elif op.config_operation in (APPEND, SUBTRACT):
             verb = "append" if op.config_operation == APPEND else "subtract"
-            spec = TOPIC_CONFIG.get(op.name)
+            spec = specs.get(op.name)
             if spec is None or spec.type is not Type.LIST:
                 raise InvalidConfigError(f"Config value {verb} is not allowed for config key: {op.name}")
             old = config.get(op.name)

@@ -2,10 +2,11 @@
 
 Sans-IO: plain functions over a broker's :class:`KafkaConfig` and a topic's overrides.
 Sources and their precedence are Kafka's (KIP-226): a topic override (DYNAMIC_TOPIC_CONFIG)
-beats the broker's synonym set in ``server.properties`` (STATIC_BROKER_CONFIG), which beats
-that synonym's default (DEFAULT_CONFIG).  A topic config that no override and no broker
-synonym sets is DEFAULT_CONFIG.  odradek has no dynamic broker configs, so every broker
-config is read-only.
+beats the broker synonym's dynamic value for this broker (DYNAMIC_BROKER_CONFIG), which beats
+its dynamic cluster-wide default (DYNAMIC_DEFAULT_BROKER_CONFIG), then its value in
+``server.properties`` (STATIC_BROKER_CONFIG), then its default (DEFAULT_CONFIG).  A topic
+config that nothing sets is DEFAULT_CONFIG.  Broker configs that can change dynamically
+(config.DYNAMIC_BROKER_CONFIGS) are reported writable, the others read-only.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ from typing import Any
 
 from odradek.config import (
     BROKER_CONFIG,
+    DYNAMIC_BROKER_CONFIGS,
     TOPIC_CONFIG,
     TOPIC_CONFIG_SYNONYMS,
     ConfigKey,
     KafkaConfig,
     Type,
+    java_double_string,
 )
 
 __all__ = [
@@ -30,6 +33,7 @@ __all__ = [
     "ResourceType",
     "broker_config_entries",
     "config_string",
+    "default_broker_config_entries",
     "topic_config_entries",
 ]
 
@@ -94,6 +98,8 @@ def config_string(value: Any) -> str | None:
         return str(value).lower()
     if isinstance(value, (list, tuple)):
         return ",".join(map(str, value))
+    if isinstance(value, float):
+        return java_double_string(value)
     return str(value)
 
 
@@ -101,17 +107,23 @@ def _default_of(spec: ConfigKey) -> Any:
     return spec.parse(spec.default) if isinstance(spec.default, str) else spec.default
 
 
-def _broker_synonyms(config: KafkaConfig, keys: Collection[str]) -> list[tuple[str, str | None, ConfigSource]]:
-    """Each broker key's static value (if server.properties sets it) then its default (if it
-    has one), key by key in precedence order, as Kafka lists synonyms."""
-    synonyms = []
-    for key in keys:
-        spec = BROKER_CONFIG.get(key)
-        if spec is None:
-            continue
-        if key in config.originals:
-            synonyms.append((key, config_string(config[key]), ConfigSource.STATIC_BROKER_CONFIG))
-        default = _default_of(spec)
+def _broker_synonyms(config: KafkaConfig, keys: Collection[str], *, per_broker: bool = True
+                     ) -> list[tuple[str, str | None, ConfigSource]]:
+    """The values the broker ``keys`` (in precedence order) have, source by source as Kafka
+    lists synonyms (ZkAdminManager.configSynonyms): this broker's dynamic values, the dynamic
+    defaults, ``server.properties``, the defaults.  ``per_broker=False`` (the cluster-wide
+    default resource) leaves out this broker's own dynamic values."""
+    known = [key for key in keys if key in BROKER_CONFIG]
+    synonyms: list[tuple[str, str | None, ConfigSource]] = []
+    if per_broker:
+        synonyms += [(key, config.dynamic_broker_configs[key], ConfigSource.DYNAMIC_BROKER_CONFIG)
+                     for key in known if key in config.dynamic_broker_configs]
+    synonyms += [(key, config.dynamic_default_configs[key], ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+                 for key in known if key in config.dynamic_default_configs]
+    synonyms += [(key, config_string(BROKER_CONFIG[key].parse(config.originals[key])),
+                  ConfigSource.STATIC_BROKER_CONFIG) for key in known if key in config.originals]
+    for key in known:
+        default = _default_of(BROKER_CONFIG[key])
         if default is not None:
             synonyms.append((key, config_string(default), ConfigSource.DEFAULT_CONFIG))
     return synonyms
@@ -142,8 +154,8 @@ def topic_config_entries(config: KafkaConfig, overrides: Mapping[str, str],
 
 
 def broker_config_entries(config: KafkaConfig, keys: Collection[str] | None = None) -> list[ConfigEntry]:
-    """This broker's configs (or those in ``keys``): STATIC_BROKER_CONFIG for keys set in
-    server.properties, DEFAULT_CONFIG otherwise; all read-only."""
+    """This broker's configs (or those in ``keys``) with their effective values and sources;
+    the dynamic ones are writable."""
     entries = []
     for name in sorted(BROKER_CONFIG):
         if not _wanted(name, keys):
@@ -151,6 +163,21 @@ def broker_config_entries(config: KafkaConfig, keys: Collection[str] | None = No
         spec = BROKER_CONFIG[name]
         synonyms = _broker_synonyms(config, (name,))
         source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
-        entries.append(ConfigEntry(name, config_string(config[name]), source, True,
+        entries.append(ConfigEntry(name, config_string(config[name]), source, name not in DYNAMIC_BROKER_CONFIGS,
+                                   _TYPE_CODES.get(spec.type, 0), spec.doc or None, tuple(synonyms)))
+    return entries
+
+
+def default_broker_config_entries(config: KafkaConfig, keys: Collection[str] | None = None) -> list[ConfigEntry]:
+    """The cluster-wide dynamic defaults (the BROKER resource named ``""``): only the keys
+    set there, as Kafka reports ``currentDynamicDefaultConfigs``."""
+    entries = []
+    for name in sorted(config.dynamic_default_configs):
+        spec = BROKER_CONFIG.get(name)
+        if spec is None or not _wanted(name, keys):
+            continue
+        synonyms = _broker_synonyms(config, (name,), per_broker=False)
+        entries.append(ConfigEntry(name, config.dynamic_default_configs[name],
+                                   ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, name not in DYNAMIC_BROKER_CONFIGS,
                                    _TYPE_CODES.get(spec.type, 0), spec.doc or None, tuple(synonyms)))
     return entries

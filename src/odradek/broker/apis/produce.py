@@ -45,9 +45,18 @@ async def handle_produce(broker: BrokerContext, request: Request) -> Response:
             m.PartitionProduceResponse, index=partition, error_code=r.error, base_offset=r.base_offset,
             log_append_time=None if r.log_append_time < 0 else datetime.datetime.fromtimestamp(
                 r.log_append_time / 1000, _UTC),
-            log_start_offset=r.log_start_offset, record_errors=(), error_message=r.message))
+            log_start_offset=r.log_start_offset, record_errors=_record_errors(m, r.record_errors),
+            error_message=r.message))
     return respond(request, build(m.ProduceResponse, responses=tuple(
         build(m.TopicProduceResponse, name=t, partition_responses=tuple(ps)) for t, ps in by_topic.items())))
+
+
+def _record_errors(m: object, errors: tuple[tuple[int, str], ...]) -> tuple[object, ...]:
+    """ProduceResponse v8+ record_errors (KIP-467): the rejected records by batch index."""
+    if not errors or not hasattr(m, "BatchIndexAndErrorMessage"):
+        return ()
+    return tuple(build(m.BatchIndexAndErrorMessage, batch_index=index, batch_index_error_message=message)
+                 for index, message in errors)
 
 
 def _error_response(version: int, results: dict[tuple[str, int], tuple[ErrorCode, str]]) -> object:

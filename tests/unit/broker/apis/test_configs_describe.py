@@ -6,6 +6,7 @@ from odradek.broker.apis.configs_describe import (
     ConfigSource,
     broker_config_entries,
     config_string,
+    default_broker_config_entries,
     topic_config_entries,
 )
 from odradek.config import TOPIC_CONFIG, KafkaConfig
@@ -53,7 +54,7 @@ def test_key_filter() -> None:
     assert len(entries({}, {}, [])) == len(TOPIC_CONFIG)  # empty means all, as Kafka
 
 
-def test_broker_entries_are_read_only_with_their_source() -> None:
+def test_broker_entries_have_their_source_and_only_dynamic_ones_are_writable() -> None:
     config = KafkaConfig.from_props({**BASE, "broker.id": "3", "num.partitions": "4"})
     by_name = {e.name: e for e in broker_config_entries(config)}
     assert by_name["num.partitions"].value == "4"
@@ -61,7 +62,42 @@ def test_broker_entries_are_read_only_with_their_source() -> None:
     assert by_name["delete.topic.enable"].value == "true"
     assert by_name["delete.topic.enable"].source is ConfigSource.DEFAULT_CONFIG
     assert by_name["broker.rack"].value is None
-    assert all(e.read_only for e in by_name.values())
+    assert by_name["num.partitions"].read_only and by_name["broker.id"].read_only
+    assert not by_name["log.cleaner.threads"].read_only and not by_name["log.retention.ms"].read_only
+
+
+DYNAMIC = KafkaConfig.from_props({**BASE, "broker.id": "0", "log.cleaner.threads": "1"},
+                                 {"log.cleaner.threads": "2", "log.cleaner.min.cleanable.ratio": "0.7"},
+                                 {"log.cleaner.threads": "3"})
+
+
+def test_dynamic_broker_values_come_first_then_defaults_then_static() -> None:
+    by_name = {e.name: e for e in broker_config_entries(DYNAMIC)}
+    threads = by_name["log.cleaner.threads"]
+    assert threads.value == "3" and threads.source is ConfigSource.DYNAMIC_BROKER_CONFIG
+    assert threads.synonyms == (("log.cleaner.threads", "3", ConfigSource.DYNAMIC_BROKER_CONFIG),
+                                ("log.cleaner.threads", "2", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+                                ("log.cleaner.threads", "1", ConfigSource.STATIC_BROKER_CONFIG),
+                                ("log.cleaner.threads", "1", ConfigSource.DEFAULT_CONFIG))
+    ratio = by_name["log.cleaner.min.cleanable.ratio"]
+    assert ratio.value == "0.7" and ratio.source is ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+    assert by_name["log.cleaner.io.max.bytes.per.second"].value == "1.7976931348623157E308"
+
+
+def test_topic_defaults_follow_the_dynamic_broker_config() -> None:
+    e = {e.name: e for e in topic_config_entries(DYNAMIC, {})}["min.cleanable.dirty.ratio"]
+    assert e.value == "0.7" and e.source is ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG
+    assert e.synonyms[0] == ("log.cleaner.min.cleanable.ratio", "0.7", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+
+
+def test_the_default_resource_reports_only_the_dynamic_defaults() -> None:
+    entries = default_broker_config_entries(DYNAMIC)
+    assert [(e.name, e.value, e.source) for e in entries] == [
+        ("log.cleaner.min.cleanable.ratio", "0.7", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+        ("log.cleaner.threads", "2", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)]
+    # This broker's own value is no synonym of the cluster-wide default.
+    assert ConfigSource.DYNAMIC_BROKER_CONFIG not in {s for e in entries for _, _, s in e.synonyms}
+    assert default_broker_config_entries(KafkaConfig.from_props(BASE)) == []
 
 
 def test_config_string() -> None:
