@@ -113,9 +113,7 @@ class KafkaServer:
         every log (and for logs created from now on), new settings for the log cleaner."""
         self.config = new
         self.log_manager.update_default_config(new.log_config())
-        log_cleaner = getattr(self, "log_cleaner", None)
-        if log_cleaner is not None:
-            log_cleaner.reconfigure(new.cleaner_config())
+        self.log_cleaner.reconfigure(new.cleaner_config())
 
     # ------------------------------------------------------------------ start-up
 
