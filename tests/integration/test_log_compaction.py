@@ -75,8 +75,10 @@ def produce(cluster: LocalCluster, topic: str, records: list[tuple[bytes, bytes 
         else:
             acked.append((msg.offset(), msg.key(), msg.value()))
 
+    # batch.size stays below the small segment.bytes these tests use (a produce request must
+    # fit a segment).
     with Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 5,
-                   "enable.idempotence": True, **conf}) as p:
+                   "enable.idempotence": True, "batch.size": 3000, **conf}) as p:
         for i, (key, value) in enumerate(records):
             p.produce(topic, key=key, value=value, partition=0, timestamp=T0 + i, on_delivery=report)
             p.poll(0)
@@ -239,7 +241,8 @@ def test_sigkill_during_cleaning_leaves_the_old_or_the_new_log(cluster_factory, 
         "cleanup.policy": "compact", "segment.bytes": "262144", "min.cleanable.dirty.ratio": "0.01"})
     records = [(b"k%05d" % (i % 5000), b"v%07d" % i + b"." * 90) for i in range(60_000)]
     records += [(b"~end-1", b"x" * 200_000), (b"~end-2", b"x" * 200_000)]
-    original = produce(cluster, topic, records, **{"enable.idempotence": False, "linger.ms": 20})
+    original = produce(cluster, topic, records, **{"enable.idempotence": False, "linger.ms": 20,
+                                                    "batch.size": 100_000})
     d = data_dir(cluster, 0, topic)
     assert disk_records(d) == original
     active = max(int(path.stem) for path in d.glob("*.log"))
