@@ -168,7 +168,7 @@ def test_compacted_topic_reads_the_survivors_at_their_offsets(spark, kafka_boots
         "cleanup.policy": "compact", "segment.bytes": "4096", "min.cleanable.dirty.ratio": "0.01"})
     records = [(0, f"k{i % 20}".encode(), f"v{i}".encode()) for i in range(600)]
     records += [(0, b"~end-1", b"x" * 3500), (0, b"~end-2", b"x" * 3500)]  # the last closes a segment
-    acked = produce(kafka_bootstrap, topic, records, **{"linger.ms": "0"})
+    acked = produce(kafka_bootstrap, topic, records, **{"linger.ms": "0", "batch.size": "3000"})
     latest = {}
     for (_, key, value), (_, offset) in zip(records, acked, strict=True):
         latest[key] = (offset, key, value)
