@@ -7,15 +7,18 @@ which no log exceeds).
 
 1. idle: a producer in its own process sends 1,000 records/s (acks=1, linger.ms=0) to
    another topic on the same broker for --phase-s seconds; every delivery latency is kept.
-2. cleaning: the same producer again, and meanwhile the topic's min.cleanable.dirty.ratio
+2. control: the same, while a pure-Python busy loop runs at the cleaner's priority
+   (SCHED_IDLE) in another process: what any CPU-bound process costs on this machine.
+3. cleaning: the same producer again, and meanwhile the topic's min.cleanable.dirty.ratio
    goes to 0.5 (a dynamic topic config change): the cleaner cleans the whole log. The
    latencies of records sent while it cleaned (from the config change to its
-   log-cleaner.log line) are compared with the idle ones, in the same run.
+   log-cleaner.log line) are compared with the idle and control ones, in the same run.
 
 Reported: the cleaner's MB/s (its own summary line, and the wall time from the config
-change to the swap), the log's size before and after, and produce p50/p99 idle vs cleaning.
+change to the swap), the log's size before and after, produce p50/p99 idle, control and
+cleaning, and when in the cleaning the slow (> 1 ms) deliveries fell.
 
-    .venv/bin/python bench/log_compaction.py [--gb 1.0] [--keys 100000] [--phase-s 20]
+    .venv/bin/python bench/log_compaction.py [--gb 1.0] [--keys 100000] [--phase-s 20] [--io-max-mbps N]
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import argparse
 import asyncio
 import json
 import multiprocessing as mp
+import os
 import random
 import re
 import shutil
@@ -103,6 +107,17 @@ def latencies(bootstrap: str, rate: float, duration_s: float, stop: mp.Event,  #
     out.put({"samples": samples, "failed": failed, "sent": i})
 
 
+def busy_loop(stop: mp.Event) -> None:  # type: ignore[valid-type]
+    """The control: a pure-Python CPU hog at the cleaner's priority (SCHED_IDLE), touching
+    no files and no broker, to show what any CPU-bound process costs the broker's clients
+    on this machine."""
+    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    x = 0
+    while not stop.is_set():
+        for i in range(100_000):
+            x += i
+
+
 def log_size(directory: Path) -> int:
     return sum(p.stat().st_size for p in directory.glob("*.log"))
 
@@ -133,12 +148,16 @@ def main() -> None:
     ap.add_argument("--keys", type=int, default=100_000)
     ap.add_argument("--phase-s", type=float, default=20.0, help="length of the idle measurement")
     ap.add_argument("--rate", type=float, default=1000.0, help="latency producer's records/s")
+    ap.add_argument("--io-max-mbps", type=float, default=None,
+                    help="log.cleaner.io.max.bytes.per.second, in 10^6 bytes/s (default: unthrottled)")
     ap.add_argument("--keep", action="store_true", help="keep the cluster directory")
     args = ap.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="odradek-bench-compaction-"))
-    cluster = LocalCluster(work, 1, overrides={"log.cleaner.backoff.ms": "1000", "num.partitions": "1",
-                                               "offsets.topic.replication.factor": "1"})
+    overrides = {"log.cleaner.backoff.ms": "1000", "num.partitions": "1", "offsets.topic.replication.factor": "1"}
+    if args.io_max_mbps is not None:
+        overrides["log.cleaner.io.max.bytes.per.second"] = str(args.io_max_mbps * 1e6)
+    cluster = LocalCluster(work, 1, overrides=overrides)
     ctx = mp.get_context("spawn")
     result: dict[str, object] = {"bench": "log_compaction", "code": code_version(), "args": vars(args)}
     try:
@@ -147,7 +166,7 @@ def main() -> None:
             "cleanup.policy": "compact", "segment.bytes": str(SEGMENT_BYTES), "min.cleanable.dirty.ratio": "1"})
         create_topic_zk(cluster.zookeeper_connect, LATENCY_TOPIC, 1, 1)
         data = cluster.brokers[0].config_path.parent / "data" / f"{TOPIC}-0"
-        records = int(args.gb * 1e9 / (VALUE_SIZE + 26))  # ~26 bytes of key and record framing
+        records = int(args.gb * 1e9 / (VALUE_SIZE + 21))  # ~21 bytes of key and record framing
         started = time.monotonic()
         fillers = [ctx.Process(target=fill, args=(cluster.bootstrap_servers, records // 2, args.keys, seed))
                    for seed in (1, 2)]
@@ -165,6 +184,15 @@ def main() -> None:
         idle.start()
         idle_result = out.get(timeout=args.phase_s + 120)
         idle.join()
+        hog_stop = ctx.Event()
+        hog = ctx.Process(target=busy_loop, args=(hog_stop,))
+        hog.start()
+        control = ctx.Process(target=latencies, args=(cluster.bootstrap_servers, args.rate, args.phase_s, stop, out))
+        control.start()
+        control_result = out.get(timeout=args.phase_s + 120)
+        control.join()
+        hog_stop.set()
+        hog.join()
 
         cleaner_log = cluster.brokers[0].config_path.parent / "log-cleaner.log"
         broker_pid = cluster.brokers[0].pid
@@ -195,8 +223,18 @@ def main() -> None:
             "size_after": after, "broker_cpu_s": cpu_broker}
         result["latency_idle"] = {**stats(idle_result["samples"]), "failed": idle_result["failed"]}
         result["latency_cleaning"] = {**stats(during), "failed": busy_result["failed"]}
-        idle_p99 = result["latency_idle"]["p99_ms"]  # type: ignore[index]
-        result["p99_ratio_cleaning_over_idle"] = result["latency_cleaning"]["p99_ms"] / idle_p99 if idle_p99 else None  # type: ignore[index]
+        # Where the slow deliveries fall in the cleaning: per half second, how many took > 1 ms.
+        slow: dict[float, int] = {}
+        for sent, ms in during:
+            if ms > 1.0:
+                bucket = round((sent - t_alter) / 1e9 * 2) / 2
+                slow[bucket] = slow.get(bucket, 0) + 1
+        result["slow_deliveries_per_half_second"] = dict(sorted(slow.items()))
+        result["latency_control"] = {**stats(control_result["samples"]), "failed": control_result["failed"]}
+        p99 = {name: result[f"latency_{name}"]["p99_ms"] for name in ("idle", "control", "cleaning")}  # type: ignore[index]
+        result["p99_ratio_cleaning_over_idle"] = p99["cleaning"] / p99["idle"]
+        result["p99_ratio_control_over_idle"] = p99["control"] / p99["idle"]
+        result["p99_ratio_cleaning_over_control"] = p99["cleaning"] / p99["control"]
         RESULTS.mkdir(exist_ok=True)
         path = RESULTS / f"log_compaction-{time.strftime('%Y%m%dT%H%M%S')}.json"
         path.write_text(json.dumps(result, indent=2))

@@ -3,8 +3,8 @@
 ``python -m odradek.log.cleaner.worker`` reads length-prefixed pickled
 :class:`~odradek.log.cleaner.job.CleanJob` objects from stdin, cleans each with
 :func:`odradek.log.cleaner.cleaner.clean` and writes a length-prefixed pickled reply to
-stdout: ``("ok", CleanResult)`` or ``("error", message)``. It runs at a lower scheduling
-priority than the broker, so cleaning takes what CPU the broker leaves.
+stdout: ``("ok", CleanResult)`` or ``("error", message)``. It runs as an idle-priority
+process, so cleaning takes only the CPU time the broker leaves.
 
 Cleaning is CPU-heavy pure Python; in the broker's process it would stall the event loop
 (and threads would fight over the GIL). A process of its own reads and writes segment files
@@ -44,10 +44,7 @@ def _read_frame(stream: BinaryIO) -> bytes | None:
 def main() -> None:
     from odradek.log.cleaner.cleaner import clean
 
-    try:
-        os.nice(NICENESS)
-    except OSError:
-        pass
+    _lower_priority()
     _die_with_parent()
     stdin, stdout = sys.stdin.buffer, sys.stdout.buffer
     while (frame := _read_frame(stdin)) is not None:
@@ -59,6 +56,19 @@ def main() -> None:
         data = pickle.dumps(reply, protocol=pickle.HIGHEST_PROTOCOL)
         stdout.write(_LENGTH.pack(len(data)) + data)
         stdout.flush()
+
+
+def _lower_priority() -> None:
+    """Run only on CPU time nothing else wants (Linux SCHED_IDLE; elsewhere a high nice
+    value): a broker woken by a request preempts the cleaner at once, so cleaning costs the
+    broker's clients no latency, and on an idle core it still runs flat out."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    except (AttributeError, OSError):
+        try:
+            os.nice(NICENESS)
+        except OSError:
+            pass
 
 
 def _die_with_parent() -> None:
