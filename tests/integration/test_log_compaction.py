@@ -361,3 +361,36 @@ def test_leader_epoch_truncation_on_a_compacted_partition(cluster_factory) -> No
     read = read_confluent(cluster, topic)
     assert [o for o, _, _ in read] == sorted({o for o, _, _ in read})
     assert {k: v for _, k, v in latest_per_key(read, keep_tombstones=True)} == expected
+
+
+def test_an_idempotent_producers_emptied_last_batch_is_kept_and_readers_pass_it(cluster_factory) -> None:
+    """Every record of an idempotent producer's last batch is superseded: the cleaner keeps
+    the batch, empty, so the producer's state survives a reload, and all three clients read
+    past it."""
+    cluster = cluster_factory(1, overrides=CLEANER)
+    topic = unique_topic("emptied")
+    create_topic(cluster, topic, replication_factor=1, config={
+        "cleanup.policy": "compact", "segment.bytes": "4096", "min.cleanable.dirty.ratio": "0.01"})
+    first = produce(cluster, topic, [(b"k%d" % i, b"first") for i in range(10)],
+                    **{"enable.idempotence": True, "linger.ms": 50})
+    later = produce(cluster, topic, [(b"k%d" % i, b"later") for i in range(10)]
+                    + [(b"~end-1", b"x" * 3500), (b"~end-2", b"x" * 3500)],
+                    **{"enable.idempotence": False})
+    expected = later
+    d = data_dir(cluster, 0, topic)
+
+    def emptied_batch_kept() -> bool:
+        if disk_records(d) != expected:
+            return False
+        headers = [h for path in sorted(d.glob("*.log")) for _, h in iter_batches(path.read_bytes())]
+        return any(h.records_count == 0 and h.producer_id >= 0 and h.last_offset == first[-1][0]
+                   for h in headers)
+
+    wait_until(emptied_batch_kept, timeout=60, message="cleaned, the idempotent producer's batch kept empty")
+    end = expected[-1][0] + 1
+    assert read_confluent(cluster, topic) == expected
+    assert read_kafka_python(cluster, topic, end) == expected
+    assert read_aiokafka(cluster, topic, end) == expected
+    cluster.stop_broker(0)
+    cluster.start_broker(0)
+    assert read_confluent(cluster, topic) == expected
