@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 
 from odradek.log.cleaner.job import CleanedGroup, CleanerStats, CleanJob, CleanResult, SegmentRef
 from odradek.protocol.errors import CorruptMessageError
@@ -145,6 +145,8 @@ class CleanedChunk:
 
 @dataclass(slots=True)
 class _Counters:
+    """The counting part of CleanerStats, accumulated while cleaning."""
+
     bytes_read: int = 0
     bytes_written: int = 0
     messages_read: int = 0
@@ -418,13 +420,8 @@ class Cleaning:
         # mtime (its last segment's): it may go delete.retention.ms after that.
         due = [g[-1].last_modified_ms + job.delete_retention_ms for g in self.groups
                if g[0].base_offset in self._groups_keeping_tombstones]
-        stats = CleanerStats(
-            bytes_read=c.bytes_read, bytes_written=c.bytes_written,
-            messages_read=c.messages_read, messages_written=c.messages_written,
-            map_bytes_read=c.map_bytes_read, map_messages_read=c.map_messages_read,
-            map_seconds=map_seconds, clean_seconds=clean_seconds,
-            buffer_utilization=self.offset_map.utilization,
-            invalid_messages=c.invalid_messages)
+        stats = CleanerStats(**asdict(c), map_seconds=map_seconds, clean_seconds=clean_seconds,
+                             buffer_utilization=self.offset_map.utilization)
         return CleanResult(groups, self.end_offset, stats, min(due) if due else None)
 
 
