@@ -216,6 +216,8 @@ def main() -> None:
         busy.join()
         during = [s for s in busy_result["samples"] if t_alter <= s[0] <= t_done]
         after = log_size(data)
+        lines = [line for line in cleaner_log.read_text().splitlines() if "cleaned log compacted-0" in line]
+        result["log_cleaner_line"] = lines[-1] if lines else None
         result["cleaning"] = {
             "summary_mb": float(match.group(1).replace(",", "")), "summary_seconds": float(match.group(2)),
             "summary_mb_per_s": float(match.group(3)), "wall_seconds": (t_done - t_alter) / 1e9,
