@@ -15,6 +15,13 @@ import pytest
 from aiokafka import AIOKafkaConsumer
 from aiokafka.structs import TopicPartition as AioTopicPartition
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ResourceType,
+)
 from kafka import KafkaConsumer
 from kafka import TopicPartition as KpTopicPartition
 from kio.schema.offset_commit.v8 import request as commit_req
@@ -394,3 +401,36 @@ def test_an_idempotent_producers_emptied_last_batch_is_kept_and_readers_pass_it(
     cluster.stop_broker(0)
     cluster.start_broker(0)
     assert read_confluent(cluster, topic) == expected
+
+
+def test_the_cleaner_follows_dynamic_broker_configs(cluster_factory) -> None:
+    """log.cleaner.enable and the cluster-wide log.cleaner.min.cleanable.ratio change through
+    IncrementalAlterConfigs, without a restart, and the cleaner acts on them."""
+    cluster = cluster_factory(1, overrides={**CLEANER, "log.cleaner.enable": "false",
+                                            "log.cleaner.min.cleanable.ratio": "0.99"})
+    topic = unique_topic("dynamic")
+    create_topic(cluster, topic, replication_factor=1, config={
+        "cleanup.policy": "compact", "segment.bytes": "4096"})
+    records = [(b"k%d" % (i % 10), b"v%d" % i) for i in range(1000)] + [(b"~end", b"x" * 3500)] * 2
+    acked = produce(cluster, topic, records, **{"enable.idempotence": False})
+    expected = latest_per_key(acked[:-1], keep_tombstones=True) + acked[-1:]
+    d = data_dir(cluster, 0, topic)
+    with AdminClient({"bootstrap.servers": cluster.bootstrap_servers}) as admin:
+        def set_broker(key: str, value: str) -> None:
+            resource = ConfigResource(ResourceType.BROKER, "0", incremental_configs=[
+                ConfigEntry(key, value, incremental_operation=AlterConfigOpType.SET)])
+            assert admin.incremental_alter_configs([resource])[resource].result(timeout=30) is None
+
+        set_broker("log.cleaner.enable", "true")
+        # The whole log is dirty (ratio 1.0): above 0.99, so it is cleaned once the cleaner runs.
+        wait_until(lambda: disk_records(d) == expected, timeout=60, message="cleaned once enabled")
+        more = produce(cluster, topic, [(b"k%d" % (i % 10), b"w%d" % i) for i in range(200)]
+                       + [(b"~end", b"y" * 3500)] * 2, **{"enable.idempotence": False})
+        # Little dirty data against the clean part now: below 0.99, left alone ...
+        size = log_size(d)
+        assert disk_records(d) == expected + more
+        # ... until the threshold drops: the topic has no override, so it follows the broker.
+        set_broker("log.cleaner.min.cleanable.ratio", "0.01")
+        wait_until(lambda: log_size(d) < size, timeout=60, message="cleaned once the threshold dropped")
+        assert {k: v for _, k, v in latest_per_key(disk_records(d) or [], keep_tombstones=True)} == \
+            {k: v for _, k, v in latest_per_key(acked + more, keep_tombstones=True)}
