@@ -8,7 +8,7 @@ which no log exceeds).
 1. idle: a producer in its own process sends 1,000 records/s (acks=1, linger.ms=0) to
    another topic on the same broker for --phase-s seconds; every delivery latency is kept.
 2. control: the same, while a pure-Python busy loop runs at the cleaner's priority
-   (SCHED_IDLE) in another process: what any CPU-bound process costs on this machine.
+   (nice 10) in another process: what any CPU-bound process costs on this machine.
 3. cleaning: the same producer again, and meanwhile the topic's min.cleanable.dirty.ratio
    goes to 0.5 (a dynamic topic config change): the cleaner cleans the whole log. The
    latencies of records sent while it cleaned (from the config change to its
@@ -108,10 +108,10 @@ def latencies(bootstrap: str, rate: float, duration_s: float, stop: mp.Event,  #
 
 
 def busy_loop(stop: mp.Event) -> None:  # type: ignore[valid-type]
-    """The control: a pure-Python CPU hog at the cleaner's priority (SCHED_IDLE), touching
-    no files and no broker, to show what any CPU-bound process costs the broker's clients
-    on this machine."""
-    os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
+    """The control: a pure-Python CPU hog at the cleaner's priority (nice 10), touching no
+    files and no broker, to show what any CPU-bound process costs the broker's clients on
+    this machine."""
+    os.nice(10)
     x = 0
     while not stop.is_set():
         for i in range(100_000):

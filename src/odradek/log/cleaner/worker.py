@@ -3,8 +3,8 @@
 ``python -m odradek.log.cleaner.worker`` reads length-prefixed pickled
 :class:`~odradek.log.cleaner.job.CleanJob` objects from stdin, cleans each with
 :func:`odradek.log.cleaner.cleaner.clean` and writes a length-prefixed pickled reply to
-stdout: ``("ok", CleanResult)`` or ``("error", message)``. It runs as an idle-priority
-process, so cleaning takes only the CPU time the broker leaves.
+stdout: ``("ok", CleanResult)`` or ``("error", message)``. It runs at a lower scheduling
+priority than the broker, so cleaning takes mostly the CPU time the broker leaves.
 
 Cleaning is CPU-heavy pure Python; in the broker's process it would stall the event loop
 (and threads would fight over the GIL). A process of its own reads and writes segment files
@@ -59,16 +59,14 @@ def main() -> None:
 
 
 def _lower_priority() -> None:
-    """Run only on CPU time nothing else wants (Linux SCHED_IDLE; elsewhere a high nice
-    value): a broker woken by a request preempts the cleaner at once, so cleaning costs the
-    broker's clients no latency, and on an idle core it still runs flat out."""
+    """A lower scheduling priority than the broker (nice 10): a broker woken by a request
+    gets the CPU first, and on an idle core the cleaner still runs flat out. Not SCHED_IDLE:
+    on a host whose every core runs a busy broker, an idle-class cleaner would never run
+    and compacted logs would grow without bound; at nice 10 it keeps about a tenth of a core."""
     try:
-        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))
-    except (AttributeError, OSError):
-        try:
-            os.nice(NICENESS)
-        except OSError:
-            pass
+        os.nice(NICENESS)
+    except OSError:
+        pass
 
 
 def _die_with_parent() -> None:
