@@ -71,8 +71,12 @@ def background(stop: mp.Event, mode: str, path: str) -> None:  # type: ignore[va
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--seconds", type=float, default=8.0)
-    ap.add_argument("modes", nargs="*", default=list(MODES), choices=MODES)
+    ap.add_argument("modes", nargs="*", metavar="MODE", help=f"any of {', '.join(MODES)} (default: all)")
     args = ap.parse_args()
+    bad = [m for m in args.modes if m not in MODES]
+    if bad:
+        ap.error(f"unknown mode {bad[0]!r}; choose from {', '.join(MODES)}")
+    modes = args.modes or list(MODES)
     work = Path(tempfile.mkdtemp(prefix="odradek-bench-background-"))
     data = work / "background.bin"
     with data.open("wb") as f:
@@ -82,7 +86,7 @@ def main() -> None:
     try:
         cluster.start()
         create_topic_zk(cluster.zookeeper_connect, LATENCY_TOPIC, 1, 1)
-        for mode in args.modes:
+        for mode in modes:
             out, stop, bg_stop = ctx.Queue(), ctx.Event(), ctx.Event()
             bg = None
             if mode != "none":
