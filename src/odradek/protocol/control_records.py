@@ -65,7 +65,9 @@ class ControlRecordType(IntEnum):
 
     ABORT = 0
     COMMIT = 1
-    LEADER_CHANGE = 2  # written by KRaft quorums (KIP-595), never by a ZooKeeper-mode broker
+    # Written by KRaft quorums (KIP-595), never by a ZooKeeper-mode broker. Numbered as from
+    # Kafka 3.0; 2.8's early-access KRaft had QUORUM_REASSIGNMENT=2 and LEADER_CHANGE=3.
+    LEADER_CHANGE = 2
     UNKNOWN = -1
 
     @classmethod
