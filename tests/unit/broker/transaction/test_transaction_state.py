@@ -4,6 +4,7 @@ transactional id in ``__transaction_state``."""
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import itertools
 
@@ -59,6 +60,10 @@ def test_state_bytes_are_kafkas() -> None:
         ("CompleteCommit", 4), ("CompleteAbort", 5), ("Dead", 6), ("PrepareEpochFence", 7)]
 
 
+def test_expiration_allowed_only_when_idle() -> None:
+    assert {s for s in S if s.is_expiration_allowed} == {S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT}
+
+
 @pytest.mark.parametrize(("old", "new"), ALL_PAIRS, ids=[f"{a}->{b}" for a, b in ALL_PAIRS])
 def test_table(old: TransactionState, new: TransactionState) -> None:
     assert is_valid_transition(old, new) == ((old, new) in ALLOWED)
@@ -77,7 +82,7 @@ def test_complete_transition_every_pair(old: TransactionState, new: TransactionS
     md = metadata(old, partitions=frozenset({TP0}))
     md.pending_state = new
     transit = consistent_transit(md, new)
-    before = dataclasses.replace(md)
+    before = copy.deepcopy(md)
     if (old, new) in ALLOWED and new not in NEVER_COMPLETED:
         md.complete_transition(transit)
         assert md.state is new and md.pending_state is None and md.txn_last_update_timestamp == 2000
