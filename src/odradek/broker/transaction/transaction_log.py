@@ -1,0 +1,247 @@
+"""The records of ``__transaction_state``, byte-compatible with Kafka's TransactionLog.
+
+Every record's key is TransactionLogKey (int16 version 0, then the transactional id as an
+int16-length string).  Its value is TransactionLogValue, again behind an int16 version:
+
+* v0 (what Kafka 2.8 writes, and so does :func:`encode_value`): producer id int64, producer
+  epoch int16, transaction timeout int32, transaction status int8 (the
+  :class:`~odradek.broker.transaction.transaction_state.TransactionState` byte), the
+  transaction's partitions as a nullable int32-count array of (topic string, int32 array of
+  partition ids), last update timestamp int64, start timestamp int64;
+* v1 (KIP-915, later Kafkas): the same fields in the flexible encoding (compact strings and
+  arrays, a tagged-field section after each struct).  Its tagged fields (previous and next
+  producer id, client transaction version) are skipped.
+
+An Empty transaction is written with a null partition array, and its partitions are ignored on
+reading, as Kafka does.  A null value is a tombstone: the transactional id expired and was
+removed.  Sans-IO: bytes in, dataclasses out, and back; used by the transaction coordinator to
+write its state and to load it when it becomes leader of a ``__transaction_state`` partition.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Protocol
+
+from odradek.broker.transaction.transaction_state import (
+    NO_PRODUCER_EPOCH,
+    NO_PRODUCER_ID,
+    IllegalStateError,
+    TransactionMetadata,
+    TransactionState,
+)
+from odradek.common import TopicPartition
+from odradek.protocol.varint import VarintError, read_uvarint
+
+__all__ = [
+    "TRANSACTION_LOG_KEY_VERSION",
+    "TRANSACTION_LOG_VALUE_VERSION",
+    "TxnLogRecordError",
+    "TxnLogValue",
+    "TxnLogValueFields",
+    "decode_key",
+    "decode_value",
+    "encode_key",
+    "encode_value",
+]
+
+TRANSACTION_LOG_KEY_VERSION = 0
+TRANSACTION_LOG_VALUE_VERSION = 0  # written by Kafka 2.8
+_HIGHEST_VALUE_VERSION = 1
+
+_I8 = struct.Struct(">b")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+
+
+class TxnLogRecordError(ValueError):
+    """Bytes that are not a valid ``__transaction_state`` key or value."""
+
+
+class TxnLogValueFields(Protocol):
+    """What a value is written from: a :class:`TxnLogValue` or a prepared
+    :class:`~odradek.broker.transaction.transaction_state.TxnTransitMetadata`."""
+
+    @property
+    def producer_id(self) -> int: ...
+    @property
+    def producer_epoch(self) -> int: ...
+    @property
+    def txn_timeout_ms(self) -> int: ...
+    @property
+    def state(self) -> TransactionState: ...
+    @property
+    def topic_partitions(self) -> frozenset[TopicPartition]: ...
+    @property
+    def txn_last_update_timestamp(self) -> int: ...
+    @property
+    def txn_start_timestamp(self) -> int: ...
+
+
+@dataclass(frozen=True, slots=True)
+class TxnLogValue:
+    producer_id: int
+    producer_epoch: int
+    txn_timeout_ms: int
+    state: TransactionState
+    topic_partitions: frozenset[TopicPartition]
+    txn_last_update_timestamp: int
+    txn_start_timestamp: int
+
+    def to_metadata(self, transactional_id: str) -> TransactionMetadata:
+        """The cached metadata a loaded record becomes (Kafka's ``readTxnRecordValue``: the
+        last producer id and epoch are not in v0 and start unknown)."""
+        return TransactionMetadata(transactional_id, self.producer_id, NO_PRODUCER_ID, self.producer_epoch,
+                                   NO_PRODUCER_EPOCH, self.txn_timeout_ms, self.state, set(self.topic_partitions),
+                                   self.txn_start_timestamp, self.txn_last_update_timestamp)
+
+
+# ----------------------------------------------------------------------------- writing
+
+
+def _string(v: str) -> bytes:
+    data = v.encode("utf-8")
+    if len(data) > 0x7FFF:
+        raise TxnLogRecordError(f"string of {len(data)} bytes is too long")
+    return _I16.pack(len(data)) + data
+
+
+def encode_key(transactional_id: str) -> bytes:
+    """TransactionLogKey v0."""
+    return _I16.pack(TRANSACTION_LOG_KEY_VERSION) + _string(transactional_id)
+
+
+def encode_value(value: TxnLogValueFields) -> bytes:
+    """TransactionLogValue v0.  Topics and partition ids are written sorted (Kafka's order is
+    that of a hash set, so any order reads the same)."""
+    if value.state is TransactionState.EMPTY and value.topic_partitions:
+        raise IllegalStateError(f"a transaction in state Empty cannot have partitions: {value}")
+    out = bytearray(_I16.pack(TRANSACTION_LOG_VALUE_VERSION))
+    out += _I64.pack(value.producer_id)
+    out += _I16.pack(value.producer_epoch)
+    out += _I32.pack(value.txn_timeout_ms)
+    out += _I8.pack(value.state.value)
+    if value.state is TransactionState.EMPTY:
+        out += _I32.pack(-1)
+    else:
+        by_topic: dict[str, list[int]] = defaultdict(list)
+        for tp in value.topic_partitions:
+            by_topic[tp.topic].append(tp.partition)
+        out += _I32.pack(len(by_topic))
+        for topic in sorted(by_topic):
+            ids = sorted(by_topic[topic])
+            out += _string(topic) + _I32.pack(len(ids))
+            out += b"".join(_I32.pack(p) for p in ids)
+    out += _I64.pack(value.txn_last_update_timestamp)
+    out += _I64.pack(value.txn_start_timestamp)
+    return bytes(out)
+
+
+# ----------------------------------------------------------------------------- reading
+
+
+class _Reader:
+    """Classic or (``flexible``) compact encoding; tagged fields are skipped."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+        self.flexible = False
+
+    def _take(self, n: int) -> bytes:
+        end = self.pos + n
+        if end > len(self.data):
+            raise TxnLogRecordError(f"record is truncated at byte {self.pos} (needed {n} more of {len(self.data)})")
+        chunk = self.data[self.pos:end]
+        self.pos = end
+        return chunk
+
+    def i8(self) -> int:
+        return _I8.unpack(self._take(1))[0]
+
+    def i16(self) -> int:
+        return _I16.unpack(self._take(2))[0]
+
+    def i32(self) -> int:
+        return _I32.unpack(self._take(4))[0]
+
+    def i64(self) -> int:
+        return _I64.unpack(self._take(8))[0]
+
+    def uvarint(self) -> int:
+        try:
+            value, self.pos = read_uvarint(self.data, self.pos, len(self.data))
+        except VarintError as e:
+            raise TxnLogRecordError(f"{e} at byte {self.pos}") from None
+        return value
+
+    def string(self) -> str:
+        n = self.uvarint() - 1 if self.flexible else self.i16()
+        if n < 0:
+            raise TxnLogRecordError(f"unexpected null string at byte {self.pos}")
+        try:
+            return self._take(n).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise TxnLogRecordError(f"invalid UTF-8 in a string: {e}") from None
+
+    def array_length(self) -> int:
+        """The element count, -1 for a null array."""
+        n = self.uvarint() - 1 if self.flexible else self.i32()
+        if n < -1:
+            raise TxnLogRecordError(f"invalid array length {n} at byte {self.pos}")
+        # Every element takes at least one byte: a larger count is corrupt, not a reason to loop.
+        if n > len(self.data) - self.pos:
+            raise TxnLogRecordError(f"record is truncated: an array of {n} elements at byte {self.pos} "
+                                    f"cannot fit in the {len(self.data) - self.pos} bytes left")
+        return n
+
+    def tagged_fields(self) -> None:
+        if self.flexible:
+            for _ in range(self.uvarint()):
+                self.uvarint()  # tag
+                self._take(self.uvarint())
+
+
+def decode_key(data: bytes) -> str:
+    """The transactional id of a TransactionLogKey."""
+    r = _Reader(data)
+    version = r.i16()
+    if version != TRANSACTION_LOG_KEY_VERSION:
+        raise TxnLogRecordError(f"unknown transaction log key version {version}")
+    return r.string()
+
+
+def decode_value(data: bytes | None) -> TxnLogValue | None:
+    """A TransactionLogValue of version 0 or 1; None for a tombstone."""
+    if data is None:
+        return None
+    r = _Reader(data)
+    version = r.i16()
+    if not 0 <= version <= _HIGHEST_VALUE_VERSION:
+        raise TxnLogRecordError(f"unknown transaction log value version {version}")
+    r.flexible = version >= 1
+    producer_id = r.i64()
+    producer_epoch = r.i16()
+    timeout_ms = r.i32()
+    status = r.i8()
+    try:
+        state = TransactionState(status)
+    except ValueError:
+        raise TxnLogRecordError(f"unknown transaction state byte {status}") from None
+    partitions: set[TopicPartition] = set()
+    for _ in range(max(r.array_length(), 0)):  # null (Empty): no partitions
+        topic = r.string()
+        count = r.array_length()
+        if count < 0:
+            raise TxnLogRecordError(f"null partition id array for topic {topic}")
+        partitions.update(TopicPartition(topic, r.i32()) for _ in range(count))
+        r.tagged_fields()
+    last_update = r.i64()
+    start = r.i64()
+    r.tagged_fields()
+    if state is TransactionState.EMPTY:
+        partitions.clear()  # Kafka ignores them in Empty
+    return TxnLogValue(producer_id, producer_epoch, timeout_ms, state, frozenset(partitions), last_update, start)
