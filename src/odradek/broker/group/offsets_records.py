@@ -20,10 +20,9 @@ Sans-IO: bytes in, dataclasses out, and back.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
-from odradek.protocol.varint import VarintError, read_uvarint
+from odradek.protocol.record_codec import RecordFormatError, SchemaReader, SchemaWriter
 
 __all__ = [
     "GroupMetadataKey",
@@ -47,14 +46,6 @@ GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
 GROUP_METADATA_VALUE_VERSION = 3
-
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
-
-
-class RecordFormatError(ValueError):
-    """Bytes that are not a valid ``__consumer_offsets`` key or value."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,66 +99,40 @@ class GroupMetadataValue:
 # ----------------------------------------------------------------------------- writing
 
 
-class _Writer:
-    """Kafka's classic (non-flexible) encoding: int16-length strings, int32-length bytes
-    and int32-count arrays."""
-
-    def __init__(self, version: int) -> None:
-        self.out = bytearray(_I16.pack(version))
-
-    def i32(self, v: int) -> None:
-        self.out += _I32.pack(v)
-
-    def i64(self, v: int) -> None:
-        self.out += _I64.pack(v)
-
-    def string(self, v: str | None) -> None:
-        if v is None:
-            self.out += _I16.pack(-1)
-            return
-        data = v.encode("utf-8")
-        if len(data) > 0x7FFF:
-            raise RecordFormatError(f"string of {len(data)} bytes is too long")
-        self.out += _I16.pack(len(data)) + data
-
-    def bytes_(self, v: bytes) -> None:
-        self.out += _I32.pack(len(v)) + v
-
-
 def encode_offset_commit_key(key: OffsetCommitKey) -> bytes:
-    w = _Writer(OFFSET_COMMIT_KEY_VERSION)
+    w = SchemaWriter(OFFSET_COMMIT_KEY_VERSION)
     w.string(key.group)
     w.string(key.topic)
     w.i32(key.partition)
-    return bytes(w.out)
+    return w.finish()
 
 
 def encode_group_metadata_key(key: GroupMetadataKey) -> bytes:
-    w = _Writer(GROUP_METADATA_KEY_VERSION)
+    w = SchemaWriter(GROUP_METADATA_KEY_VERSION)
     w.string(key.group)
-    return bytes(w.out)
+    return w.finish()
 
 
 def encode_offset_commit_value(value: OffsetCommitValue) -> bytes:
     """Value v3, or v1 when the commit has an expire timestamp (as Kafka chooses)."""
     if value.expire_timestamp >= 0:
-        w = _Writer(OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY)
+        w = SchemaWriter(OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY)
         w.i64(value.offset)
         w.string(value.metadata)
         w.i64(value.commit_timestamp)
         w.i64(value.expire_timestamp)
-        return bytes(w.out)
-    w = _Writer(OFFSET_COMMIT_VALUE_VERSION)
+        return w.finish()
+    w = SchemaWriter(OFFSET_COMMIT_VALUE_VERSION)
     w.i64(value.offset)
     w.i32(value.leader_epoch)
     w.string(value.metadata)
     w.i64(value.commit_timestamp)
-    return bytes(w.out)
+    return w.finish()
 
 
 def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
     """Value v3."""
-    w = _Writer(GROUP_METADATA_VALUE_VERSION)
+    w = SchemaWriter(GROUP_METADATA_VALUE_VERSION)
     w.string(value.protocol_type)
     w.i32(value.generation)
     w.string(value.protocol)
@@ -183,87 +148,14 @@ def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
         w.i32(m.session_timeout_ms)
         w.bytes_(m.subscription)
         w.bytes_(m.assignment)
-    return bytes(w.out)
+    return w.finish()
 
 
 # ----------------------------------------------------------------------------- reading
 
 
-class _Reader:
-    """Reads either encoding: ``flexible`` selects compact lengths (unsigned varint of
-    length + 1) and tagged-field sections, which are skipped."""
-
-    def __init__(self, data: bytes, flexible: bool = False) -> None:
-        self.data = data
-        self.pos = 0
-        self.flexible = flexible
-
-    def _take(self, n: int) -> bytes:
-        end = self.pos + n
-        if n < 0 or end > len(self.data):
-            raise RecordFormatError(f"record is truncated at byte {self.pos}")
-        chunk = self.data[self.pos:end]
-        self.pos = end
-        return chunk
-
-    def i16(self) -> int:
-        return _I16.unpack(self._take(2))[0]
-
-    def i32(self) -> int:
-        return _I32.unpack(self._take(4))[0]
-
-    def i64(self) -> int:
-        return _I64.unpack(self._take(8))[0]
-
-    def uvarint(self) -> int:
-        try:
-            value, self.pos = read_uvarint(self.data, self.pos, len(self.data))
-        except VarintError as e:
-            raise RecordFormatError(f"{e} at byte {self.pos}") from None
-        return value
-
-    def _short_length(self) -> int:
-        return self.uvarint() - 1 if self.flexible else self.i16()
-
-    def _length(self) -> int:
-        return self.uvarint() - 1 if self.flexible else self.i32()
-
-    def nullable_string(self) -> str | None:
-        n = self._short_length()
-        if n < 0:
-            return None
-        try:
-            return self._take(n).decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise RecordFormatError(f"invalid UTF-8 in a string: {e}") from None
-
-    def string(self) -> str:
-        s = self.nullable_string()
-        if s is None:
-            raise RecordFormatError("unexpected null string")
-        return s
-
-    def bytes_(self) -> bytes:
-        n = self._length()
-        if n < 0:
-            raise RecordFormatError("unexpected null bytes")
-        return self._take(n)
-
-    def array_length(self) -> int:
-        n = self._length()
-        if n < 0:
-            raise RecordFormatError("unexpected null array")
-        return n
-
-    def tagged_fields(self) -> None:
-        if self.flexible:
-            for _ in range(self.uvarint()):
-                self.uvarint()  # tag
-                self._take(self.uvarint())
-
-
 def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey | UnknownKey:
-    r = _Reader(data)
+    r = SchemaReader(data)
     version = r.i16()
     if version in (0, 1):
         return OffsetCommitKey(r.string(), r.string(), r.i32())
@@ -276,7 +168,7 @@ def decode_offset_commit_value(data: bytes | None) -> OffsetCommitValue | None:
     """None for a tombstone."""
     if data is None:
         return None
-    r = _Reader(data)
+    r = SchemaReader(data)
     version = r.i16()
     if not 0 <= version <= 4:
         raise RecordFormatError(f"unknown offset commit value version {version}")
@@ -294,7 +186,7 @@ def decode_group_metadata_value(data: bytes | None) -> GroupMetadataValue | None
     """None for a tombstone."""
     if data is None:
         return None
-    r = _Reader(data)
+    r = SchemaReader(data)
     version = r.i16()
     if not 0 <= version <= 4:
         raise RecordFormatError(f"unknown group metadata value version {version}")

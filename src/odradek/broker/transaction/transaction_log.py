@@ -20,7 +20,6 @@ write its state and to load it when it becomes leader of a ``__transaction_state
 
 from __future__ import annotations
 
-import struct
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Protocol
@@ -33,7 +32,7 @@ from odradek.broker.transaction.transaction_state import (
     TransactionState,
 )
 from odradek.common import TopicPartition
-from odradek.protocol.varint import VarintError, read_uvarint
+from odradek.protocol.record_codec import RecordFormatError, SchemaReader, SchemaWriter
 
 __all__ = [
     "TRANSACTION_LOG_KEY_VERSION",
@@ -51,13 +50,8 @@ TRANSACTION_LOG_KEY_VERSION = 0
 TRANSACTION_LOG_VALUE_VERSION = 0  # written by Kafka 2.8
 _HIGHEST_VALUE_VERSION = 1
 
-_I8 = struct.Struct(">b")
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
-_I64 = struct.Struct(">q")
 
-
-class TxnLogRecordError(ValueError):
+class TxnLogRecordError(RecordFormatError):
     """Bytes that are not a valid ``__transaction_state`` key or value."""
 
 
@@ -102,16 +96,11 @@ class TxnLogValue:
 # ----------------------------------------------------------------------------- writing
 
 
-def _string(v: str) -> bytes:
-    data = v.encode("utf-8")
-    if len(data) > 0x7FFF:
-        raise TxnLogRecordError(f"string of {len(data)} bytes is too long")
-    return _I16.pack(len(data)) + data
-
-
 def encode_key(transactional_id: str) -> bytes:
     """TransactionLogKey v0."""
-    return _I16.pack(TRANSACTION_LOG_KEY_VERSION) + _string(transactional_id)
+    w = SchemaWriter(TRANSACTION_LOG_KEY_VERSION, TxnLogRecordError)
+    w.string(transactional_id)
+    return w.finish()
 
 
 def encode_value(value: TxnLogValueFields) -> bytes:
@@ -119,95 +108,35 @@ def encode_value(value: TxnLogValueFields) -> bytes:
     that of a hash set, so any order reads the same)."""
     if value.state is TransactionState.EMPTY and value.topic_partitions:
         raise IllegalStateError(f"a transaction in state Empty cannot have partitions: {value}")
-    out = bytearray(_I16.pack(TRANSACTION_LOG_VALUE_VERSION))
-    out += _I64.pack(value.producer_id)
-    out += _I16.pack(value.producer_epoch)
-    out += _I32.pack(value.txn_timeout_ms)
-    out += _I8.pack(value.state.value)
+    w = SchemaWriter(TRANSACTION_LOG_VALUE_VERSION, TxnLogRecordError)
+    w.i64(value.producer_id)
+    w.i16(value.producer_epoch)
+    w.i32(value.txn_timeout_ms)
+    w.i8(value.state.value)
     if value.state is TransactionState.EMPTY:
-        out += _I32.pack(-1)
+        w.i32(-1)
     else:
         by_topic: dict[str, list[int]] = defaultdict(list)
         for tp in value.topic_partitions:
             by_topic[tp.topic].append(tp.partition)
-        out += _I32.pack(len(by_topic))
+        w.i32(len(by_topic))
         for topic in sorted(by_topic):
             ids = sorted(by_topic[topic])
-            out += _string(topic) + _I32.pack(len(ids))
-            out += b"".join(_I32.pack(p) for p in ids)
-    out += _I64.pack(value.txn_last_update_timestamp)
-    out += _I64.pack(value.txn_start_timestamp)
-    return bytes(out)
+            w.string(topic)
+            w.i32(len(ids))
+            for p in ids:
+                w.i32(p)
+    w.i64(value.txn_last_update_timestamp)
+    w.i64(value.txn_start_timestamp)
+    return w.finish()
 
 
 # ----------------------------------------------------------------------------- reading
 
 
-class _Reader:
-    """Classic or (``flexible``) compact encoding; tagged fields are skipped."""
-
-    def __init__(self, data: bytes) -> None:
-        self.data = data
-        self.pos = 0
-        self.flexible = False
-
-    def _take(self, n: int) -> bytes:
-        end = self.pos + n
-        if end > len(self.data):
-            raise TxnLogRecordError(f"record is truncated at byte {self.pos} (needed {n} more of {len(self.data)})")
-        chunk = self.data[self.pos:end]
-        self.pos = end
-        return chunk
-
-    def i8(self) -> int:
-        return _I8.unpack(self._take(1))[0]
-
-    def i16(self) -> int:
-        return _I16.unpack(self._take(2))[0]
-
-    def i32(self) -> int:
-        return _I32.unpack(self._take(4))[0]
-
-    def i64(self) -> int:
-        return _I64.unpack(self._take(8))[0]
-
-    def uvarint(self) -> int:
-        try:
-            value, self.pos = read_uvarint(self.data, self.pos, len(self.data))
-        except VarintError as e:
-            raise TxnLogRecordError(f"{e} at byte {self.pos}") from None
-        return value
-
-    def string(self) -> str:
-        n = self.uvarint() - 1 if self.flexible else self.i16()
-        if n < 0:
-            raise TxnLogRecordError(f"unexpected null string at byte {self.pos}")
-        try:
-            return self._take(n).decode("utf-8")
-        except UnicodeDecodeError as e:
-            raise TxnLogRecordError(f"invalid UTF-8 in a string: {e}") from None
-
-    def array_length(self) -> int:
-        """The element count, -1 for a null array."""
-        n = self.uvarint() - 1 if self.flexible else self.i32()
-        if n < -1:
-            raise TxnLogRecordError(f"invalid array length {n} at byte {self.pos}")
-        # Every element takes at least one byte: a larger count is corrupt, not a reason to loop.
-        if n > len(self.data) - self.pos:
-            raise TxnLogRecordError(f"record is truncated: an array of {n} elements at byte {self.pos} "
-                                    f"cannot fit in the {len(self.data) - self.pos} bytes left")
-        return n
-
-    def tagged_fields(self) -> None:
-        if self.flexible:
-            for _ in range(self.uvarint()):
-                self.uvarint()  # tag
-                self._take(self.uvarint())
-
-
 def decode_key(data: bytes) -> str:
     """The transactional id of a TransactionLogKey."""
-    r = _Reader(data)
+    r = SchemaReader(data, error=TxnLogRecordError)
     version = r.i16()
     if version != TRANSACTION_LOG_KEY_VERSION:
         raise TxnLogRecordError(f"unknown transaction log key version {version}")
@@ -218,7 +147,7 @@ def decode_value(data: bytes | None) -> TxnLogValue | None:
     """A TransactionLogValue of version 0 or 1; None for a tombstone."""
     if data is None:
         return None
-    r = _Reader(data)
+    r = SchemaReader(data, error=TxnLogRecordError)
     version = r.i16()
     if not 0 <= version <= _HIGHEST_VALUE_VERSION:
         raise TxnLogRecordError(f"unknown transaction log value version {version}")
@@ -232,9 +161,9 @@ def decode_value(data: bytes | None) -> TxnLogValue | None:
     except ValueError:
         raise TxnLogRecordError(f"unknown transaction state byte {status}") from None
     partitions: set[TopicPartition] = set()
-    for _ in range(max(r.array_length(), 0)):  # null (Empty): no partitions
+    for _ in range(max(r.array_length(nullable=True), 0)):  # null (Empty): no partitions
         topic = r.string()
-        count = r.array_length()
+        count = r.array_length(nullable=True)
         if count < 0:
             raise TxnLogRecordError(f"null partition id array for topic {topic}")
         partitions.update(TopicPartition(topic, r.i32()) for _ in range(count))
