@@ -86,6 +86,7 @@ class Log:
         self.dir = directory
         self.topic = topic
         self.partition = partition
+        self.name = f"{topic}-{partition}"  # Kafka's TopicPartition.toString, for messages
         self.config = config
         self._time_ms = time_ms
         self.segments: list[LogSegment] = []
@@ -241,7 +242,7 @@ class Log:
         else:
             buf = bytearray(records)
         now = self._time_ms()
-        batches = validate_produced(buf, self.config, now, f"{self.topic}-{self.partition}")
+        batches = validate_produced(buf, self.config, now, self.name)
         log_append = self.config.message_timestamp_type == "LogAppendTime"
         for _, header in batches:
             dup = self.producer_state.find_duplicate(header) if header.producer_id >= 0 else None

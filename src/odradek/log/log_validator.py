@@ -77,6 +77,7 @@ def validate_produced(buf: bytes | bytearray | memoryview, config: LogConfig, no
                                       f"size {config.segment_bytes}")
     check_time = config.message_timestamp_type == "CreateTime"
     max_diff = config.message_timestamp_difference_max_ms
+    compact = config.compact
     batches = []
     for pos, header in iter_batches(buf):
         if header.size > config.max_message_bytes:
@@ -95,7 +96,7 @@ def validate_produced(buf: bytes | bytearray | memoryview, config: LogConfig, no
                 if ts != NO_TIMESTAMP and abs(ts - now_ms) > max_diff:
                     raise InvalidTimestampError(f"timestamp {ts} is out of range (now {now_ms}, "
                                                 f"allowed difference {max_diff} ms)")
-        if config.compact:
+        if compact:
             keyless = keyless_records(buf, pos, header)
             if keyless:
                 message = ("Compacted topic cannot accept message without key in topic partition "

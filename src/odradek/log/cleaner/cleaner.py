@@ -34,7 +34,7 @@ from odradek.log.segment import (
 from odradek.protocol.errors import CorruptMessageError
 from odradek.protocol.records import HEADER_SIZE, LOG_OVERHEAD
 
-__all__ = ["Throttler", "clean"]
+__all__ = ["Throttler", "clean", "remove_cleaned"]
 
 READ_CHUNK_BYTES = 4 * 1024 * 1024  # bytes read at a time (whole batches are processed)
 _BATCH_LENGTH = struct.Struct(">i")  # at byte 8 of a batch
@@ -94,7 +94,7 @@ def clean(job: CleanJob, *, clock: Callable[[], float] = time.monotonic,
                                                        throttler)
     except BaseException:
         for base in sizes:  # no half cleaning left behind for the broker to find
-            _remove_cleaned(Path(job.directory), base)
+            remove_cleaned(Path(job.directory), base)
         raise
     return cleaning.result(sizes, map_seconds=mapped - started, clean_seconds=clock() - mapped)
 
@@ -104,7 +104,7 @@ def _write_group(job: CleanJob, cleaning: Cleaning, group: tuple[SegmentRef, ...
     """Write the cleaned segment replacing ``group``; returns its size."""
     directory = Path(job.directory)
     base = group[0].base_offset
-    _remove_cleaned(directory, base)  # an earlier cleaning's leftovers
+    remove_cleaned(directory, base)  # an earlier cleaning's leftovers
     cleaned = LogSegment(directory, base, index_interval_bytes=job.index_interval_bytes,
                          max_index_size=job.max_index_bytes, now_ms=job.now_ms,
                          suffix=CLEANED_SUFFIX)
@@ -129,7 +129,9 @@ def _write_group(job: CleanJob, cleaning: Cleaning, group: tuple[SegmentRef, ...
     return size
 
 
-def _remove_cleaned(directory: Path, base: int) -> None:
+def remove_cleaned(directory: Path, base: int) -> None:
+    """Remove the ``.cleaned`` files of the segment at ``base`` (a cleaning that failed, was
+    abandoned or left by a killed cleaner)."""
     for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
         (directory / f"{filename_prefix(base)}{suffix}{CLEANED_SUFFIX}").unlink(missing_ok=True)
 

@@ -23,7 +23,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -33,10 +32,11 @@ from odradek import tasks
 from odradek.common import TopicPartition
 from odradek.config import CleanerConfig
 from odradek.log.checkpoints import CorruptCheckpointError, OffsetCheckpointFile
-from odradek.log.cleaner.job import CLEANED_SUFFIX, CleanJob, CleanResult, SegmentRef
+from odradek.log.cleaner.cleaner import remove_cleaned
+from odradek.log.cleaner.job import CleanJob, CleanResult, SegmentRef
 from odradek.log.cleaner.worker import CleanerError, CleanerProcess
 from odradek.log.log import Log
-from odradek.log.segment import LogSegment, filename_prefix
+from odradek.log.segment import LogSegment
 
 log = logging.getLogger(__name__)
 # Kafka's log4j sends kafka.log.LogCleaner to log-cleaner.log: one summary line per cleaning.
@@ -317,14 +317,10 @@ class LogCleaner:
 
 def _remove_cleaned(directory: Path, job: CleanJob) -> None:
     for ref in job.segments:
-        prefix = filename_prefix(ref.base_offset)
-        for suffix in (".log", ".index", ".timeindex"):
-            try:
-                os.unlink(directory / f"{prefix}{suffix}{CLEANED_SUFFIX}")
-            except FileNotFoundError:
-                pass
-            except OSError as e:
-                log.warning("could not remove a cleaned file of %s: %s", directory, e)
+        try:
+            remove_cleaned(directory, ref.base_offset)
+        except OSError as e:
+            log.warning("could not remove a cleaned file of %s: %s", directory, e)
 
 
 def _mb(n: int) -> str:
