@@ -1,5 +1,6 @@
 """Which ``__consumer_offsets`` partition holds a group: Kafka's
-``Utils.abs(groupId.hashCode) % groupMetadataTopicPartitionCount``.
+``Utils.abs(groupId.hashCode) % groupMetadataTopicPartitionCount`` (and the same rule places a
+transactional id in ``__transaction_state``).
 
 Java's ``String.hashCode`` runs over UTF-16 code units (a character outside the BMP counts as
 its two surrogates) with 32-bit wrap-around, and Kafka's ``Utils.abs`` maps

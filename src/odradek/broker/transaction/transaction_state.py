@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 
-from odradek.broker.group.hashing import java_string_hashcode, kafka_abs
+from odradek.broker.group.hashing import partition_for_group
 from odradek.common import TopicPartition
 
 __all__ = [
@@ -104,8 +104,9 @@ def is_epoch_exhausted(producer_epoch: int) -> bool:
 
 def coordinator_partition(transactional_id: str, num_partitions: int) -> int:
     """The ``__transaction_state`` partition of a transactional id (Kafka's
-    ``Utils.abs(transactionalId.hashCode) % transactionTopicPartitionCount``)."""
-    return kafka_abs(java_string_hashcode(transactional_id)) % num_partitions
+    ``Utils.abs(transactionalId.hashCode) % transactionTopicPartitionCount``): the rule that
+    places a group in ``__consumer_offsets``."""
+    return partition_for_group(transactional_id, num_partitions)
 
 
 @dataclass(frozen=True, slots=True)
