@@ -77,6 +77,14 @@ class CompletedTxn:
     is_aborted: bool
 
 
+def last_stable_offset(first_unstable_offset: int | None, high_watermark: int) -> int:
+    """A partition's last stable offset: its first unstable offset when that is below the
+    high watermark, else the high watermark (Kafka's ``Log.lastStableOffset``)."""
+    if first_unstable_offset is None:
+        return high_watermark
+    return min(first_unstable_offset, high_watermark)
+
+
 @dataclass(frozen=True, slots=True)
 class BatchMetadata:
     """Where one producer batch landed."""
