@@ -153,9 +153,11 @@ class ProducerAppend:
         Raises, for client appends only, on a fenced producer epoch, a sequence gap, a
         non-transactional batch while a transaction is ongoing (INVALID_TXN_STATE) and a
         marker from an older coordinator epoch (TRANSACTION_COORDINATOR_FENCED); other
-        appends log these and go on. For a control batch, ``batch`` is its stored bytes:
-        an end-transaction marker then completes the producer's transaction and the
-        :class:`CompletedTxn` is returned, for the caller to pass to
+        appends log these and go on (Kafka 2.8 refuses INVALID_TXN_STATE from any origin;
+        here a replica or a replay only warns, so a log that has one still opens). For a
+        control batch, ``batch`` is its stored bytes:
+        an end-transaction marker then ends the producer's ongoing transaction, if any, and
+        its :class:`CompletedTxn` is returned, for the caller to pass to
         :meth:`ProducerStateManager.complete_txn` after :meth:`commit`. Without ``batch``
         a control batch only moves the epoch (what ``Log`` does until it is wired).
         """
@@ -204,7 +206,7 @@ class ProducerAppend:
         return None
 
     def _end_txn(self, staged: ProducerStateEntry, batch: bytes | bytearray | memoryview,
-                 offset: int) -> CompletedTxn:
+                 offset: int) -> CompletedTxn | None:
         """Kafka's ``appendEndTxnMarker``; the producer epoch is already checked and set."""
         marker, coordinator_epoch = decode_end_txn_marker(batch)
         pid = staged.producer_id
@@ -216,11 +218,12 @@ class ProducerAppend:
                 raise TransactionCoordinatorFencedError(message)
             log.info(message)
         first = staged.current_txn_first_offset
-        if first is None:  # a marker of a transaction with no data in this partition
-            first = offset
-            self.started_transactions.append((offset, pid))
         staged.current_txn_first_offset = None
         staged.coordinator_epoch = coordinator_epoch
+        if first is None:
+            # A marker with no data of its transaction before it: as in Kafka 2.8 it changes
+            # neither the last stable offset nor the .txnindex, so nothing is completed.
+            return None
         return CompletedTxn(pid, first, offset, marker is ControlRecordType.ABORT)
 
     def _check_sequence(self, current: ProducerStateEntry | None, staged: ProducerStateEntry,
