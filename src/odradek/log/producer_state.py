@@ -379,8 +379,11 @@ class ProducerStateManager:
     def on_high_watermark_updated(self, high_watermark: int) -> None:
         """Forget completed transactions whose marker is below the high watermark (Kafka's
         ``onHighWatermarkUpdated``)."""
+        self._remove_unreplicated(high_watermark)
+
+    def _remove_unreplicated(self, offset: int) -> None:
         self.unreplicated_txns = {first: txn for first, txn in self.unreplicated_txns.items()
-                                  if txn.last_offset >= high_watermark}
+                                  if txn.last_offset >= offset}
 
     def _reset_txns(self) -> None:
         self.ongoing_txns = {}
@@ -453,6 +456,8 @@ class ProducerStateManager:
             if offset > log_end_offset or offset < log_start_offset:
                 self._delete_snapshot(offset)
         if log_end_offset == self.map_end_offset:
+            # Kafka's onLogStartOffsetIncremented: markers below the log start are gone.
+            self._remove_unreplicated(log_start_offset)
             return log_end_offset
         self.producers = {}
         self._reset_txns()

@@ -345,3 +345,21 @@ def test_first_unstable_offset_is_the_brute_force_minimum(tmp_path_factory: pyte
         assert list(lg.state.ongoing_txns) == sorted(ongoing.values())
         if op != "hw":  # there pid is an offset step
             assert lg.state.producers[pid].current_txn_first_offset == ongoing.get(pid)
+
+
+def test_truncation_and_log_start_forget_transactions(tmp_path: Path) -> None:
+    lg = TxnLog(tmp_path)
+    lg.data(1)  # 0-1
+    lg.marker(1, COMMIT)  # 2
+    lg.data(2)  # 3-4
+    assert lg.state.first_unstable_offset() == 0  # the commit is not yet replicated
+    # The log start moved past the marker (no reload): the completed transaction is gone.
+    assert lg.state.truncate_and_reload(3, lg.next_offset, now_ms=T0) == lg.next_offset
+    assert lg.state.first_unstable_offset() == 3 and lg.state.ongoing_txns == {3: 2}
+    # Truncated below producer 2's data with no snapshot: rebuilt from scratch.
+    assert lg.state.truncate_and_reload(0, 3, now_ms=T0) == 0
+    assert lg.state.ongoing_txns == {} and lg.state.first_unstable_offset() is None
+    lg.state.replay(lg.headers[:2], 3, read_batch=lg.read_batch)
+    assert lg.state.first_unstable_offset() == 0  # committed, marker above the high watermark
+    lg.state.truncate_fully_and_start_at(10)
+    assert lg.state.first_unstable_offset() is None and lg.state.producers == {}
