@@ -386,12 +386,12 @@ class ProducerStateManager:
                                   if txn.last_offset >= offset}
 
     def _reset_txns(self) -> None:
-        self.ongoing_txns = {}
+        """Rebuild the ongoing transactions from the producers (Kafka's
+        ``loadProducerEntry``); completed ones are forgotten, as on truncation in Kafka."""
+        self.ongoing_txns = dict(sorted(
+            (entry.current_txn_first_offset, pid) for pid, entry in self.producers.items()
+            if entry.current_txn_first_offset is not None))
         self.unreplicated_txns = {}
-        for pid, entry in sorted(self.producers.items(),
-                                 key=lambda item: item[1].current_txn_first_offset or 0):
-            if entry.current_txn_first_offset is not None:
-                self.ongoing_txns[entry.current_txn_first_offset] = pid
 
     # ------------------------------------------------------------------ snapshots
 
