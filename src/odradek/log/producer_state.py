@@ -13,6 +13,17 @@ its batches were all deleted and it expired) may start at any sequence, so the l
 never answers UNKNOWN_PRODUCER_ID. State is rebuilt from batch headers after a restart or
 truncation, starting from the latest snapshot (``<offset>.snapshot`` in Kafka's format),
 written at segment roll and at close.
+
+Transactions (KIP-98), as Kafka 2.8's ``ProducerAppendInfo`` / ``ProducerStateManager``:
+a transactional data batch starts a transaction when the producer has none ongoing
+(``current_txn_first_offset``); an end-transaction marker (COMMIT or ABORT control batch)
+completes it as a :class:`CompletedTxn`. The manager keeps the ongoing transactions in
+first-offset order (Kafka's ``ongoingTxns``) and the completed ones whose marker is not yet
+below the high watermark (``unreplicatedTxns``); together they give the first unstable
+offset, from which the log will derive its last stable offset for READ_COMMITTED fetches.
+An aborted transaction is returned by :meth:`ProducerStateManager.complete_txn` as the
+:class:`AbortedTxn` the log appends to the segment's ``.txnindex``. Not yet wired into
+``Log``: its appends do not pass marker batches, so today they only move the epoch.
 """
 
 from __future__ import annotations
@@ -21,7 +32,7 @@ import logging
 import os
 import struct
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,11 +41,15 @@ from kio.schema.errors import ErrorCode
 
 from odradek.log.checkpoints import write_atomically
 from odradek.log.segment import filename_prefix
+from odradek.log.transaction_index import AbortedTxn
+from odradek.protocol.control_records import ControlRecordType, decode_end_txn_marker
 from odradek.protocol.errors import for_code
 from odradek.protocol.records import NO_PRODUCER_EPOCH, NO_SEQUENCE, RecordBatchHeader
 
 InvalidProducerEpochError = for_code(ErrorCode.invalid_producer_epoch)
 OutOfOrderSequenceError = for_code(ErrorCode.out_of_order_sequence_number)
+TransactionCoordinatorFencedError = for_code(ErrorCode.transaction_coordinator_fenced)
+InvalidTxnStateError = for_code(ErrorCode.invalid_txn_state)
 
 NUM_BATCHES_TO_RETAIN = 5
 SNAPSHOT_SUFFIX = ".snapshot"
@@ -47,6 +62,27 @@ _SNAPSHOT_HEAD = struct.Struct(">hIi")
 _SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
 
 log = logging.getLogger(__name__)
+
+# Gives the stored bytes of a control batch (replay reads only headers otherwise).
+BatchReader = Callable[[RecordBatchHeader], bytes | bytearray | memoryview]
+
+
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """Kafka's ``CompletedTxn``: a transaction ended by the marker at ``last_offset``."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
+
+
+def last_stable_offset(first_unstable_offset: int | None, high_watermark: int) -> int:
+    """A partition's last stable offset: its first unstable offset when that is below the
+    high watermark, else the high watermark (Kafka's ``Log.lastStableOffset``)."""
+    if first_unstable_offset is None:
+        return high_watermark
+    return min(first_unstable_offset, high_watermark)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +104,7 @@ class ProducerStateEntry:
         default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
     last_timestamp: int = -1
     coordinator_epoch: int = -1
+    current_txn_first_offset: int | None = None  # first offset of the ongoing transaction
 
     @property
     def last_seq(self) -> int:
@@ -104,17 +141,37 @@ class ProducerAppend:
         self._manager = manager
         self._from_client = from_client
         self._staged: dict[int, ProducerStateEntry] = {}
+        # (first offset, producer id) of the transactions this append starts, in order
+        # (Kafka's ``startedTransactions``).
+        self.started_transactions: list[tuple[int, int]] = []
 
     def add(self, header: RecordBatchHeader, first_offset: int, last_offset: int,
-            timestamp: int) -> None:
-        """Check one batch against the producer's state; raises on a fenced epoch or a
-        sequence gap (client appends only)."""
+            timestamp: int, batch: bytes | bytearray | memoryview | None = None
+            ) -> CompletedTxn | None:
+        """Check one batch against the producer's state (Kafka's ``ProducerAppendInfo.append``).
+
+        Raises, for client appends only, on a fenced producer epoch, a sequence gap, a
+        non-transactional batch while a transaction is ongoing (INVALID_TXN_STATE) and a
+        marker from an older coordinator epoch (TRANSACTION_COORDINATOR_FENCED); other
+        appends log these and go on (Kafka 2.8 refuses INVALID_TXN_STATE from any origin;
+        here a replica or a replay only warns, so a log that has one still opens). For a
+        control batch, ``batch`` is its stored bytes:
+        an end-transaction marker then ends the producer's ongoing transaction, if any, and
+        its :class:`CompletedTxn` is returned, for the caller to pass to
+        :meth:`ProducerStateManager.complete_txn` after :meth:`commit`. Without ``batch``
+        a control batch only moves the epoch (what ``Log`` does until it is wired).
+        """
         pid = header.producer_id
         current = self._manager.producers.get(pid)
         staged = self._staged.get(pid)
         if staged is None:
-            staged = ProducerStateEntry(pid, current.producer_epoch if current else NO_PRODUCER_EPOCH,
-                                        last_timestamp=current.last_timestamp if current else -1)
+            if current is None:
+                staged = ProducerStateEntry(pid)
+            else:
+                staged = ProducerStateEntry(
+                    pid, current.producer_epoch, last_timestamp=current.last_timestamp,
+                    coordinator_epoch=current.coordinator_epoch,
+                    current_txn_first_offset=current.current_txn_first_offset)
             self._staged[pid] = staged
         epoch = header.producer_epoch
         if epoch < staged.producer_epoch:
@@ -125,11 +182,49 @@ class ProducerAppend:
             log.warning(message)
         if self._from_client and not header.is_control:
             self._check_sequence(current, staged, epoch, header.base_sequence, first_offset)
+        if header.is_control:  # markers move the epoch but carry no sequences
+            staged.set_epoch(epoch)
+            staged.last_timestamp = timestamp
+            if batch is None or header.records_count == 0:
+                # An empty control batch: the cleaner removed the whole transaction.
+                return None
+            return self._end_txn(staged, batch, first_offset)
         staged.set_epoch(epoch)
-        if not header.is_control:  # markers move the epoch but carry no sequences
-            staged.batches.append(BatchMetadata(header.base_sequence, header.last_sequence,
-                                                first_offset, last_offset, timestamp))
+        staged.batches.append(BatchMetadata(header.base_sequence, header.last_sequence,
+                                            first_offset, last_offset, timestamp))
         staged.last_timestamp = timestamp
+        if staged.current_txn_first_offset is not None and not header.is_transactional:
+            message = (f"expected transactional write from producer {pid} at offset "
+                       f"{first_offset}: its transaction started at offset "
+                       f"{staged.current_txn_first_offset}")
+            if self._from_client:
+                raise InvalidTxnStateError(message)
+            log.warning(message)
+        elif staged.current_txn_first_offset is None and header.is_transactional:
+            staged.current_txn_first_offset = first_offset
+            self.started_transactions.append((first_offset, pid))
+        return None
+
+    def _end_txn(self, staged: ProducerStateEntry, batch: bytes | bytearray | memoryview,
+                 offset: int) -> CompletedTxn | None:
+        """Kafka's ``appendEndTxnMarker``; the producer epoch is already checked and set."""
+        marker, coordinator_epoch = decode_end_txn_marker(batch)
+        pid = staged.producer_id
+        if staged.coordinator_epoch > coordinator_epoch:
+            message = (f"invalid coordinator epoch for producer {pid} at offset {offset}: "
+                       f"{coordinator_epoch} is older than the previously known coordinator "
+                       f"epoch {staged.coordinator_epoch}")
+            if self._from_client:
+                raise TransactionCoordinatorFencedError(message)
+            log.info(message)
+        first = staged.current_txn_first_offset
+        staged.current_txn_first_offset = None
+        staged.coordinator_epoch = coordinator_epoch
+        if first is None:
+            # A marker with no data of its transaction before it: as in Kafka 2.8 it changes
+            # neither the last stable offset nor the .txnindex, so nothing is completed.
+            return None
+        return CompletedTxn(pid, first, offset, marker is ControlRecordType.ABORT)
 
     def _check_sequence(self, current: ProducerStateEntry | None, staged: ProducerStateEntry,
                         epoch: int, first_seq: int, offset: int) -> None:
@@ -165,6 +260,10 @@ class ProducerAppend:
             current.set_epoch(staged.producer_epoch)
             current.batches.extend(staged.batches)
             current.last_timestamp = staged.last_timestamp
+            current.coordinator_epoch = staged.coordinator_epoch
+            current.current_txn_first_offset = staged.current_txn_first_offset
+        for first_offset, pid in self.started_transactions:
+            self._manager._add_ongoing(first_offset, pid)
         self._manager.map_end_offset = end_offset
 
 
@@ -177,6 +276,11 @@ class ProducerStateManager:
         self.producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0  # the log end offset the state reflects
         self._last_snapshot_offset = 0
+        # Kafka's ongoingTxns: first offset -> producer id, kept in first-offset order.
+        self.ongoing_txns: dict[int, int] = {}
+        # Kafka's unreplicatedTxns: first offset -> completed transaction whose marker is
+        # not yet below the high watermark (:meth:`on_high_watermark_updated`).
+        self.unreplicated_txns: dict[int, CompletedTxn] = {}
 
     def find_duplicate(self, header: RecordBatchHeader) -> BatchMetadata | None:
         """The metadata of an already-appended batch with this epoch and sequence range."""
@@ -187,19 +291,107 @@ class ProducerStateManager:
         """Start validating an append (``from_client=False`` for replication and replay)."""
         return ProducerAppend(self, from_client)
 
-    def replay(self, headers: Iterable[RecordBatchHeader], end_offset: int) -> None:
-        """Rebuild state from stored batch headers (no sequence checks), up to ``end_offset``."""
+    def replay(self, headers: Iterable[RecordBatchHeader], end_offset: int,
+               read_batch: BatchReader | None = None) -> list[AbortedTxn]:
+        """Rebuild state from stored batch headers (no checks), up to ``end_offset``.
+
+        A header alone cannot tell COMMIT from ABORT, so for each control batch
+        ``read_batch(header)`` must give the stored batch bytes; then its transaction is
+        completed as during the append (Kafka's ``loadProducersFromLog`` and segment
+        recovery), and the transactions it aborted are returned, in marker order, for a
+        caller rebuilding the ``.txnindex``. Without ``read_batch`` markers only move the
+        epoch (the behaviour ``Log`` relies on until transactions are wired).
+        """
+        aborted: list[AbortedTxn] = []
         update = self.prepare(from_client=False)
         for header in headers:
-            if header.has_producer_id:
+            if not header.has_producer_id:
+                continue
+            if header.is_control and read_batch is not None:
+                completed = update.add(header, header.base_offset, header.last_offset,
+                                       header.max_timestamp, read_batch(header))
+                if completed is not None:
+                    update.commit(header.next_offset)
+                    update = self.prepare(from_client=False)
+                    txn = self.complete_txn(completed, self.last_stable_offset_for(completed))
+                    if txn is not None:
+                        aborted.append(txn)
+            else:
                 update.add(header, header.base_offset, header.last_offset, header.max_timestamp)
         update.commit(end_offset)
+        return aborted
 
     def remove_expired_producers(self, now_ms: int) -> None:
-        """Forget producers idle for ``producer.id.expiration.ms`` (Kafka's expiry)."""
-        limit = now_ms - self.producer_id_expiration_ms
-        for pid in [pid for pid, e in self.producers.items() if e.last_timestamp <= limit]:
+        """Forget producers idle for ``producer.id.expiration.ms`` and with no ongoing
+        transaction (Kafka's ``isProducerExpired``)."""
+        for pid in [pid for pid, e in self.producers.items() if self._expired(e, now_ms)]:
             del self.producers[pid]
+
+    def _expired(self, entry: ProducerStateEntry, now_ms: int) -> bool:
+        return (entry.current_txn_first_offset is None
+                and now_ms - entry.last_timestamp >= self.producer_id_expiration_ms)
+
+    # ------------------------------------------------------------------ transactions
+
+    def _add_ongoing(self, first_offset: int, producer_id: int) -> None:
+        out_of_order = bool(self.ongoing_txns) and first_offset < next(reversed(self.ongoing_txns))
+        self.ongoing_txns[first_offset] = producer_id
+        if out_of_order:  # not from appends (offsets grow), but keep the order regardless
+            self.ongoing_txns = dict(sorted(self.ongoing_txns.items()))
+
+    def first_undecided_offset(self) -> int | None:
+        """The first offset of the earliest ongoing transaction (Kafka's
+        ``firstUndecidedOffset``), None when no transaction is ongoing."""
+        return next(iter(self.ongoing_txns), None)
+
+    def first_unstable_offset(self) -> int | None:
+        """The earliest first offset of a transaction that is ongoing or whose marker is not
+        yet below the high watermark (Kafka's ``firstUnstableOffset``), or None."""
+        candidates = [txn.first_offset for txn in self.unreplicated_txns.values()]
+        undecided = self.first_undecided_offset()
+        if undecided is not None:
+            candidates.append(undecided)
+        return min(candidates, default=None)
+
+    def last_stable_offset_for(self, completed: CompletedTxn) -> int:
+        """The last stable offset once ``completed`` ends (Kafka's
+        ``lastStableOffset(completedTxn)``): the first offset of the earliest other ongoing
+        transaction, else the offset after the marker. Stored in the AbortedTxn."""
+        for first_offset, pid in self.ongoing_txns.items():
+            if pid != completed.producer_id:
+                return first_offset
+        return completed.last_offset + 1
+
+    def complete_txn(self, completed: CompletedTxn, last_stable_offset: int
+                     ) -> AbortedTxn | None:
+        """Mark ``completed`` as decided (Kafka's ``completeTxn``), after the append that
+        carried its marker was committed; returns the entry to append to the segment's
+        ``.txnindex`` when it was aborted. ValueError for a transaction not ongoing."""
+        if self.ongoing_txns.pop(completed.first_offset, None) is None:
+            raise ValueError(f"attempted to complete transaction {completed} which is not "
+                             f"ongoing")
+        self.unreplicated_txns[completed.first_offset] = completed
+        if not completed.is_aborted:
+            return None
+        return AbortedTxn(completed.producer_id, completed.first_offset,
+                          completed.last_offset, last_stable_offset)
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """Forget completed transactions whose marker is below the high watermark (Kafka's
+        ``onHighWatermarkUpdated``)."""
+        self._remove_unreplicated(high_watermark)
+
+    def _remove_unreplicated(self, offset: int) -> None:
+        self.unreplicated_txns = {first: txn for first, txn in self.unreplicated_txns.items()
+                                  if txn.last_offset >= offset}
+
+    def _reset_txns(self) -> None:
+        """Rebuild the ongoing transactions from the producers (Kafka's
+        ``loadProducerEntry``); completed ones are forgotten, as on truncation in Kafka."""
+        self.ongoing_txns = dict(sorted(
+            (entry.current_txn_first_offset, pid) for pid, entry in self.producers.items()
+            if entry.current_txn_first_offset is not None))
+        self.unreplicated_txns = {}
 
     # ------------------------------------------------------------------ snapshots
 
@@ -224,7 +416,8 @@ class ProducerStateManager:
                 pid, entry.producer_epoch, last.last_seq if last else NO_SEQUENCE,
                 last.last_offset if last else -1,
                 last.last_offset - last.first_offset if last else 0,
-                entry.last_timestamp, entry.coordinator_epoch, -1)
+                entry.last_timestamp, entry.coordinator_epoch,
+                -1 if entry.current_txn_first_offset is None else entry.current_txn_first_offset)
         struct.pack_into(">i", body, 6, len(self.producers))
         struct.pack_into(">hI", body, 0, _SNAPSHOT_VERSION, crc32c.crc32c(memoryview(body)[6:]))
         write_atomically(self._snapshot_path(self.map_end_offset), bytes(body))
@@ -242,10 +435,11 @@ class ProducerStateManager:
         if len(data) != _SNAPSHOT_HEAD.size + count * _SNAPSHOT_ENTRY.size:
             raise ValueError("snapshot size does not match its entry count")
         producers = {}
-        for pid, epoch, last_seq, last_offset, delta, ts, coordinator_epoch, _ in \
+        for pid, epoch, last_seq, last_offset, delta, ts, coordinator_epoch, txn_first in \
                 _SNAPSHOT_ENTRY.iter_unpack(data[_SNAPSHOT_HEAD.size:]):
-            entry = ProducerStateEntry(pid, epoch, last_timestamp=ts,
-                                       coordinator_epoch=coordinator_epoch)
+            entry = ProducerStateEntry(
+                pid, epoch, last_timestamp=ts, coordinator_epoch=coordinator_epoch,
+                current_txn_first_offset=txn_first if txn_first >= 0 else None)
             if last_offset >= 0:
                 first_seq = (last_seq - delta) % (_INT32_MAX + 1)
                 entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset - delta,
@@ -262,8 +456,11 @@ class ProducerStateManager:
             if offset > log_end_offset or offset < log_start_offset:
                 self._delete_snapshot(offset)
         if log_end_offset == self.map_end_offset:
+            # Kafka's onLogStartOffsetIncremented: markers below the log start are gone.
+            self._remove_unreplicated(log_start_offset)
             return log_end_offset
         self.producers = {}
+        self._reset_txns()
         for offset in reversed(self.snapshot_offsets()):
             try:
                 loaded = self._read_snapshot(offset)
@@ -271,8 +468,9 @@ class ProducerStateManager:
                 log.warning("discarding producer snapshot %s: %s", self._snapshot_path(offset), e)
                 self._delete_snapshot(offset)
                 continue
-            limit = now_ms - self.producer_id_expiration_ms
-            self.producers = {pid: e for pid, e in loaded.items() if e.last_timestamp > limit}
+            self.producers = {pid: e for pid, e in loaded.items()
+                              if not self._expired(e, now_ms)}
+            self._reset_txns()
             self.map_end_offset = self._last_snapshot_offset = offset
             return offset
         self.map_end_offset = self._last_snapshot_offset = log_start_offset
@@ -281,6 +479,7 @@ class ProducerStateManager:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Forget everything, including snapshots."""
         self.producers = {}
+        self._reset_txns()
         for snapshot in self.snapshot_offsets():
             self._delete_snapshot(snapshot)
         self.map_end_offset = offset
