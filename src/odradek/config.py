@@ -409,15 +409,13 @@ def _broker_keys() -> list[ConfigKey]:
         k("unclean.leader.election.enable", Type.BOOLEAN, False),
         k("offsets.topic.replication.factor", Type.INT, 3, at_least(1)),
         k("offsets.topic.num.partitions", Type.INT, 50, at_least(1)),
-        k("transaction.state.log.replication.factor", Type.INT, 3, at_least(1)),
-        k("transaction.state.log.min.isr", Type.INT, 2, at_least(1)),
         k("group.initial.rebalance.delay.ms", Type.INT, 3000),
-        k("transactional.id.expiration.ms", Type.INT, 604800000),
         k("producer.id.expiration.ms", Type.INT, 86400000),
         k("inter.broker.protocol.version", Type.STRING, "3.0-IV1"),
         k("file.delete.delay.ms", Type.LONG, None, at_least(0)),
     ]
     keys += _group_coordinator_keys()
+    keys += _transaction_coordinator_keys()
     return keys
 
 
@@ -434,6 +432,23 @@ def _group_coordinator_keys() -> list[ConfigKey]:
         k("offset.metadata.max.bytes", Type.INT, 4096, at_least(0)),
         k("offsets.load.buffer.size", Type.INT, 5242880, at_least(1)),
         k("offsets.topic.segment.bytes", Type.INT, 104857600, at_least(1)),
+    ]
+
+
+def _transaction_coordinator_keys() -> list[ConfigKey]:
+    """The transaction coordinator's keys (Kafka's names, defaults and bounds; broker/transaction/)."""
+    k = ConfigKey
+    return [
+        k("transaction.state.log.num.partitions", Type.INT, 50, at_least(1)),
+        k("transaction.state.log.replication.factor", Type.INT, 3, at_least(1)),
+        k("transaction.state.log.min.isr", Type.INT, 2, at_least(1)),
+        k("transaction.state.log.segment.bytes", Type.INT, 104857600, at_least(1)),
+        k("transaction.state.log.load.buffer.size", Type.INT, 5242880, at_least(1)),
+        k("transaction.max.timeout.ms", Type.INT, 900000, at_least(1)),
+        k("transactional.id.expiration.ms", Type.INT, 604800000, at_least(1)),
+        k("transaction.abort.timed.out.transaction.cleanup.interval.ms", Type.INT, 10000, at_least(1)),
+        k("transaction.remove.expired.transaction.cleanup.interval.ms", Type.INT, 3600000, at_least(1)),
+        k("transaction.partition.verification.enable", Type.BOOLEAN, True),
     ]
 
 

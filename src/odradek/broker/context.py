@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from odradek.broker.metadata_cache import MetadataCache
     from odradek.broker.producer_id_manager import ProducerIdManager
     from odradek.broker.replica_manager import ReplicaManager
+    from odradek.broker.transaction.coordinator import TransactionCoordinator
     from odradek.config import KafkaConfig
     from odradek.controller.controller import KafkaController
     from odradek.zk.admin_zk_client import AdminZkClient
@@ -33,6 +34,7 @@ class BrokerContext(Protocol):
     metadata_cache: MetadataCache
     replica_manager: ReplicaManager
     group_coordinator: GroupCoordinator
+    transaction_coordinator: TransactionCoordinator
     producer_ids: ProducerIdManager
     topic_admin: AdminZkClient
     controller: KafkaController

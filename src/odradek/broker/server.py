@@ -21,6 +21,12 @@ from odradek.broker.group.scheduler import AsyncioScheduler
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.producer_id_manager import ProducerIdManager
 from odradek.broker.replica_manager import ReplicaManager
+from odradek.broker.transaction.coordinator import TransactionCoordinator
+from odradek.broker.transaction.marker_channel import TransactionMarkerChannelManager
+from odradek.broker.transaction.state_manager import TransactionStateManager
+from odradek.broker.transaction.state_topic import ReplicatedTransactionStateTopic
+from odradek.broker.transaction.txn_config import TxnConfig
+from odradek.broker.transaction.verifier import TxnVerifier
 from odradek.config import KafkaConfig
 from odradek.controller.controller import KafkaController
 from odradek.log.cleaner.manager import LogCleaner
@@ -76,6 +82,23 @@ class KafkaServer:
         self.replica_manager.on_become_leader.append(self.group_coordinator.became_leader)
         self.replica_manager.on_become_follower.append(self.group_coordinator.became_follower)
         self.replica_manager.on_stop_replica.append(self.group_coordinator.replicas_stopped)
+        # Transactions: follows leadership of __transaction_state the same way.
+        txn_config = TxnConfig.from_kafka_config(config)
+        self.txn_marker_channel = TransactionMarkerChannelManager(self.broker_id, self.metadata_cache,
+                                                                  config.inter_broker_listener_name)
+        self.transaction_coordinator = TransactionCoordinator(
+            txn_config, TransactionStateManager(txn_config, ReplicatedTransactionStateTopic(
+                self.replica_manager, txn_config.append_timeout_ms, txn_config.load_buffer_size)),
+            self.producer_ids.next_id, self.txn_marker_channel)
+        self.replica_manager.on_become_leader.append(self.transaction_coordinator.became_leader)
+        self.replica_manager.on_become_follower.append(self.transaction_coordinator.became_follower)
+        self.replica_manager.on_stop_replica.append(self.transaction_coordinator.replicas_stopped)
+        # KIP-890: transactional produce checks its partition is in the transaction.
+        self.txn_verifier: TxnVerifier | None = None
+        if txn_config.partition_verification:
+            self.txn_verifier = TxnVerifier(self.transaction_coordinator, self.broker_id, self.metadata_cache,
+                                            config.inter_broker_listener_name)
+        self.replica_manager.txn_verifier = self.txn_verifier
         self.handlers = load_handlers()
         self.socket_server = SocketServer(
             config.listeners, self.dispatch, on_unsupported=unsupported_api_versions,
@@ -132,6 +155,7 @@ class KafkaServer:
         self.replica_manager.startup()
         await self.log_cleaner.startup()
         await self.group_coordinator.startup(self.zk)
+        await self.transaction_coordinator.startup(self.zk)
         # Topic config overrides reach the logs before any request can.
         await self.config_manager.startup()
         try:
@@ -236,6 +260,10 @@ class KafkaServer:
         await _bounded("socket server", self.socket_server.stop(), 10)
         await _bounded("dynamic config manager", self.config_manager.shutdown(), 5)
         await _bounded("group coordinator", self.group_coordinator.shutdown(), 5)
+        await _bounded("transaction coordinator", self.transaction_coordinator.shutdown(), 5)
+        await _bounded("transaction marker channel", self.txn_marker_channel.shutdown(), 5)
+        if self.txn_verifier is not None:
+            await _bounded("transaction verifier", self.txn_verifier.shutdown(), 5)
         await _bounded("replica manager", self.replica_manager.shutdown(), 10)
         await _bounded("controller", self.controller.shutdown(), 15)
         await _bounded("log cleaner", self.log_cleaner.shutdown(), 10)

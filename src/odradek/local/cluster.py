@@ -82,8 +82,11 @@ class LocalCluster:
         self._external_zk = zookeeper_connect
         self._zk_port = zookeeper_port
         # Kafka's offsets.topic.replication.factor (3) would leave a smaller cluster without a
-        # group coordinator (no __consumer_offsets): cap it at the broker count.
+        # group coordinator (no __consumer_offsets): cap it at the broker count.  The same for
+        # the transaction coordinator's __transaction_state (and its min.insync.replicas, 2).
         self.overrides = {**LOCAL_DEFAULTS, "offsets.topic.replication.factor": str(min(3, num_brokers)),
+                          "transaction.state.log.replication.factor": str(min(3, num_brokers)),
+                          "transaction.state.log.min.isr": str(min(2, num_brokers)),
                           **(overrides or {})}
         self.brokers: dict[int, BrokerProcess] = {}
         self._zk: KazooClient | None = None

@@ -13,6 +13,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
+from odradek.broker.apis.transactions import find_transaction_coordinator
 from odradek.broker.group.coordinator import JoinRequest
 from odradek.broker.group.offsets_topic import OFFSETS_TOPIC
 from odradek.protocol.api_keys import ApiKey
@@ -31,8 +32,6 @@ _OMITTED_OPERATIONS = -2147483648
 # Kafka's AclOperation codes a GROUP resource supports: READ, DELETE, DESCRIBE.  With no
 # authorizer, all are allowed.
 _GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8))
-_NO_TRANSACTIONS = ("odradek has no transaction coordinator: transactional producers are not supported "
-                    "(unset transactional.id; an idempotent producer needs none)")
 
 
 def ms(value: datetime.timedelta) -> int:
@@ -73,9 +72,7 @@ async def _find_coordinator(broker: BrokerContext, request: Request, key_type: i
         return error, message, -1, "", -1
 
     if key_type == _TRANSACTION_KEY:
-        # Non-retriable, so a transactional producer fails at once with the reason (librdkafka
-        # and the Java client treat it as fatal) instead of retrying for ever.
-        return failed(ErrorCode.transactional_id_authorization_failed, _NO_TRANSACTIONS)
+        return await find_transaction_coordinator(broker, request, key)
     if key_type != _GROUP_KEY:
         return failed(ErrorCode.invalid_request, f"Unknown coordinator key type {key_type}")
     coordinator = broker.group_coordinator

@@ -1,11 +1,13 @@
-"""InitProducerId (key 22): producer ids for idempotent producers.
+"""InitProducerId (key 22): producer ids for idempotent and transactional producers.
 
-Ids come from the broker's :class:`~odradek.broker.producer_id_manager.ProducerIdManager`.
-Transactional producers are refused: this broker has no transaction coordinator.
+Without a transactional id the id comes from the broker's
+:class:`~odradek.broker.producer_id_manager.ProducerIdManager`; with one, from the
+transaction coordinator (epoch bumps, fencing, KIP-360).
 """
 
 from __future__ import annotations
 
+import datetime
 from typing import TYPE_CHECKING
 
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
@@ -22,12 +24,16 @@ _MAX_EPOCH = 32767
 @api(ApiKey.INIT_PRODUCER_ID, "InitProducerId", 0, 4)
 async def handle_init_producer_id(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
-    m = response_module(ApiKey.INIT_PRODUCER_ID, request.api_version)
-    if body.transactional_id is not None:
-        return respond(request, build(m.InitProducerIdResponse, error_code=ErrorCode.transactional_id_authorization_failed,
-                                      producer_id=-1, producer_epoch=-1))
+    version = request.api_version
+    m = response_module(ApiKey.INIT_PRODUCER_ID, version)
     producer_id = getattr(body, "producer_id", -1)
     epoch = getattr(body, "producer_epoch", -1)
+    if body.transactional_id is not None:
+        error, result_id, result_epoch = await _transactional(broker, body, producer_id, epoch)
+        if error == ErrorCode.producer_fenced and version < 4:  # KIP-588
+            error = ErrorCode.invalid_producer_epoch
+        return respond(request, build(m.InitProducerIdResponse, error_code=error, producer_id=result_id,
+                                      producer_epoch=result_epoch))
     if producer_id >= 0 and 0 <= epoch < _MAX_EPOCH:
         # KIP-360: an idempotent producer that lost track of its sequences bumps its epoch.
         result_id, result_epoch = producer_id, epoch + 1
@@ -35,3 +41,16 @@ async def handle_init_producer_id(broker: BrokerContext, request: Request) -> Re
         result_id, result_epoch = await broker.producer_ids.next_id(), 0
     return respond(request, build(m.InitProducerIdResponse, error_code=ErrorCode.none,
                                   producer_id=result_id, producer_epoch=result_epoch))
+
+
+async def _transactional(broker: BrokerContext, body: object, producer_id: int, epoch: int
+                         ) -> tuple[ErrorCode, int, int]:
+    # Both or neither of the KIP-360 fields (Kafka's handleInitProducerIdRequest).
+    if (producer_id == -1) != (epoch == -1):
+        return ErrorCode.invalid_request, -1, -1
+    timeout = body.transaction_timeout  # type: ignore[attr-defined]
+    timeout_ms = timeout // datetime.timedelta(milliseconds=1) if isinstance(timeout, datetime.timedelta) else timeout
+    result = await broker.transaction_coordinator.init_producer_id(
+        body.transactional_id, timeout_ms,  # type: ignore[attr-defined]
+        None if producer_id == -1 else (producer_id, epoch))
+    return result.error, result.producer_id, result.producer_epoch

@@ -1,0 +1,231 @@
+"""Transaction coordinator APIs: AddPartitionsToTxn (key 24, v0-4), AddOffsetsToTxn (25),
+EndTxn (26), DescribeTransactions (65), ListTransactions (66), and FindCoordinator's
+transaction key type.
+
+The logic is the transaction coordinator's (:mod:`odradek.broker.transaction`); these
+handlers translate between the wire versions and it.  PRODUCER_FENCED is answered as
+INVALID_PRODUCER_EPOCH to versions that predate it (KIP-588), as Kafka's KafkaApis does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import logging
+from collections import defaultdict
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
+from odradek.broker.group.offsets_topic import OFFSETS_TOPIC
+from odradek.broker.transaction.state_topic import TRANSACTION_STATE_TOPIC
+from odradek.common import TopicPartition
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode, KafkaError, TopicAlreadyExistsError
+
+if TYPE_CHECKING:
+    from odradek.broker.context import BrokerContext
+    from odradek.net.server import Request, Response
+
+log = logging.getLogger(__name__)
+
+__all__ = ["find_transaction_coordinator"]
+
+E = ErrorCode
+DESCRIBE_TRANSACTIONS = 65
+LIST_TRANSACTIONS = 66
+
+
+def fenced_for_version(error: ErrorCode, version: int, first_version_with_fenced: int) -> ErrorCode:
+    """PRODUCER_FENCED as the request version knows it."""
+    if error == E.producer_fenced and version < first_version_with_fenced:
+        return E.invalid_producer_epoch
+    return error
+
+
+def _by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = defaultdict(list)
+    for tp in partitions:
+        out[tp.topic].append(tp.partition)
+    return out
+
+
+# ----------------------------------------------------------------------------- FindCoordinator
+
+
+async def find_transaction_coordinator(broker: BrokerContext, request: Request, key: str
+                                       ) -> tuple[ErrorCode, str | None, int, str, int]:
+    """FindCoordinator key type 1: the leader of the id's ``__transaction_state`` partition,
+    the topic being created on first use (Kafka's KafkaApis.getOrCreateInternalTopic)."""
+    def failed(error: ErrorCode, message: str | None = None) -> tuple[ErrorCode, str | None, int, str, int]:
+        return error, message, -1, "", -1
+
+    if not key:
+        return failed(E.invalid_request, "transactional id must not be empty")
+    coordinator = broker.transaction_coordinator
+    cache = broker.metadata_cache
+    if not await cache.wait_initialized():
+        return failed(E.coordinator_not_available)
+    if not cache.contains_topic(TRANSACTION_STATE_TOPIC):
+        await _create_transaction_state_topic(broker)
+        return failed(E.coordinator_not_available)
+    meta = cache.partition(TRANSACTION_STATE_TOPIC, coordinator.manager.partition_for(key))
+    if meta is None or meta.leader < 0:
+        return failed(E.coordinator_not_available)
+    endpoint = cache.endpoint(meta.leader, request.connection.listener)
+    if endpoint is None:
+        return failed(E.coordinator_not_available)
+    return E.none, None, meta.leader, endpoint[0], endpoint[1]
+
+
+async def _create_transaction_state_topic(broker: BrokerContext) -> None:
+    coordinator = broker.transaction_coordinator
+    config = coordinator.config
+    alive = len(broker.metadata_cache.alive_brokers)
+    if alive < config.replication_factor:
+        log.error("Number of alive brokers '%d' does not meet the required replication factor '%d' for the "
+                  "transactions state topic (configured via 'transaction.state.log.replication.factor'). This "
+                  "error can be ignored if the cluster is starting up and not all brokers are up yet.",
+                  alive, config.replication_factor)
+        return
+
+    async def create() -> None:
+        try:
+            await broker.topic_admin.create_topic(TRANSACTION_STATE_TOPIC, config.num_partitions,
+                                                  config.replication_factor, config=config.topic_configs())
+        except TopicAlreadyExistsError:
+            return
+        except KafkaError as e:
+            log.warning("Could not create topic %s: %s", TRANSACTION_STATE_TOPIC, e)
+            return
+        coordinator.manager.num_partitions = config.num_partitions
+        log.info("Created topic %s with %d partitions and replication factor %d", TRANSACTION_STATE_TOPIC,
+                 config.num_partitions, config.replication_factor)
+
+    if coordinator.topic_creation is None or coordinator.topic_creation.done():
+        coordinator.topic_creation = asyncio.ensure_future(create())
+    await asyncio.shield(coordinator.topic_creation)
+
+
+# ----------------------------------------------------------------------------- AddPartitionsToTxn
+
+
+@api(ApiKey.ADD_PARTITIONS_TO_TXN, "AddPartitionsToTxn", 0, 4)
+async def handle_add_partitions_to_txn(broker: BrokerContext, request: Request) -> Response:
+    body = decode_body(request)
+    version = request.api_version
+    m = response_module(ApiKey.ADD_PARTITIONS_TO_TXN, version)
+    if version >= 4:
+        results = []
+        for txn in body.transactions:
+            wanted = [TopicPartition(t.name, p) for t in txn.topics for p in t.partitions]
+            if txn.verify_only:
+                errors = broker.transaction_coordinator.verify_partitions(
+                    txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted)
+            else:
+                errors = await _add_partitions(broker, txn.transactional_id, txn.producer_id, txn.producer_epoch,
+                                               wanted)
+            results.append(build(m.AddPartitionsToTxnResult, transactional_id=txn.transactional_id,
+                                 topic_results=_topic_results(m, errors)))
+        return respond(request, build(m.AddPartitionsToTxnResponse, throttle_time=0, error_code=E.none,
+                                      results_by_transaction=tuple(results)))
+    wanted = [TopicPartition(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
+    errors = await _add_partitions(broker, body.v3_and_below_transactional_id, body.v3_and_below_producer_id,
+                                   body.v3_and_below_producer_epoch, wanted)
+    errors = {tp: fenced_for_version(e, version, 2) for tp, e in errors.items()}
+    return respond(request, build(m.AddPartitionsToTxnResponse, throttle_time=0,
+                                  results_by_topic_v3_and_below=_topic_results(m, errors)))
+
+
+async def _add_partitions(broker: BrokerContext, transactional_id: str, producer_id: int, producer_epoch: int,
+                          wanted: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+    """Unknown partitions fail the request: UNKNOWN_TOPIC_OR_PARTITION for them,
+    OPERATION_NOT_ATTEMPTED for the others (Kafka's handleAddPartitionToTxnRequest)."""
+    cache = broker.metadata_cache
+    unknown = [tp for tp in wanted if cache.partition(tp.topic, tp.partition) is None]
+    if unknown:
+        return {tp: E.unknown_topic_or_partition if tp in unknown else E.operation_not_attempted for tp in wanted}
+    error = await broker.transaction_coordinator.add_partitions(transactional_id, producer_id, producer_epoch,
+                                                                wanted)
+    return dict.fromkeys(wanted, error)
+
+
+def _topic_results(m: object, errors: dict[TopicPartition, ErrorCode]) -> tuple[object, ...]:
+    by_topic: dict[str, list[tuple[int, ErrorCode]]] = defaultdict(list)
+    for tp, error in errors.items():
+        by_topic[tp.topic].append((tp.partition, error))
+    return tuple(
+        build(m.AddPartitionsToTxnTopicResult, name=topic, results_by_partition=tuple(  # type: ignore[attr-defined]
+            build(m.AddPartitionsToTxnPartitionResult, partition_index=p,  # type: ignore[attr-defined]
+                  partition_error_code=e) for p, e in parts))
+        for topic, parts in by_topic.items())
+
+
+# ----------------------------------------------------------------------------- AddOffsetsToTxn
+
+
+@api(ApiKey.ADD_OFFSETS_TO_TXN, "AddOffsetsToTxn", 0, 3)
+async def handle_add_offsets_to_txn(broker: BrokerContext, request: Request) -> Response:
+    """The group's ``__consumer_offsets`` partition joins the transaction."""
+    body = decode_body(request)
+    partition = TopicPartition(OFFSETS_TOPIC, broker.group_coordinator.partition_for(body.group_id))
+    error = await broker.transaction_coordinator.add_partitions(body.transactional_id, body.producer_id,
+                                                                body.producer_epoch, [partition])
+    m = response_module(ApiKey.ADD_OFFSETS_TO_TXN, request.api_version)
+    return respond(request, build(m.AddOffsetsToTxnResponse, throttle_time=0,
+                                  error_code=fenced_for_version(error, request.api_version, 2)))
+
+
+# ----------------------------------------------------------------------------- EndTxn
+
+
+@api(ApiKey.END_TXN, "EndTxn", 0, 3)
+async def handle_end_txn(broker: BrokerContext, request: Request) -> Response:
+    body = decode_body(request)
+    error = await broker.transaction_coordinator.end_transaction(
+        body.transactional_id, body.producer_id, body.producer_epoch, commit=bool(body.committed))
+    m = response_module(ApiKey.END_TXN, request.api_version)
+    return respond(request, build(m.EndTxnResponse, throttle_time=0,
+                                  error_code=fenced_for_version(error, request.api_version, 2)))
+
+
+# ----------------------------------------------------------------------------- Describe / List
+
+
+def _start_time(ms: int) -> datetime.datetime:
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+
+
+@api(DESCRIBE_TRANSACTIONS, "DescribeTransactions", 0, 0)
+async def handle_describe_transactions(broker: BrokerContext, request: Request) -> Response:
+    body = decode_body(request)
+    m = response_module(DESCRIBE_TRANSACTIONS, request.api_version)
+    states = []
+    for txn_id in body.transactional_ids:
+        error, md = broker.transaction_coordinator.describe(txn_id)
+        if md is None:
+            states.append(build(m.TransactionState, error_code=error, transactional_id=txn_id, transaction_state="",
+                                transaction_timeout=0, transaction_start_time=_start_time(-1), producer_id=-1,
+                                producer_epoch=-1, topics=()))
+            continue
+        topics = tuple(build(m.TopicData, topic=t, partitions=tuple(sorted(ps)))
+                       for t, ps in sorted(_by_topic(md.topic_partitions).items()))
+        states.append(build(m.TransactionState, error_code=E.none, transactional_id=txn_id,
+                            transaction_state=str(md.state), transaction_timeout=md.txn_timeout_ms,
+                            transaction_start_time=_start_time(md.txn_start_timestamp), producer_id=md.producer_id,
+                            producer_epoch=md.producer_epoch, topics=topics))
+    return respond(request, build(m.DescribeTransactionsResponse, throttle_time=0,
+                                  transaction_states=tuple(states)))
+
+
+@api(LIST_TRANSACTIONS, "ListTransactions", 0, 0)
+async def handle_list_transactions(broker: BrokerContext, request: Request) -> Response:
+    body = decode_body(request)
+    m = response_module(LIST_TRANSACTIONS, request.api_version)
+    error, found, unknown = broker.transaction_coordinator.list_transactions(body.state_filters,
+                                                                             body.producer_id_filters)
+    return respond(request, build(m.ListTransactionsResponse, throttle_time=0, error_code=error,
+                                  unknown_state_filters=tuple(unknown), transaction_states=tuple(
+                                      build(m.TransactionState, transactional_id=md.transactional_id,
+                                            producer_id=md.producer_id, transaction_state=str(md.state))
+                                      for md in found)))
