@@ -193,6 +193,8 @@ async def handle_end_txn(broker: BrokerContext, request: Request) -> Response:
 
 
 def _start_time(ms: int) -> datetime.datetime:
+    """Kafka sends the start timestamp as it is: -1 for a transaction not started (kio's
+    reader refuses negative timestamps; Kafka's clients do not)."""
     return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
 
 
@@ -205,7 +207,7 @@ async def handle_describe_transactions(broker: BrokerContext, request: Request) 
         error, md = broker.transaction_coordinator.describe(txn_id)
         if md is None:
             states.append(build(m.TransactionState, error_code=error, transactional_id=txn_id, transaction_state="",
-                                transaction_timeout=0, transaction_start_time=_start_time(-1), producer_id=-1,
+                                transaction_timeout=0, transaction_start_time=_start_time(0), producer_id=-1,
                                 producer_epoch=-1, topics=()))
             continue
         topics = tuple(build(m.TopicData, topic=t, partitions=tuple(sorted(ps)))
