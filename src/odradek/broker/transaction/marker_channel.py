@@ -33,7 +33,8 @@ log = logging.getLogger(__name__)
 __all__ = ["TransactionMarkerChannelManager", "classify_marker_error"]
 
 E = ErrorCode
-_RETRY_BACKOFF_S = 0.1
+_RETRY_BACKOFF_S = 0.1  # Kafka's retry.backoff.ms
+_MAX_RETRY_BACKOFF_S = 1.0  # ... growing to reconnect.backoff.max.ms while nothing progresses
 _REQUEST_TIMEOUT_S = 30.0
 
 DONE, RETRY, FENCED = "done", "retry", "fenced"
@@ -60,6 +61,7 @@ class TransactionMarkerChannelManager:
     async def send_markers(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
                            coordinator_epoch: int, partitions: Iterable[TopicPartition]) -> bool:
         remaining = set(partitions)
+        backoff = _RETRY_BACKOFF_S
         while True:
             by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
             for tp in sorted(remaining):
@@ -76,6 +78,7 @@ class TransactionMarkerChannelManager:
             results = await asyncio.gather(*(
                 self._send(leader, tps, producer_id, producer_epoch, commit, coordinator_epoch)
                 for leader, tps in by_leader.items()))
+            before = len(remaining)
             for outcome in results:
                 for tp, what in outcome.items():
                     if what == FENCED:
@@ -84,7 +87,8 @@ class TransactionMarkerChannelManager:
                         remaining.discard(tp)
             if not remaining:
                 return True
-            await asyncio.sleep(_RETRY_BACKOFF_S)
+            backoff = _RETRY_BACKOFF_S if len(remaining) < before else min(backoff * 2, _MAX_RETRY_BACKOFF_S)
+            await asyncio.sleep(backoff)
 
     async def _send(self, leader: int, partitions: list[TopicPartition], producer_id: int, producer_epoch: int,
                     commit: bool, coordinator_epoch: int) -> dict[TopicPartition, str]:
