@@ -132,14 +132,16 @@ class TransactionCoordinator:
                 self.on_resignation(tp.partition)
 
     def on_election(self, partition: int, coordinator_epoch: int) -> None:
+        if self.manager.owned.get(partition, coordinator_epoch) != coordinator_epoch:
+            # A new leader epoch: the partition is reloaded and its markers resent with it.
+            self._cancel_completions(partition)
         self.manager.schedule_load(partition, coordinator_epoch, self._on_loaded)
 
     def on_resignation(self, partition: int) -> None:
-        for txn_id in self.manager.unload(partition):
-            task = self.completions.pop(txn_id, None)
-            if task is not None:
-                task.cancel()
-        # Markers of ids whose metadata never made it to the cache (partition still loading).
+        self.manager.unload(partition)
+        self._cancel_completions(partition)
+
+    def _cancel_completions(self, partition: int) -> None:
         for txn_id in [t for t in self.completions if self.manager.partition_for(t) == partition]:
             self.completions.pop(txn_id).cancel()
 
@@ -188,8 +190,7 @@ class TransactionCoordinator:
             except IllegalStateError as e:
                 log.error("%s", e)
                 return InitProducerIdResult(E.invalid_txn_state)
-            error = await self.end_transaction(transactional_id, fence.producer_id, fence.producer_epoch,
-                                               commit=False, from_client=False)
+            error = await self._abort_fenced(md, fence.producer_id, fence.producer_epoch)
             return InitProducerIdResult(E.concurrent_transactions if error == E.none else error)
         if md.state not in (S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT):
             log.error("InitProducerId for %s in unexpected state %s", transactional_id, md.state)
@@ -330,6 +331,15 @@ class TransactionCoordinator:
         self._start_completion(md, coordinator_epoch)
         return E.none
 
+    async def _abort_fenced(self, md: TransactionMetadata, producer_id: int, fenced_epoch: int) -> ErrorCode:
+        """The abort that continues a prepared epoch fence; a fence that could not even be
+        started is dropped so it does not block the id."""
+        error = await self.end_transaction(md.transactional_id, producer_id, fenced_epoch, commit=False,
+                                           from_client=False)
+        if md.pending_state is TransactionState.PREPARE_EPOCH_FENCE:
+            md.pending_state = None
+        return error
+
     @staticmethod
     def _invalid(md: TransactionMetadata, commit: bool) -> ErrorCode:
         log.info("EndTxn(%s) for transactional id %s in state %s: INVALID_TXN_STATE",
@@ -402,9 +412,7 @@ class TransactionCoordinator:
                 continue
             log.info("Aborting the transaction of %s (producer id %d): open longer than its timeout of %d ms",
                      txn_id, producer_id, md.txn_timeout_ms)
-            outcome = await self.end_transaction(txn_id, fence.producer_id, fence.producer_epoch, commit=False,
-                                                 from_client=False)
-            outcomes.append((txn_id, outcome))
+            outcomes.append((txn_id, await self._abort_fenced(md, fence.producer_id, fence.producer_epoch)))
         return outcomes
 
     async def remove_expired_transactional_ids(self) -> list[str]:

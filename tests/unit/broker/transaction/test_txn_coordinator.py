@@ -351,3 +351,20 @@ def test_describe_and_list() -> None:
         _, listed, _ = h.coordinator.list_transactions([], [pid + 1])
         assert [m.transactional_id for m in listed] == ["b"]
     run(t, Harness(TxnConfig(num_partitions=1), FakeTxnTopic()))
+
+
+def test_a_new_leader_epoch_resends_markers_with_it() -> None:
+    async def t(h: Harness) -> None:
+        pid, epoch = await begin(h)
+        h.markers.gate = asyncio.Event()
+        assert await h.coordinator.end_transaction("tx", pid, epoch, commit=False) == E.none
+        await asyncio.sleep(0)
+        first = h.coordinator.completions["tx"]
+        await h.elect(epoch=8)
+        await asyncio.sleep(0)
+        assert first.cancelled()
+        h.markers.gate.set()
+        await h.settle()
+        assert [c[4] for c in h.markers.calls] == [5, 8]
+        assert md(h).state is S.COMPLETE_ABORT
+    run(t)
