@@ -48,6 +48,16 @@ def produce_error_for(error: ErrorCode) -> ErrorCode:
     return error
 
 
+class _Pending:
+    __slots__ = ("future", "partitions", "producer_epoch", "producer_id")
+
+    def __init__(self, producer_id: int, producer_epoch: int, partitions: set[TopicPartition]) -> None:
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.partitions = partitions
+        self.future: asyncio.Future[dict[TopicPartition, ErrorCode]] = asyncio.get_running_loop().create_future()
+
+
 class TxnVerifier:
     def __init__(self, coordinator: TransactionCoordinator, broker_id: int, metadata_cache: MetadataCache,
                  listener_name: str, timeout_s: float = 30.0) -> None:
@@ -58,6 +68,9 @@ class TxnVerifier:
         self.timeout_s = timeout_s
         self._connections: dict[int, BrokerConnection] = {}
         self._connect_locks: dict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
+        # coordinator broker -> transactional id -> the check waiting to go out
+        self._queues: dict[int, dict[str, _Pending]] = {}
+        self._sending: set[asyncio.Task[None]] = set()
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                      partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
@@ -71,38 +84,83 @@ class TxnVerifier:
 
     async def _verify_remote(self, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """Checks for one coordinator made in the same loop turn go out as one request (one
+        entry per transactional id, their partitions merged)."""
         meta = self.metadata_cache.partition(TRANSACTION_STATE_TOPIC,
                                              self.coordinator.manager.partition_for(transactional_id))
         if meta is None or meta.leader < 0 or meta.leader == self.broker_id:
             return dict.fromkeys(partitions, E.coordinator_not_available)
-        by_topic: dict[str, list[int]] = defaultdict(list)
-        for tp in partitions:
-            by_topic[tp.topic].append(tp.partition)
-        request = apt_req.AddPartitionsToTxnRequest(transactions=(apt_req.AddPartitionsToTxnTransaction(
-            transactional_id=transactional_id, producer_id=producer_id, producer_epoch=producer_epoch,
-            verify_only=True, topics=tuple(apt_req.AddPartitionsToTxnTopic(name=t, partitions=tuple(ps))
-                                           for t, ps in by_topic.items())),))
+        queue = self._queues.setdefault(meta.leader, {})
+        pending = queue.get(transactional_id)
+        if pending is not None and (pending.producer_id, pending.producer_epoch) != (producer_id, producer_epoch):
+            # The same id with another producer in this batch: on its own.
+            result = await self._send(meta.leader, [_Pending(producer_id, producer_epoch, set(partitions))],
+                                      [transactional_id])
+            return {tp: result[transactional_id].get(tp, E.invalid_txn_state) for tp in partitions}
+        if pending is None:
+            pending = queue[transactional_id] = _Pending(producer_id, producer_epoch, set())
+            if len(queue) == 1:
+                asyncio.get_running_loop().call_soon(self._flush, meta.leader)
+        pending.partitions.update(partitions)
+        result = await asyncio.shield(pending.future)
+        return {tp: result.get(tp, E.invalid_txn_state) for tp in partitions}
+
+    def _flush(self, broker_id: int) -> None:
+        queue = self._queues.pop(broker_id, {})
+        if not queue:
+            return
+        ids = list(queue)
+        pendings = [queue[t] for t in ids]
+
+        async def send() -> None:
+            results: dict[str, dict[TopicPartition, ErrorCode]] = {}
+            try:
+                results = await self._send(broker_id, pendings, ids)
+            except Exception as e:
+                log.warning("Verification request to broker %d failed: %s", broker_id, e)
+            finally:  # every waiter gets an answer, even when cancelled
+                for txn_id, p in queue.items():
+                    if not p.future.done():
+                        p.future.set_result(results.get(txn_id) or dict.fromkeys(p.partitions, E.network_exception))
+
+        task = asyncio.get_running_loop().create_task(send(), name=f"txn-verify-{broker_id}")
+        self._sending.add(task)
+        task.add_done_callback(self._sending.discard)
+
+    async def _send(self, broker_id: int, pendings: list[_Pending], ids: list[str]
+                    ) -> dict[str, dict[TopicPartition, ErrorCode]]:
+        transactions = []
+        for txn_id, p in zip(ids, pendings, strict=True):
+            by_topic: dict[str, list[int]] = defaultdict(list)
+            for tp in sorted(p.partitions):
+                by_topic[tp.topic].append(tp.partition)
+            transactions.append(apt_req.AddPartitionsToTxnTransaction(
+                transactional_id=txn_id, producer_id=p.producer_id, producer_epoch=p.producer_epoch,
+                verify_only=True, topics=tuple(apt_req.AddPartitionsToTxnTopic(name=t, partitions=tuple(ps))
+                                               for t, ps in by_topic.items())))
+        results = {t: dict.fromkeys(p.partitions, E.invalid_txn_state) for t, p in zip(ids, pendings, strict=True)}
         try:
-            conn = await self._connection(meta.leader)
-            response = await conn.send(request, apt_resp.AddPartitionsToTxnResponse, timeout_s=self.timeout_s)
+            conn = await self._connection(broker_id)
+            response = await conn.send(apt_req.AddPartitionsToTxnRequest(transactions=tuple(transactions)),
+                                       apt_resp.AddPartitionsToTxnResponse, timeout_s=self.timeout_s)
         except (OSError, ConnectionError, TimeoutError, LookupError) as e:
-            log.debug("Verification request to broker %d failed: %s", meta.leader, e)
-            conn = self._connections.pop(meta.leader, None)
+            log.debug("Verification request to broker %d failed: %s", broker_id, e)
+            conn = self._connections.pop(broker_id, None)
             if conn is not None:
                 await conn.close()
-            return dict.fromkeys(partitions, E.network_exception)
+            return {t: dict.fromkeys(r, E.network_exception) for t, r in results.items()}
         if response.error_code != E.none:
-            return dict.fromkeys(partitions, ErrorCode(response.error_code))
-        result = dict.fromkeys(partitions, E.invalid_txn_state)
+            return {t: dict.fromkeys(r, ErrorCode(response.error_code)) for t, r in results.items()}
         for txn in response.results_by_transaction:
-            if txn.transactional_id != transactional_id:
+            result = results.get(txn.transactional_id)
+            if result is None:
                 continue
             for topic in txn.topic_results:
                 for p in topic.results_by_partition:
                     tp = TopicPartition(topic.name, p.partition_index)
                     if tp in result:
                         result[tp] = ErrorCode(p.partition_error_code)
-        return result
+        return results
 
     async def _connection(self, broker_id: int) -> BrokerConnection:
         async with self._connect_locks[broker_id]:
@@ -118,6 +176,13 @@ class TxnVerifier:
             return conn
 
     async def shutdown(self) -> None:
+        for task in list(self._sending):
+            task.cancel()
+        for queue in self._queues.values():
+            for p in queue.values():
+                if not p.future.done():
+                    p.future.set_result(dict.fromkeys(p.partitions, E.network_exception))
+        self._queues.clear()
         for conn in self._connections.values():
             await conn.close()
         self._connections.clear()

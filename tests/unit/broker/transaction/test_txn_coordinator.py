@@ -368,3 +368,54 @@ def test_a_new_leader_epoch_resends_markers_with_it() -> None:
         assert [c[4] for c in h.markers.calls] == [5, 8]
         assert md(h).state is S.COMPLETE_ABORT
     run(t)
+
+
+class _Leader:
+    leader = 1
+
+
+class _Cache:
+    def partition(self, topic: str, partition: int) -> _Leader:
+        return _Leader()
+
+
+class _RecordingConnection:
+    """Answers verify-only AddPartitionsToTxn v4: partition 0 of any topic is in the transaction."""
+
+    def __init__(self) -> None:
+        self.requests: list[object] = []
+
+    async def send(self, request: object, response_type: type, timeout_s: float = 30.0) -> object:
+        from kio.schema.add_partitions_to_txn.v4 import response as r
+
+        from odradek.protocol.messages import build
+        self.requests.append(request)
+        return build(r.AddPartitionsToTxnResponse, throttle_time=0, error_code=E.none, results_by_transaction=tuple(
+            build(r.AddPartitionsToTxnResult, transactional_id=txn.transactional_id, topic_results=tuple(
+                build(r.AddPartitionsToTxnTopicResult, name=t.name, results_by_partition=tuple(
+                    build(r.AddPartitionsToTxnPartitionResult, partition_index=p,
+                          partition_error_code=E.none if p == 0 else E.invalid_txn_state) for p in t.partitions))
+                for t in txn.topics))
+            for txn in request.transactions))  # type: ignore[attr-defined]
+
+
+def test_remote_verification_is_batched_per_coordinator() -> None:
+    async def main() -> None:
+        h = Harness()  # owns nothing: every id's coordinator is broker 1
+        conn = _RecordingConnection()
+
+        class Verifier(TxnVerifier):
+            async def _connection(self, broker_id: int) -> _RecordingConnection:  # type: ignore[override]
+                assert broker_id == 1
+                return conn
+
+        verifier = Verifier(h.coordinator, 0, _Cache(), "INTERNAL")  # type: ignore[arg-type]
+        a, b, c = await asyncio.gather(verifier.verify("x", 1, 0, [TP0]), verifier.verify("x", 1, 0, [TP1]),
+                                       verifier.verify("y", 2, 0, [TP0]))
+        assert (a, b, c) == ({TP0: E.none}, {TP1: E.invalid_txn_state}, {TP0: E.none})
+        (request,) = conn.requests
+        sent = {txn.transactional_id: {(t.name, p) for t in txn.topics for p in t.partitions}
+                for txn in request.transactions}  # type: ignore[attr-defined]
+        assert sent == {"x": {("t", 0), ("t", 1)}, "y": {("t", 0)}}
+        assert all(txn.verify_only for txn in request.transactions)  # type: ignore[attr-defined]
+    asyncio.run(main())
