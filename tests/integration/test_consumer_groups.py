@@ -7,7 +7,6 @@ the replicated __consumer_offsets without losing a commit."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import shutil
 import subprocess
 import time
@@ -308,22 +307,6 @@ def test_confluent_static_member_restarts_without_a_rebalance(cluster: LocalClus
     finally:
         for c in members.consumers:
             c.close()
-
-
-def test_transactional_producer_fails_fast_with_the_reason(cluster: LocalCluster) -> None:
-    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": "tx-1"})
-    try:
-        started = time.monotonic()
-        with pytest.raises(KafkaException) as failure:
-            producer.init_transactions(20)
-    finally:
-        # close() would abort the transaction first, so it reports the fatal error again.
-        with contextlib.suppress(KafkaException):
-            producer.close()
-    assert time.monotonic() - started < 15
-    error = failure.value.args[0]
-    assert error.fatal()
-    assert "no transaction coordinator" in error.str()
 
 
 # ----------------------------------------------------------------------------- every version on the wire
