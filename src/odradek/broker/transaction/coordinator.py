@@ -75,6 +75,7 @@ class TransactionCoordinator:
         self._loops: list[asyncio.Task[None]] = []
         # FindCoordinator's creation of __transaction_state, while one is under way.
         self.topic_creation: asyncio.Future[object] | None = None
+        self.marker_failure_backoff_s = 1.0
 
     # ------------------------------------------------------------------ life cycle
 
@@ -366,8 +367,16 @@ class TransactionCoordinator:
         producer_id, epoch = md.producer_id, md.producer_epoch
         partitions = frozenset(md.topic_partitions)
         if partitions:
-            written = await self.marker_sender.send_markers(md.transactional_id, producer_id, epoch, commit,
-                                                            coordinator_epoch, partitions)
+            while True:
+                try:
+                    written = await self.marker_sender.send_markers(md.transactional_id, producer_id, epoch, commit,
+                                                                    coordinator_epoch, partitions)
+                    break
+                except asyncio.CancelledError:
+                    raise
+                except Exception:  # a bug or a surprise: retried, the transaction must not hang in Prepare*
+                    log.exception("Sending the markers of transactional id %s failed; retrying", md.transactional_id)
+                    await asyncio.sleep(self.marker_failure_backoff_s)
             if not written:
                 log.info("Stopped sending markers of transactional id %s: coordinator fenced", md.transactional_id)
                 return

@@ -419,3 +419,22 @@ def test_remote_verification_is_batched_per_coordinator() -> None:
         assert sent == {"x": {("t", 0), ("t", 1)}, "y": {("t", 0)}}
         assert all(txn.verify_only for txn in request.transactions)  # type: ignore[attr-defined]
     asyncio.run(main())
+
+
+def test_a_marker_sender_failure_is_retried() -> None:
+    async def t(h: Harness) -> None:
+        pid, epoch = await begin(h)
+        failures = [RuntimeError("boom")]
+        send = h.markers.send_markers
+
+        async def flaky(*args: object) -> bool:
+            if failures:
+                raise failures.pop()
+            return await send(*args)  # type: ignore[arg-type]
+
+        h.markers.send_markers = flaky  # type: ignore[method-assign]
+        h.coordinator.marker_failure_backoff_s = 0
+        assert await h.coordinator.end_transaction("tx", pid, epoch, commit=True) == E.none
+        await h.settle()
+        assert not failures and md(h).state is S.COMPLETE_COMMIT
+    run(t)
