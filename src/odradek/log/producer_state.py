@@ -46,7 +46,7 @@ from odradek.log.checkpoints import write_atomically
 from odradek.log.segment import filename_prefix
 from odradek.log.transaction_index import AbortedTxn
 from odradek.protocol.control_records import ControlRecordType, decode_end_txn_marker
-from odradek.protocol.errors import for_code
+from odradek.protocol.errors import CorruptMessageError, InvalidRecordError, for_code
 from odradek.protocol.records import NO_PRODUCER_EPOCH, NO_SEQUENCE, RecordBatchHeader
 
 InvalidProducerEpochError = for_code(ErrorCode.invalid_producer_epoch)
@@ -238,8 +238,16 @@ class ProducerAppend:
     def _end_txn(self, staged: ProducerStateEntry, batch: bytes | bytearray | memoryview,
                  offset: int) -> CompletedTxn | None:
         """Kafka's ``appendEndTxnMarker``; the producer epoch is already checked and set."""
-        marker, coordinator_epoch = decode_end_txn_marker(batch)
         pid = staged.producer_id
+        try:
+            marker, coordinator_epoch = decode_end_txn_marker(batch)
+        except (CorruptMessageError, InvalidRecordError) as e:
+            if self._from_client:
+                raise
+            # A replica or a replay keeps going (the log still opens); it completes nothing.
+            log.warning("unreadable control batch of producer %d at offset %d: %s", pid,
+                        offset, e)
+            return None
         if staged.coordinator_epoch > coordinator_epoch:
             message = (f"invalid coordinator epoch for producer {pid} at offset {offset}: "
                        f"{coordinator_epoch} is older than the previously known coordinator "

@@ -18,9 +18,19 @@ from odradek.log.producer_state import (
     TransactionCoordinatorFencedError,
 )
 from odradek.log.segment import LogSegment, filename_prefix
-from odradek.protocol.control_records import ControlRecordType, build_end_txn_marker_batch
+from odradek.protocol.control_records import (
+    ControlRecordType,
+    build_end_txn_marker_batch,
+    encode_control_record_key,
+)
 from odradek.protocol.errors import InvalidRecordError
-from odradek.protocol.records import iter_batches
+from odradek.protocol.records import (
+    HEADER_SIZE,
+    SimpleRecord,
+    build_batch,
+    encode_batch,
+    iter_batches,
+)
 
 OpenLog = Callable[..., Log]
 COMMIT, ABORT = ControlRecordType.COMMIT, ControlRecordType.ABORT
@@ -398,3 +408,27 @@ def test_first_unstable_offset_never_below_log_start(open_log: OpenLog) -> None:
     lg.update_high_watermark(3)
     lg.maybe_increment_log_start_offset(2)
     assert lg.first_unstable_offset == 2 and lg.last_stable_offset == 2
+
+
+def _leader_change_batch(pid: int, base_offset: int) -> bytes:
+    """A control batch with a LEADER_CHANGE record: not an end-transaction marker."""
+    plain = build_batch([SimpleRecord(b"", encode_control_record_key(
+        ControlRecordType.LEADER_CHANGE))], timestamp=T0)
+    return encode_batch(plain[HEADER_SIZE:], base_offset=base_offset, last_offset_delta=0,
+                        records_count=1, attributes=0x30, base_timestamp=T0, max_timestamp=T0,
+                        partition_leader_epoch=0, producer_id=pid, producer_epoch=0,
+                        base_sequence=-1)
+
+
+def test_other_control_batches_complete_nothing(open_log: OpenLog) -> None:
+    lg = open_log()
+    with pytest.raises(InvalidRecordError):
+        lg.append_as_leader(_leader_change_batch(1, 0), 0, origin=COORD)
+    lg.append_as_follower(txn_batch(1, 0))
+    lg.append_as_follower(_leader_change_batch(1, 1))  # a replica keeps going
+    assert lg.log_end_offset == 2 and lg.has_ongoing_transaction(1, 0)
+    lg.flush()
+    for segment in lg.segments:
+        segment.close()
+    lg = open_log(high_watermark=2, recovery_point=0, had_clean_shutdown=False)
+    assert lg.log_end_offset == 2 and lg.has_ongoing_transaction(1, 0)
