@@ -77,6 +77,8 @@ log = logging.getLogger(__name__)
 
 UnsupportedCompressionTypeError = for_code(ErrorCode.unsupported_compression_type)
 
+_CLIENT = AppendOrigin.CLIENT
+
 # ListOffsets special timestamps
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
@@ -255,9 +257,11 @@ class Log:
 
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark, clamped to ``[log_start_offset, log_end_offset]``."""
-        self._high_watermark = min(max(offset, self.log_start_offset), self._next_offset)
-        self.producer_state.on_high_watermark_updated(self._high_watermark)
-        return self._high_watermark
+        self._high_watermark = hw = min(max(offset, self.log_start_offset), self._next_offset)
+        state = self.producer_state
+        if state.unreplicated_txns:  # cheap test: on every HW move
+            state.on_high_watermark_updated(hw)
+        return hw
 
     def maybe_increment_high_watermark(self, offset: int) -> bool:
         """Raise the high watermark to ``offset`` (never lowers it); True if it moved."""
@@ -353,7 +357,7 @@ class Log:
         else:
             buf = bytearray(records)
         now = self._time_ms()
-        from_client = origin is AppendOrigin.CLIENT
+        from_client = origin is _CLIENT
         batches = validate_produced(buf, self.config, now, self.name, from_client=from_client)
         log_append = self.config.message_timestamp_type == "LogAppendTime"
         if from_client:
