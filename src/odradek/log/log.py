@@ -220,10 +220,10 @@ class Log:
     def _read_stored_batch(self, header: RecordBatchHeader) -> bytes:
         """The stored bytes of the batch ``header`` describes (for markers in a replay)."""
         segment = self.segment_for(header.base_offset)
-        found = segment.translate_offset(header.base_offset) if segment is not None else None
-        if found is None:
+        found = None if segment is None else segment.translate_offset(header.base_offset)
+        if segment is None or found is None:
             raise KafkaStorageError(f"{self}: batch at offset {header.base_offset} is gone")
-        return segment.read_bytes(found[0], header.size)  # type: ignore[union-attr]
+        return segment.read_bytes(found[0], header.size)
 
     def _headers_from(self, offset: int) -> Iterator[RecordBatchHeader]:
         for segment in self.segments[max(self._segment_index(offset), 0):]:

@@ -14,7 +14,7 @@
 * A segment's ``.txnindex`` follows its log file through every suffix, like the other
   indexes. The base offsets of the re-scanned segments are returned: their ``.txnindex``
   needs the producer state before them, so the log rebuilds it (Kafka's
-  ``LogSegment.recover`` with a ``ProducerStateManager``).
+  ``LogSegment.recover`` with a ``ProducerStateManager``); so are those of completed swaps.
 * After an unclean shutdown every segment from the one holding the recovery point onward
   is re-scanned: each batch's bounds, magic, offsets and CRC-32C are checked and the
   indexes rebuilt; the first bad batch truncates its segment and every later segment is
@@ -87,6 +87,9 @@ def load_segments(directory: Path, make_segment: Callable[[int, str], LogSegment
     for i, base in enumerate(swaps):
         _complete_swap(directory, make_segment(base, SWAP_SUFFIX),
                        swaps[i + 1] if i + 1 < len(swaps) else None)
+    # A crash inside the rename may have left the swap's .txnindex under either name, so it
+    # is rebuilt like a recovered segment's (Kafka recovers a swap segment in full).
+    recovered_bases: set[int] = set(swaps)
     names = os.listdir(directory)
     bases: set[int] = set()
     for name in names:
@@ -98,7 +101,6 @@ def load_segments(directory: Path, make_segment: Callable[[int, str], LogSegment
             if base is not None and base not in bases:
                 os.unlink(directory / name)  # an index without its log is useless
     segments = [make_segment(base, "") for base in sorted(bases)]
-    recovered_bases: set[int] = set()
     for segment in segments:
         try:
             segment.sanity_check()

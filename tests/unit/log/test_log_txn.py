@@ -380,15 +380,22 @@ def _log_with_aborted_txn_and_swap(open_log: OpenLog, suffix: str) -> Log:
     return lg
 
 
-def test_loader_completes_an_interrupted_swap_with_its_txnindex(open_log: OpenLog) -> None:
+@pytest.mark.parametrize("renamed", [False, True])
+def test_loader_completes_an_interrupted_swap_with_its_txnindex(open_log: OpenLog,
+                                                               renamed: bool) -> None:
     lg = _log_with_aborted_txn_and_swap(open_log, ".swap")
+    if renamed:  # the crash hit after the .txnindex.swap took its live name
+        os.rename(lg.dir / f"{filename_prefix(0)}.txnindex.swap",
+                  lg.dir / f"{filename_prefix(0)}.txnindex")
     (lg.dir / f"{filename_prefix(1)}.txnindex.deleted").write_bytes(b"x")
     (lg.dir / f"{filename_prefix(5000)}.txnindex").write_bytes(b"")  # no log file
     lg = open_log(config(segment_bytes=400), high_watermark=lg.log_end_offset,
                   recovery_point=lg.log_end_offset)
-    assert lg.segments[0].txn_index.all_aborted_txns() == [AbortedTxn(1, 0, 1, 99)]
+    # Rebuilt from the swapped-in log, whichever file survived.
+    assert lg.segments[0].txn_index.all_aborted_txns() == [AbortedTxn(1, 0, 1, 2)]
     assert txn_files(lg) == [f"{filename_prefix(0)}.txnindex"]
     assert not [n for n in os.listdir(lg.dir) if n.endswith(".swap")]
+    assert lg.collect_aborted_transactions(0, 10) == [AbortedTxn(1, 0, 1, 2)]
 
 
 def test_loader_discards_a_swap_that_had_not_begun(open_log: OpenLog) -> None:
