@@ -113,7 +113,8 @@ class CleanResult:
     ``end_offset`` is the new first dirty offset (the ``cleaner-offset-checkpoint`` entry):
     one past the last offset the offset map covered, which is ``first_uncleanable_offset``
     unless the map filled up first. ``tombstone_due_ms`` is the earliest time a tombstone
-    kept by this cleaning may be removed (None when none was kept).
+    (or a transaction marker whose transaction is gone) kept by this cleaning may be
+    removed (None when none was kept).
     """
 
     groups: tuple[CleanedGroup, ...]
