@@ -59,14 +59,18 @@ def test_the_dirty_section_stops_at_the_segment_of_the_first_unstable_offset(
 
 
 def _values(lg: Log, key: bytes) -> list[bytes | None]:
-    data = lg.read(lg.log_start_offset, 1 << 20).read_bytes()
+    """The values of ``key`` in the whole log (reads go a segment at a time)."""
     values = []
-    for pos, header in iter_batches(data):
-        if header.is_control:
-            continue
-        _, records = decode_batch(data[pos:pos + header.size])
-        values += [r.value for r in records if r.key == key]
-    return values
+    offset = lg.log_start_offset
+    while True:
+        data = lg.read(offset, 1 << 20).read_bytes()
+        if not data:
+            return values
+        for pos, header in iter_batches(data):
+            offset = header.next_offset
+            if not header.is_control:
+                _, records = decode_batch(data[pos:pos + header.size])
+                values += [r.value for r in records if r.key == key]
 
 
 @needs_txn_log

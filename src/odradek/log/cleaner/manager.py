@@ -91,12 +91,15 @@ def cleanable_offsets(lg: Log, checkpoint: int | None, now_ms: int) -> tuple[int
     # Kafka cleans up to the last stable offset, min(high watermark, first unstable offset):
     # an open transaction's data (or one whose marker is not yet replicated) may still be
     # aborted, so neither it nor anything after it is mapped or rewritten.
-    # (The producer state's first unstable offset is what Log.first_unstable_offset returns.)
-    for bound in (lg.high_watermark, lg.producer_state.first_unstable_offset()):
+    # (Log.first_unstable_offset: the producer state's, never below the log start offset.)
+    first_unstable = lg.producer_state.first_unstable_offset()
+    if first_unstable is not None:
+        first_unstable = max(first_unstable, start)
+    for bound in (lg.high_watermark, first_unstable):
         if bound is not None:
             bound_segment = lg.segment_for(bound)
-            uncleanable = min(uncleanable, segments[0].base_offset if bound_segment is None
-                              else bound_segment.base_offset)
+            if bound_segment is not None:
+                uncleanable = min(uncleanable, bound_segment.base_offset)
     dirty = [s for s in segments[:-1] if lg.segment_end(s) > first_dirty]
     config = lg.config
     if config.min_compaction_lag_ms > 0:
