@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from odradek import tasks
+from odradek.broker import _log_txn_shim  # noqa: F401  TEMPORARY until the log branch is merged
 from odradek.broker.alter_partition import AlterPartitionManager
 from odradek.broker.delayed_fetch import DelayedFetch, FetchPartitionRequest, FetchPartitionResult
 from odradek.broker.delayed_produce import DelayedProduce, ProducePartitionResult
@@ -34,8 +35,11 @@ from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.partition import Partition
 from odradek.broker.purgatory import Purgatory
 from odradek.common import TopicPartition
+from odradek.log.log_info import AppendOrigin
+from odradek.log.producer_state import NO_GUARD_CHECK
 from odradek.protocol import control
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.records import RecordBatchHeader, parse_header
 from odradek.state_change_log import StateChangeLogger
 from odradek.zk.zk_data import uuid_to_topic_id
 
@@ -45,7 +49,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ReplicaManager", "TimeSlice"]
+__all__ = ["ReplicaManager", "TimeSlice", "transactional_header", "verification_error"]
 
 # StopReplica leader epochs that bypass the stale-epoch check: unknown, and "topic deleted".
 _NO_EPOCH = -1
@@ -70,6 +74,36 @@ class TimeSlice:
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+# Verification errors the producer could not act on, as Kafka 3.6's ReplicaManager maps them
+# for the Produce response: coordinator trouble becomes the retriable NOT_ENOUGH_REPLICAS, a
+# fenced producer INVALID_PRODUCER_EPOCH (what a Produce response reports for it).
+_VERIFICATION_ERRORS = {
+    ErrorCode.concurrent_transactions: ErrorCode.not_enough_replicas,
+    ErrorCode.coordinator_load_in_progress: ErrorCode.not_enough_replicas,
+    ErrorCode.coordinator_not_available: ErrorCode.not_enough_replicas,
+    ErrorCode.not_coordinator: ErrorCode.not_enough_replicas,
+    ErrorCode.producer_fenced: ErrorCode.invalid_producer_epoch,
+}
+
+
+def verification_error(error: ErrorCode) -> ErrorCode:
+    """The Produce error for a partition whose KIP-890 verification answered ``error``."""
+    return _VERIFICATION_ERRORS.get(error, error)
+
+
+def transactional_header(records: bytes | bytearray | memoryview | None) -> RecordBatchHeader | None:
+    """The header of the first batch of ``records`` if it is a transactional data batch (v3+
+    Produce requests carry one batch); None otherwise, malformed input included (the
+    append reports that)."""
+    if not records:
+        return None
+    try:
+        header = parse_header(records)
+    except KafkaError:
+        return None
+    return header if header.is_transactional and not header.is_control else None
 
 
 class ReplicaManager:
@@ -100,6 +134,11 @@ class ReplicaManager:
         self.on_become_leader: list[Callable[[list[Partition]], None]] = []
         self.on_become_follower: list[Callable[[list[Partition]], None]] = []
         self.on_stop_replica: list[Callable[[list[tuple[Partition | None, TopicPartition, bool]]], None]] = []
+        # KIP-890 part 1: checks with the transaction coordinator that a partition is in the
+        # producer's transaction before a transactional batch starts one there (None: no check).
+        # An object with ``async verify(transactional_id, producer_id, producer_epoch,
+        # partitions) -> dict[TopicPartition, ErrorCode]``; set by the server's wiring.
+        self.txn_verifier: Any = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -344,14 +383,25 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ produce
 
-    def append_records(self, acks: int, timeout_ms: int, entries: Iterable[tuple[str, int, bytes | None]]
+    def append_records(self, acks: int, timeout_ms: int, entries: Iterable[tuple[str, int, bytes | None]], *,
+                       origin: AppendOrigin = AppendOrigin.CLIENT, transactional_id: str | None = None,
+                       verification_guards: Mapping[TopicPartition, object] | None = None
                        ) -> tuple[dict[TopicPartition, ProducePartitionResult], DelayedProduce | None]:
         """Append to the leaders here.  With acks=-1 a DelayedProduce is returned when some
-        partition's high watermark has not reached its batch yet (await its future)."""
+        partition's high watermark has not reached its batch yet (await its future).
+
+        ``origin`` is Kafka's AppendOrigin (COORDINATOR: transaction markers and transactional
+        offset commits).  This never awaits: client transactional batches that need KIP-890
+        verification go through :meth:`append_records_async`, which passes the
+        ``verification_guards`` it created; without them, and with a verifier configured, a
+        client batch cannot start a transaction."""
+        # Without guards: no check at all, or (a verifier is configured) no transaction start.
+        default_guard = NO_GUARD_CHECK if self.txn_verifier is None or origin is not AppendOrigin.CLIENT else None
         results: dict[TopicPartition, ProducePartitionResult] = {}
         for topic, partition_id, records in entries:
             tp = TopicPartition(topic, partition_id)
-            results[tp] = self._append_to_leader(tp, records, acks)
+            guard = default_guard if verification_guards is None else verification_guards.get(tp)
+            results[tp] = self._append_to_leader(tp, records, acks, origin, guard)
         if acks != -1:
             return results, None
         delayed = DelayedProduce(self.partitions, timeout_ms, results)
@@ -360,7 +410,59 @@ class ReplicaManager:
             return results, None
         return results, delayed
 
-    def _append_to_leader(self, tp: TopicPartition, records: bytes | None, acks: int) -> ProducePartitionResult:
+    async def append_records_async(self, acks: int, timeout_ms: int,
+                                   entries: Iterable[tuple[str, int, bytes | None]], *,
+                                   transactional_id: str | None,
+                                   origin: AppendOrigin = AppendOrigin.CLIENT
+                                   ) -> tuple[dict[TopicPartition, ProducePartitionResult], DelayedProduce | None]:
+        """:meth:`append_records` after KIP-890 verification: for each partition where a client
+        transactional batch would start a transaction (none ongoing for its producer and
+        epoch), a verification guard is created, then the transaction coordinator is asked
+        whether the partition is in the transaction.  A partition that fails is answered
+        with the error and nothing is appended to it (Kafka 3.6's ReplicaManager.appendRecords
+        with AddPartitionsToTxnManager)."""
+        entries = list(entries)
+        verifier = self.txn_verifier
+        if verifier is None or origin is not AppendOrigin.CLIENT or transactional_id is None:
+            return self.append_records(acks, timeout_ms, entries, origin=origin, transactional_id=transactional_id)
+        guards: dict[TopicPartition, object] = {}
+        to_verify: dict[tuple[int, int], list[TopicPartition]] = {}
+        for topic, partition_id, records in entries:
+            header = transactional_header(records)
+            if header is None:
+                continue
+            tp = TopicPartition(topic, partition_id)
+            p = self.partitions.get(tp)
+            if p is None or p.log is None or not p.is_leader:
+                continue  # the append answers with the error
+            if p.log.has_ongoing_transaction(header.producer_id, header.producer_epoch):
+                continue
+            guards[tp] = p.log.producer_state.create_verification_guard(header.producer_id)
+            to_verify.setdefault((header.producer_id, header.producer_epoch), []).append(tp)
+        failed: dict[TopicPartition, ProducePartitionResult] = {}
+        for (producer_id, producer_epoch), tps in to_verify.items():
+            try:
+                answer = await verifier.verify(transactional_id, producer_id, producer_epoch, tps)
+            except Exception as e:  # the coordinator could not be asked: the producer retries
+                log.warning("Could not verify partitions %s of transactional id %s: %s", tps, transactional_id, e)
+                answer = {tp: ErrorCode.not_enough_replicas for tp in tps}
+            for tp in tps:
+                error = verification_error(ErrorCode(answer.get(tp, ErrorCode.none)))
+                if error != ErrorCode.none:
+                    failed[tp] = ProducePartitionResult(
+                        error, message=f"partition {tp.topic}-{tp.partition} could not be verified to be in "
+                                       f"the transaction of {transactional_id!r}")
+        if failed:
+            entries = [e for e in entries if (e[0], e[1]) not in failed]
+        results, delayed = self.append_records(acks, timeout_ms, entries, origin=origin,
+                                               transactional_id=transactional_id, verification_guards=guards)
+        # Shared with the DelayedProduce, which only waits on partitions that were appended.
+        results.update(failed)
+        return results, delayed
+
+    def _append_to_leader(self, tp: TopicPartition, records: bytes | None, acks: int,
+                          origin: AppendOrigin = AppendOrigin.CLIENT, guard: object = NO_GUARD_CHECK
+                          ) -> ProducePartitionResult:
         partition = self.partitions.get(tp)
         if partition is None or partition.log is None:
             known = self.metadata_cache.partition(tp.topic, tp.partition) is not None
@@ -377,12 +479,13 @@ class ReplicaManager:
                         f"min.insync.replicas={partition.min_insync_replicas()}")
         lg = partition.log
         try:
-            info = lg.append_as_leader(records, partition.leader_epoch)
+            info = lg.append_as_leader(records, partition.leader_epoch, origin=origin, verification_guard=guard)
         except KafkaError as e:
             return ProducePartitionResult(e.code, message=str(e),
                                           record_errors=tuple(getattr(e, "record_errors", ())))
         if not info.duplicate:
-            self.fetch_purgatory.check_and_complete(tp)  # followers waiting for data
+            # Followers waiting for data; read_committed fetches when a marker moved the LSO.
+            self.fetch_purgatory.check_and_complete(tp)
             if partition.maybe_increment_high_watermark():
                 self._complete_delayed_requests(tp)
         return ProducePartitionResult(ErrorCode.none, info.first_offset, info.log_append_time,
