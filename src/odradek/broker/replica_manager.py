@@ -21,7 +21,12 @@ from typing import TYPE_CHECKING, Any
 from odradek import tasks
 from odradek.broker import _log_txn_shim  # noqa: F401  TEMPORARY until the log branch is merged
 from odradek.broker.alter_partition import AlterPartitionManager
-from odradek.broker.delayed_fetch import DelayedFetch, FetchPartitionRequest, FetchPartitionResult
+from odradek.broker.delayed_fetch import (
+    READ_COMMITTED,
+    DelayedFetch,
+    FetchPartitionRequest,
+    FetchPartitionResult,
+)
 from odradek.broker.delayed_produce import DelayedProduce, ProducePartitionResult
 from odradek.broker.fetcher import ReplicaFetcherManager
 from odradek.broker.leader_and_isr import (
@@ -494,10 +499,11 @@ class ReplicaManager:
     # ------------------------------------------------------------------ fetch
 
     def fetch_messages(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
-                       requests: list[FetchPartitionRequest]) -> dict[TopicPartition, FetchPartitionResult] | DelayedFetch:
+                       requests: list[FetchPartitionRequest], isolation_level: int = 0
+                       ) -> dict[TopicPartition, FetchPartitionResult] | DelayedFetch:
         """Read from the leaders here; a DelayedFetch (await its future) when fewer than
         ``min_bytes`` are available and the fetch may wait."""
-        results = self.read_from_local_log(replica_id, max_bytes, requests)
+        results = self.read_from_local_log(replica_id, max_bytes, requests, isolation_level)
         if max_wait_ms <= 0 or not requests:
             return results
         total = 0
@@ -508,20 +514,23 @@ class ReplicaManager:
         if total >= min_bytes:
             return results
         delayed = DelayedFetch(self.partitions, max_wait_ms, replica_id, min_bytes, requests,
-                               lambda: self.read_from_local_log(replica_id, max_bytes, requests))
+                               lambda: self.read_from_local_log(replica_id, max_bytes, requests, isolation_level),
+                               isolation_level)
         # Completed at once or not, its future holds the answer.
         self.fetch_purgatory.try_complete_else_watch(delayed, [TopicPartition(r.topic, r.partition) for r in requests])
         return delayed
 
-    def read_from_local_log(self, replica_id: int, max_bytes: int, requests: list[FetchPartitionRequest]
-                            ) -> dict[TopicPartition, FetchPartitionResult]:
-        """Read each partition: consumers up to the high watermark, followers (``replica_id``
+    def read_from_local_log(self, replica_id: int, max_bytes: int, requests: list[FetchPartitionRequest],
+                            isolation_level: int = 0) -> dict[TopicPartition, FetchPartitionResult]:
+        """Read each partition: consumers up to the high watermark (read_committed: the last
+        stable offset, with the aborted transactions of the range), followers (``replica_id``
         >= 0) up to the log end offset, recording the follower's position."""
         results: dict[TopicPartition, FetchPartitionResult] = {}
         remaining = max_bytes
         first_with_data = True
         now = _now_ms()
         follower = replica_id >= 0
+        committed = isolation_level == READ_COMMITTED and not follower
         for r in requests:
             tp = TopicPartition(r.topic, r.partition)
             p = self.partitions.get(tp)
@@ -544,14 +553,22 @@ class ReplicaManager:
             if follower and replica_id not in p.replicas:
                 results[tp] = FetchPartitionResult(ErrorCode.not_leader_or_follower)
                 continue
-            bound = None if follower else lg.high_watermark
+            lso = lg.last_stable_offset
+            bound = None if follower else lso if committed else lg.high_watermark
             try:
                 data = lg.read(r.fetch_offset, min(r.max_bytes, remaining) if remaining > 0 else 0, bound,
                                first_with_data)
             except KafkaError as e:
-                results[tp] = FetchPartitionResult(e.code, lg.high_watermark, lg.log_start_offset)
+                results[tp] = FetchPartitionResult(e.code, lg.high_watermark, lg.log_start_offset,
+                                                   last_stable_offset=lso)
                 continue
             size = data.size
+            aborted = None
+            if committed and size:
+                # Kafka's Log.addAbortedTransactions bounds this by the end of the fetched data;
+                # the last stable offset is a looser bound: entries past the data are unused.
+                aborted = tuple((a.producer_id, a.first_offset)
+                                for a in lg.collect_aborted_transactions(r.fetch_offset, lso))
             if size:
                 first_with_data = False
                 remaining -= size
@@ -563,7 +580,8 @@ class ReplicaManager:
                     if self.alter_partition.submit(p, new_isr):
                         self.logger.info(f"Expanding ISR of partition {p.name} from "
                                          f"[{','.join(map(str, p.isr))}] to [{','.join(map(str, new_isr))}]")
-            results[tp] = FetchPartitionResult(ErrorCode.none, lg.high_watermark, lg.log_start_offset, data.regions)
+            results[tp] = FetchPartitionResult(ErrorCode.none, lg.high_watermark, lg.log_start_offset, data.regions,
+                                               lso, aborted)
         return results
 
     # ------------------------------------------------------------------ offsets
@@ -584,14 +602,20 @@ class ReplicaManager:
         return p
 
     def offset_for_timestamp(self, topic: str, partition: int, timestamp: int, current_leader_epoch: int,
-                             replica_id: int) -> tuple[ErrorCode, int, int, int]:
+                             replica_id: int, isolation_level: int = 0) -> tuple[ErrorCode, int, int, int]:
         """ListOffsets: (error, timestamp, offset, leader epoch).  The debugging replica id
-        (-2) may ask a follower."""
+        (-2) may ask a follower.  Consumers see up to the high watermark, read_committed ones
+        up to the last stable offset (Kafka's Partition.fetchOffsetForTimestamp)."""
         p = self._local_log_or_error(topic, partition, current_leader_epoch, followers_too=replica_id == -2)
         if isinstance(p, ErrorCode):
             return p, -1, -1, -1
         assert p.log is not None
-        bound = None if replica_id >= 0 else p.log.high_watermark
+        if replica_id >= 0:
+            bound = None
+        elif isolation_level == READ_COMMITTED:
+            bound = p.log.last_stable_offset
+        else:
+            bound = p.log.high_watermark
         found = p.log.offset_for_timestamp(timestamp, bound)
         if found is None:
             return ErrorCode.none, -1, -1, -1
