@@ -622,6 +622,15 @@ class ReplicaManager:
         epoch = found.leader_epoch if found.leader_epoch is not None else -1
         return ErrorCode.none, found.timestamp, found.offset, epoch
 
+    def active_producers(self, topic: str, partition: int) -> ErrorCode | list[Any]:
+        """DescribeProducers: the producer state entries of a partition led here (Kafka's
+        ReplicaManager.activeProducerState), or the error to answer with."""
+        p = self._local_log_or_error(topic, partition)
+        if isinstance(p, ErrorCode):
+            return p
+        assert p.log is not None
+        return list(p.log.producer_state.producers.values())
+
     def end_offset_for_epoch(self, topic: str, partition: int, current_leader_epoch: int, leader_epoch: int
                              ) -> tuple[ErrorCode, int, int]:
         """OffsetForLeaderEpoch on the leader: (error, epoch, end offset)."""
