@@ -13,6 +13,9 @@ from typing import Any
 from odradek.log import log_info, producer_state
 from odradek.log.log import Log
 
+# True when the log lacks its transaction support (tests that need it are skipped then).
+ACTIVE = not hasattr(log_info, "AppendOrigin")
+
 if not hasattr(log_info, "AppendOrigin"):
     class AppendOrigin(enum.Enum):
         CLIENT = "client"
