@@ -5,6 +5,7 @@ and ListOffsets bounded by the last stable offset, DescribeProducers' producer s
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +25,7 @@ from odradek.log.log_manager import LogManager, LogManagerConfig
 from odradek.protocol import control
 from odradek.protocol.control_records import ControlRecordType, decode_end_txn_marker
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.records import SimpleRecord, build_batch
+from odradek.protocol.records import SimpleRecord, build_batch, iter_batches
 
 BROKER = 1
 PID, EPOCH = 4000, 2
@@ -66,7 +67,7 @@ def run(body: Callable[[ReplicaManager], Awaitable[R]], tmp_path: Path) -> R:
 
 def txn_batch(seq: int = 0, pid: int = PID, epoch: int = EPOCH, value: bytes = b"v") -> bytes:
     return build_batch([SimpleRecord(value)], producer_id=pid, producer_epoch=epoch, base_sequence=seq,
-                       is_transactional=True)
+                       is_transactional=True, timestamp=time.time_ns() // 1_000_000)
 
 
 def leo(rm: ReplicaManager, tp: TopicPartition) -> int:
@@ -299,7 +300,9 @@ def test_read_committed_stops_at_the_lso_and_lists_aborted_transactions(tmp_path
         answers = await write_txn_markers(rm, groups, [marker(False, T0, OFFSETS0)], 1000)
         assert answers == [(PID, {T0: ErrorCode.none, OFFSETS0: ErrorCode.none})]
         done = (await asyncio.wait_for(waiting.future, 5))[T0]
-        assert done.size > 0 and done.last_stable_offset == 2
+        assert done.last_stable_offset == 2
+        (region,) = done.regions  # the data batch and the marker
+        assert [h.base_offset for _, h in iter_batches(region.read())] == [0, 1]
         assert done.aborted_transactions == ((PID, 0),)
         assert rm.offset_for_timestamp("t", 0, LATEST, -1, -1, 1)[2] == 2
         found = rm.active_producers("t", 0)
