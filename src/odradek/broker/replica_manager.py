@@ -565,10 +565,15 @@ class ReplicaManager:
             size = data.size
             aborted = None
             if committed and size:
-                # Kafka's Log.addAbortedTransactions bounds this by the end of the fetched data;
-                # the last stable offset is a looser bound: entries past the data are unused.
+                # Kafka's Log.addAbortedTransactions: the aborted transactions overlapping the
+                # data read, bounded by the end of the segment it came from (the LSO when the
+                # read went past the segment holding the fetch offset).
+                upper = lso
+                segment = lg.segment_for(r.fetch_offset)
+                if segment is not None and segment.log_path == data.regions[0].path:
+                    upper = min(upper, lg.segment_end(segment))
                 aborted = tuple((a.producer_id, a.first_offset)
-                                for a in lg.collect_aborted_transactions(r.fetch_offset, lso))
+                                for a in lg.collect_aborted_transactions(r.fetch_offset, upper))
             if size:
                 first_with_data = False
                 remaining -= size

@@ -326,3 +326,22 @@ def test_a_committed_transaction_lists_no_aborted_transactions(tmp_path: Path) -
     result = run(body, tmp_path)[T1]
     assert result.size > 0 and result.last_stable_offset == 2 and result.aborted_transactions == ()
     assert groups.completed == []  # no __consumer_offsets partition in the marker
+
+
+@needs_log_txns
+def test_aborted_transactions_are_those_of_the_segment_read(tmp_path: Path) -> None:
+    async def body(rm: ReplicaManager) -> list[tuple[tuple[int, int], ...] | None]:
+        lg = rm.partitions[T0].log
+        assert lg is not None
+        for pid in (1, 2):
+            results, _ = rm.append_records(1, 1000, [("t", 0, bytearray(txn_batch(pid=pid)))])
+            assert results[T0].error == ErrorCode.none
+            assert await write_txn_markers(rm, Groups(), [marker(False, T0, pid=pid)], 1000) == \
+                [(pid, {T0: ErrorCode.none})]
+            if pid == 1:
+                lg.roll()
+        assert [s.base_offset for s in lg.segments] == [0, 2]
+        return [rm.read_from_local_log(-1, 1 << 20, [FetchPartitionRequest("t", 0, offset, 1 << 20)],
+                                       isolation_level=1)[T0].aborted_transactions for offset in (0, 2)]
+
+    assert run(body, tmp_path) == [((1, 0),), ((2, 2),)]
