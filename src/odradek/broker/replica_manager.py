@@ -8,6 +8,11 @@ from consumers (up to the high watermark) and followers (up to the log end offse
 recording each follower's position; waiting in a :class:`DelayedFetch`), keep the high
 watermark at the smallest log end offset in the ISR and ask the controller to shrink or
 expand the ISR.
+
+Transactions: client transactional batches that would start a transaction are first
+verified with the transaction coordinator (KIP-890, ``append_records_async``); markers and
+transactional offset commits are appended with origin COORDINATOR; read_committed fetches
+and ListOffsets stop at the last stable offset, with the aborted transactions of the range.
 """
 
 from __future__ import annotations
