@@ -24,7 +24,6 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from odradek import tasks
-from odradek.broker import _log_txn_shim  # noqa: F401  TEMPORARY until the log branch is merged
 from odradek.broker.alter_partition import AlterPartitionManager
 from odradek.broker.delayed_fetch import (
     READ_COMMITTED,

@@ -11,10 +11,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-import pytest
 from control_helpers import OTHER_TOPIC_ID, lai_state, leader_and_isr
 
-from odradek.broker import _log_txn_shim
 from odradek.broker.apis.txn_markers import marker_entries, write_txn_markers
 from odradek.broker.delayed_fetch import DelayedFetch, FetchPartitionRequest
 from odradek.broker.metadata_cache import MetadataCache
@@ -34,7 +32,6 @@ FOLLOWED = TopicPartition("t", 2)
 OFFSETS0 = TopicPartition("__consumer_offsets", 0)
 LATEST = -1
 
-needs_log_txns = pytest.mark.skipif(_log_txn_shim.ACTIVE, reason="needs the log's transaction support")
 
 R = TypeVar("R")
 
@@ -250,7 +247,6 @@ def test_active_producers_of_led_partitions_only(tmp_path: Path) -> None:
 # ----------------------------------------------------------------------------- with the log's transactions
 
 
-@needs_log_txns
 def test_an_ongoing_transaction_is_not_verified_again(tmp_path: Path) -> None:
     verifier = Verifier()
 
@@ -268,7 +264,6 @@ def test_an_ongoing_transaction_is_not_verified_again(tmp_path: Path) -> None:
     assert verifier.calls == [("tx", PID, EPOCH, [T0])]
 
 
-@needs_log_txns
 def test_with_a_verifier_the_sync_path_cannot_start_a_transaction(tmp_path: Path) -> None:
     async def body(rm: ReplicaManager) -> None:
         rm.txn_verifier = Verifier()
@@ -279,7 +274,6 @@ def test_with_a_verifier_the_sync_path_cannot_start_a_transaction(tmp_path: Path
     run(body, tmp_path)
 
 
-@needs_log_txns
 def test_read_committed_stops_at_the_lso_and_lists_aborted_transactions(tmp_path: Path) -> None:
     groups = Groups()
     fetch = [FetchPartitionRequest("t", 0, 0, 1 << 20)]
@@ -313,7 +307,6 @@ def test_read_committed_stops_at_the_lso_and_lists_aborted_transactions(tmp_path
     assert groups.completed == [(PID, [0], False)]
 
 
-@needs_log_txns
 def test_a_committed_transaction_lists_no_aborted_transactions(tmp_path: Path) -> None:
     groups = Groups()
 
@@ -328,7 +321,6 @@ def test_a_committed_transaction_lists_no_aborted_transactions(tmp_path: Path) -
     assert groups.completed == []  # no __consumer_offsets partition in the marker
 
 
-@needs_log_txns
 def test_aborted_transactions_are_those_of_the_segment_read(tmp_path: Path) -> None:
     async def body(rm: ReplicaManager) -> list[tuple[tuple[int, int], ...] | None]:
         lg = rm.partitions[T0].log

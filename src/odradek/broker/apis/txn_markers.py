@@ -18,7 +18,6 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
-from odradek.broker import _log_txn_shim  # noqa: F401  TEMPORARY until the log branch is merged
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
 from odradek.broker.group.offsets_topic import OFFSETS_TOPIC
 from odradek.common import TopicPartition
