@@ -11,7 +11,9 @@ from odradek.common import TopicPartition
 from odradek.log.log_info import FileRegion
 from odradek.protocol.errors import ErrorCode, KafkaError
 
-__all__ = ["DelayedFetch", "FetchPartitionRequest", "FetchPartitionResult"]
+__all__ = ["READ_COMMITTED", "DelayedFetch", "FetchPartitionRequest", "FetchPartitionResult"]
+
+READ_COMMITTED = 1  # Fetch and ListOffsets isolation_level (Kafka's IsolationLevel.READ_COMMITTED)
 
 
 @dataclass(slots=True)
@@ -20,6 +22,10 @@ class FetchPartitionResult:
     high_watermark: int = -1
     log_start_offset: int = -1
     regions: tuple[FileRegion, ...] = ()
+    last_stable_offset: int = -1
+    # read_committed reads that returned data: (producer id, first offset) of the aborted
+    # transactions the consumer must skip; None otherwise (null in the response)
+    aborted_transactions: tuple[tuple[int, int], ...] | None = None
 
     @property
     def size(self) -> int:
@@ -41,13 +47,14 @@ class DelayedFetch(DelayedOperation):
 
     def __init__(self, partitions: Mapping[TopicPartition, Partition], timeout_ms: int, replica_id: int,
                  min_bytes: int, requests: list[FetchPartitionRequest],
-                 read: Callable[[], dict[TopicPartition, FetchPartitionResult]]) -> None:
+                 read: Callable[[], dict[TopicPartition, FetchPartitionResult]], isolation_level: int = 0) -> None:
         super().__init__(timeout_ms)
         self.partitions = partitions
         self.replica_id = replica_id
         self.min_bytes = min_bytes
         self.requests = requests
         self._read = read
+        self.read_committed = isolation_level == READ_COMMITTED and replica_id < 0
         self._epochs = {(r.topic, r.partition): self._epoch(r) for r in requests}
 
     def _epoch(self, r: FetchPartitionRequest) -> tuple[int | None, int]:
@@ -64,7 +71,15 @@ class DelayedFetch(DelayedOperation):
             p = self.partitions.get(TopicPartition(r.topic, r.partition))
             if p is None or p.log is None or not p.is_leader:
                 return self.force_complete()
-            bound = p.log.log_end_offset if self.replica_id >= 0 else p.high_watermark
+            # Kafka's DelayedFetch: followers up to the log end offset, read_committed consumers
+            # up to the last stable offset (so a marker or a high watermark moving it completes
+            # them), other consumers up to the high watermark.
+            if self.replica_id >= 0:
+                bound = p.log.log_end_offset
+            elif self.read_committed:
+                bound = p.log.last_stable_offset
+            else:
+                bound = p.high_watermark
             if bound < r.fetch_offset or r.fetch_offset < p.log.log_start_offset:
                 return self.force_complete()  # truncated or out of range: answer with the error now
             if bound > r.fetch_offset:

@@ -8,6 +8,11 @@ from consumers (up to the high watermark) and followers (up to the log end offse
 recording each follower's position; waiting in a :class:`DelayedFetch`), keep the high
 watermark at the smallest log end offset in the ISR and ask the controller to shrink or
 expand the ISR.
+
+Transactions: client transactional batches that would start a transaction are first
+verified with the transaction coordinator (KIP-890, ``append_records_async``); markers and
+transactional offset commits are appended with origin COORDINATOR; read_committed fetches
+and ListOffsets stop at the last stable offset, with the aborted transactions of the range.
 """
 
 from __future__ import annotations
@@ -20,7 +25,12 @@ from typing import TYPE_CHECKING, Any
 
 from odradek import tasks
 from odradek.broker.alter_partition import AlterPartitionManager
-from odradek.broker.delayed_fetch import DelayedFetch, FetchPartitionRequest, FetchPartitionResult
+from odradek.broker.delayed_fetch import (
+    READ_COMMITTED,
+    DelayedFetch,
+    FetchPartitionRequest,
+    FetchPartitionResult,
+)
 from odradek.broker.delayed_produce import DelayedProduce, ProducePartitionResult
 from odradek.broker.fetcher import ReplicaFetcherManager
 from odradek.broker.leader_and_isr import (
@@ -34,8 +44,11 @@ from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.partition import Partition
 from odradek.broker.purgatory import Purgatory
 from odradek.common import TopicPartition
+from odradek.log.log_info import AppendOrigin
+from odradek.log.producer_state import NO_GUARD_CHECK
 from odradek.protocol import control
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.records import RecordBatchHeader, parse_header
 from odradek.state_change_log import StateChangeLogger
 from odradek.zk.zk_data import uuid_to_topic_id
 
@@ -45,7 +58,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ReplicaManager", "TimeSlice"]
+__all__ = ["ReplicaManager", "TimeSlice", "transactional_header", "verification_error"]
 
 # StopReplica leader epochs that bypass the stale-epoch check: unknown, and "topic deleted".
 _NO_EPOCH = -1
@@ -70,6 +83,36 @@ class TimeSlice:
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+# Verification errors the producer could not act on, as Kafka 3.6's ReplicaManager maps them
+# for the Produce response: coordinator trouble becomes the retriable NOT_ENOUGH_REPLICAS, a
+# fenced producer INVALID_PRODUCER_EPOCH (what a Produce response reports for it).
+_VERIFICATION_ERRORS = {
+    ErrorCode.concurrent_transactions: ErrorCode.not_enough_replicas,
+    ErrorCode.coordinator_load_in_progress: ErrorCode.not_enough_replicas,
+    ErrorCode.coordinator_not_available: ErrorCode.not_enough_replicas,
+    ErrorCode.not_coordinator: ErrorCode.not_enough_replicas,
+    ErrorCode.producer_fenced: ErrorCode.invalid_producer_epoch,
+}
+
+
+def verification_error(error: ErrorCode) -> ErrorCode:
+    """The Produce error for a partition whose KIP-890 verification answered ``error``."""
+    return _VERIFICATION_ERRORS.get(error, error)
+
+
+def transactional_header(records: bytes | bytearray | memoryview | None) -> RecordBatchHeader | None:
+    """The header of the first batch of ``records`` if it is a transactional data batch (v3+
+    Produce requests carry one batch); None otherwise, malformed input included (the
+    append reports that)."""
+    if not records:
+        return None
+    try:
+        header = parse_header(records)
+    except KafkaError:
+        return None
+    return header if header.is_transactional and not header.is_control else None
 
 
 class ReplicaManager:
@@ -100,6 +143,11 @@ class ReplicaManager:
         self.on_become_leader: list[Callable[[list[Partition]], None]] = []
         self.on_become_follower: list[Callable[[list[Partition]], None]] = []
         self.on_stop_replica: list[Callable[[list[tuple[Partition | None, TopicPartition, bool]]], None]] = []
+        # KIP-890 part 1: checks with the transaction coordinator that a partition is in the
+        # producer's transaction before a transactional batch starts one there (None: no check).
+        # An object with ``async verify(transactional_id, producer_id, producer_epoch,
+        # partitions) -> dict[TopicPartition, ErrorCode]``; set by the server's wiring.
+        self.txn_verifier: Any = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -344,14 +392,25 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ produce
 
-    def append_records(self, acks: int, timeout_ms: int, entries: Iterable[tuple[str, int, bytes | None]]
+    def append_records(self, acks: int, timeout_ms: int, entries: Iterable[tuple[str, int, bytes | None]], *,
+                       origin: AppendOrigin = AppendOrigin.CLIENT, transactional_id: str | None = None,
+                       verification_guards: Mapping[TopicPartition, object] | None = None
                        ) -> tuple[dict[TopicPartition, ProducePartitionResult], DelayedProduce | None]:
         """Append to the leaders here.  With acks=-1 a DelayedProduce is returned when some
-        partition's high watermark has not reached its batch yet (await its future)."""
+        partition's high watermark has not reached its batch yet (await its future).
+
+        ``origin`` is Kafka's AppendOrigin (COORDINATOR: transaction markers and transactional
+        offset commits).  This never awaits: client transactional batches that need KIP-890
+        verification go through :meth:`append_records_async`, which passes the
+        ``verification_guards`` it created; without them, and with a verifier configured, a
+        client batch cannot start a transaction."""
+        # Without guards: no check at all, or (a verifier is configured) no transaction start.
+        default_guard = NO_GUARD_CHECK if self.txn_verifier is None or origin is not AppendOrigin.CLIENT else None
         results: dict[TopicPartition, ProducePartitionResult] = {}
         for topic, partition_id, records in entries:
             tp = TopicPartition(topic, partition_id)
-            results[tp] = self._append_to_leader(tp, records, acks)
+            guard = default_guard if verification_guards is None else verification_guards.get(tp)
+            results[tp] = self._append_to_leader(tp, records, acks, origin, guard)
         if acks != -1:
             return results, None
         delayed = DelayedProduce(self.partitions, timeout_ms, results)
@@ -360,7 +419,59 @@ class ReplicaManager:
             return results, None
         return results, delayed
 
-    def _append_to_leader(self, tp: TopicPartition, records: bytes | None, acks: int) -> ProducePartitionResult:
+    async def append_records_async(self, acks: int, timeout_ms: int,
+                                   entries: Iterable[tuple[str, int, bytes | None]], *,
+                                   transactional_id: str | None,
+                                   origin: AppendOrigin = AppendOrigin.CLIENT
+                                   ) -> tuple[dict[TopicPartition, ProducePartitionResult], DelayedProduce | None]:
+        """:meth:`append_records` after KIP-890 verification: for each partition where a client
+        transactional batch would start a transaction (none ongoing for its producer and
+        epoch), a verification guard is created, then the transaction coordinator is asked
+        whether the partition is in the transaction.  A partition that fails is answered
+        with the error and nothing is appended to it (Kafka 3.6's ReplicaManager.appendRecords
+        with AddPartitionsToTxnManager)."""
+        entries = list(entries)
+        verifier = self.txn_verifier
+        if verifier is None or origin is not AppendOrigin.CLIENT or transactional_id is None:
+            return self.append_records(acks, timeout_ms, entries, origin=origin, transactional_id=transactional_id)
+        guards: dict[TopicPartition, object] = {}
+        to_verify: dict[tuple[int, int], list[TopicPartition]] = {}
+        for topic, partition_id, records in entries:
+            header = transactional_header(records)
+            if header is None:
+                continue
+            tp = TopicPartition(topic, partition_id)
+            p = self.partitions.get(tp)
+            if p is None or p.log is None or not p.is_leader:
+                continue  # the append answers with the error
+            if p.log.has_ongoing_transaction(header.producer_id, header.producer_epoch):
+                continue
+            guards[tp] = p.log.producer_state.create_verification_guard(header.producer_id)
+            to_verify.setdefault((header.producer_id, header.producer_epoch), []).append(tp)
+        failed: dict[TopicPartition, ProducePartitionResult] = {}
+        for (producer_id, producer_epoch), tps in to_verify.items():
+            try:
+                answer = await verifier.verify(transactional_id, producer_id, producer_epoch, tps)
+            except Exception as e:  # the coordinator could not be asked: the producer retries
+                log.warning("Could not verify partitions %s of transactional id %s: %s", tps, transactional_id, e)
+                answer = {tp: ErrorCode.not_enough_replicas for tp in tps}
+            for tp in tps:
+                error = verification_error(ErrorCode(answer.get(tp, ErrorCode.none)))
+                if error != ErrorCode.none:
+                    failed[tp] = ProducePartitionResult(
+                        error, message=f"partition {tp.topic}-{tp.partition} could not be verified to be in "
+                                       f"the transaction of {transactional_id!r}")
+        if failed:
+            entries = [e for e in entries if (e[0], e[1]) not in failed]
+        results, delayed = self.append_records(acks, timeout_ms, entries, origin=origin,
+                                               transactional_id=transactional_id, verification_guards=guards)
+        # Shared with the DelayedProduce, which only waits on partitions that were appended.
+        results.update(failed)
+        return results, delayed
+
+    def _append_to_leader(self, tp: TopicPartition, records: bytes | None, acks: int,
+                          origin: AppendOrigin = AppendOrigin.CLIENT, guard: object = NO_GUARD_CHECK
+                          ) -> ProducePartitionResult:
         partition = self.partitions.get(tp)
         if partition is None or partition.log is None:
             known = self.metadata_cache.partition(tp.topic, tp.partition) is not None
@@ -377,12 +488,13 @@ class ReplicaManager:
                         f"min.insync.replicas={partition.min_insync_replicas()}")
         lg = partition.log
         try:
-            info = lg.append_as_leader(records, partition.leader_epoch)
+            info = lg.append_as_leader(records, partition.leader_epoch, origin=origin, verification_guard=guard)
         except KafkaError as e:
             return ProducePartitionResult(e.code, message=str(e),
                                           record_errors=tuple(getattr(e, "record_errors", ())))
         if not info.duplicate:
-            self.fetch_purgatory.check_and_complete(tp)  # followers waiting for data
+            # Followers waiting for data; read_committed fetches when a marker moved the LSO.
+            self.fetch_purgatory.check_and_complete(tp)
             if partition.maybe_increment_high_watermark():
                 self._complete_delayed_requests(tp)
         return ProducePartitionResult(ErrorCode.none, info.first_offset, info.log_append_time,
@@ -391,10 +503,11 @@ class ReplicaManager:
     # ------------------------------------------------------------------ fetch
 
     def fetch_messages(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
-                       requests: list[FetchPartitionRequest]) -> dict[TopicPartition, FetchPartitionResult] | DelayedFetch:
+                       requests: list[FetchPartitionRequest], isolation_level: int = 0
+                       ) -> dict[TopicPartition, FetchPartitionResult] | DelayedFetch:
         """Read from the leaders here; a DelayedFetch (await its future) when fewer than
         ``min_bytes`` are available and the fetch may wait."""
-        results = self.read_from_local_log(replica_id, max_bytes, requests)
+        results = self.read_from_local_log(replica_id, max_bytes, requests, isolation_level)
         if max_wait_ms <= 0 or not requests:
             return results
         total = 0
@@ -405,20 +518,23 @@ class ReplicaManager:
         if total >= min_bytes:
             return results
         delayed = DelayedFetch(self.partitions, max_wait_ms, replica_id, min_bytes, requests,
-                               lambda: self.read_from_local_log(replica_id, max_bytes, requests))
+                               lambda: self.read_from_local_log(replica_id, max_bytes, requests, isolation_level),
+                               isolation_level)
         # Completed at once or not, its future holds the answer.
         self.fetch_purgatory.try_complete_else_watch(delayed, [TopicPartition(r.topic, r.partition) for r in requests])
         return delayed
 
-    def read_from_local_log(self, replica_id: int, max_bytes: int, requests: list[FetchPartitionRequest]
-                            ) -> dict[TopicPartition, FetchPartitionResult]:
-        """Read each partition: consumers up to the high watermark, followers (``replica_id``
+    def read_from_local_log(self, replica_id: int, max_bytes: int, requests: list[FetchPartitionRequest],
+                            isolation_level: int = 0) -> dict[TopicPartition, FetchPartitionResult]:
+        """Read each partition: consumers up to the high watermark (read_committed: the last
+        stable offset, with the aborted transactions of the range), followers (``replica_id``
         >= 0) up to the log end offset, recording the follower's position."""
         results: dict[TopicPartition, FetchPartitionResult] = {}
         remaining = max_bytes
         first_with_data = True
         now = _now_ms()
         follower = replica_id >= 0
+        committed = isolation_level == READ_COMMITTED and not follower
         for r in requests:
             tp = TopicPartition(r.topic, r.partition)
             p = self.partitions.get(tp)
@@ -441,14 +557,27 @@ class ReplicaManager:
             if follower and replica_id not in p.replicas:
                 results[tp] = FetchPartitionResult(ErrorCode.not_leader_or_follower)
                 continue
-            bound = None if follower else lg.high_watermark
+            lso = lg.last_stable_offset
+            bound = None if follower else lso if committed else lg.high_watermark
             try:
                 data = lg.read(r.fetch_offset, min(r.max_bytes, remaining) if remaining > 0 else 0, bound,
                                first_with_data)
             except KafkaError as e:
-                results[tp] = FetchPartitionResult(e.code, lg.high_watermark, lg.log_start_offset)
+                results[tp] = FetchPartitionResult(e.code, lg.high_watermark, lg.log_start_offset,
+                                                   last_stable_offset=lso)
                 continue
             size = data.size
+            aborted = None
+            if committed and size:
+                # Kafka's Log.addAbortedTransactions: the aborted transactions overlapping the
+                # data read, bounded by the end of the segment it came from (the LSO when the
+                # read went past the segment holding the fetch offset).
+                upper = lso
+                segment = lg.segment_for(r.fetch_offset)
+                if segment is not None and segment.log_path == data.regions[0].path:
+                    upper = min(upper, lg.segment_end(segment))
+                aborted = tuple((a.producer_id, a.first_offset)
+                                for a in lg.collect_aborted_transactions(r.fetch_offset, upper))
             if size:
                 first_with_data = False
                 remaining -= size
@@ -460,7 +589,8 @@ class ReplicaManager:
                     if self.alter_partition.submit(p, new_isr):
                         self.logger.info(f"Expanding ISR of partition {p.name} from "
                                          f"[{','.join(map(str, p.isr))}] to [{','.join(map(str, new_isr))}]")
-            results[tp] = FetchPartitionResult(ErrorCode.none, lg.high_watermark, lg.log_start_offset, data.regions)
+            results[tp] = FetchPartitionResult(ErrorCode.none, lg.high_watermark, lg.log_start_offset, data.regions,
+                                               lso, aborted)
         return results
 
     # ------------------------------------------------------------------ offsets
@@ -481,19 +611,34 @@ class ReplicaManager:
         return p
 
     def offset_for_timestamp(self, topic: str, partition: int, timestamp: int, current_leader_epoch: int,
-                             replica_id: int) -> tuple[ErrorCode, int, int, int]:
+                             replica_id: int, isolation_level: int = 0) -> tuple[ErrorCode, int, int, int]:
         """ListOffsets: (error, timestamp, offset, leader epoch).  The debugging replica id
-        (-2) may ask a follower."""
+        (-2) may ask a follower.  Consumers see up to the high watermark, read_committed ones
+        up to the last stable offset (Kafka's Partition.fetchOffsetForTimestamp)."""
         p = self._local_log_or_error(topic, partition, current_leader_epoch, followers_too=replica_id == -2)
         if isinstance(p, ErrorCode):
             return p, -1, -1, -1
         assert p.log is not None
-        bound = None if replica_id >= 0 else p.log.high_watermark
+        if replica_id >= 0:
+            bound = None
+        elif isolation_level == READ_COMMITTED:
+            bound = p.log.last_stable_offset
+        else:
+            bound = p.log.high_watermark
         found = p.log.offset_for_timestamp(timestamp, bound)
         if found is None:
             return ErrorCode.none, -1, -1, -1
         epoch = found.leader_epoch if found.leader_epoch is not None else -1
         return ErrorCode.none, found.timestamp, found.offset, epoch
+
+    def active_producers(self, topic: str, partition: int) -> ErrorCode | list[Any]:
+        """DescribeProducers: the producer state entries of a partition led here (Kafka's
+        ReplicaManager.activeProducerState), or the error to answer with."""
+        p = self._local_log_or_error(topic, partition)
+        if isinstance(p, ErrorCode):
+            return p
+        assert p.log is not None
+        return list(p.log.producer_state.producers.values())
 
     def end_offset_for_epoch(self, topic: str, partition: int, current_leader_epoch: int, leader_epoch: int
                              ) -> tuple[ErrorCode, int, int]:

@@ -6,6 +6,13 @@ appends batches that already carry the leader's offsets. Reads return file regio
 segment's descriptor, a position and a size) so the network layer can ``sendfile`` them;
 consumers' reads stop at the high watermark, followers' at the log end offset.
 
+Transactions (KIP-98): the producer state tracks ongoing transactions; an end-transaction
+marker (a control batch, appended by the transaction coordinator or replicated) completes
+one, and an aborted one is recorded in the ``.txnindex`` of the segment holding its marker.
+The last stable offset (the first offset of a transaction still ongoing or whose marker is
+not yet below the high watermark, else the high watermark) bounds READ_COMMITTED fetches,
+which also get :meth:`Log.collect_aborted_transactions`.
+
 Nothing here starts threads or timers: the log manager's ``tick`` calls
 :meth:`Log.flush_if_due`, :meth:`Log.delete_old_segments` and
 :meth:`Log.delete_pending_segments`.
@@ -30,11 +37,22 @@ from odradek.log.abstract_index import IndexCorruptError
 from odradek.log.checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile, fsync_dir
 from odradek.log.cleaner.job import CLEANED_SUFFIX, SWAP_SUFFIX
 from odradek.log.leader_epoch_cache import LeaderEpochFileCache
-from odradek.log.log_info import FetchDataInfo, FileRegion, LogAppendInfo, TimestampAndOffset
+from odradek.log.log_info import (
+    AppendOrigin,
+    FetchDataInfo,
+    FileRegion,
+    LogAppendInfo,
+    TimestampAndOffset,
+)
 from odradek.log.log_loader import load_segments
 from odradek.log.log_validator import assign_offsets, validate_produced
 from odradek.log.partition_metadata import read_topic_id
-from odradek.log.producer_state import ProducerStateManager
+from odradek.log.producer_state import (
+    NO_GUARD_CHECK,
+    CompletedTxn,
+    ProducerStateManager,
+    last_stable_offset,
+)
 from odradek.log.segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -44,6 +62,7 @@ from odradek.log.segment import (
     LogSegment,
     filename_prefix,
 )
+from odradek.log.transaction_index import TXN_INDEX_SUFFIX, AbortedTxn
 from odradek.protocol.errors import KafkaStorageError, OffsetOutOfRangeError, for_code
 from odradek.protocol.records import (
     NO_TIMESTAMP,
@@ -57,6 +76,8 @@ from odradek.protocol.records import (
 log = logging.getLogger(__name__)
 
 UnsupportedCompressionTypeError = for_code(ErrorCode.unsupported_compression_type)
+
+_CLIENT = AppendOrigin.CLIENT
 
 # ListOffsets special timestamps
 LATEST_TIMESTAMP = -1
@@ -146,8 +167,12 @@ class Log:
             self.flush()  # what recovery accepted is now the log: make it durable
         cache.truncate_from_end(self._next_offset)
         cache.truncate_from_start(self.log_start_offset)
-        self._rebuild_producer_state()
+        if loaded.recovered_bases:
+            self._rebuild_txn_indexes(loaded.recovered_bases)
+        else:
+            self._rebuild_producer_state()
         self._high_watermark = min(max(high_watermark, self.log_start_offset), self._next_offset)
+        self.producer_state.on_high_watermark_updated(self._high_watermark)
         if loaded.truncated_bytes:
             log.warning("%s: recovered to log end offset %d", directory, self._next_offset)
         return self
@@ -161,10 +186,44 @@ class Log:
             suffix=suffix)
 
     def _rebuild_producer_state(self) -> None:
+        """Kafka's ``loadProducerState``: the latest usable snapshot, then the batches after
+        it (markers read whole, so transactions complete as they did at append)."""
         start = self.producer_state.truncate_and_reload(self.log_start_offset, self._next_offset,
                                                         self._time_ms())
         if start < self._next_offset:
-            self.producer_state.replay(self._headers_from(start), self._next_offset)
+            self.producer_state.replay(self._headers_from(start), self._next_offset,
+                                       self._read_stored_batch)
+
+    def _rebuild_txn_indexes(self, bases: set[int]) -> None:
+        """Rebuild the ``.txnindex`` of the re-scanned segments ``bases`` together with the
+        producer state (Kafka's ``LogSegment.recover`` with the producer state as of the
+        segment's start): replay from a snapshot at or before the first of them, and give
+        each aborted transaction to the segment holding its marker."""
+        rebuilt = [s for s in self.segments if s.base_offset in bases]
+        for segment in rebuilt:
+            segment.txn_index.delete()
+        first = rebuilt[0].base_offset
+        state = self.producer_state
+        # Snapshots past the first re-scanned segment may describe data recovery dropped.
+        start = state.truncate_and_reload(self.log_start_offset, max(first, self.log_start_offset),
+                                          self._time_ms())
+        aborted = state.replay(self._headers_from(start), self._next_offset,
+                               self._read_stored_batch)
+        for txn in aborted:
+            segment = self.segment_for(txn.last_offset)
+            if segment is not None and segment.base_offset in bases:
+                segment.update_txn_index(txn)
+        for segment in rebuilt:
+            segment.txn_index.flush()
+        state.take_snapshot()
+
+    def _read_stored_batch(self, header: RecordBatchHeader) -> bytes:
+        """The stored bytes of the batch ``header`` describes (for markers in a replay)."""
+        segment = self.segment_for(header.base_offset)
+        found = None if segment is None else segment.translate_offset(header.base_offset)
+        if segment is None or found is None:
+            raise KafkaStorageError(f"{self}: batch at offset {header.base_offset} is gone")
+        return segment.read_bytes(found[0], header.size)
 
     def _headers_from(self, offset: int) -> Iterator[RecordBatchHeader]:
         for segment in self.segments[max(self._segment_index(offset), 0):]:
@@ -198,8 +257,11 @@ class Log:
 
     def update_high_watermark(self, offset: int) -> int:
         """Set the high watermark, clamped to ``[log_start_offset, log_end_offset]``."""
-        self._high_watermark = min(max(offset, self.log_start_offset), self._next_offset)
-        return self._high_watermark
+        self._high_watermark = hw = min(max(offset, self.log_start_offset), self._next_offset)
+        state = self.producer_state
+        if state.unreplicated_txns:  # cheap test: on every HW move
+            state.on_high_watermark_updated(hw)
+        return hw
 
     def maybe_increment_high_watermark(self, offset: int) -> bool:
         """Raise the high watermark to ``offset`` (never lowers it); True if it moved."""
@@ -207,6 +269,53 @@ class Log:
             return False
         self.update_high_watermark(offset)
         return True
+
+    # ------------------------------------------------------------------ transactions
+
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """The first offset of the earliest transaction still ongoing or whose marker is not
+        yet below the high watermark, never below the log start offset (Kafka's
+        ``firstUnstableOffset``); None when there is none."""
+        offset = self.producer_state.first_unstable_offset()
+        if offset is None:
+            return None
+        return max(offset, self.log_start_offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """Where READ_COMMITTED fetches stop: min(first unstable offset, high watermark)."""
+        return last_stable_offset(self.first_unstable_offset, self._high_watermark)
+
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """The producer, known with this epoch, has a transaction ongoing in this log."""
+        return self.producer_state.has_ongoing_transaction(producer_id, producer_epoch)
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int
+                                     ) -> list[AbortedTxn]:
+        """The aborted transactions overlapping ``[start_offset, upper_bound_offset)``: from
+        the segment holding ``start_offset`` on, until a segment's index says the search is
+        complete (Kafka's ``collectAbortedTransactions``)."""
+        found: list[AbortedTxn] = []
+        for segment in self.segments[max(self._segment_index(start_offset), 0):]:
+            txns, complete = segment.txn_index.collect_aborted_txns(start_offset,
+                                                                    upper_bound_offset)
+            found.extend(txns)
+            if complete:
+                break
+        return found
+
+    def _complete_txns(self, completed: list[CompletedTxn]) -> None:
+        """After the append holding their markers: index aborted transactions in the
+        segment holding the marker, then mark them decided (Kafka's ``Log.append``:
+        ``updateTxnIndex`` and ``completeTxn``)."""
+        state = self.producer_state
+        for txn in completed:
+            aborted = state.complete_txn(txn, state.last_stable_offset_for(txn))
+            if aborted is not None:
+                segment = self.segment_for(txn.last_offset)
+                if segment is not None:
+                    segment.update_txn_index(aborted)
 
     @property
     def latest_epoch(self) -> int | None:
@@ -225,15 +334,21 @@ class Log:
 
     # ------------------------------------------------------------------ appends
 
-    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int
-                         ) -> LogAppendInfo:
+    def append_as_leader(self, records: bytes | bytearray | memoryview, leader_epoch: int,
+                         origin: AppendOrigin = AppendOrigin.CLIENT,
+                         verification_guard: object = NO_GUARD_CHECK) -> LogAppendInfo:
         """Validate produced batches, assign offsets in place and append them.
 
         A ``bytearray`` is rewritten in place; other inputs are copied once. Raises
-        CorruptMessageError (bad structure or CRC), InvalidRecordError (client rule broken),
-        MessageTooLargeError, RecordListTooLargeError, InvalidTimestampError,
-        OutOfOrderSequenceError or InvalidProducerEpochError, and appends nothing then. A
-        retried idempotent batch returns its original offsets with ``duplicate=True``.
+        CorruptMessageError (bad structure or CRC), InvalidRecordError (client rule broken,
+        e.g. a control batch), MessageTooLargeError, RecordListTooLargeError,
+        InvalidTimestampError, OutOfOrderSequenceError, InvalidProducerEpochError,
+        InvalidTxnStateError (a non-transactional batch during the producer's transaction,
+        or a transaction start without the producer's verification guard, KIP-890) or
+        TransactionCoordinatorFencedError, and appends nothing then. A retried idempotent
+        batch returns its original offsets with ``duplicate=True``. ``origin`` COORDINATOR
+        may write control batches (end-transaction markers) and skips sequence checks;
+        ``verification_guard`` applies to CLIENT appends only.
         """
         # Offsets are rewritten in place: a bytearray, or a writable view into one (a produce
         # request read into its own buffer), is used as it is; anything else is copied once.
@@ -242,19 +357,32 @@ class Log:
         else:
             buf = bytearray(records)
         now = self._time_ms()
-        batches = validate_produced(buf, self.config, now, self.name)
+        from_client = origin is _CLIENT
+        batches = validate_produced(buf, self.config, now, self.name, from_client=from_client)
         log_append = self.config.message_timestamp_type == "LogAppendTime"
-        for _, header in batches:
-            dup = self.producer_state.find_duplicate(header) if header.producer_id >= 0 else None
-            if dup is not None:
-                return LogAppendInfo(dup.first_offset, dup.last_offset, dup.timestamp,
-                                     dup.last_offset, dup.timestamp if log_append else NO_TIMESTAMP,
-                                     self.log_start_offset, 0, 0, 0, duplicate=True)
-        update = self.producer_state.prepare(from_client=True)
+        if from_client:
+            for _, header in batches:
+                dup = self.producer_state.find_duplicate(header) if header.producer_id >= 0 else None
+                if dup is not None:
+                    return LogAppendInfo(dup.first_offset, dup.last_offset, dup.timestamp,
+                                         dup.last_offset,
+                                         dup.timestamp if log_append else NO_TIMESTAMP,
+                                         self.log_start_offset, 0, 0, 0, duplicate=True)
+            update = self.producer_state.prepare(True, verification_guard=verification_guard)
+        else:
+            # Kafka's AppendOrigin.Coordinator: fencing checked, no sequences.
+            update = self.producer_state.prepare(True, check_sequences=False)
+        completed: list[CompletedTxn] = []
 
-        def on_batch(header: RecordBatchHeader, first: int, last: int, ts: int) -> None:
+        def on_batch(pos: int, header: RecordBatchHeader, first: int, last: int, ts: int) -> None:
             if header.producer_id >= 0:
-                update.add(header, first, last, ts)
+                if header.is_control:
+                    txn = update.add(header, first, last, ts,
+                                     memoryview(buf)[pos:pos + header.size])
+                    if txn is not None:
+                        completed.append(txn)
+                else:
+                    update.add(header, first, last, ts)
 
         assigned = assign_offsets(buf, batches, self._next_offset, leader_epoch,
                                   now if log_append else None, on_batch)
@@ -265,6 +393,8 @@ class Log:
         self._write(buf, assigned.infos, assigned.first_offset, assigned.last_offset,
                     assigned.max_timestamp, now)
         update.commit(self._next_offset)
+        if completed:
+            self._complete_txns(completed)
         self._maybe_flush()
         return LogAppendInfo(assigned.first_offset, assigned.last_offset, assigned.max_timestamp,
                              assigned.offset_of_max_timestamp, now if log_append else NO_TIMESTAMP,
@@ -275,7 +405,8 @@ class Log:
 
         A trailing partial batch is ignored (the next fetch brings it). Raises
         CorruptMessageError for a bad CRC and UnexpectedAppendOffsetError when the batches
-        start below the log end offset or go backwards.
+        start below the log end offset or go backwards. End-transaction markers complete
+        their transactions as on the leader.
         """
         batches = list(iter_batches(records, partial_tail_ok=True))
         if not batches:
@@ -287,6 +418,7 @@ class Log:
         expected = self._next_offset
         max_ts, offset_of_max = NO_TIMESTAMP, -1
         num_records = 0
+        completed: list[CompletedTxn] = []
         for pos, header in batches:
             check_crc(records, pos, header)
             if header.base_offset < expected:
@@ -294,7 +426,15 @@ class Log:
                     f"batch at offset {header.base_offset} is below the expected offset "
                     f"{expected} of {self.topic}-{self.partition}")
             if header.has_producer_id:
-                update.add(header, header.base_offset, header.last_offset, header.max_timestamp)
+                if header.is_control:
+                    txn = update.add(header, header.base_offset, header.last_offset,
+                                     header.max_timestamp,
+                                     memoryview(records)[pos:pos + header.size])
+                    if txn is not None:
+                        completed.append(txn)
+                else:
+                    update.add(header, header.base_offset, header.last_offset,
+                               header.max_timestamp)
             if header.max_timestamp > max_ts:
                 max_ts, offset_of_max = header.max_timestamp, header.last_offset
             infos.append((pos, header.size, header.last_offset, header.max_timestamp))
@@ -309,6 +449,8 @@ class Log:
         data = records if valid == len(records) else memoryview(records)[:valid]
         self._write(data, infos, first, expected - 1, max_ts, self._time_ms())
         update.commit(self._next_offset)
+        if completed:
+            self._complete_txns(completed)
         self._maybe_flush()
         return LogAppendInfo(first, expected - 1, max_ts, offset_of_max, NO_TIMESTAMP,
                              self.log_start_offset, len(batches), num_records, valid)
@@ -345,7 +487,7 @@ class Log:
             return old
         old.on_become_inactive()
         for path in (self.dir / f"{filename_prefix(new_base)}{suffix}" for suffix in
-                     (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)):
+                     (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)):
             if path.exists():  # a stale empty leftover with our name (never a live segment)
                 path.unlink()
         segment = self._make_segment(new_base)
@@ -494,6 +636,7 @@ class Log:
         self._high_watermark = min(self._high_watermark, end)
         self.leader_epoch_cache.truncate_from_end(end)
         self._rebuild_producer_state()
+        self.producer_state.on_high_watermark_updated(self._high_watermark)
 
     def maybe_increment_log_start_offset(self, new_start_offset: int) -> bool:
         """DeleteRecords: move the log start offset forward (never past the high
@@ -706,6 +849,9 @@ __all__ = [
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "MAX_TIMESTAMP",
+    "NO_GUARD_CHECK",
+    "AbortedTxn",
+    "AppendOrigin",
     "FetchDataInfo",
     "FileRegion",
     "Log",

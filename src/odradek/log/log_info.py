@@ -3,9 +3,20 @@ answers (Kafka's ``LogAppendInfo``, ``FetchDataInfo``, ``TimestampAndOffset``)."
 
 from __future__ import annotations
 
+import enum
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+
+class AppendOrigin(enum.Enum):
+    """Who appends (Kafka's ``AppendOrigin``): a producing CLIENT (every check), a
+    COORDINATOR (transaction markers, the group coordinator's transactional offset commits:
+    control batches allowed, no sequence checks) or REPLICATION (a follower)."""
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
+    REPLICATION = "replication"
 
 
 @dataclass(frozen=True, slots=True)

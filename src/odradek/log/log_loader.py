@@ -11,6 +11,10 @@
   are deleted and it takes its live name.
 * Every segment's indexes are sanity-checked; a segment whose indexes do not fit its log
   is rebuilt from the log.
+* A segment's ``.txnindex`` follows its log file through every suffix, like the other
+  indexes. The base offsets of the re-scanned segments are returned: their ``.txnindex``
+  needs the producer state before them, so the log rebuilds it (Kafka's
+  ``LogSegment.recover`` with a ``ProducerStateManager``); so are those of completed swaps.
 * After an unclean shutdown every segment from the one holding the recovery point onward
   is re-scanned: each batch's bounds, magic, offsets and CRC-32C are checked and the
   indexes rebuilt; the first bad batch truncates its segment and every later segment is
@@ -34,12 +38,14 @@ from odradek.log.segment import (
     TIME_INDEX_SUFFIX,
     LogSegment,
 )
+from odradek.log.transaction_index import TXN_INDEX_SUFFIX
 from odradek.protocol.errors import CorruptMessageError, InvalidRecordError
 from odradek.protocol.records import RecordBatchHeader
 
 log = logging.getLogger(__name__)
 
 _LEFTOVER_SUFFIXES = (DELETED_SUFFIX, ".tmp", CLEANED_SUFFIX)
+_INDEX_SUFFIXES = (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX)
 
 
 @dataclass(slots=True)
@@ -47,6 +53,8 @@ class LoadResult:
     segments: list[LogSegment]
     recovered: bool  # some segment was re-scanned (so its data must be flushed)
     truncated_bytes: int
+    # base offsets of the segments re-scanned (their .txnindex is to be rebuilt)
+    recovered_bases: set[int]
 
 
 def _base_offset(name: str, suffix: str) -> int | None:
@@ -72,37 +80,39 @@ def load_segments(directory: Path, make_segment: Callable[[int, str], LogSegment
     swaps = [] if not begun else sorted(
         base for name in names if (base := _base_offset(name, LOG_SUFFIX + SWAP_SUFFIX)) is not None)
     for name in names:
-        for suffix in (INDEX_SUFFIX + SWAP_SUFFIX, TIME_INDEX_SUFFIX + SWAP_SUFFIX):
+        for suffix in (s + SWAP_SUFFIX for s in _INDEX_SUFFIXES):
             base = _base_offset(name, suffix)
             if base is not None and begun and base not in swaps:
                 os.unlink(directory / name)  # its log file already has its live name
     for i, base in enumerate(swaps):
         _complete_swap(directory, make_segment(base, SWAP_SUFFIX),
                        swaps[i + 1] if i + 1 < len(swaps) else None)
+    # A crash inside the rename may have left the swap's .txnindex under either name, so it
+    # is rebuilt like a recovered segment's (Kafka recovers a swap segment in full).
+    recovered_bases: set[int] = set(swaps)
     names = os.listdir(directory)
     bases: set[int] = set()
     for name in names:
         if (base := _base_offset(name, LOG_SUFFIX)) is not None:
             bases.add(base)
     for name in names:
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in _INDEX_SUFFIXES:
             base = _base_offset(name, suffix)
             if base is not None and base not in bases:
                 os.unlink(directory / name)  # an index without its log is useless
     segments = [make_segment(base, "") for base in sorted(bases)]
-    recovered = False
     for segment in segments:
         try:
             segment.sanity_check()
         except (IndexCorruptError, CorruptMessageError, InvalidRecordError) as e:
             log.warning("%s: rebuilding indexes (%s)", segment.log_path, e)
             segment.recover()
-            recovered = True
+            recovered_bases.add(segment.base_offset)
     truncated = 0
     if not had_clean_shutdown and segments:
-        truncated = _recover(segments, recovery_point, on_batch)
-        recovered = True
-    return LoadResult(segments, recovered, truncated)
+        truncated = _recover(segments, recovery_point, on_batch, recovered_bases)
+    recovered_bases.intersection_update(s.base_offset for s in segments)
+    return LoadResult(segments, bool(recovered_bases), truncated, recovered_bases)
 
 
 def _complete_swap(directory: Path, swap: LogSegment, next_swap: int | None) -> None:
@@ -115,7 +125,7 @@ def _complete_swap(directory: Path, swap: LogSegment, next_swap: int | None) -> 
         base = _base_offset(name, LOG_SUFFIX)
         if base is None or not swap.base_offset <= base < end:
             continue
-        for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        for suffix in (LOG_SUFFIX, *_INDEX_SUFFIXES):
             path = directory / f"{name[:-len(LOG_SUFFIX)]}{suffix}"
             if path.exists():
                 os.unlink(path)
@@ -125,7 +135,7 @@ def _complete_swap(directory: Path, swap: LogSegment, next_swap: int | None) -> 
 
 
 def _recover(segments: list[LogSegment], recovery_point: int,
-             on_batch: Callable[[RecordBatchHeader], None]) -> int:
+             on_batch: Callable[[RecordBatchHeader], None], recovered_bases: set[int]) -> int:
     """Re-scan the segments past the recovery point; drop everything after a bad batch."""
     first = 0
     for i, segment in enumerate(segments):
@@ -134,6 +144,7 @@ def _recover(segments: list[LogSegment], recovery_point: int,
     for i in range(first, len(segments)):
         segment = segments[i]
         truncated = segment.recover(on_batch)
+        recovered_bases.add(segment.base_offset)
         if truncated:
             log.warning("%s: truncated %d invalid bytes at position %d", segment.log_path,
                         truncated, segment.size)

@@ -3,7 +3,8 @@ them offsets by rewriting fields in place.
 
 Checks per batch, with Kafka's error codes: size against ``max.message.bytes``
 (MESSAGE_TOO_LARGE), CRC-32C (CORRUPT_MESSAGE), record count against the offset delta, no
-control batches from clients, a sequence for every idempotent batch (INVALID_RECORD), and
+control batches and a sequence for every idempotent batch from clients (INVALID_RECORD; the
+coordinators' appends skip both), and
 for CreateTime topics ``message.timestamp.difference.max.ms`` against the batch's first
 and max timestamps (INVALID_TIMESTAMP; Kafka checks every record, odradek the two the
 header carries). The whole request must fit a segment (RECORD_LIST_TOO_LARGE).
@@ -69,9 +70,10 @@ class AssignedOffsets:
 
 
 def validate_produced(buf: bytes | bytearray | memoryview, config: LogConfig, now_ms: int,
-                      topic_partition: str = "") -> Batches:
+                      topic_partition: str = "", *, from_client: bool = True) -> Batches:
     """``(position, header)`` of every batch in a produce request, all checks passed.
-    ``topic_partition`` (``<topic>-<partition>``) names the log in error messages."""
+    ``topic_partition`` (``<topic>-<partition>``) names the log in error messages;
+    ``from_client=False`` for a coordinator's append (Kafka's ``AppendOrigin.Coordinator``)."""
     if len(buf) > config.segment_bytes:
         raise RecordListTooLargeError(f"record set of {len(buf)} bytes exceeds the segment "
                                       f"size {config.segment_bytes}")
@@ -87,10 +89,11 @@ def validate_produced(buf: bytes | bytearray | memoryview, config: LogConfig, no
         if header.records_count <= 0 or header.records_count != header.last_offset_delta + 1:
             raise InvalidRecordError(f"record batch count {header.records_count} does not "
                                      f"match its offset delta {header.last_offset_delta}")
-        if header.is_control:
-            raise InvalidRecordError("clients are not allowed to write control records")
-        if header.has_producer_id and header.base_sequence < 0:
-            raise InvalidRecordError("idempotent record batch without a sequence number")
+        if from_client:
+            if header.is_control:
+                raise InvalidRecordError("Clients are not allowed to write control records")
+            if header.has_producer_id and header.base_sequence < 0:
+                raise InvalidRecordError("idempotent record batch without a sequence number")
         if check_time:
             for ts in (header.base_timestamp, header.max_timestamp):
                 if ts != NO_TIMESTAMP and abs(ts - now_ms) > max_diff:
@@ -111,10 +114,10 @@ def validate_produced(buf: bytes | bytearray | memoryview, config: LogConfig, no
 
 def assign_offsets(buf: bytearray | memoryview, batches: Batches, first_offset: int, leader_epoch: int,
                    log_append_time: int | None,
-                   on_batch: Callable[[RecordBatchHeader, int, int, int], None]) -> AssignedOffsets:
+                   on_batch: Callable[[int, RecordBatchHeader, int, int, int], None]) -> AssignedOffsets:
     """Rewrite base offset and partition leader epoch of each batch (both outside the CRC);
     with ``log_append_time`` also stamp maxTimestamp and recompute the CRC. ``on_batch``
-    sees ``(header, first offset, last offset, effective max timestamp)``."""
+    sees ``(position, header, first offset, last offset, effective max timestamp)``."""
     infos: list[BatchInfo] = []
     offset = first_offset
     max_ts, offset_of_max = NO_TIMESTAMP, first_offset
@@ -127,7 +130,7 @@ def assign_offsets(buf: bytearray | memoryview, batches: Batches, first_offset: 
         if log_append_time is not None:
             set_log_append_time(buf, pos, header, log_append_time)
             ts = log_append_time
-        on_batch(header, offset, last, ts)
+        on_batch(pos, header, offset, last, ts)
         if ts > max_ts:
             max_ts, offset_of_max = ts, last
         infos.append((pos, header.size, last, ts))

@@ -22,8 +22,11 @@ first-offset order (Kafka's ``ongoingTxns``) and the completed ones whose marker
 below the high watermark (``unreplicatedTxns``); together they give the first unstable
 offset, from which the log will derive its last stable offset for READ_COMMITTED fetches.
 An aborted transaction is returned by :meth:`ProducerStateManager.complete_txn` as the
-:class:`AbortedTxn` the log appends to the segment's ``.txnindex``. Not yet wired into
-``Log``: its appends do not pass marker batches, so today they only move the epoch.
+:class:`AbortedTxn` the log appends to the segment's ``.txnindex``.
+
+KIP-890 part 1: a client's transactional batch that would start a transaction must carry
+the verification guard the produce path created (:meth:`ProducerStateManager.create_verification_guard`)
+before the coordinator confirmed the partition is part of the transaction.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ from odradek.log.checkpoints import write_atomically
 from odradek.log.segment import filename_prefix
 from odradek.log.transaction_index import AbortedTxn
 from odradek.protocol.control_records import ControlRecordType, decode_end_txn_marker
-from odradek.protocol.errors import for_code
+from odradek.protocol.errors import CorruptMessageError, InvalidRecordError, for_code
 from odradek.protocol.records import NO_PRODUCER_EPOCH, NO_SEQUENCE, RecordBatchHeader
 
 InvalidProducerEpochError = for_code(ErrorCode.invalid_producer_epoch)
@@ -62,6 +65,18 @@ _SNAPSHOT_HEAD = struct.Struct(">hIi")
 _SNAPSHOT_ENTRY = struct.Struct(">qhiqiqiq")
 
 log = logging.getLogger(__name__)
+
+
+class _NoGuardCheck:
+    """The type of :data:`NO_GUARD_CHECK`."""
+
+    def __repr__(self) -> str:
+        return "NO_GUARD_CHECK"
+
+
+# Passed as an append's verification guard: skip the KIP-890 check (replication, the
+# coordinator's appends, and callers that verified nothing).
+NO_GUARD_CHECK: object = _NoGuardCheck()
 
 # Gives the stored bytes of a control batch (replay reads only headers otherwise).
 BatchReader = Callable[[RecordBatchHeader], bytes | bytearray | memoryview]
@@ -137,9 +152,14 @@ class ProducerAppend:
     """Validated, not yet applied, producer updates of one append (Kafka's
     ``ProducerAppendInfo``): applied with :meth:`commit` only after the write succeeded."""
 
-    def __init__(self, manager: ProducerStateManager, from_client: bool) -> None:
+    def __init__(self, manager: ProducerStateManager, from_client: bool,
+                 check_sequences: bool | None = None,
+                 verification_guard: object = NO_GUARD_CHECK) -> None:
         self._manager = manager
         self._from_client = from_client
+        self._check_sequences = from_client if check_sequences is None else check_sequences
+        self._verification_guard = verification_guard
+        self._ended: list[int] = []  # producers whose marker this append carries
         self._staged: dict[int, ProducerStateEntry] = {}
         # (first offset, producer id) of the transactions this append starts, in order
         # (Kafka's ``startedTransactions``).
@@ -159,7 +179,7 @@ class ProducerAppend:
         an end-transaction marker then ends the producer's ongoing transaction, if any, and
         its :class:`CompletedTxn` is returned, for the caller to pass to
         :meth:`ProducerStateManager.complete_txn` after :meth:`commit`. Without ``batch``
-        a control batch only moves the epoch (what ``Log`` does until it is wired).
+        a control batch only moves the epoch.
         """
         pid = header.producer_id
         current = self._manager.producers.get(pid)
@@ -180,7 +200,7 @@ class ProducerAppend:
             if self._from_client:
                 raise InvalidProducerEpochError(message)
             log.warning(message)
-        if self._from_client and not header.is_control:
+        if self._check_sequences and not header.is_control:
             self._check_sequence(current, staged, epoch, header.base_sequence, first_offset)
         if header.is_control:  # markers move the epoch but carry no sequences
             staged.set_epoch(epoch)
@@ -188,6 +208,7 @@ class ProducerAppend:
             if batch is None or header.records_count == 0:
                 # An empty control batch: the cleaner removed the whole transaction.
                 return None
+            self._ended.append(pid)
             return self._end_txn(staged, batch, first_offset)
         staged.set_epoch(epoch)
         staged.batches.append(BatchMetadata(header.base_sequence, header.last_sequence,
@@ -201,6 +222,15 @@ class ProducerAppend:
                 raise InvalidTxnStateError(message)
             log.warning(message)
         elif staged.current_txn_first_offset is None and header.is_transactional:
+            guard = self._verification_guard
+            if guard is not NO_GUARD_CHECK and (
+                    guard is None or guard is not self._manager.verification_guard_for(pid)):
+                # KIP-890 (Kafka's batchMissingRequiredVerification): a transactional batch
+                # that would start a transaction must carry the guard created when the
+                # coordinator confirmed the partition is in the producer's transaction.
+                raise InvalidTxnStateError(
+                    f"record from producer {pid} at offset {first_offset} was not part of an "
+                    f"ongoing transaction")
             staged.current_txn_first_offset = first_offset
             self.started_transactions.append((first_offset, pid))
         return None
@@ -208,8 +238,16 @@ class ProducerAppend:
     def _end_txn(self, staged: ProducerStateEntry, batch: bytes | bytearray | memoryview,
                  offset: int) -> CompletedTxn | None:
         """Kafka's ``appendEndTxnMarker``; the producer epoch is already checked and set."""
-        marker, coordinator_epoch = decode_end_txn_marker(batch)
         pid = staged.producer_id
+        try:
+            marker, coordinator_epoch = decode_end_txn_marker(batch)
+        except (CorruptMessageError, InvalidRecordError) as e:
+            if self._from_client:
+                raise
+            # A replica or a replay keeps going (the log still opens); it completes nothing.
+            log.warning("unreadable control batch of producer %d at offset %d: %s", pid,
+                        offset, e)
+            return None
         if staged.coordinator_epoch > coordinator_epoch:
             message = (f"invalid coordinator epoch for producer {pid} at offset {offset}: "
                        f"{coordinator_epoch} is older than the previously known coordinator "
@@ -262,8 +300,12 @@ class ProducerAppend:
             current.last_timestamp = staged.last_timestamp
             current.coordinator_epoch = staged.coordinator_epoch
             current.current_txn_first_offset = staged.current_txn_first_offset
+        guards = self._manager._verification_guards
         for first_offset, pid in self.started_transactions:
             self._manager._add_ongoing(first_offset, pid)
+            guards.pop(pid, None)
+        for pid in self._ended:
+            guards.pop(pid, None)
         self._manager.map_end_offset = end_offset
 
 
@@ -281,15 +323,43 @@ class ProducerStateManager:
         # Kafka's unreplicatedTxns: first offset -> completed transaction whose marker is
         # not yet below the high watermark (:meth:`on_high_watermark_updated`).
         self.unreplicated_txns: dict[int, CompletedTxn] = {}
+        # KIP-890 verification guards (Kafka's VerificationStateEntry), not persisted.
+        self._verification_guards: dict[int, object] = {}
 
     def find_duplicate(self, header: RecordBatchHeader) -> BatchMetadata | None:
         """The metadata of an already-appended batch with this epoch and sequence range."""
         entry = self.producers.get(header.producer_id)
         return entry.find_duplicate(header) if entry is not None else None
 
-    def prepare(self, from_client: bool) -> ProducerAppend:
-        """Start validating an append (``from_client=False`` for replication and replay)."""
-        return ProducerAppend(self, from_client)
+    def prepare(self, from_client: bool, *, check_sequences: bool | None = None,
+                verification_guard: object = NO_GUARD_CHECK) -> ProducerAppend:
+        """Start validating an append (``from_client=False`` for replication and replay:
+        problems are logged, not raised). ``check_sequences`` defaults to ``from_client``
+        (the coordinator's appends raise on fencing but carry no sequences to check);
+        ``verification_guard`` other than NO_GUARD_CHECK must be this producer's
+        :meth:`verification_guard_for` for a batch that starts a transaction."""
+        return ProducerAppend(self, from_client, check_sequences, verification_guard)
+
+    # ------------------------------------------------------------------ KIP-890 guards
+
+    def create_verification_guard(self, producer_id: int) -> object:
+        """A new guard for ``producer_id`` replacing any previous one (Kafka's
+        ``maybeCreateVerificationStateEntry``): the produce path creates it before asking
+        the coordinator whether the partition is in the transaction, and appends with it;
+        a marker or the start of a transaction in between clears it, so a late append of
+        an already ended transaction is refused."""
+        guard = object()
+        self._verification_guards[producer_id] = guard
+        return guard
+
+    def verification_guard_for(self, producer_id: int) -> object | None:
+        return self._verification_guards.get(producer_id)
+
+    def has_ongoing_transaction(self, producer_id: int, producer_epoch: int) -> bool:
+        """The producer is known with this epoch and has a transaction ongoing here."""
+        entry = self.producers.get(producer_id)
+        return (entry is not None and entry.producer_epoch == producer_epoch
+                and entry.current_txn_first_offset is not None)
 
     def replay(self, headers: Iterable[RecordBatchHeader], end_offset: int,
                read_batch: BatchReader | None = None) -> list[AbortedTxn]:
@@ -300,7 +370,7 @@ class ProducerStateManager:
         completed as during the append (Kafka's ``loadProducersFromLog`` and segment
         recovery), and the transactions it aborted are returned, in marker order, for a
         caller rebuilding the ``.txnindex``. Without ``read_batch`` markers only move the
-        epoch (the behaviour ``Log`` relies on until transactions are wired).
+        epoch.
         """
         aborted: list[AbortedTxn] = []
         update = self.prepare(from_client=False)
@@ -347,6 +417,8 @@ class ProducerStateManager:
     def first_unstable_offset(self) -> int | None:
         """The earliest first offset of a transaction that is ongoing or whose marker is not
         yet below the high watermark (Kafka's ``firstUnstableOffset``), or None."""
+        if not self.unreplicated_txns:
+            return next(iter(self.ongoing_txns), None)
         candidates = [txn.first_offset for txn in self.unreplicated_txns.values()]
         undecided = self.first_undecided_offset()
         if undecided is not None:
@@ -379,7 +451,8 @@ class ProducerStateManager:
     def on_high_watermark_updated(self, high_watermark: int) -> None:
         """Forget completed transactions whose marker is below the high watermark (Kafka's
         ``onHighWatermarkUpdated``)."""
-        self._remove_unreplicated(high_watermark)
+        if self.unreplicated_txns:
+            self._remove_unreplicated(high_watermark)
 
     def _remove_unreplicated(self, offset: int) -> None:
         self.unreplicated_txns = {first: txn for first, txn in self.unreplicated_txns.items()

@@ -1,4 +1,6 @@
-"""Kafka's ``LogSegment``: one ``<base offset>.log`` file with its offset and time indexes.
+"""Kafka's ``LogSegment``: one ``<base offset>.log`` file with its offset and time indexes,
+and its transaction index (``.txnindex``: the aborted transactions whose ABORT marker is in
+this segment; the file exists only once an entry was appended).
 
 The log file is a plain concatenation of record batches exactly as produced (with offsets
 assigned). Reads and writes go through one O_RDWR descriptor with ``pread``/``pwrite``, so
@@ -16,6 +18,7 @@ from pathlib import Path
 from odradek.log.abstract_index import IndexCorruptError, _pwrite_all
 from odradek.log.offset_index import OffsetIndex
 from odradek.log.time_index import TimeIndex
+from odradek.log.transaction_index import TXN_INDEX_SUFFIX, AbortedTxn, TransactionIndex
 from odradek.protocol.errors import CorruptMessageError, InvalidRecordError
 from odradek.protocol.records import (
     HEADER_SIZE,
@@ -88,7 +91,7 @@ def scan_batches(fd: int, start: int, end: int
 
 
 class LogSegment:
-    """One segment: its log file, offset index and time index."""
+    """One segment: its log file, offset index, time index and transaction index."""
 
     def __init__(self, directory: Path, base_offset: int, *, index_interval_bytes: int,
                  max_index_size: int, now_ms: int, roll_jitter_ms: int = 0,
@@ -100,6 +103,8 @@ class LogSegment:
                                  max_index_size)
         self.time_index = TimeIndex(directory / f"{prefix}{TIME_INDEX_SUFFIX}{suffix}",
                                     base_offset, max_index_size)
+        self.txn_index = TransactionIndex(directory / f"{prefix}{TXN_INDEX_SUFFIX}{suffix}",
+                                          base_offset)
         self.index_interval_bytes = index_interval_bytes
         self.roll_jitter_ms = roll_jitter_ms
         self.created_ms = now_ms
@@ -206,14 +211,21 @@ class LogSegment:
         self._bytes_since_last_index_entry = since
         self._max_timestamp = (max_ts, max_ts_offset)
 
+    def update_txn_index(self, aborted_txn: AbortedTxn) -> None:
+        """Record a transaction aborted by a marker in this segment (Kafka's
+        ``updateTxnIndex``); the file is created on the first entry."""
+        self.txn_index.append(aborted_txn)
+
     def truncate_to(self, offset: int) -> int:
-        """Drop every batch whose last offset is >= ``offset``; returns bytes removed."""
+        """Drop every batch whose last offset is >= ``offset`` and the aborted transactions
+        whose marker is among them; returns bytes removed."""
         found = self.translate_offset(offset)
         if found is None:
             return 0
         position, header = found
         self.index.truncate_to(header.base_offset)
         self.time_index.truncate_to(header.base_offset)
+        self.txn_index.truncate_to(header.base_offset)
         os.ftruncate(self.fd, position)
         removed = self.size - position
         self.size = position
@@ -226,7 +238,9 @@ class LogSegment:
 
     def recover(self, on_batch: Callable[[RecordBatchHeader], None] | None = None) -> int:
         """Rebuild both indexes from the log, checking every batch (bounds, magic, CRC,
-        offsets); truncate at the first bad batch. Returns the number of bytes removed."""
+        offsets); truncate at the first bad batch. Returns the number of bytes removed.
+        The transaction index needs the producer state before this segment: the log
+        rebuilds it (``Log`` replays the producers, see Kafka's ``LogSegment.recover``)."""
         self.index.reset()
         self.time_index.reset()
         self._max_timestamp = (NO_TIMESTAMP, self.base_offset)
@@ -262,6 +276,7 @@ class LogSegment:
             raise IndexCorruptError(f"index files of {self.log_path} are missing")
         self.index.sanity_check(self.size)
         self.time_index.sanity_check()
+        self.txn_index.sanity_check()
 
     def on_become_inactive(self) -> None:
         """Called at roll: index the final max timestamp so time lookups find it."""
@@ -272,10 +287,11 @@ class LogSegment:
         self.time_index._write_pending()
 
     def flush(self) -> None:
-        """fsync the log and both indexes."""
+        """fsync the log and its indexes."""
         os.fsync(self.fd)
         self.index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     # ------------------------------------------------------------------ reads
 
@@ -355,22 +371,24 @@ class LogSegment:
             self.time_index.maybe_append(max_ts, offset)
         self.index.close()
         self.time_index.close()
+        self.txn_index.close()
         os.close(self.fd)
         self.fd = -1
 
     def add_suffix(self, suffix: str) -> None:
-        """Rename all three files to end in ``suffix`` (open descriptors stay valid)."""
+        """Rename all files to end in ``suffix`` (open descriptors stay valid)."""
         self.change_suffix("", suffix)
 
     def change_suffix(self, old_suffix: str, new_suffix: str) -> None:
-        """Rename all three files from ending in ``old_suffix`` to ``new_suffix`` (either may
-        be empty; the log file goes last, so a crash never leaves it renamed without its
-        indexes). Open descriptors stay valid."""
+        """Rename all files (log, offset, time and transaction indexes; a ``.txnindex``
+        not yet created only changes its path) from ending in ``old_suffix`` to
+        ``new_suffix`` (either may be empty; the log file goes last, so a crash never leaves
+        it renamed without its indexes). Open descriptors stay valid."""
         def renamed(path: Path) -> Path:
             stem = path.name[:len(path.name) - len(old_suffix)] if old_suffix else path.name
             return path.with_name(stem + new_suffix)
 
-        for idx in (self.index, self.time_index):
+        for idx in (self.index, self.time_index, self.txn_index):
             if idx.path.exists():
                 idx.rename(renamed(idx.path))
             else:
@@ -389,11 +407,13 @@ class LogSegment:
         self.log_path = directory / self.log_path.name
         self.index.path = directory / self.index.path.name
         self.time_index.path = directory / self.time_index.path.name
+        self.txn_index.path = directory / self.txn_index.path.name
 
     def delete(self) -> None:
-        """Close descriptors and unlink all three files."""
+        """Close descriptors and unlink all files."""
         self.index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1

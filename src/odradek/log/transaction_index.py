@@ -3,8 +3,9 @@
 When an ABORT marker is appended, the log records the aborted transaction here, in the
 segment that holds the marker. A READ_COMMITTED fetch asks the segments from the fetch offset
 on for the aborted transactions overlapping the fetched range (:meth:`collect_aborted_txns`)
-and returns them to the consumer, which drops their records. The log segment will own one
-of these beside its offset and time indexes; recovery rebuilds it from the producer state.
+and returns them to the consumer, which drops their records. Each log segment owns one
+of these (``LogSegment.txn_index``) beside its offset and time indexes; the log rebuilds it
+by replaying the producer state when the segment is recovered.
 
 File format (``<base offset>.txnindex``), Kafka's ``AbortedTxn``: 34-byte entries, all
 big-endian::

@@ -28,6 +28,7 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _PARTITION_HEAD = struct.Struct(">ihqq")  # partition, error, high watermark, last stable offset
 _I64 = struct.Struct(">q")
+_ABORTED = struct.Struct(">qq")  # producer id, first offset
 
 
 @dataclass(slots=True)
@@ -39,6 +40,8 @@ class FetchedPartition:
     log_start_offset: int
     chunks: Sequence[FileSlice] = ()
     aborted_transactions_null: bool = True
+    # read_committed fetches: (producer id, first offset) of each aborted transaction in range
+    aborted_transactions: Sequence[tuple[int, int]] = ()
 
 
 def encode_fetch_response(correlation_id: int, version: int, error_code: int, session_id: int,
@@ -66,7 +69,12 @@ def encode_fetch_response(correlation_id: int, version: int, error_code: int, se
             if p.aborted_transactions_null:
                 head += b"\x00" if flexible else b"\xff\xff\xff\xff"
             else:
-                head += b"\x01" if flexible else b"\x00\x00\x00\x00"
+                aborted = p.aborted_transactions
+                head += encode_uvarint(len(aborted) + 1) if flexible else _I32.pack(len(aborted))
+                for producer_id, first_offset in aborted:
+                    head += _ABORTED.pack(producer_id, first_offset)
+                    if flexible:
+                        head += b"\x00"  # aborted transaction tagged fields
             if version >= 11:
                 head += b"\xff\xff\xff\xff"  # preferred read replica: none
             size = sum(c.size for c in p.chunks)

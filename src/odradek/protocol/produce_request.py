@@ -14,10 +14,14 @@ from dataclasses import dataclass
 from odradek.protocol.framing import MalformedRequestError
 from odradek.protocol.varint import VarintError, read_uvarint
 
-__all__ = ["ProduceRequestView", "parse_produce_request"]
+__all__ = ["ProduceRequestView", "has_transactional_records", "parse_produce_request"]
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
+# Record batch v2: magic at byte 16, attributes (int16) at 21; bit 4 marks a transactional batch.
+_MAGIC_AT = 16
+_ATTRIBUTES_LOW_BYTE_AT = 22
+_TRANSACTIONAL_BIT = 0x10
 
 
 @dataclass(slots=True)
@@ -114,3 +118,14 @@ def parse_produce_request(frame: bytes | bytearray | memoryview, offset: int, ve
     if flexible:
         r.skip_tagged_fields()
     return ProduceRequestView(transactional_id, acks, timeout_ms, partitions)
+
+
+def has_transactional_records(partitions: list[tuple[str, int, memoryview | None]]) -> bool:
+    """Whether the first batch of some partition is a transactional v2 batch (Kafka's
+    RequestUtils.hasTransactionalRecords; a v3+ request carries one batch per partition).
+    Reads two bytes per partition: the Produce fast path can afford it."""
+    for _, _, records in partitions:
+        if (records is not None and len(records) > _ATTRIBUTES_LOW_BYTE_AT and records[_MAGIC_AT] == 2
+                and records[_ATTRIBUTES_LOW_BYTE_AT] & _TRANSACTIONAL_BIT):
+            return True
+    return False

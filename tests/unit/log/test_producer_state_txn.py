@@ -13,6 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from odradek.log.producer_state import (
+    NO_GUARD_CHECK,
     CompletedTxn,
     InvalidProducerEpochError,
     InvalidTxnStateError,
@@ -363,3 +364,52 @@ def test_truncation_and_log_start_forget_transactions(tmp_path: Path) -> None:
     assert lg.state.first_unstable_offset() == 0  # committed, marker above the high watermark
     lg.state.truncate_fully_and_start_at(10)
     assert lg.state.first_unstable_offset() is None and lg.state.producers == {}
+
+
+def test_verification_guards_kip_890(tmp_path: Path) -> None:
+    lg = TxnLog(tmp_path)
+    state = lg.state
+    assert state.verification_guard_for(4) is None
+    first = state.create_verification_guard(4)
+    second = state.create_verification_guard(4)
+    assert first is not second and state.verification_guard_for(4) is second
+    raw = build_batch([SimpleRecord(b"v")], timestamp=T0, producer_id=4, producer_epoch=0,
+                      base_sequence=0, is_transactional=True)
+    header = parse_header(raw)
+    for guard in (None, first, object()):
+        with pytest.raises(InvalidTxnStateError):
+            state.prepare(True, verification_guard=guard).add(header, 0, 0, T0)
+    # A replica's or the coordinator's append (no guard check) is never refused for it.
+    state.prepare(False).add(header, 0, 0, T0)
+    update = state.prepare(True, verification_guard=second)
+    update.add(header, 0, 0, T0)
+    assert state.verification_guard_for(4) is second  # not before commit
+    update.commit(1)
+    assert state.verification_guard_for(4) is None and state.has_ongoing_transaction(4, 0)
+    assert not state.has_ongoing_transaction(4, 1) and not state.has_ongoing_transaction(5, 0)
+    lg.next_offset = 1
+    state.create_verification_guard(4)
+    lg.marker(4, ABORT)
+    assert state.verification_guard_for(4) is None  # the marker cleared it
+    assert not state.has_ongoing_transaction(4, 0)
+    raw = build_batch([SimpleRecord(b"v")], timestamp=T0, producer_id=4, producer_epoch=0,
+                      base_sequence=1, is_transactional=True)
+    update = state.prepare(True, verification_guard=NO_GUARD_CHECK)  # no check at all
+    update.add(parse_header(raw), 2, 2, T0)
+    update.commit(3)
+    assert state.has_ongoing_transaction(4, 0)
+
+
+def test_coordinator_appends_skip_sequence_checks(tmp_path: Path) -> None:
+    state = ProducerStateManager(tmp_path)
+    for offset, seq in ((0, 5), (1, 99)):
+        raw = build_batch([SimpleRecord(b"v")], timestamp=T0, producer_id=3, producer_epoch=1,
+                          base_sequence=seq, is_transactional=True)
+        update = state.prepare(True, check_sequences=False)
+        update.add(parse_header(raw), offset, offset, T0)
+        update.commit(offset + 1)
+    assert state.has_ongoing_transaction(3, 1)
+    raw = build_batch([SimpleRecord(b"v")], timestamp=T0, producer_id=3, producer_epoch=0,
+                      base_sequence=0, is_transactional=True)
+    with pytest.raises(InvalidProducerEpochError):  # fencing still applies
+        state.prepare(True, check_sequences=False).add(parse_header(raw), 2, 2, T0)

@@ -133,3 +133,23 @@ def test_a_compact_length_above_one_byte(segment: tuple[int, list[bytes], list[R
     assert response.responses[0].topic == name
     assert response.responses[0].partitions[0].records == b"".join(batches)
     assert len(b"".join(batches)) > 127
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_aborted_transactions_decode_with_kio(version: int, segment: tuple[int, list[bytes], list[Region]]
+                                              ) -> None:
+    """read_committed answers list each aborted transaction as (producer id, first offset);
+    the partition's fields after the list still line up."""
+    _fd, batches, regions = segment
+    aborted = [(7, 3), (2**40, 6)]
+    partition = FetchedPartition(partition=1, error_code=ErrorCode.none, high_watermark=9,
+                                 last_stable_offset=6, log_start_offset=2, chunks=regions[:2],
+                                 aborted_transactions_null=False, aborted_transactions=aborted)
+    _, response = decode(resolve(encode_fetch_response(3, version, ErrorCode.none, 0, [("t", [partition])])),
+                         version)
+    p = response.responses[0].partitions[0]
+    assert [(a.producer_id, a.first_offset) for a in p.aborted_transactions] == aborted
+    assert p.last_stable_offset == 6
+    assert p.records == batches[0] + batches[1]
+    if version >= 5:
+        assert p.log_start_offset == 2

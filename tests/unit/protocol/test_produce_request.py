@@ -12,7 +12,8 @@ from kio.index import load_request_schema
 
 from odradek.protocol.framing import MalformedRequestError, decode_request_header, encode_request
 from odradek.protocol.messages import request_module
-from odradek.protocol.produce_request import parse_produce_request
+from odradek.protocol.produce_request import has_transactional_records, parse_produce_request
+from odradek.protocol.records import SimpleRecord, build_batch
 
 topics = st.text(alphabet="abc.-_XYZ019", min_size=1, max_size=12)
 records = st.one_of(st.none(), st.binary(max_size=300))
@@ -86,3 +87,15 @@ def test_a_varint_longer_than_5_bytes_is_malformed() -> None:
     bad = frame[:offset] + b"\x80" * 5 + b"\x01" + frame[offset + 1:]
     with pytest.raises(MalformedRequestError, match="produce request: varint is longer than 5 bytes"):
         parse_produce_request(bad, offset, 9)
+
+
+def test_has_transactional_records_reads_the_first_batch_attributes() -> None:
+    plain = memoryview(build_batch([SimpleRecord(b"v")], producer_id=3, producer_epoch=0, base_sequence=0))
+    txn = memoryview(build_batch([SimpleRecord(b"v")], producer_id=3, producer_epoch=0, base_sequence=0,
+                                 is_transactional=True))
+    assert not has_transactional_records([("t", 0, plain), ("t", 1, None), ("t", 2, memoryview(b"\x00" * 5))])
+    assert has_transactional_records([("t", 0, plain), ("u", 4, txn)])
+    # A legacy (magic 1) message set with the same bit set is no transactional batch.
+    legacy = bytearray(txn)
+    legacy[16] = 1
+    assert not has_transactional_records([("t", 0, memoryview(legacy))])

@@ -1,4 +1,5 @@
-"""Fetch (key 1): consumers read up to the high watermark, followers up to the log end offset.
+"""Fetch (key 1): consumers read up to the high watermark (read_committed: the last stable
+offset, with the aborted transactions in range), followers up to the log end offset.
 
 Responses are written by hand (``protocol.fetch_response``) so record batches go out as file
 regions.  Fetch sessions (KIP-227) are not kept: every response has session id 0, which
@@ -33,14 +34,14 @@ async def handle_fetch(broker: BrokerContext, request: Request) -> Response:
         for t in body.topics for p in t.partitions]
     max_wait_ms = int(body.max_wait.total_seconds() * 1000)
     outcome = broker.replica_manager.fetch_messages(
-        body.replica_id, max_wait_ms, body.min_bytes, body.max_bytes, requests)
+        body.replica_id, max_wait_ms, body.min_bytes, body.max_bytes, requests, body.isolation_level)
     if isinstance(outcome, DelayedFetch):
         outcome = await outcome.future
-    read_committed = body.isolation_level == 1
     topics: dict[str, list[FetchedPartition]] = {}
     for r in requests:
         res = outcome[(r.topic, r.partition)]
+        aborted = res.aborted_transactions
         topics.setdefault(r.topic, []).append(FetchedPartition(
-            r.partition, res.error, res.high_watermark, res.high_watermark, res.log_start_offset,
-            res.regions, aborted_transactions_null=not read_committed))
+            r.partition, res.error, res.high_watermark, res.last_stable_offset, res.log_start_offset,
+            res.regions, aborted_transactions_null=aborted is None, aborted_transactions=aborted or ()))
     return encode_fetch_response(correlation_id, version, ErrorCode.none, 0, list(topics.items()))

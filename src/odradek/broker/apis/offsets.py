@@ -18,12 +18,14 @@ if TYPE_CHECKING:
 def handle_list_offsets(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     m = response_module(ApiKey.LIST_OFFSETS, request.api_version)
+    isolation_level = getattr(body, "isolation_level", 0)  # v2+
     topics = []
     for t in body.topics:
         parts = []
         for p in t.partitions:
             error, ts, offset, epoch = broker.replica_manager.offset_for_timestamp(
-                t.name, p.partition_index, p.timestamp, getattr(p, "current_leader_epoch", -1), body.replica_id)
+                t.name, p.partition_index, p.timestamp, getattr(p, "current_leader_epoch", -1), body.replica_id,
+                isolation_level)
             parts.append(build(m.ListOffsetsPartitionResponse, partition_index=p.partition_index, error_code=error,
                                timestamp=ts, offset=offset, leader_epoch=epoch, old_style_offsets=()))
         topics.append(build(m.ListOffsetsTopicResponse, name=t.name, partitions=tuple(parts)))

@@ -1,4 +1,7 @@
-"""Produce (key 0): leaders append record batches as bytes; acks 0, 1 or -1 (all ISR)."""
+"""Produce (key 0): leaders append record batches as bytes; acks 0, 1 or -1 (all ISR).
+
+Transactional batches need the request's transactional id; the replica manager verifies
+(KIP-890) that a batch starting a transaction is in it."""
 
 from __future__ import annotations
 
@@ -8,7 +11,7 @@ from typing import TYPE_CHECKING
 from odradek.broker.apis.registry import api, build, respond, response_module
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.produce_request import parse_produce_request
+from odradek.protocol.produce_request import has_transactional_records, parse_produce_request
 
 if TYPE_CHECKING:
     from odradek.broker.context import BrokerContext
@@ -22,15 +25,22 @@ async def handle_produce(broker: BrokerContext, request: Request) -> Response:
     body = parse_produce_request(request.frame, request.body_offset, request.api_version)
     acks = body.acks
     entries = body.partitions
-    if body.transactional_id is not None:
+    transactional_id = body.transactional_id
+    if transactional_id is None and has_transactional_records(entries):
+        # Kafka's KafkaApis.handleProduceRequest: transactional records need an (authorized)
+        # transactional id; without one the whole request fails.
         results = {(t, p): (ErrorCode.transactional_id_authorization_failed,
-                            "transactions are not supported by this broker") for t, p, _ in entries}
+                            "transactional records need a transactional id") for t, p, _ in entries}
         return respond(request, _error_response(request.api_version, results))
     if acks not in (0, 1, -1):
         results = {(t, p): (ErrorCode.invalid_required_acks, f"acks={acks} is not 0, 1 or -1") for t, p, _ in entries}
         return respond(request, _error_response(request.api_version, results))
     timeout_ms = body.timeout_ms
-    results, delayed = broker.replica_manager.append_records(acks, timeout_ms, entries)
+    if transactional_id is None:
+        results, delayed = broker.replica_manager.append_records(acks, timeout_ms, entries)
+    else:  # KIP-890 verification may ask the transaction coordinator
+        results, delayed = await broker.replica_manager.append_records_async(
+            acks, timeout_ms, entries, transactional_id=transactional_id)
     if acks == 0:
         if any(r.error != ErrorCode.none for r in results.values()):
             # Kafka closes the connection so an acks=0 producer notices and refreshes metadata.

@@ -3,7 +3,9 @@
 
 Meant for a cleaner process started by the broker: :func:`clean` reads the job's segment
 files (``[0, size)`` of each, with ``pread``), writes each group of cleaned segments as
-``<base>.log.cleaned`` with its ``.index.cleaned`` and ``.timeindex.cleaned``, fsyncs them,
+``<base>.log.cleaned`` with its ``.index.cleaned`` and ``.timeindex.cleaned`` (and
+``.txnindex.cleaned`` when it keeps ABORT markers of transactions with data left, as
+Kafka's ``cleanedIndex``), fsyncs them,
 gives the log file the mtime of the last segment it replaces (Kafka's
 ``cleaned.lastModified = modified``, so retention and tombstone expiry see the data's age,
 not the cleaning's) and returns the :class:`~odradek.log.cleaner.job.CleanResult`. It
@@ -31,6 +33,7 @@ from odradek.log.segment import (
     LogSegment,
     filename_prefix,
 )
+from odradek.log.transaction_index import TXN_INDEX_SUFFIX, TransactionIndex
 from odradek.protocol.errors import CorruptMessageError
 from odradek.protocol.records import HEADER_SIZE, LOG_OVERHEAD
 
@@ -108,6 +111,10 @@ def _write_group(job: CleanJob, cleaning: Cleaning, group: tuple[SegmentRef, ...
     cleaned = LogSegment(directory, base, index_interval_bytes=job.index_interval_bytes,
                          max_index_size=job.max_index_bytes, now_ms=job.now_ms,
                          suffix=CLEANED_SUFFIX)
+    # The aborted transactions whose ABORT markers this group keeps with data (Kafka's
+    # cleanedIndex); the file exists only when there is one.
+    txn_index = TransactionIndex(
+        directory / f"{filename_prefix(base)}{TXN_INDEX_SUFFIX}{CLEANED_SUFFIX}", base)
     try:
         cleaned.index.reset()  # creates both index files, so all three exist even when empty
         cleaned.time_index.reset()
@@ -117,12 +124,17 @@ def _write_group(job: CleanJob, cleaning: Cleaning, group: tuple[SegmentRef, ...
                 if out.batches:
                     cleaned.append(out.data, out.batches)
                     throttler.maybe_throttle(len(out.data))
+                for aborted in out.aborted:
+                    txn_index.append(aborted)
         cleaned.on_become_inactive()
         cleaned.flush()
+        txn_index.flush()
         size = cleaned.size
         cleaned.close()
+        txn_index.close()
     except BaseException:
         cleaned.delete()
+        txn_index.path.unlink(missing_ok=True)
         raise
     mtime_ns = group[-1].last_modified_ms * 1_000_000
     os.utime(cleaned.log_path, ns=(mtime_ns, mtime_ns))
@@ -132,7 +144,7 @@ def _write_group(job: CleanJob, cleaning: Cleaning, group: tuple[SegmentRef, ...
 def remove_cleaned(directory: Path, base: int) -> None:
     """Remove the ``.cleaned`` files of the segment at ``base`` (a cleaning that failed, was
     abandoned or left by a killed cleaner)."""
-    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
         (directory / f"{filename_prefix(base)}{suffix}{CLEANED_SUFFIX}").unlink(missing_ok=True)
 
 

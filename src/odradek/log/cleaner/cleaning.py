@@ -20,6 +20,16 @@ whole segments as bytes):
 Which records survive is Kafka's ``shouldRetainRecord``: a record stays iff it has a key,
 no later offset holds that key, and it has a value or its segment still keeps tombstones.
 
+Transactions (Kafka's ``CleanedTransactionMetadata``): both phases walk the batches in offset
+order with a :class:`CleanedTransactionMetadata` fed the job's aborted transactions. A
+transactional batch of an aborted transaction is never mapped (an aborted newer value must
+not shadow a committed older one) and is discarded whole when cleaning. A marker (control
+batch) is discarded once its transaction has no batch left in the log (none met in this
+pass) and its segment no longer keeps tombstones (the same ``delete.retention.ms`` rule);
+the entry of each ABORT marker kept while its transaction still has data goes into the
+cleaned segment's ``.txnindex`` (:attr:`CleanedChunk.aborted`). Committed transactional
+batches are compacted like any other (their producer fields and attributes stay).
+
 Speed: nearly all the time goes to reading every dirty record's key in the map phase, so
 that loop (:func:`_scan_keys`) is written out by hand with one- and two-byte varint fast
 paths. The clean phase parses records only where it must: a batch entirely inside the
@@ -36,6 +46,8 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 
 from odradek.log.cleaner.job import CleanedGroup, CleanerStats, CleanJob, CleanResult, SegmentRef
+from odradek.log.transaction_index import AbortedTxn
+from odradek.protocol.control_records import ControlRecordType, decode_control_record_key
 from odradek.protocol.errors import CorruptMessageError
 from odradek.protocol.records import (
     HEADER_SIZE,
@@ -52,6 +64,7 @@ from odradek.protocol.varint import VarintError, read_varlong
 __all__ = [
     "BatchInfo",
     "CleanedChunk",
+    "CleanedTransactionMetadata",
     "Cleaning",
     "OffsetMap",
     "group_segments_by_size",
@@ -141,6 +154,87 @@ class CleanedChunk:
 
     data: bytearray = field(default_factory=bytearray)
     batches: list[BatchInfo] = field(default_factory=list)
+    # Entries for the cleaned segment's .txnindex: the ABORT markers kept in this chunk
+    # whose transaction still has data, in offset order.
+    aborted: list[AbortedTxn] = field(default_factory=list)
+
+
+class _AbortedTxnState:
+    """Kafka's ``AbortedTransactionMetadata``: an aborted transaction the walk is inside."""
+
+    __slots__ = ("last_observed_batch_offset", "txn")
+
+    def __init__(self, txn: AbortedTxn) -> None:
+        self.txn = txn
+        self.last_observed_batch_offset = -1  # -1: none of its batches met in this pass
+
+
+class CleanedTransactionMetadata:
+    """Kafka's ``CleanedTransactionMetadata``: the transactions a walk over the log in offset
+    order is inside, and whether each batch or marker it meets may be discarded.
+
+    An aborted transaction becomes ongoing for its producer when the walk reaches its first
+    offset, and ends at the producer's ABORT marker; a producer's transactional batch met
+    outside an aborted transaction opens a committed one, ended by its COMMIT marker.
+    """
+
+    __slots__ = ("_aborted", "_next", "_ongoing_aborted", "_ongoing_committed")
+
+    def __init__(self, aborted_txns: Sequence[AbortedTxn] | set[AbortedTxn]) -> None:
+        self._aborted = sorted(set(aborted_txns), key=lambda t: (t.first_offset, t.last_offset))
+        self._next = 0
+        self._ongoing_aborted: dict[int, _AbortedTxnState] = {}
+        self._ongoing_committed: set[int] = set()
+
+    def _consume_up_to(self, offset: int) -> None:
+        """Kafka's ``consumeAbortedTxnsUpTo``: start the aborted transactions beginning at or
+        before ``offset``."""
+        aborted = self._aborted
+        i = self._next
+        while i < len(aborted) and aborted[i].first_offset <= offset:
+            txn = aborted[i]
+            if txn.producer_id not in self._ongoing_aborted:
+                self._ongoing_aborted[txn.producer_id] = _AbortedTxnState(txn)
+            i += 1
+        self._next = i
+
+    def on_batch_read(self, header: RecordBatchHeader) -> bool:
+        """Kafka's ``onBatchRead`` for a data batch: True when it belongs to an aborted
+        transaction (it may be discarded). The walk may skip non-transactional batches:
+        they change nothing."""
+        self._consume_up_to(header.last_offset)
+        if not header.is_transactional:
+            return False
+        state = self._ongoing_aborted.get(header.producer_id)
+        if state is None:
+            self._ongoing_committed.add(header.producer_id)
+            return False
+        state.last_observed_batch_offset = header.last_offset
+        return True
+
+    def on_control_batch_read(self, header: RecordBatchHeader,
+                              marker: ControlRecordType | None
+                              ) -> tuple[bool, AbortedTxn | None]:
+        """Kafka's ``onControlBatchRead``: ``(may be discarded, the AbortedTxn to write to the
+        cleaned .txnindex)``. ``marker`` is the type of the batch's first control record,
+        None for an empty control batch (a cleaning emptied it: discardable). An ABORT
+        marker stays while its transaction still had a batch in this pass, a COMMIT marker
+        while its transaction did; other control records stay."""
+        self._consume_up_to(header.last_offset)
+        if marker is None:
+            return True, None
+        pid = header.producer_id
+        if marker is ControlRecordType.ABORT:
+            state = self._ongoing_aborted.pop(pid, None)
+            if state is not None and state.last_observed_batch_offset >= 0:
+                return False, state.txn
+            return True, None
+        if marker is ControlRecordType.COMMIT:
+            if pid in self._ongoing_committed:
+                self._ongoing_committed.discard(pid)
+                return False, None
+            return True, None
+        return False, None
 
 
 @dataclass(slots=True)
@@ -154,6 +248,8 @@ class _Counters:
     map_bytes_read: int = 0
     map_messages_read: int = 0
     invalid_messages: int = 0
+    aborted_batches: int = 0
+    markers_removed: int = 0
 
 
 class Cleaning:
@@ -175,6 +271,11 @@ class Cleaning:
         self._mapped: list[int] = []  # the map's offsets, sorted
         self._tombstones: list[int] = []  # mapped tombstones' offsets, sorted
         self._groups_keeping_tombstones: set[int] = set()
+        # The map phase walks the dirty section, the clean phase every segment it rewrites:
+        # each has its own view of the transactions (set up in _finish_map for the latter).
+        self._map_txns = CleanedTransactionMetadata(
+            [t for t in job.aborted_txns if t.last_offset >= job.first_dirty_offset])
+        self._clean_txns = CleanedTransactionMetadata(())
 
     # ------------------------------------------------------------------ map phase
 
@@ -198,6 +299,7 @@ class Cleaning:
         entries = offset_map.entries
         capacity = offset_map.capacity
         counters = self._counters
+        map_txns = self._map_txns
         end = len(data) if limit is None else limit
         pos = 0
         while pos < end:
@@ -207,8 +309,18 @@ class Cleaning:
                 raise CorruptMessageError(f"batch at {pos} runs past the end of the data")
             base = header.base_offset
             last = base + header.last_offset_delta
-            if (last < start or base >= stop or header.is_control
-                    or header.records_count == 0):
+            if last < start or base >= stop:
+                pos += size
+                continue
+            if header.is_control:
+                # Kafka's buildOffsetMapForSegment: markers only move the transactions on
+                map_txns.on_control_batch_read(header, self._marker_type(data, pos, header))
+                pos += size
+                continue
+            if header.is_transactional and map_txns.on_batch_read(header):
+                pos += size  # an aborted transaction's batch: never mapped
+                continue
+            if header.records_count == 0:
                 pos += size
                 continue
             counters.map_bytes_read += size
@@ -254,6 +366,9 @@ class Cleaning:
         self._groups = group_segments_by_size(
             [s for s in job.segments if s.base_offset < end], job.segment_bytes)
         self._group_of = {s.base_offset: g[0].base_offset for g in self._groups for s in g}
+        # Kafka collects the aborted transactions per segment up to the map's end.
+        self._clean_txns = CleanedTransactionMetadata(
+            [t for t in job.aborted_txns if t.first_offset < end])
 
     @property
     def end_offset(self) -> int:
@@ -284,11 +399,12 @@ class Cleaning:
                                                job.delete_retention_ms)
         mapped = self._mapped
         counters = self._counters
+        txns = self._clean_txns
         out = CleanedChunk()
         end = len(data) if limit is None else limit
         view = memoryview(data)
         copy_from = -1  # start of a run of batches copied whole, not yet appended
-        kept_tombstone = False
+        kept_tombstone = False  # or a marker due to go
         pos = 0
         while pos < end:
             header = parse_header(data, pos)
@@ -302,7 +418,33 @@ class Cleaning:
             counters.bytes_read += size
             rebuilt: bytes | None = None
             if header.is_control:
-                keep_whole = True  # transaction markers: kept as they are for now
+                # Kafka 2.8's shouldDiscardBatch: a marker goes once its transaction has no
+                # batch left and its segment no longer keeps tombstones
+                # (retainDeletesAndTxnMarkers).
+                discardable, aborted = txns.on_control_batch_read(
+                    header, self._marker_type(data, pos, header))
+                if aborted is not None:
+                    out.aborted.append(aborted)
+                if not discardable:
+                    keep_whole = True
+                elif retain_tombstones:
+                    keep_whole = True
+                    kept_tombstone = True  # due once the segment is past the horizon
+                elif self._is_last_marker_of_producer(header):
+                    # BatchRetention.RETAIN_EMPTY: emptied, kept for the producer's epoch
+                    keep_whole = count == 0
+                    if not keep_whole:
+                        rebuilt = self._empty_batch(header)
+                else:
+                    keep_whole = False
+                    counters.markers_removed += 1
+            elif header.is_transactional and txns.on_batch_read(header):
+                # An aborted transaction's batch: discarded whole (BatchRetention.DELETE), or
+                # emptied when it is its producer's last (RETAIN_EMPTY).
+                counters.aborted_batches += 1
+                keep_whole = count == 0 and self._is_producers_last(header)
+                if count:
+                    rebuilt = self._empty_or_none(header)
             elif count and first_dirty <= base and last < end_offset and retain_tombstones:
                 # Inside the mapped range the survivors are exactly the mapped offsets.
                 survivors = bisect_right(mapped, last) - bisect_left(mapped, base)
@@ -350,12 +492,38 @@ class Cleaning:
         return (header.producer_id >= 0
                 and self.job.producer_last_offsets.get(header.producer_id) == header.last_offset)
 
+    def _is_last_marker_of_producer(self, header: RecordBatchHeader) -> bool:
+        """Kafka's ``isBatchLastRecordOfProducer`` for a control batch: its producer's state
+        holds no data batch and the marker has the producer's current epoch."""
+        epoch = self.job.marker_only_producers.get(header.producer_id)
+        return epoch is not None and epoch == header.producer_epoch
+
+    @staticmethod
+    def _marker_type(data: bytes, pos: int, header: RecordBatchHeader
+                     ) -> ControlRecordType | None:
+        """The type of the first control record of the control batch at ``pos`` (Kafka's
+        ``ControlRecordType.parse``), None when the batch is empty."""
+        if header.records_count == 0:
+            return None
+        payload, first, stop = _records_section(data, pos, header)
+        try:
+            records = _scan_records(payload, first, stop, header.records_count,
+                                    header.base_offset)
+        except (IndexError, VarintError) as e:
+            raise _corrupt(header, e) from None
+        return decode_control_record_key(records[0][3])
+
     def _empty_or_none(self, header: RecordBatchHeader) -> bytes | None:
-        """No record survives: nothing, or an empty batch for a producer's last batch
-        (Kafka's ``DefaultRecordBatch.writeEmptyHeader``: no codec, maxTimestamp as both
-        timestamps, offsets, producer fields and sequence unchanged)."""
+        """No record survives: nothing, or an empty batch for a producer's last batch."""
         if not self._is_producers_last(header):
             return None
+        return self._empty_batch(header)
+
+    @staticmethod
+    def _empty_batch(header: RecordBatchHeader) -> bytes:
+        """The batch emptied of its records (Kafka's ``DefaultRecordBatch.writeEmptyHeader``:
+        no codec, maxTimestamp as both timestamps, offsets, producer fields, sequence and
+        the transactional and control bits unchanged)."""
         return encode_batch(
             b"", base_offset=header.base_offset, last_offset_delta=header.last_offset_delta,
             records_count=0, attributes=header.attributes & ~_COMPRESSION_MASK,

@@ -4,7 +4,8 @@ and ``CleanerStats``), as plain picklable data.
 The broker (its event loop) picks a log and describes the part to clean as a
 :class:`CleanJob`: the segment files, the dirty range and the settings that decide what
 survives. A cleaner process reads those files, writes the cleaned segments next to them as
-``<base>.log.cleaned`` (with ``.index.cleaned`` and ``.timeindex.cleaned``), fsyncs them and
+``<base>.log.cleaned`` (with ``.index.cleaned``, ``.timeindex.cleaned`` and, when an ABORT
+marker of a transaction with data left survives, ``.txnindex.cleaned``), fsyncs them and
 returns a :class:`CleanResult`. The broker then checks that the log still has the segments
 the job named and swaps the cleaned ones in (``.cleaned`` -> ``.swap`` -> final names).
 Nothing here does I/O.
@@ -13,6 +14,8 @@ Nothing here does I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from odradek.log.transaction_index import AbortedTxn
 
 CLEANED_SUFFIX = ".cleaned"
 SWAP_SUFFIX = ".swap"
@@ -61,6 +64,14 @@ class CleanJob:
     # producer id -> last offset of that producer's last batch in the log: that batch is
     # kept (empty if all its records go) so producer state survives a reload.
     producer_last_offsets: dict[int, int] = field(default_factory=dict)
+    # producer id -> epoch, for each producer whose state holds no data batch (only
+    # markers since its epoch began): its markers of that epoch are kept, emptied once
+    # discardable (Kafka's LastRecord without a lastDataOffset).
+    marker_only_producers: dict[int, int] = field(default_factory=dict)
+    # The aborted transactions overlapping the job's segments (Log.collect_aborted_transactions
+    # from the first segment's base to first_uncleanable_offset): their data is discarded
+    # and their ABORT markers go once safe (Kafka's CleanedTransactionMetadata).
+    aborted_txns: tuple[AbortedTxn, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,6 +102,8 @@ class CleanerStats:
     clean_seconds: float = 0.0
     buffer_utilization: float = 0.0
     invalid_messages: int = 0  # records without a key (Kafka drops them when cleaning)
+    aborted_batches: int = 0  # batches of aborted transactions discarded
+    markers_removed: int = 0  # transaction markers discarded (their transaction is gone)
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,7 +113,8 @@ class CleanResult:
     ``end_offset`` is the new first dirty offset (the ``cleaner-offset-checkpoint`` entry):
     one past the last offset the offset map covered, which is ``first_uncleanable_offset``
     unless the map filled up first. ``tombstone_due_ms`` is the earliest time a tombstone
-    kept by this cleaning may be removed (None when none was kept).
+    (or a transaction marker whose transaction is gone) kept by this cleaning may be
+    removed (None when none was kept).
     """
 
     groups: tuple[CleanedGroup, ...]

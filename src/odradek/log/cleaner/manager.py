@@ -14,8 +14,9 @@ swaps the cleaned segments in (if the log still has the segments the job read), 
 the checkpoint and writes one line to ``log-cleaner.log``.
 
 The first uncleanable offset is the lowest of: the active segment's base offset, the base
-of the segment holding the high watermark (nothing at or above it is read or rewritten),
-and the base of the first dirty segment with a record newer than ``min.compaction.lag.ms``.
+of the segment holding the high watermark or the first unstable offset (nothing at or above
+it is read or rewritten: Kafka 2.8 stops at the last stable offset), and the base of the
+first dirty segment with a record newer than ``min.compaction.lag.ms``.
 """
 
 from __future__ import annotations
@@ -87,9 +88,18 @@ def cleanable_offsets(lg: Log, checkpoint: int | None, now_ms: int) -> tuple[int
         first_dirty = checkpoint
     segments = lg.segments
     uncleanable = segments[-1].base_offset  # the active segment is never cleaned
-    hw_segment = lg.segment_for(lg.high_watermark)
-    if hw_segment is not None:
-        uncleanable = min(uncleanable, hw_segment.base_offset)
+    # Kafka cleans up to the last stable offset, min(high watermark, first unstable offset):
+    # an open transaction's data (or one whose marker is not yet replicated) may still be
+    # aborted, so neither it nor anything after it is mapped or rewritten.
+    # (Log.first_unstable_offset: the producer state's, never below the log start offset.)
+    first_unstable = lg.producer_state.first_unstable_offset()
+    if first_unstable is not None:
+        first_unstable = max(first_unstable, start)
+    for bound in (lg.high_watermark, first_unstable):
+        if bound is not None:
+            bound_segment = lg.segment_for(bound)
+            if bound_segment is not None:
+                uncleanable = min(uncleanable, bound_segment.base_offset)
     dirty = [s for s in segments[:-1] if lg.segment_end(s) > first_dirty]
     config = lg.config
     if config.min_compaction_lag_ms > 0:
@@ -277,6 +287,11 @@ class LogCleaner:
         segments = lg.cleanable_segments(ltc.first_uncleanable_offset)
         refs = tuple(SegmentRef(s.base_offset, str(s.log_path), s.size, lg.segment_end(s),
                                 s.last_modified_ms) for s in segments)
+        # Kafka's buildOffsetMap and cleanSegments collect these from the txnindexes.
+        aborted = (tuple(lg.collect_aborted_transactions(refs[0].base_offset,
+                                                         ltc.first_uncleanable_offset))
+                   if refs else ())
+        producers = lg.producer_state.producers
         rate = self.config.io_max_bytes_per_second
         job = CleanJob(
             topic=lg.topic, partition=lg.partition, directory=str(lg.dir), segments=refs,
@@ -286,9 +301,11 @@ class LogCleaner:
             max_index_bytes=config.segment_index_bytes, index_interval_bytes=config.index_interval_bytes,
             max_map_entries=self.config.max_map_entries(),
             io_max_bytes_per_second=rate if rate < 1e300 else math.inf,
-            producer_last_offsets={pid: entry.last_offset
-                                   for pid, entry in lg.producer_state.producers.items()
-                                   if entry.last_offset >= 0})
+            producer_last_offsets={pid: entry.last_offset for pid, entry in producers.items()
+                                   if entry.last_offset >= 0},
+            marker_only_producers={pid: entry.producer_epoch for pid, entry in producers.items()
+                                   if entry.last_offset < 0},
+            aborted_txns=aborted)
         return job, [(s, s.size) for s in segments]
 
     async def _clean(self, thread: int, process: CleanerProcess, ltc: LogToClean) -> CleanResult | None:
