@@ -3,12 +3,14 @@ FindCoordinator creates __transaction_state and names the leader of the id's par
 InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, DescribeTransactions and
 ListTransactions answer from the replicated state; an abandoned transaction is aborted at
 its timeout with the epoch bumped; a second InitProducerId fences an open transaction; the
-coordinator's broker is SIGKILLed and another loads the state.  Completion (markers, then
+coordinator's broker is SIGKILLed and another loads the state; KIP-890 verification refuses a
+transactional batch for a partition not yet in the transaction.  Completion (markers, then
 CompleteCommit) is checked where the brokers serve WriteTxnMarkers."""
 
 from __future__ import annotations
 
 import asyncio
+import datetime
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -200,3 +202,63 @@ def test_another_broker_takes_over_the_state(cluster: LocalCluster) -> None:
         asyncio.run(after())
     finally:
         cluster.start_broker(node)
+
+
+def _transactional_produce(port: int, txn_id: str, partition: int, pid: int, epoch: int) -> Any:
+    from kio.schema.produce.v9 import request as produce_req
+    from kio.schema.produce.v9 import response as produce_resp
+
+    from odradek.protocol.records import SimpleRecord, build_batch
+
+    batch = build_batch([SimpleRecord(b"v")], producer_id=pid, producer_epoch=epoch, base_sequence=0,
+                        is_transactional=True, timestamp=int(time.time() * 1000))
+    request = produce_req.ProduceRequest(
+        transactional_id=txn_id, acks=-1, timeout=datetime.timedelta(seconds=10),
+        topic_data=(produce_req.TopicProduceData(name=TOPIC, partition_data=(
+            produce_req.PartitionProduceData(index=partition, records=batch),)),))
+
+    async def call() -> Any:
+        wire = await connect(port)
+        try:
+            return (await wire.conn.send(request, produce_resp.ProduceResponse)).responses[0].partition_responses[0]
+        finally:
+            await wire.conn.close()
+    return asyncio.run(call())
+
+
+def test_kip890_verification_on_every_leader(cluster: LocalCluster) -> None:
+    """A transactional batch is refused by each partition leader (the coordinator's broker or
+    not) until its partition is in the transaction, then accepted."""
+    async def begin() -> tuple[int, int]:
+        _, wire = await find_coordinator(cluster, "tx-verify")
+        try:
+            return await init_pid(wire, "tx-verify")
+        finally:
+            await wire.conn.close()
+
+    async def add(partition: int, pid: int, epoch: int) -> list[Any]:
+        _, wire = await find_coordinator(cluster, "tx-verify")
+        try:
+            return await add_partitions(wire, "tx-verify", pid, epoch, (partition,))
+        finally:
+            await wire.conn.close()
+
+    async def leader_port(partition: int) -> int:
+        wire = await connect(next(iter(cluster.brokers.values())).port)
+        try:
+            r = await wire.call(3, 9, "Metadata", topics=(Wire.nested(3, 9, "MetadataRequestTopic", name=TOPIC),),
+                                allow_auto_topic_creation=False, include_cluster_authorized_operations=False,
+                                include_topic_authorized_operations=False)
+            leader = next(p.leader_id for p in r.topics[0].partitions if p.partition_index == partition)
+            return cluster.brokers[leader].port
+        finally:
+            await wire.conn.close()
+
+    pid, epoch = asyncio.run(begin())
+    for partition in (0, 1):
+        port = asyncio.run(leader_port(partition))
+        refused = _transactional_produce(port, "tx-verify", partition, pid, epoch)
+        assert refused.error_code == E.invalid_txn_state, refused
+        assert asyncio.run(add(partition, pid, epoch)) == [E.none]
+        accepted = _transactional_produce(port, "tx-verify", partition, pid, epoch)
+        assert accepted.error_code == E.none, accepted
