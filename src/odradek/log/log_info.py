@@ -3,9 +3,16 @@ answers (Kafka's ``LogAppendInfo``, ``FetchDataInfo``, ``TimestampAndOffset``)."
 
 from __future__ import annotations
 
+import enum
 import os
 from dataclasses import dataclass
 from pathlib import Path
+
+
+class AppendOrigin(enum.Enum):
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
+    REPLICATION = "replication"
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,7 +13,8 @@ from odradek.broker.apis.registry import REGISTRY, ApiSpec, api
 __all__ = ["REGISTRY", "ApiSpec", "api", "load_handlers"]
 
 _MODULES = ("api_versions", "control", "metadata", "produce", "fetch", "offsets", "alter_partition",
-            "init_producer_id", "admin_topics", "admin_configs", "describe_cluster", "groups", "offsets_commit")
+            "init_producer_id", "admin_topics", "admin_configs", "describe_cluster", "groups", "offsets_commit",
+            "txn_offset_commit")
 
 
 def load_handlers() -> dict[int, ApiSpec]:

@@ -34,7 +34,7 @@ from odradek.broker.group.offsets_records import (
 from odradek.broker.group.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
 from odradek.common import TopicPartition
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.records import SimpleRecord, build_batch
+from odradek.protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, SimpleRecord, build_batch
 
 log = logging.getLogger(__name__)
 
@@ -207,9 +207,14 @@ class GroupMetadataManager:
     def metadata_too_large(self, metadata: str) -> bool:
         return len(metadata) > self.config.offset_metadata_max_bytes
 
-    async def store_offsets(self, group: GroupMetadata, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    async def store_offsets(self, group: GroupMetadata, offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                            producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH
                             ) -> dict[TopicPartition, ErrorCode]:
-        """Append the commits (acks=-1) and, once replicated, make them the group's offsets."""
+        """Append the commits (acks=-1) and, once replicated, make them the group's offsets.
+
+        With a ``producer_id`` (TxnOffsetCommit) the records go in one transactional batch of
+        that producer and stay pending in the group until the transaction's marker
+        (:meth:`GroupMetadata.complete_pending_txn_offset_commit`), as Kafka's storeOffsets."""
         valid = {tp: om for tp, om in offsets.items() if not self.metadata_too_large(om.metadata)}
         too_large = {tp: ErrorCode.offset_metadata_too_large for tp in offsets if tp not in valid}
         if not valid:
@@ -223,20 +228,41 @@ class GroupMetadataManager:
                 value=encode_offset_commit_value(OffsetCommitValue(
                     om.offset, om.metadata, om.commit_timestamp, om.leader_epoch, om.expire_timestamp)))
             for (topic, p), om in valid.items()]
-        group.prepare_offset_commit(valid)
-        error, base_offset = await self.topic.append(
-            partition, build_batch(records, timestamp=self.now_ms()), wait_for_replication=True)
-        if error == ErrorCode.none:
-            if not group.is_(GroupState.DEAD):
-                for tp, om in valid.items():
-                    group.on_offset_commit_append(tp, replace(om, record_offset=base_offset))
+        transactional = producer_id != NO_PRODUCER_ID
+        if transactional:
+            group.prepare_txn_offset_commit(producer_id, dict(valid))
+            # Kafka's coordinator builds the batch with base sequence 0 and the transactional bit.
+            batch = build_batch(records, timestamp=self.now_ms(), producer_id=producer_id,
+                                producer_epoch=producer_epoch, base_sequence=0, is_transactional=True)
         else:
-            if not group.is_(GroupState.DEAD):
-                for tp in valid:
+            group.prepare_offset_commit(valid)
+            batch = build_batch(records, timestamp=self.now_ms())
+        error, base_offset = await self.topic.append(partition, batch, wait_for_replication=True,
+                                                     transactional=transactional)
+        if not group.is_(GroupState.DEAD):
+            for tp, om in valid.items():
+                if transactional and error == ErrorCode.none:
+                    group.on_txn_offset_commit_append(producer_id, tp, replace(om, record_offset=base_offset))
+                elif transactional:
+                    group.fail_pending_txn_offset_commit(producer_id, tp)
+                elif error == ErrorCode.none:
+                    group.on_offset_commit_append(tp, replace(om, record_offset=base_offset))
+                else:
                     group.fail_pending_offset_write(tp)
+        if error != ErrorCode.none:
             log.debug("Offset commit of group %s failed: %s", group.group_id, error.name)
             error = _STORE_OFFSETS_ERRORS.get(error, error)
         return {**dict.fromkeys(valid, error), **too_large}
+
+    def complete_txn(self, producer_id: int, partitions: Iterable[int], commit: bool) -> None:
+        """A transaction marker of ``producer_id`` is written to these ``__consumer_offsets``
+        partitions: complete its pending offsets in their groups (Kafka's handleTxnCompletion)."""
+        wanted = set(partitions)
+        for group in list(self.groups.values()):
+            if group.is_(GroupState.DEAD) or producer_id not in group.pending_txn_offset_commits:
+                continue
+            if self.partition_for(group.group_id) in wanted:
+                group.complete_pending_txn_offset_commit(producer_id, commit)
 
     def cleanup_group_metadata(self, groups: Iterable[GroupMetadata],
                                selector: Callable[[GroupMetadata], dict[TopicPartition, OffsetAndMetadata]]

@@ -63,13 +63,17 @@ class FakeOffsetsTopic:
         self.logs: dict[int, list[bytes]] = {}
         self.next_offsets: dict[int, int] = {}
         self.fail_with: ErrorCode | None = None
+        self.transactional_appends: list[tuple[int, int]] = []  # (partition, base offset)
         self.hold = False
         self._held: list[asyncio.Future[None]] = []
 
-    async def append(self, partition: int, batch: bytes, *, wait_for_replication: bool) -> tuple[ErrorCode, int]:
+    async def append(self, partition: int, batch: bytes, *, wait_for_replication: bool,
+                     transactional: bool = False) -> tuple[ErrorCode, int]:
         if self.fail_with is not None:
             return self.fail_with, -1
         base = self.next_offsets.get(partition, 0)
+        if transactional:
+            self.transactional_appends.append((partition, base))
         data = bytearray(batch)
         (_, header), = iter_batches(data)
         set_base_offset(data, 0, base)
