@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from odradek.broker.group.coordinator import GroupCoordinator
 from odradek.broker.group.group_config import GroupConfig
 from odradek.broker.group.group_metadata_manager import GroupMetadataManager
+from odradek.protocol.control_records import ControlRecordType, build_end_txn_marker_batch
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import iter_batches, set_base_offset
 
@@ -84,6 +85,15 @@ class FakeOffsetsTopic:
             self._held.append(waiter)
             await waiter
         return ErrorCode.none, base
+
+    def append_marker(self, partition: int, producer_id: int, commit: bool, producer_epoch: int = 0) -> None:
+        """A transaction marker, as WriteTxnMarkers appends it."""
+        marker = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+        base = self.next_offsets.get(partition, 0)
+        self.logs.setdefault(partition, []).append(build_end_txn_marker_batch(
+            marker, producer_id=producer_id, producer_epoch=producer_epoch, coordinator_epoch=0, timestamp=0,
+            base_offset=base))
+        self.next_offsets[partition] = base + 1
 
     def release(self) -> None:
         for waiter in self._held:
