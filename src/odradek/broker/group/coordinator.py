@@ -5,7 +5,8 @@ This module wires the coordinator to the broker (leadership hooks, offset expiry
 holds the offset and administration operations: commits are validated against the member
 and generation (generation -1 without a member id is a standalone consumer, allowed while
 the group has no members), appended with acks=-1 and answered once replicated; fetches
-answer from memory.  Membership (JoinGroup, SyncGroup, Heartbeat and LeaveGroup) is
+answer from memory.  Transactional commits (TxnOffsetCommit) stay pending per producer
+until :meth:`GroupCoordinator.complete_txn` (the transaction's marker).  Membership (JoinGroup, SyncGroup, Heartbeat and LeaveGroup) is
 :mod:`membership`'s, with rebalance timing in :mod:`rebalance` and session expiry in
 :mod:`heartbeats`; loading and persistence are the :class:`GroupMetadataManager`'s.
 """

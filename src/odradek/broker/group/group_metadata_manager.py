@@ -6,6 +6,8 @@ and has replayed its log (until then requests for its groups get
 COORDINATOR_LOAD_IN_PROGRESS; for a partition not led here, NOT_COORDINATOR).  Group
 metadata and offset commits are appended with acks=-1 and applied to memory only once
 the ISR has them, so whatever a client was told is committed survives the leader.
+Transactional commits are written as their producer's transactional batch and wait in
+the group for the transaction's marker.
 """
 
 from __future__ import annotations
@@ -78,6 +80,9 @@ class GroupMetadataManager:
         self.groups: dict[str, GroupMetadata] = {}
         self.owned: set[int] = set()
         self.loading: dict[int, asyncio.Task[None]] = {}
+        # Transaction completions for partitions still loading, applied once loaded (Kafka
+        # runs both on one scheduler thread, so a completion never overtakes a load).
+        self._deferred_completions: dict[int, list[tuple[int, bool]]] = {}
         self._background: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ lookup
@@ -143,6 +148,7 @@ class GroupMetadataManager:
             log.error("Error loading offsets and group metadata from %s; its groups stay unavailable "
                       "until leadership moves: %s", name, e)
             self.loading.pop(partition, None)
+            self._deferred_completions.pop(partition, None)
             return
         self.loading.pop(partition, None)
         self.owned.add(partition)
@@ -153,6 +159,8 @@ class GroupMetadataManager:
                             group.group_id, name)
                 continue
             on_loaded(group)
+        for producer_id, commit in self._deferred_completions.pop(partition, []):
+            self.complete_txn(producer_id, [partition], commit)
         log.info("Finished loading offsets and group metadata from %s in %d milliseconds: %d groups, "
                  "%d offsets, up to offset %d%s", name, (time.monotonic() - started) * 1000, len(groups),
                  len(replay.offsets), replay.next_offset,
@@ -163,6 +171,7 @@ class GroupMetadataManager:
         task = self.loading.pop(partition, None)
         if task is not None:
             task.cancel()
+        self._deferred_completions.pop(partition, None)
         was_owned = partition in self.owned
         self.owned.discard(partition)
         removed = [g for gid, g in self.groups.items() if self.partition_for(gid) == partition]
@@ -258,6 +267,9 @@ class GroupMetadataManager:
         """A transaction marker of ``producer_id`` is written to these ``__consumer_offsets``
         partitions: complete its pending offsets in their groups (Kafka's handleTxnCompletion)."""
         wanted = set(partitions)
+        for partition in wanted & self.loading.keys():
+            self._deferred_completions.setdefault(partition, []).append((producer_id, commit))
+        wanted -= self.loading.keys()
         for group in list(self.groups.values()):
             if group.is_(GroupState.DEAD) or producer_id not in group.pending_txn_offset_commits:
                 continue

@@ -232,6 +232,25 @@ def test_a_new_coordinator_replays_transactional_commits_and_markers() -> None:
     run(scenario())
 
 
+def test_a_marker_during_loading_completes_after_the_load() -> None:
+    async def scenario() -> None:
+        first, topic, clock = await ready()
+        assert await txn_commit(first, 9, pid=5) == {TP: E.none}
+        assert await txn_commit(first, 10, pid=6) == {TP: E.none}
+        first.on_resignation(0)
+        second, _, _ = make_coordinator(topic=topic, clock=clock)
+        second.on_election(0)
+        # Markers written while the partition loads (not in what the load reads).
+        second.complete_txn(5, [0], commit=True)
+        second.complete_txn(6, [0], commit=False)
+        assert second.fetch_offsets("g", [TP], False)[0] == E.coordinator_load_in_progress
+        await settle()
+        assert fetched(second, require_stable=True) == (9, E.none)
+        group = second.manager.get_group("g")
+        assert group is not None and not group.pending_txn_offset_commits
+    run(scenario())
+
+
 # ----------------------------------------------------------------------------- loader, sans-IO
 
 
