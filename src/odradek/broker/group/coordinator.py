@@ -6,9 +6,10 @@ holds the offset and administration operations: commits are validated against th
 and generation (generation -1 without a member id is a standalone consumer, allowed while
 the group has no members), appended with acks=-1 and answered once replicated; fetches
 answer from memory.  Transactional commits (TxnOffsetCommit) stay pending per producer
-until :meth:`GroupCoordinator.complete_txn` (the transaction's marker).  Membership (JoinGroup, SyncGroup, Heartbeat and LeaveGroup) is
-:mod:`membership`'s, with rebalance timing in :mod:`rebalance` and session expiry in
-:mod:`heartbeats`; loading and persistence are the :class:`GroupMetadataManager`'s.
+until :meth:`GroupCoordinator.complete_txn` (the transaction's marker).  Membership
+(JoinGroup, SyncGroup, Heartbeat and LeaveGroup) is :mod:`membership`'s, with rebalance
+timing in :mod:`rebalance` and session expiry in :mod:`heartbeats`; loading and
+persistence are the :class:`GroupMetadataManager`'s.
 """
 
 from __future__ import annotations
