@@ -27,7 +27,7 @@ _DEFAULT_RETENTION = -1  # OffsetCommit v2-4: the broker's offsets.retention.min
 TP = tuple[str, int]
 
 
-def _by_topic(items: Iterable[tuple[TP, Any]]) -> dict[str, list[tuple[int, Any]]]:
+def by_topic(items: Iterable[tuple[TP, Any]]) -> dict[str, list[tuple[int, Any]]]:
     grouped: dict[str, list[tuple[int, Any]]] = {}
     for (topic, partition), value in items:
         grouped.setdefault(topic, []).append((partition, value))
@@ -62,7 +62,7 @@ async def handle_offset_commit(broker: BrokerContext, request: Request) -> Respo
     topics = tuple(
         build(m.OffsetCommitResponseTopic, name=topic, partitions=tuple(
             build(m.OffsetCommitResponsePartition, partition_index=p, error_code=error) for p, error in parts))
-        for topic, parts in _by_topic((tp, errors[tp]) for tp in dict.fromkeys(order)).items())
+        for topic, parts in by_topic((tp, errors[tp]) for tp in dict.fromkeys(order)).items())
     return respond(request, build(m.OffsetCommitResponse, throttle_time=0, topics=topics))
 
 
@@ -102,7 +102,7 @@ def _topics(m: Any, topic_cls: str, partition_cls: str, offsets: Mapping[TP, Par
             build(getattr(m, partition_cls), partition_index=p, committed_offset=o.offset,
                   committed_leader_epoch=o.leader_epoch, metadata=o.metadata, error_code=o.error)
             for p, o in parts))
-        for topic, parts in _by_topic((tp, offsets.get(tp, PartitionOffset())) for tp in order).items())
+        for topic, parts in by_topic((tp, offsets.get(tp, PartitionOffset())) for tp in order).items())
 
 
 @api(ApiKey.OFFSET_DELETE, "OffsetDelete", 0, 0)
@@ -120,4 +120,4 @@ def handle_offset_delete(broker: BrokerContext, request: Request) -> Response:
     return respond(request, build(m.OffsetDeleteResponse, throttle_time=0, error_code=ErrorCode.none, topics=tuple(
         build(m.OffsetDeleteResponseTopic, name=topic, partitions=tuple(
             build(m.OffsetDeleteResponsePartition, partition_index=p, error_code=e) for p, e in parts))
-        for topic, parts in _by_topic((tp, errors[tp]) for tp in dict.fromkeys(order)).items())))
+        for topic, parts in by_topic((tp, errors[tp]) for tp in dict.fromkeys(order)).items())))

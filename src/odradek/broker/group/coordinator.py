@@ -5,9 +5,11 @@ This module wires the coordinator to the broker (leadership hooks, offset expiry
 holds the offset and administration operations: commits are validated against the member
 and generation (generation -1 without a member id is a standalone consumer, allowed while
 the group has no members), appended with acks=-1 and answered once replicated; fetches
-answer from memory.  Membership (JoinGroup, SyncGroup, Heartbeat and LeaveGroup) is
-:mod:`membership`'s, with rebalance timing in :mod:`rebalance` and session expiry in
-:mod:`heartbeats`; loading and persistence are the :class:`GroupMetadataManager`'s.
+answer from memory.  Transactional commits (TxnOffsetCommit) stay pending per producer
+until :meth:`GroupCoordinator.complete_txn` (the transaction's marker).  Membership
+(JoinGroup, SyncGroup, Heartbeat and LeaveGroup) is :mod:`membership`'s, with rebalance
+timing in :mod:`rebalance` and session expiry in :mod:`heartbeats`; loading and
+persistence are the :class:`GroupMetadataManager`'s.
 """
 
 from __future__ import annotations
@@ -185,6 +187,38 @@ class GroupCoordinator:
             self.membership.heartbeats.schedule(group, member, member.session_timeout_ms)  # a commit shows liveness
         return await self.manager.store_offsets(group, offsets)
 
+    async def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+                                 group_instance_id: str | None, generation_id: int,
+                                 offsets: Mapping[TopicPartition, OffsetAndMetadata]
+                                 ) -> dict[TopicPartition, ErrorCode]:
+        """TxnOffsetCommit (Kafka's handleTxnCommitOffsets): a group not known is created
+        Empty; a member id, group instance id or generation the request gives (KIP-447, v3)
+        must match the group's.  The offsets stay pending until the transaction completes."""
+        error = self.manager.validate_group_status(group_id)
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        group = self.manager.get_group(group_id)
+        if group is None:
+            group = self.manager.add_group(GroupMetadata(group_id, current_state_timestamp=self.now_ms()))
+        if group.is_(S.DEAD):
+            error = E.coordinator_not_available
+        elif group_instance_id is not None and group_instance_id in group.static_members \
+                and group.static_members[group_instance_id] != member_id:
+            error = E.fenced_instance_id
+        elif member_id != UNKNOWN_MEMBER_ID and not group.has(member_id):
+            error = E.unknown_member_id
+        elif generation_id >= 0 and generation_id != group.generation_id:
+            error = E.illegal_generation
+        if error is not None:
+            return dict.fromkeys(offsets, error)
+        return await self.manager.store_offsets(group, offsets, producer_id, producer_epoch)
+
+    def complete_txn(self, producer_id: int, offsets_partitions: Iterable[int], commit: bool) -> None:
+        """The transaction's marker is in these ``__consumer_offsets`` partitions (called by
+        WriteTxnMarkers once the marker's append succeeded): commit makes the producer's
+        pending offsets visible, abort drops them."""
+        self.manager.complete_txn(producer_id, offsets_partitions, commit)
+
     def _validate_offset_commit(self, group: GroupMetadata, generation_id: int, member_id: str,
                                 group_instance_id: str | None) -> ErrorCode | None:
         if group.is_(S.DEAD):
@@ -211,7 +245,7 @@ class GroupCoordinator:
         wanted = list(group.offsets) if partitions is None else list(partitions)
         result = {}
         for tp in wanted:
-            if require_stable and tp in group.pending_offset_commits:
+            if require_stable and group.has_pending_offset_commits_for(tp):
                 result[tp] = PartitionOffset(error=E.unstable_offset_commit)
                 continue
             om = group.offsets.get(tp)

@@ -18,7 +18,7 @@ import logging
 import struct
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
@@ -174,6 +174,9 @@ class GroupMetadata:
     offsets: dict[tuple[str, int], OffsetAndMetadata] = field(default_factory=dict)
     # Commits appended but not yet acknowledged, by partition, with how many are in flight.
     pending_offset_commits: Counter[tuple[str, int]] = field(default_factory=Counter)
+    # Transactional commits (TxnOffsetCommit) by producer id, kept until the transaction's
+    # marker (Kafka's pendingTransactionalOffsetCommits); record_offset is None until appended.
+    pending_txn_offset_commits: dict[int, dict[tuple[str, int], OffsetAndMetadata]] = field(default_factory=dict)
     # The coordinator's rebalance timer (opaque here) and the phase it belongs to.
     rebalance_timer: Any = None
     in_initial_delay: bool = False
@@ -377,7 +380,12 @@ class GroupMetadata:
     # ------------------------------------------------------------------ offsets
 
     def has_offsets(self) -> bool:
-        return bool(self.offsets) or bool(self.pending_offset_commits)
+        return bool(self.offsets) or bool(self.pending_offset_commits) or bool(self.pending_txn_offset_commits)
+
+    def has_pending_offset_commits_for(self, tp: tuple[str, int]) -> bool:
+        """A commit in flight, or a transactional one awaiting its marker, for ``tp``
+        (Kafka's hasPendingOffsetCommitsForTopicPartition: OffsetFetch require_stable)."""
+        return tp in self.pending_offset_commits or any(tp in p for p in self.pending_txn_offset_commits.values())
 
     def prepare_offset_commit(self, partitions: Iterable[tuple[str, int]]) -> None:
         for tp in partitions:
@@ -400,10 +408,55 @@ class GroupMetadata:
         if tp in self.pending_offset_commits:
             self._finish_pending(tp)
 
+    # ------------------------------------------------------------------ transactional offsets (KIP-98)
+
+    def prepare_txn_offset_commit(self, producer_id: int, offsets: dict[tuple[str, int], OffsetAndMetadata]) -> None:
+        self.pending_txn_offset_commits.setdefault(producer_id, {}).update(offsets)
+
+    def on_txn_offset_commit_append(self, producer_id: int, tp: tuple[str, int], committed: OffsetAndMetadata
+                                    ) -> None:
+        """The commit is in the log at ``committed.record_offset``; a newer TxnOffsetCommit
+        for the same partition (or a completed transaction) has precedence."""
+        pending = self.pending_txn_offset_commits.get(producer_id)
+        if pending is not None and tp in pending and pending[tp] == replace(committed, record_offset=None):
+            pending[tp] = committed
+
+    def fail_pending_txn_offset_commit(self, producer_id: int, tp: tuple[str, int]) -> None:
+        pending = self.pending_txn_offset_commits.get(producer_id)
+        if pending is not None:
+            pending.pop(tp, None)
+            if not pending:
+                del self.pending_txn_offset_commits[producer_id]
+
+    def complete_pending_txn_offset_commit(self, producer_id: int, is_commit: bool) -> int:
+        """The transaction's marker is written: on commit its offsets become the group's,
+        each unless the partition has a commit later in the log (Kafka's
+        completePendingTxnOffsetCommit); on abort they are dropped.  Returns how many
+        offsets were made visible."""
+        pending = self.pending_txn_offset_commits.pop(producer_id, None)
+        if not is_commit or not pending:
+            return 0
+        applied = 0
+        for tp, om in pending.items():
+            if om.record_offset is None:
+                # Kafka throws here: the marker came before the commit's own append returned.
+                log.error("Group %s: transactional offset commit of producer %d for %s completed before it "
+                          "was appended; ignoring it", self.group_id, producer_id, tp)
+                continue
+            current = self.offsets.get(tp)
+            if current is None or current.record_offset is None or current.record_offset < om.record_offset:
+                self.offsets[tp] = om
+                applied += 1
+        return applied
+
     def remove_offsets(self, partitions: Iterable[tuple[str, int]]) -> dict[tuple[str, int], OffsetAndMetadata]:
+        """Kafka's removeOffsets: a removed partition also leaves every producer's pending
+        transactional commits (the producers' entries stay until their markers)."""
         removed = {}
         for tp in partitions:
             self.pending_offset_commits.pop(tp, None)
+            for pending in self.pending_txn_offset_commits.values():
+                pending.pop(tp, None)
             om = self.offsets.pop(tp, None)
             if om is not None:
                 removed[tp] = om

@@ -6,6 +6,8 @@ and has replayed its log (until then requests for its groups get
 COORDINATOR_LOAD_IN_PROGRESS; for a partition not led here, NOT_COORDINATOR).  Group
 metadata and offset commits are appended with acks=-1 and applied to memory only once
 the ISR has them, so whatever a client was told is committed survives the leader.
+Transactional commits are written as their producer's transactional batch and wait in
+the group for the transaction's marker.
 """
 
 from __future__ import annotations
@@ -34,7 +36,7 @@ from odradek.broker.group.offsets_records import (
 from odradek.broker.group.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
 from odradek.common import TopicPartition
 from odradek.protocol.errors import ErrorCode, KafkaError
-from odradek.protocol.records import SimpleRecord, build_batch
+from odradek.protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, SimpleRecord, build_batch
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +80,9 @@ class GroupMetadataManager:
         self.groups: dict[str, GroupMetadata] = {}
         self.owned: set[int] = set()
         self.loading: dict[int, asyncio.Task[None]] = {}
+        # Transaction completions for partitions still loading, applied once loaded (Kafka
+        # runs both on one scheduler thread, so a completion never overtakes a load).
+        self._deferred_completions: dict[int, list[tuple[int, bool]]] = {}
         self._background: set[asyncio.Task[None]] = set()
 
     # ------------------------------------------------------------------ lookup
@@ -143,6 +148,7 @@ class GroupMetadataManager:
             log.error("Error loading offsets and group metadata from %s; its groups stay unavailable "
                       "until leadership moves: %s", name, e)
             self.loading.pop(partition, None)
+            self._deferred_completions.pop(partition, None)
             return
         self.loading.pop(partition, None)
         self.owned.add(partition)
@@ -153,6 +159,8 @@ class GroupMetadataManager:
                             group.group_id, name)
                 continue
             on_loaded(group)
+        for producer_id, commit in self._deferred_completions.pop(partition, []):
+            self.complete_txn(producer_id, [partition], commit)
         log.info("Finished loading offsets and group metadata from %s in %d milliseconds: %d groups, "
                  "%d offsets, up to offset %d%s", name, (time.monotonic() - started) * 1000, len(groups),
                  len(replay.offsets), replay.next_offset,
@@ -163,6 +171,7 @@ class GroupMetadataManager:
         task = self.loading.pop(partition, None)
         if task is not None:
             task.cancel()
+        self._deferred_completions.pop(partition, None)
         was_owned = partition in self.owned
         self.owned.discard(partition)
         removed = [g for gid, g in self.groups.items() if self.partition_for(gid) == partition]
@@ -207,9 +216,14 @@ class GroupMetadataManager:
     def metadata_too_large(self, metadata: str) -> bool:
         return len(metadata) > self.config.offset_metadata_max_bytes
 
-    async def store_offsets(self, group: GroupMetadata, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+    async def store_offsets(self, group: GroupMetadata, offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                            producer_id: int = NO_PRODUCER_ID, producer_epoch: int = NO_PRODUCER_EPOCH
                             ) -> dict[TopicPartition, ErrorCode]:
-        """Append the commits (acks=-1) and, once replicated, make them the group's offsets."""
+        """Append the commits (acks=-1) and, once replicated, make them the group's offsets.
+
+        With a ``producer_id`` (TxnOffsetCommit) the records go in one transactional batch of
+        that producer and stay pending in the group until the transaction's marker
+        (:meth:`GroupMetadata.complete_pending_txn_offset_commit`), as Kafka's storeOffsets."""
         valid = {tp: om for tp, om in offsets.items() if not self.metadata_too_large(om.metadata)}
         too_large = {tp: ErrorCode.offset_metadata_too_large for tp in offsets if tp not in valid}
         if not valid:
@@ -223,20 +237,44 @@ class GroupMetadataManager:
                 value=encode_offset_commit_value(OffsetCommitValue(
                     om.offset, om.metadata, om.commit_timestamp, om.leader_epoch, om.expire_timestamp)))
             for (topic, p), om in valid.items()]
-        group.prepare_offset_commit(valid)
-        error, base_offset = await self.topic.append(
-            partition, build_batch(records, timestamp=self.now_ms()), wait_for_replication=True)
-        if error == ErrorCode.none:
-            if not group.is_(GroupState.DEAD):
-                for tp, om in valid.items():
-                    group.on_offset_commit_append(tp, replace(om, record_offset=base_offset))
+        transactional = producer_id != NO_PRODUCER_ID
+        if transactional:
+            group.prepare_txn_offset_commit(producer_id, dict(valid))
+            # Kafka's coordinator builds the batch with base sequence 0 and the transactional bit.
+            batch = build_batch(records, timestamp=self.now_ms(), producer_id=producer_id,
+                                producer_epoch=producer_epoch, base_sequence=0, is_transactional=True)
         else:
-            if not group.is_(GroupState.DEAD):
-                for tp in valid:
+            group.prepare_offset_commit(valid)
+            batch = build_batch(records, timestamp=self.now_ms())
+        error, base_offset = await self.topic.append(partition, batch, wait_for_replication=True,
+                                                     transactional=transactional)
+        if not group.is_(GroupState.DEAD):
+            for tp, om in valid.items():
+                if transactional and error == ErrorCode.none:
+                    group.on_txn_offset_commit_append(producer_id, tp, replace(om, record_offset=base_offset))
+                elif transactional:
+                    group.fail_pending_txn_offset_commit(producer_id, tp)
+                elif error == ErrorCode.none:
+                    group.on_offset_commit_append(tp, replace(om, record_offset=base_offset))
+                else:
                     group.fail_pending_offset_write(tp)
+        if error != ErrorCode.none:
             log.debug("Offset commit of group %s failed: %s", group.group_id, error.name)
             error = _STORE_OFFSETS_ERRORS.get(error, error)
         return {**dict.fromkeys(valid, error), **too_large}
+
+    def complete_txn(self, producer_id: int, partitions: Iterable[int], commit: bool) -> None:
+        """A transaction marker of ``producer_id`` is written to these ``__consumer_offsets``
+        partitions: complete its pending offsets in their groups (Kafka's handleTxnCompletion)."""
+        wanted = set(partitions)
+        for partition in wanted & self.loading.keys():
+            self._deferred_completions.setdefault(partition, []).append((producer_id, commit))
+        wanted -= self.loading.keys()
+        for group in list(self.groups.values()):
+            if group.is_(GroupState.DEAD) or producer_id not in group.pending_txn_offset_commits:
+                continue
+            if self.partition_for(group.group_id) in wanted:
+                group.complete_pending_txn_offset_commit(producer_id, commit)
 
     def cleanup_group_metadata(self, groups: Iterable[GroupMetadata],
                                selector: Callable[[GroupMetadata], dict[TopicPartition, OffsetAndMetadata]]

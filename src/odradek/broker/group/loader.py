@@ -7,6 +7,10 @@ tombstone leaves offsets alone (they have tombstones of their own).  Groups that
 have offsets (standalone consumers committing with generation -1, or groups whose
 metadata record was removed) come back as Empty groups holding those offsets.
 
+Transactional batches (TxnOffsetCommit) hold their offsets pending per producer id; the
+producer's COMMIT marker applies them (unless a later commit of the partition is loaded
+already), ABORT drops them, and those without a marker yet stay pending in their groups.
+
 :class:`PartitionReplay` is sans-IO: feed it record batches as bytes.
 """
 
@@ -27,6 +31,7 @@ from odradek.broker.group.offsets_records import (
     decode_key,
     decode_offset_commit_value,
 )
+from odradek.protocol.control_records import ControlRecordType, decode_end_txn_marker
 from odradek.protocol.errors import KafkaError
 from odradek.protocol.records import decode_batch, iter_batches
 
@@ -43,6 +48,8 @@ class PartitionReplay:
     groups: dict[str, GroupMetadataValue] = field(default_factory=dict)
     removed_groups: set[str] = field(default_factory=set)
     offsets: dict[OffsetCommitKey, OffsetAndMetadata] = field(default_factory=dict)
+    # Transactional offset commits (TxnOffsetCommit) by producer id, until their marker.
+    pending: dict[int, dict[OffsetCommitKey, OffsetAndMetadata]] = field(default_factory=dict)
     next_offset: int = 0
     skipped: int = 0
 
@@ -50,7 +57,8 @@ class PartitionReplay:
         """Apply every whole batch in ``data`` (as read from the log)."""
         for pos, header in iter_batches(data):
             self.next_offset = header.next_offset
-            if header.is_control:  # transaction markers: odradek writes none
+            if header.is_control:
+                self._apply_marker(header.producer_id, data[pos:pos + header.size])
                 continue
             try:
                 _, records = decode_batch(data[pos:pos + header.size])
@@ -58,10 +66,30 @@ class PartitionReplay:
                 log.error("Skipping a corrupt batch at offset %d of %s: %s", header.base_offset, self.name, e)
                 self.skipped += 1
                 continue
+            into = self.pending.setdefault(header.producer_id, {}) if header.is_transactional else self.offsets
             for record in records:
-                self._apply_record(header.base_offset, record.offset, record.key, record.value)
+                self._apply_record(header.base_offset, record.offset, record.key, record.value, into)
 
-    def _apply_record(self, batch_offset: int, offset: int, key: bytes | None, value: bytes | None) -> None:
+    def _apply_marker(self, producer_id: int, batch: bytes) -> None:
+        """A transaction marker (Kafka's loadGroupsAndOffsets): COMMIT makes the producer's
+        pending offsets committed, each unless a later commit of the partition is loaded
+        already; any other control record drops them."""
+        try:
+            marker, _ = decode_end_txn_marker(batch)
+        except KafkaError as e:
+            log.warning("Control batch of producer %d in %s is not a readable transaction marker (%s); "
+                        "dropping the producer's pending offsets", producer_id, self.name, e)
+            marker = ControlRecordType.ABORT
+        pending = self.pending.pop(producer_id, {})
+        if marker is not ControlRecordType.COMMIT:
+            return
+        for key, om in pending.items():
+            current = self.offsets.get(key)
+            if current is None or current.record_offset is None or current.record_offset < (om.record_offset or 0):
+                self.offsets[key] = om
+
+    def _apply_record(self, batch_offset: int, offset: int, key: bytes | None, value: bytes | None,
+                      offsets: dict[OffsetCommitKey, OffsetAndMetadata]) -> None:
         if key is None:
             log.error("Skipping a record without a key at offset %d of %s", offset, self.name)
             self.skipped += 1
@@ -71,9 +99,9 @@ class PartitionReplay:
             if isinstance(parsed, OffsetCommitKey):
                 committed = decode_offset_commit_value(value)
                 if committed is None:
-                    self.offsets.pop(parsed, None)
+                    offsets.pop(parsed, None)
                 else:
-                    self.offsets[parsed] = OffsetAndMetadata(
+                    offsets[parsed] = OffsetAndMetadata(
                         committed.offset, committed.leader_epoch, committed.metadata, committed.commit_timestamp,
                         committed.expire_timestamp, batch_offset)
             elif isinstance(parsed, GroupMetadataKey):
@@ -92,17 +120,24 @@ class PartitionReplay:
             self.skipped += 1
 
     def loaded_groups(self, now_ms: int) -> list[GroupMetadata]:
-        """Every group the partition holds, with its offsets."""
+        """Every group the partition holds, with its offsets and the transactional offsets
+        still awaiting their markers (these stay pending, as in Kafka)."""
         by_group: dict[str, dict[tuple[str, int], OffsetAndMetadata]] = {}
         for key, om in self.offsets.items():
             by_group.setdefault(key.group, {})[(key.topic, key.partition)] = om
+        pending_by_group: dict[str, dict[int, dict[tuple[str, int], OffsetAndMetadata]]] = {}
+        for producer_id, pending in self.pending.items():
+            for key, om in pending.items():
+                pending_by_group.setdefault(key.group, {}).setdefault(producer_id, {})[(key.topic, key.partition)] = om
         result = []
         for group_id, record in self.groups.items():
             group = group_from_record(group_id, record)
             group.offsets = by_group.pop(group_id, {})
+            group.pending_txn_offset_commits = pending_by_group.pop(group_id, {})
             result.append(group)
-        for group_id, offsets in by_group.items():
-            result.append(GroupMetadata(group_id, current_state_timestamp=now_ms, offsets=offsets))
+        for group_id in dict.fromkeys([*by_group, *pending_by_group]):
+            result.append(GroupMetadata(group_id, current_state_timestamp=now_ms, offsets=by_group.get(group_id, {}),
+                                        pending_txn_offset_commits=pending_by_group.get(group_id, {})))
         return result
 
 

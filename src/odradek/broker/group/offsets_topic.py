@@ -8,6 +8,7 @@ import logging
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Protocol
 
+from odradek.log.log_info import AppendOrigin
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import iter_batches
 
@@ -22,9 +23,12 @@ OFFSETS_TOPIC = "__consumer_offsets"
 
 
 class OffsetsTopic(Protocol):
-    async def append(self, partition: int, batch: bytes, *, wait_for_replication: bool) -> tuple[ErrorCode, int]:
+    async def append(self, partition: int, batch: bytes, *, wait_for_replication: bool,
+                     transactional: bool = False) -> tuple[ErrorCode, int]:
         """Append one record batch as the partition's leader; returns (error, base offset).
-        With ``wait_for_replication`` it returns once the ISR has it (acks=-1)."""
+        With ``wait_for_replication`` it returns once the ISR has it (acks=-1).
+        ``transactional``: the batch is a TxnOffsetCommit's (a producer's transactional
+        batch, appended without the producer's sequence checks)."""
         ...
 
     def read(self, partition: int) -> Iterator[bytes]:
@@ -42,10 +46,14 @@ class ReplicatedOffsetsTopic:
         self.commit_timeout_ms = commit_timeout_ms
         self.load_buffer_size = load_buffer_size
 
-    async def append(self, partition: int, batch: bytes, *, wait_for_replication: bool) -> tuple[ErrorCode, int]:
+    async def append(self, partition: int, batch: bytes, *, wait_for_replication: bool,
+                     transactional: bool = False) -> tuple[ErrorCode, int]:
         acks = -1 if wait_for_replication else 1
+        # Kafka appends everything the coordinator writes with AppendOrigin.Coordinator; here
+        # only the transactional batches need it (the log refuses them from clients unverified).
+        origin = {"origin": AppendOrigin.COORDINATOR} if transactional else {}
         results, delayed = self.replica_manager.append_records(
-            acks, self.commit_timeout_ms, [(OFFSETS_TOPIC, partition, batch)])
+            acks, self.commit_timeout_ms, [(OFFSETS_TOPIC, partition, batch)], **origin)
         if delayed is not None:
             results = await delayed.future
         result = next(iter(results.values()))

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 from odradek.broker.group.coordinator import GroupCoordinator
 from odradek.broker.group.group_config import GroupConfig
 from odradek.broker.group.group_metadata_manager import GroupMetadataManager
+from odradek.protocol.control_records import ControlRecordType, build_end_txn_marker_batch
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import iter_batches, set_base_offset
 
@@ -63,13 +64,17 @@ class FakeOffsetsTopic:
         self.logs: dict[int, list[bytes]] = {}
         self.next_offsets: dict[int, int] = {}
         self.fail_with: ErrorCode | None = None
+        self.transactional_appends: list[tuple[int, int]] = []  # (partition, base offset)
         self.hold = False
         self._held: list[asyncio.Future[None]] = []
 
-    async def append(self, partition: int, batch: bytes, *, wait_for_replication: bool) -> tuple[ErrorCode, int]:
+    async def append(self, partition: int, batch: bytes, *, wait_for_replication: bool,
+                     transactional: bool = False) -> tuple[ErrorCode, int]:
         if self.fail_with is not None:
             return self.fail_with, -1
         base = self.next_offsets.get(partition, 0)
+        if transactional:
+            self.transactional_appends.append((partition, base))
         data = bytearray(batch)
         (_, header), = iter_batches(data)
         set_base_offset(data, 0, base)
@@ -80,6 +85,15 @@ class FakeOffsetsTopic:
             self._held.append(waiter)
             await waiter
         return ErrorCode.none, base
+
+    def append_marker(self, partition: int, producer_id: int, commit: bool, producer_epoch: int = 0) -> None:
+        """A transaction marker, as WriteTxnMarkers appends it."""
+        marker = ControlRecordType.COMMIT if commit else ControlRecordType.ABORT
+        base = self.next_offsets.get(partition, 0)
+        self.logs.setdefault(partition, []).append(build_end_txn_marker_batch(
+            marker, producer_id=producer_id, producer_epoch=producer_epoch, coordinator_epoch=0, timestamp=0,
+            base_offset=base))
+        self.next_offsets[partition] = base + 1
 
     def release(self) -> None:
         for waiter in self._held:

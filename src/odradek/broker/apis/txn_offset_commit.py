@@ -1,0 +1,58 @@
+"""TxnOffsetCommit (key 28): a transactional producer's consumer offsets (KIP-98; v3 adds
+KIP-447's member id, group instance id and generation).
+
+The group coordinator validates and appends them as a transactional batch; they stay
+pending until the transaction's marker (:meth:`GroupCoordinator.complete_txn`).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING
+
+from odradek.broker.apis.offsets_commit import by_topic
+from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
+from odradek.broker.group.group import OffsetAndMetadata
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from odradek.broker.context import BrokerContext
+    from odradek.net.server import Request, Response
+
+TP = tuple[str, int]
+
+
+@api(ApiKey.TXN_OFFSET_COMMIT, "TxnOffsetCommit", 0, 3)
+async def handle_txn_offset_commit(broker: BrokerContext, request: Request) -> Response:
+    body = decode_body(request)
+    version = request.api_version
+    now = time.time_ns() // 1_000_000
+    cache = broker.metadata_cache
+    errors: dict[TP, ErrorCode] = {}
+    offsets: dict[TP, OffsetAndMetadata] = {}
+    order: list[TP] = []
+    for t in body.topics:
+        for p in t.partitions:
+            tp = (t.name, p.partition_index)
+            order.append(tp)
+            if cache.partition(t.name, p.partition_index) is None:
+                errors[tp] = ErrorCode.unknown_topic_or_partition
+            else:
+                # Kafka's convertTxnOffsets: committed now, no expire timestamp.
+                offsets[tp] = OffsetAndMetadata(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
+                                                p.committed_metadata or "", now)
+    if offsets:
+        errors.update(await broker.group_coordinator.txn_commit_offsets(
+            body.group_id, body.producer_id, body.producer_epoch, getattr(body, "member_id", ""),
+            getattr(body, "group_instance_id", None), getattr(body, "generation_id", -1), offsets))
+    if version < 2:
+        # Producers before 2.0 do not retry COORDINATOR_LOAD_IN_PROGRESS here (KAFKA-7296).
+        errors = {tp: ErrorCode.coordinator_not_available if e == ErrorCode.coordinator_load_in_progress else e
+                  for tp, e in errors.items()}
+    m = response_module(ApiKey.TXN_OFFSET_COMMIT, version)
+    topics = tuple(
+        build(m.TxnOffsetCommitResponseTopic, name=topic, partitions=tuple(
+            build(m.TxnOffsetCommitResponsePartition, partition_index=p, error_code=error) for p, error in parts))
+        for topic, parts in by_topic((tp, errors[tp]) for tp in dict.fromkeys(order)).items())
+    return respond(request, build(m.TxnOffsetCommitResponse, throttle_time=0, topics=topics))
