@@ -60,7 +60,14 @@ def disk_records(directory: Path) -> list[Rec] | None:
 
 
 def log_size(directory: Path) -> int:
-    return sum(p.stat().st_size for p in directory.glob("*.log"))
+    """The live segments' total size; a segment the cleaner renames away meanwhile counts 0."""
+    total = 0
+    for path in directory.glob("*.log"):
+        try:
+            total += path.stat().st_size
+        except FileNotFoundError:
+            pass
+    return total
 
 
 def latest_per_key(records: list[Rec], *, keep_tombstones: bool) -> list[Rec]:
