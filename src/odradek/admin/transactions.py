@@ -326,6 +326,9 @@ class TransactionsAdmin:
 
     async def describe_producers(self, topic: str, partition: int,
                                  broker_id: int | None = None) -> list[ProducerStateRow]:
+        where = f"broker {broker_id}" if broker_id is not None else "leader"
+        what = f"Failed to describe producers for partition {topic}-{partition} on {where}"
+
         async def attempt() -> list[ProducerStateRow]:
             target = broker_id if broker_id is not None else await self._leader(topic, partition)
             try:
@@ -337,6 +340,10 @@ class TransactionsAdmin:
                 await self._forget(target)
                 raise
             result = response.topics[0].partitions[0]
+            if result.error_code == ErrorCode.not_leader_or_follower and broker_id is not None:
+                # A replica asked by id answers for itself only (Kafka's DescribeProducersHandler).
+                raise TransactionsCommandError(f"{what}: broker {broker_id} is not the leader "
+                                               f"(NOT_LEADER_OR_FOLLOWER)")
             if result.error_code != ErrorCode.none:
                 raise _error(result.error_code, result.error_message)
             return [ProducerStateRow(int(s.producer_id), int(s.producer_epoch), int(s.coordinator_epoch),
@@ -344,9 +351,7 @@ class TransactionsAdmin:
                                      None if s.current_txn_start_offset < 0 else int(s.current_txn_start_offset))
                     for s in result.active_producers]
 
-        where = f"broker {broker_id}" if broker_id is not None else "leader"
-        return await self._retrying(attempt, f"Failed to describe producers for partition {topic}-{partition} "
-                                             f"on {where}")
+        return await self._retrying(attempt, what)
 
     # -- abort
 
