@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from confluent_kafka import Producer
 
-from support.transactions import lso_and_hw
+from support.transactions import lso_and_hw, wait_lso_reaches_hw
 
 
 def _read(spark, bootstrap, topic, isolation):
@@ -47,5 +47,7 @@ def test_read_committed_gets_only_committed_data(spark, kafka_bootstrap, odradek
         assert everything == ["a0", "a1", "a2", "b0", "b1", "b2", "c0", "c1", "c2", "d0", "d1", "d2"]
     finally:
         producer.commit_transaction(30)
+    for p in range(2):  # the commit returns before its markers are written
+        wait_lso_reaches_hw(kafka_bootstrap, topic, p)
     assert _read(spark, kafka_bootstrap, topic, "read_committed") == [
         "a0", "a1", "a2", "c0", "c1", "c2", "d0", "d1", "d2"]

@@ -65,6 +65,11 @@ class TxnProducer:
         consumer of this client in the group) gives KIP-447 group metadata where supported."""
         raise NotImplementedError
 
+    def flush(self) -> None:
+        """Wait until every record sent so far is acknowledged (an abort may otherwise drop
+        records the client has not sent yet, instead of writing and aborting them)."""
+        raise NotImplementedError
+
     def commit(self) -> None:
         raise NotImplementedError
 
@@ -100,6 +105,9 @@ class _Confluent(TxnProducer):
         self.producer.send_offsets_to_transaction(
             [TopicPartition(t, p, o) for (t, p), o in offsets.items()], metadata, TIMEOUT_S)
 
+    def flush(self) -> None:
+        assert self.producer.flush(TIMEOUT_S) == 0
+
     def commit(self) -> None:
         self.producer.commit_transaction(TIMEOUT_S)
 
@@ -133,6 +141,9 @@ class _KafkaPython(TxnProducer):
         metadata = consumer.group_metadata() if consumer is not None else group_id
         self.producer.send_offsets_to_transaction(
             {KTopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()}, metadata)
+
+    def flush(self) -> None:
+        self.producer.flush(timeout=TIMEOUT_S)
 
     def commit(self) -> None:
         self.producer.commit_transaction()
@@ -176,6 +187,9 @@ class _AioKafka(TxnProducer):
         self._run(self.producer.send_offsets_to_transaction(
             {ATopicPartition(t, p): o for (t, p), o in offsets.items()}, group_id))
 
+    def flush(self) -> None:
+        self._run(asyncio.gather(*self.pending))
+
     def commit(self) -> None:
         self._run(self.producer.commit_transaction())
         self.pending.clear()
@@ -200,9 +214,17 @@ def txn_producer(client: str, bootstrap: str, transactional_id: str | None = Non
     return cls(bootstrap, txn_id, **config)
 
 
-def read_topic(bootstrap: str, topic: str, partitions: int, isolation: str) -> list[tuple[int, int, bytes]]:
+def read_topic(bootstrap: str, topic: str, partitions: int, isolation: str,
+               settle: bool = True) -> list[tuple[int, int, bytes]]:
     """(partition, offset, value) of every record a consumer with ``isolation`` reads from the
-    start to the end of each partition (for read_committed: to its last stable offset)."""
+    start to the end of each partition (for read_committed: to its last stable offset).
+
+    A commit returns once the coordinator has logged it; its markers follow. With ``settle``,
+    a read_committed read first waits until every partition's last stable offset reaches its
+    high watermark (no transaction open or completing); without, it reads what is stable now."""
+    if settle and isolation == "read_committed":
+        for p in range(partitions):
+            wait_lso_reaches_hw(bootstrap, topic, p)
     consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_topic("reader"),
                          "enable.auto.commit": False, "enable.partition.eof": True,
                          "isolation.level": isolation, "log_level": 0})
