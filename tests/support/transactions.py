@@ -199,6 +199,9 @@ class _AioKafka(TxnProducer):
         self.pending.clear()
 
     def close(self) -> None:
+        for future in self.pending:  # a fenced producer's sends fail: their errors are expected
+            if future.done() and not future.cancelled():
+                future.exception()
         try:
             self.loop.run_until_complete(asyncio.wait_for(self.producer.stop(), 10))
         except Exception:  # a fenced producer may fail to stop cleanly; the loop still closes
