@@ -120,6 +120,24 @@ def test_read_committed_consumer_waits_for_the_commit(cluster: LocalCluster) -> 
     assert lso_and_hw(bootstrap, topic, 0) == (3, 3)  # read_topic waited for the marker
 
 
+def test_pipelined_first_batches_of_a_transaction_are_accepted(cluster: LocalCluster) -> None:
+    """One record per produce request: the transaction's first batches on a partition are in
+    flight together, each verified with the coordinator (KIP-890) before it is appended; none
+    may be refused (Kafka reuses one verification entry per producer; librdkafka test 0137)."""
+    bootstrap = cluster.bootstrap_servers
+    topic = _topic(cluster, "pipelined", 2)
+    producer = txn_producer("confluent", bootstrap, **{"batch.num.messages": 1, "linger.ms": 0})
+    try:
+        for n in range(3):
+            producer.begin()
+            for i in range(6):
+                producer.send(topic, i % 2, f"t{n}-{i}".encode())
+            producer.commit()
+    finally:
+        producer.close()
+    assert len(read_topic(bootstrap, topic, 2, "read_committed")) == 18
+
+
 # ----------------------------------------------------------------------------- consume-transform-produce
 
 
