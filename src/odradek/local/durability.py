@@ -35,7 +35,7 @@ import signal
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -45,7 +45,7 @@ from kazoo.exceptions import NoNodeError
 from odradek.broker.transaction.transaction_state import coordinator_partition
 from odradek.local.cluster import LocalCluster
 
-__all__ = ["DurabilityReport", "DurabilityRun", "misplaced_acks"]
+__all__ = ["DurabilityReport", "DurabilityRun", "misplaced_acks", "transaction_verdict"]
 
 
 @dataclass
@@ -474,19 +474,9 @@ class DurabilityRun:
                      for i, t in self.txn_of.items() if self.txn_outcome.get(t) == "committed"}
         self.report.lost = misplaced_acks(committed, positions)
         self.report.duplicated = [i for i, ps in positions.items() if len(ps) > 1]
-        self.report.aborted_visible = sorted(
-            i for i in positions if self.txn_outcome.get(self.txn_of.get(i, -1)) == "aborted")
-        seen_aborted = {value.decode().split(":")[0] for value in self.reads.values()} & {
-            i for i, t in self.txn_of.items() if self.txn_outcome.get(t) == "aborted"}
-        self.report.aborted_visible += sorted(f"{i} (read during the run)" for i in seen_aborted)
-        members: dict[int, list[str]] = defaultdict(list)
-        for record_id, txn in self.txn_of.items():
-            members[txn].append(record_id)
-        for txn, ids in members.items():
-            present = sum(1 for i in ids if i in positions)
-            if present not in (0, len(ids)) or (self.txn_outcome.get(txn) == "committed" and present != len(ids)):
-                self.report.partial_transactions.append(
-                    f"transaction {txn} ({self.txn_outcome.get(txn)}): {present} of {len(ids)} records visible")
+        read_ids = {value.decode().split(":")[0] for value in self.reads.values()}
+        self.report.aborted_visible, self.report.partial_transactions = transaction_verdict(
+            self.txn_of, self.txn_outcome, set(positions), read_ids)
         for (p, offset), value in self.reads.items():
             if final.get(p, {}).get(offset) != value:
                 self.report.vanished_reads.append(f"p{p}@{offset}")
@@ -556,6 +546,25 @@ def misplaced_acks(acked: Mapping[str, tuple[int, int | None]],
         if not ok:
             misplaced.append(f"{record_id} acked at {(partition, offset)}, found at {found}")
     return misplaced
+
+
+def transaction_verdict(txn_of: Mapping[str, int], outcome: Mapping[int, str], visible: Set[str],
+                        read: Set[str]) -> tuple[list[str], list[str]]:
+    """(aborted records visible, partly visible transactions): ids of aborted transactions a
+    read_committed consumer finds in the final log (``visible``) or read during the run
+    (``read``), and transactions some but not all of whose records are visible, whatever the
+    client learnt of their outcome. ``txn_of`` maps each record id to its transaction."""
+    aborted = {i for i, t in txn_of.items() if outcome.get(t) == "aborted"}
+    aborted_visible = sorted(aborted & visible) + sorted(f"{i} (read during the run)" for i in aborted & read)
+    members: dict[int, list[str]] = defaultdict(list)
+    for record_id, txn in txn_of.items():
+        members[txn].append(record_id)
+    partial = []
+    for txn, ids in sorted(members.items()):
+        present = sum(1 for i in ids if i in visible)
+        if 0 < present < len(ids):
+            partial.append(f"transaction {txn} ({outcome.get(txn, 'unknown')}): {present} of {len(ids)} records visible")
+    return aborted_visible, partial
 
 
 def _log_bytes(directory: Path) -> bytes:
