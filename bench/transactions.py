@@ -9,7 +9,10 @@ acks=all, 100-byte records, confluent-kafka):
    the end of every partition); records/s and their ratio.
 
 Each phase writes its own topic; a warm-up transaction first creates ``__transaction_state``
-and finds the coordinator, so the phases time steady state.
+and finds the coordinator, so the phases time steady state. A transaction's fixed cost shows as
+ms per transaction: a transaction's first AddPartitionsToTxn is answered CONCURRENT_TRANSACTIONS
+while the previous one's markers are still being written (as Kafka's coordinator does), and
+librdkafka retries it after a backoff.
 
     .venv/bin/python bench/transactions.py [--records 200000] [--dir DIR]
 """
@@ -101,7 +104,8 @@ def produce(cluster: LocalCluster, topic: str, records: int, commit_every: int |
     if remaining or failed:
         raise SystemExit(f"{topic}: {remaining} records unsent, {failed} failed")
     return {"records": records, "seconds": elapsed, "records_per_sec": records / elapsed,
-            "transactions": transactions, "brokers_cpu_s": brokers_cpu(cluster) - cpu0}
+            "transactions": transactions, "ms_per_transaction": elapsed * 1000 / transactions if transactions else 0.0,
+            "brokers_cpu_s": brokers_cpu(cluster) - cpu0}
 
 
 def consume(cluster: LocalCluster, topic: str, isolation: str) -> dict[str, float]:
@@ -165,7 +169,9 @@ def main() -> None:
         produce(cluster, "bench-warmup", 2_000, 1_000)  # creates __transaction_state
         for name, every in (("idempotent", None), ("txn-1000", 1_000), ("txn-100", 100)):
             results[name] = produce(cluster, f"bench-{name}", args.records, every)
-            print(f"  {name}: {results[name]['records_per_sec']:,.0f} records/s", flush=True)
+            per_txn = results[name]["ms_per_transaction"]
+            print(f"  {name}: {results[name]['records_per_sec']:,.0f} records/s"
+                  + (f", {per_txn:.1f} ms per transaction" if per_txn else ""), flush=True)
         for data in ("txn-1000", "txn-100"):
             for isolation in ("read_uncommitted", "read_committed"):
                 r = consume(cluster, f"bench-{data}", isolation)
