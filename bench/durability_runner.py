@@ -1,11 +1,14 @@
 """Long durability run: at least 100 injected faults on 3 brokers, RF 3,
 min.insync.replicas=2, acks=all idempotent producers with unique record ids.
 
-    .venv/bin/python bench/durability_runner.py [--faults 100] [--seed 1]
+    .venv/bin/python bench/durability_runner.py [--faults 100] [--seed 1] [--transactional]
 
 Reports faults injected, records acknowledged, records lost (must be 0), duplicates, reads
 later gone, divergent replicas and the longest unavailability per partition (the longest
-gap between two acknowledgements on a partition while the producer kept writing).
+gap between two acknowledgements on a partition while the producer kept writing). With
+``--transactional``: transactions of 20 records, a fifth aborted on purpose, and the
+transaction coordinator among the victims; also aborted records visible (must be 0), partly
+visible transactions (0) and partitions whose LSO stays behind (0).
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ def main() -> int:
     parser.add_argument("--faults", type=int, default=100)
     parser.add_argument("--partitions", type=int, default=3)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--transactional", action="store_true", help="transactions of 20 records, some aborted")
     parser.add_argument("--dir", default=None, help="keep the cluster's files here (default: a temporary dir)")
     args = parser.parse_args()
     # SIGTERM (kill, pkill) unwinds like Ctrl-C, so the cluster below is stopped, not orphaned.
@@ -43,19 +47,26 @@ def main() -> int:
                             "--replication-factor", "3"], check=True)
             time.sleep(2)
             report = DurabilityRun(cluster, partitions=args.partitions, faults=args.faults, seed=args.seed,
-                                   log=print).run()
+                                   log=print, transactional=args.transactional).run()
         finally:
             cluster.stop()
     print(report.summary())
     results = Path(__file__).parent / "results"
     results.mkdir(exist_ok=True)
-    (results / "durability.json").write_text(json.dumps({
+    name = "durability-transactional.json" if args.transactional else "durability.json"
+    (results / name).write_text(json.dumps({
         "faults": len(report.faults), "fault_kinds": report.faults, "produced": report.produced,
         "acknowledged": report.acknowledged, "acknowledged_without_offset": report.acknowledged_without_offset,
         "lost": len(report.lost), "lost_examples": report.lost[:200], "duplicated": len(report.duplicated),
         "consumer_reads": report.consumer_reads, "vanished_reads": len(report.vanished_reads),
         "divergent_replicas": report.divergent_replicas,
         "longest_unavailability_s": report.longest_unavailability_s, "duration_s": report.duration_s,
+        **({"transactions_committed": report.transactions_committed,
+            "transactions_aborted": report.transactions_aborted,
+            "transactions_unknown": report.transactions_unknown,
+            "aborted_visible": len(report.aborted_visible), "aborted_visible_examples": report.aborted_visible[:200],
+            "partial_transactions": report.partial_transactions,
+            "hanging_partitions": report.hanging_partitions} if args.transactional else {}),
     }, indent=2))
     return 0 if report.ok else 1
 

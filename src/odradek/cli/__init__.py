@@ -1,5 +1,5 @@
 """The ``odradek`` command and its subcommands, one module each: ``zookeeper``, ``broker``,
-``up``, ``topics``, ``reassign-partitions``, ``perf`` and ``demo``."""
+``up``, ``topics``, ``transactions``, ``reassign-partitions``, ``perf`` and ``demo``."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from odradek.cli.demo import demo
 from odradek.cli.perf import perf
 from odradek.cli.reassign_partitions import reassign_partitions
 from odradek.cli.topics import topics
+from odradek.cli.transactions import transactions
 from odradek.cli.up import up
 from odradek.cli.zookeeper import zookeeper
 
@@ -22,5 +23,5 @@ def main() -> None:
     """odradek: a Kafka-compatible, replicated, partitioned commit log."""
 
 
-for _command in (zookeeper, broker, up, topics, reassign_partitions, perf, demo):
+for _command in (zookeeper, broker, up, topics, transactions, reassign_partitions, perf, demo):
     main.add_command(_command)

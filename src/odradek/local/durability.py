@@ -14,7 +14,15 @@ appends a producer's batches only in sequence, so the earlier records were writt
 odradek never gives (it answers a retried batch with its original offsets). Such a record must
 still be in its partition exactly once.
 
-Used by the fault test (a short run) and by ``bench/durability_runner.py`` (100+ faults).
+Transactional mode (``transactional=True``): one transactional producer writes transactions
+of ``txn_records`` records spread over the partitions and aborts about ``abort_ratio`` of them
+on purpose, while the same faults (and SIGKILLs of its transaction coordinator) happen. Then
+every record of a committed transaction must be in the log exactly once where acknowledged, no
+record of an aborted transaction may be visible to a read_committed consumer (during the run
+or after), a transaction whose outcome the client could not learn must be wholly visible or
+wholly invisible, and no partition's last stable offset may stay below its high watermark.
+
+Used by the fault tests (short runs) and by ``bench/durability_runner.py`` (100+ faults).
 """
 
 from __future__ import annotations
@@ -27,16 +35,17 @@ import signal
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Set
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from kazoo.exceptions import NoNodeError
 
+from odradek.broker.transaction.transaction_state import coordinator_partition
 from odradek.local.cluster import LocalCluster
 
-__all__ = ["DurabilityReport", "DurabilityRun", "misplaced_acks"]
+__all__ = ["DurabilityReport", "DurabilityRun", "misplaced_acks", "transaction_verdict"]
 
 
 @dataclass
@@ -53,10 +62,18 @@ class DurabilityReport:
     divergent_replicas: list[str] = field(default_factory=list)
     longest_unavailability_s: dict[int, float] = field(default_factory=dict)
     duration_s: float = 0.0
+    # transactional mode
+    transactions_committed: int = 0
+    transactions_aborted: int = 0  # aborted on purpose, or after an error that required it
+    transactions_unknown: int = 0  # the client could not learn the outcome: all or nothing
+    aborted_visible: list[str] = field(default_factory=list)  # aborted ids a read_committed reader saw
+    partial_transactions: list[str] = field(default_factory=list)  # partly visible transactions
+    hanging_partitions: list[str] = field(default_factory=list)  # LSO stayed below the HW
 
     @property
     def ok(self) -> bool:
-        return not (self.lost or self.duplicated or self.vanished_reads or self.divergent_replicas)
+        return not (self.lost or self.duplicated or self.vanished_reads or self.divergent_replicas
+                    or self.aborted_visible or self.partial_transactions or self.hanging_partitions)
 
     def summary(self) -> str:
         worst = max(self.longest_unavailability_s.values(), default=0.0)
@@ -66,13 +83,22 @@ class DurabilityReport:
                 f"consumer reads: {self.consumer_reads}, reads later gone: {len(self.vanished_reads)}, divergent replicas: "
                 f"{len(self.divergent_replicas)}, longest unavailability per partition (s): "
                 + ", ".join(f"p{p}={s:.1f}" for p, s in sorted(self.longest_unavailability_s.items()))
-                + f" (worst {worst:.1f}), run time {self.duration_s:.0f}s")
+                + f" (worst {worst:.1f}), run time {self.duration_s:.0f}s" + self._txn_summary())
+
+    def _txn_summary(self) -> str:
+        if not (self.transactions_committed or self.transactions_aborted or self.transactions_unknown):
+            return ""
+        return (f"; transactions committed: {self.transactions_committed}, aborted: {self.transactions_aborted}, "
+                f"outcome unknown to the client: {self.transactions_unknown}, aborted records visible: "
+                f"{len(self.aborted_visible)}, partly visible transactions: {len(self.partial_transactions)}, "
+                f"hanging partitions: {len(self.hanging_partitions)}")
 
 
 class DurabilityRun:
     def __init__(self, cluster: LocalCluster, topic: str = "durability", partitions: int = 3, *,
                  faults: int = 6, seed: int | None = None,
-                 log: Callable[[str], None] | None = None) -> None:
+                 log: Callable[[str], None] | None = None,
+                 transactional: bool = False, txn_records: int = 20, abort_ratio: float = 0.2) -> None:
         self.cluster = cluster
         self.topic = topic
         self.partitions = partitions
@@ -87,12 +113,20 @@ class DurabilityRun:
         self._stop = threading.Event()
         self._errors: list[BaseException] = []
         self.session_timeout_s = int(cluster.overrides.get("zookeeper.session.timeout.ms", "6000")) / 1000
+        self.transactional = transactional
+        self.txn_records = txn_records
+        self.abort_ratio = abort_ratio
+        self.transactional_id = f"{topic}-txn"
+        self.txn_rng = random.Random(None if seed is None else seed + 1)  # the producer thread's own
+        self.txn_of: dict[str, int] = {}  # record id -> transaction number
+        self.txn_outcome: dict[int, str] = {}  # transaction number -> committed | aborted | unknown
 
     # ------------------------------------------------------------------ run
 
     def run(self) -> DurabilityReport:
         started = time.monotonic()
-        producer_thread = threading.Thread(target=self._guard(self._produce), name="producer")
+        produce = self._produce_transactional if self.transactional else self._produce
+        producer_thread = threading.Thread(target=self._guard(produce), name="producer")
         consumer_thread = threading.Thread(target=self._guard(self._consume), name="consumer")
         producer_thread.start()
         consumer_thread.start()
@@ -106,7 +140,10 @@ class DurabilityRun:
         if self._errors:
             raise self._errors[0]
         self._restore_all()
-        self._verify()
+        if self.transactional:
+            self._verify_transactional()
+        else:
+            self._verify()
         self.report.duration_s = time.monotonic() - started
         return self.report
 
@@ -162,10 +199,107 @@ class DurabilityRun:
         self.report.acknowledged = len(self.acked)
         self.report.acknowledged_without_offset = sum(1 for _, offset in self.acked.values() if offset is None)
 
+    # ------------------------------------------------------------------ transactional load
+
+    def _txn_producer(self) -> Producer:
+        """A transactional producer with its transactions initialised (InitProducerId also
+        completes or aborts whatever its predecessor left open); retried while faults last."""
+        deadline = time.monotonic() + 180
+        while True:
+            producer = Producer({
+                "bootstrap.servers": self.cluster.bootstrap_servers, "transactional.id": self.transactional_id,
+                "linger.ms": 5, "message.timeout.ms": 60000, "transaction.timeout.ms": 60000, "log_level": 0,
+            })
+            try:
+                producer.init_transactions(30)
+                return producer
+            except KafkaException as e:
+                if time.monotonic() > deadline:
+                    raise
+                self.log(f"init_transactions failed, retrying with a new producer: {e}")
+                time.sleep(1)
+
+    def _produce_transactional(self) -> None:
+        producer = self._txn_producer()
+        txn = 0
+        produced = 0
+
+        def report(err, msg) -> None:
+            if err is None:
+                self.acked[msg.value().decode().split(":")[0]] = (msg.partition(), msg.offset())
+                self.ack_times[msg.partition()].append(time.monotonic())
+
+        while not self._stop.is_set():
+            commit = self.txn_rng.random() >= self.abort_ratio
+            ids = [f"t{txn:07d}{'c' if commit else 'a'}{i:04d}" for i in range(self.txn_records)]
+            outcome = "unknown"
+            try:
+                producer.begin_transaction()
+                for i, record_id in enumerate(ids):
+                    while True:
+                        try:
+                            producer.produce(self.topic, value=f"{record_id}:{'x' * 80}".encode(),
+                                             key=record_id.encode(), partition=i % self.partitions,
+                                             on_delivery=report)
+                            break
+                        except BufferError:
+                            producer.poll(0.1)
+                    self.txn_of[record_id] = txn
+                    produced += 1
+                outcome = self._end_transaction(producer, commit)
+            except KafkaException as e:
+                outcome = self._after_error(producer, e)
+            self.txn_outcome[txn] = outcome
+            if outcome == "unknown":
+                # The producer may be unusable (fatal error); a new one's InitProducerId settles
+                # the open transaction, whichever way the coordinator had got.
+                producer.flush(1)
+                producer = self._txn_producer()
+            txn += 1
+        producer.flush(30)
+        self.report.produced = produced
+        outcomes = list(self.txn_outcome.values())
+        self.report.transactions_committed = outcomes.count("committed")
+        self.report.transactions_aborted = outcomes.count("aborted")
+        self.report.transactions_unknown = outcomes.count("unknown")
+        committed = {i for i, t in self.txn_of.items() if self.txn_outcome.get(t) == "committed"}
+        self.report.acknowledged = len(committed)
+        self.report.acknowledged_without_offset = sum(
+            1 for i in committed if self.acked.get(i, (0, None))[1] is None)
+
+    def _end_transaction(self, producer: Producer, commit: bool) -> str:
+        """commit_transaction / abort_transaction, retried while the error is retriable; a
+        commit that needs an abort is aborted."""
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                if commit:
+                    producer.commit_transaction(30)
+                    return "committed"
+                producer.abort_transaction(30)
+                return "aborted"
+            except KafkaException as e:
+                error = e.args[0]
+                if error.retriable() and time.monotonic() < deadline:
+                    continue
+                if commit and error.txn_requires_abort():
+                    self.log(f"commit needs an abort: {error}")
+                    return self._end_transaction(producer, commit=False)
+                self.log(f"{'commit' if commit else 'abort'} failed, outcome unknown to the client: {error}")
+                return "unknown"
+
+    def _after_error(self, producer: Producer, e: KafkaException) -> str:
+        error = e.args[0]
+        self.log(f"transaction failed before its end: {error}")
+        if error.txn_requires_abort():
+            return self._end_transaction(producer, commit=False)
+        return "unknown"
+
     def _consume(self) -> None:
         consumer = Consumer({
             "bootstrap.servers": self.cluster.bootstrap_servers, "group.id": "durability-reader",
             "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": 0,
+            "isolation.level": "read_committed",
         })
         consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
         try:
@@ -185,6 +319,16 @@ class DurabilityRun:
         except NoNodeError:
             return None
 
+    def _transaction_coordinator(self) -> int | None:
+        """The leader of the transactional id's ``__transaction_state`` partition."""
+        count = int(self.cluster.overrides.get("transaction.state.log.num.partitions", "50"))
+        path = f"/brokers/topics/__transaction_state/partitions/{coordinator_partition(self.transactional_id, count)}/state"
+        try:
+            leader = json.loads(self.cluster.zk_client().get(path)[0])["leader"]
+        except NoNodeError:
+            return None
+        return leader if leader >= 0 else None
+
     def _leaders(self) -> dict[int, int]:
         zk = self.cluster.zk_client()
         leaders = {}
@@ -199,9 +343,12 @@ class DurabilityRun:
         for n in range(self.target_faults):
             if self._stop.is_set():
                 return
-            kind = self.rng.choice(["kill-leader", "kill-controller", "kill-any", "pause"])
+            kinds = ["kill-leader", "kill-controller", "kill-any", "pause"]
+            kind = self.rng.choice([*kinds, "kill-coordinator"] if self.transactional else kinds)
             if kind == "kill-controller":
                 victim = self._controller()
+            elif kind == "kill-coordinator":
+                victim = self._transaction_coordinator()
             elif kind == "kill-leader":
                 leaders = [b for b in self._leaders().values() if b >= 0]
                 victim = self.rng.choice(leaders) if leaders else None
@@ -268,9 +415,11 @@ class DurabilityRun:
     # ------------------------------------------------------------------ verification
 
     def _read_final(self) -> dict[int, dict[int, bytes]]:
+        """Every record a read_committed consumer reads, per partition and offset."""
         consumer = Consumer({
             "bootstrap.servers": self.cluster.bootstrap_servers, "group.id": "durability-verifier",
-            "enable.auto.commit": False, "log_level": 0,
+            "enable.auto.commit": False, "log_level": 0, "isolation.level": "read_committed",
+            "enable.partition.eof": self.transactional,
         })
         final: dict[int, dict[int, bytes]] = defaultdict(dict)
         try:
@@ -282,8 +431,9 @@ class DurabilityRun:
             while remaining and time.monotonic() < deadline:
                 for msg in consumer.consume(1000, 1.0):
                     if msg.error() is not None:
-                        if msg.error().code() != KafkaError._PARTITION_EOF:
-                            continue
+                        # Transactional logs may end with a marker, no record: the end is the EOF.
+                        if msg.error().code() == KafkaError._PARTITION_EOF and self.transactional:
+                            remaining.discard(msg.partition())
                         continue
                     final[msg.partition()][msg.offset()] = msg.value()
                     if msg.offset() >= ends[msg.partition()] - 1:
@@ -310,6 +460,64 @@ class DurabilityRun:
             times.sort()
             gaps = [b - a for a, b in itertools.pairwise(times)]
             self.report.longest_unavailability_s[p] = max(gaps, default=0.0)
+
+    def _verify_transactional(self) -> None:
+        """Committed records exactly once where acknowledged, aborted ones never visible (now
+        or during the run), unknown outcomes all or nothing, no partition's LSO left behind."""
+        self._wait_stable()
+        final = self._read_final()
+        positions: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        for p, records in final.items():
+            for offset, value in records.items():
+                positions[value.decode().split(":")[0]].append((p, offset))
+        committed = {i: self.acked.get(i, (self._partition_of(i), None))
+                     for i, t in self.txn_of.items() if self.txn_outcome.get(t) == "committed"}
+        self.report.lost = misplaced_acks(committed, positions)
+        self.report.duplicated = [i for i, ps in positions.items() if len(ps) > 1]
+        read_ids = {value.decode().split(":")[0] for value in self.reads.values()}
+        self.report.aborted_visible, self.report.partial_transactions = transaction_verdict(
+            self.txn_of, self.txn_outcome, set(positions), read_ids)
+        for (p, offset), value in self.reads.items():
+            if final.get(p, {}).get(offset) != value:
+                self.report.vanished_reads.append(f"p{p}@{offset}")
+        self._compare_replicas()
+        for p, times in self.ack_times.items():
+            times.sort()
+            gaps = [b - a for a, b in itertools.pairwise(times)]
+            self.report.longest_unavailability_s[p] = max(gaps, default=0.0)
+
+    def _partition_of(self, record_id: str) -> int:
+        return int(record_id[-4:]) % self.partitions
+
+    def _wait_stable(self, timeout_s: float = 120.0) -> None:
+        """Wait until each partition's last stable offset reaches its high watermark (open
+        transactions completed); partitions still behind after ``timeout_s`` are hanging."""
+        ends: dict[str, Consumer] = {}
+        for isolation in ("read_committed", "read_uncommitted"):
+            ends[isolation] = Consumer({"bootstrap.servers": self.cluster.bootstrap_servers,
+                                        "group.id": "durability-lso", "isolation.level": isolation, "log_level": 0})
+        deadline = time.monotonic() + timeout_s
+        try:
+            behind: dict[int, tuple[int, int]] = {}
+            while True:
+                behind = {}
+                for p in range(self.partitions):
+                    tp = TopicPartition(self.topic, p)
+                    try:
+                        lso = ends["read_committed"].get_watermark_offsets(tp, timeout=30)[1]
+                        hw = ends["read_uncommitted"].get_watermark_offsets(tp, timeout=30)[1]
+                    except KafkaException as e:  # e.g. a leader just moved: asked again
+                        self.log(f"partition {p}: end offsets not known yet: {e}")
+                        lso, hw = -1, 0
+                    if lso != hw:
+                        behind[p] = (lso, hw)
+                if not behind or time.monotonic() > deadline:
+                    break
+                time.sleep(0.5)
+            self.report.hanging_partitions = [f"partition {p}: LSO {lso} < HW {hw}" for p, (lso, hw) in behind.items()]
+        finally:
+            for consumer in ends.values():
+                consumer.close()
 
     def _compare_replicas(self) -> None:
         """Once every replica is in the ISR and caught up, their logs are byte-identical."""
@@ -342,6 +550,25 @@ def misplaced_acks(acked: Mapping[str, tuple[int, int | None]],
         if not ok:
             misplaced.append(f"{record_id} acked at {(partition, offset)}, found at {found}")
     return misplaced
+
+
+def transaction_verdict(txn_of: Mapping[str, int], outcome: Mapping[int, str], visible: Set[str],
+                        read: Set[str]) -> tuple[list[str], list[str]]:
+    """(aborted records visible, partly visible transactions): ids of aborted transactions a
+    read_committed consumer finds in the final log (``visible``) or read during the run
+    (``read``), and transactions some but not all of whose records are visible, whatever the
+    client learnt of their outcome. ``txn_of`` maps each record id to its transaction."""
+    aborted = {i for i, t in txn_of.items() if outcome.get(t) == "aborted"}
+    aborted_visible = sorted(aborted & visible) + sorted(f"{i} (read during the run)" for i in aborted & read)
+    members: dict[int, list[str]] = defaultdict(list)
+    for record_id, txn in txn_of.items():
+        members[txn].append(record_id)
+    partial = []
+    for txn, ids in sorted(members.items()):
+        present = sum(1 for i in ids if i in visible)
+        if 0 < present < len(ids):
+            partial.append(f"transaction {txn} ({outcome.get(txn, 'unknown')}): {present} of {len(ids)} records visible")
+    return aborted_visible, partial
 
 
 def _log_bytes(directory: Path) -> bytes:

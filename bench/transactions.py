@@ -1,0 +1,195 @@
+"""What transactions cost, in one run on 3 local brokers (topics of 6 partitions, RF 3,
+acks=all, 100-byte records, confluent-kafka):
+
+1. producer throughput: an idempotent producer, then transactional producers committing every
+   1,000 and every 100 records (each record's transaction: begin, produce, commit_transaction);
+   records/s and the ratio to the idempotent producer;
+2. consumer throughput on the transactional data just written (markers every 1,000 and every
+   100 records): a read_committed and a read_uncommitted consumer (assign, from the start to
+   the end of every partition); records/s and their ratio.
+
+Each phase writes its own topic; a warm-up transaction first creates ``__transaction_state``
+and finds the coordinator, so the phases time steady state. A transaction's fixed cost shows as
+ms per transaction: a transaction's first AddPartitionsToTxn is answered CONCURRENT_TRANSACTIONS
+while the previous one's markers are still being written (as Kafka's coordinator does), and
+librdkafka retries it after a backoff.
+
+    .venv/bin/python bench/transactions.py [--records 200000] [--dir DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from odradek.local.cluster import LocalCluster
+from odradek.perf.harness import code_version, create_topic_zk, process_cpu_seconds
+
+RESULTS = Path(__file__).resolve().parent / "results"
+PARTITIONS = 6
+RF = 3
+RECORD_SIZE = 100
+PRODUCER = {"acks": "all", "linger.ms": 5, "batch.size": 1_000_000, "batch.num.messages": 10_000,
+            "compression.type": "none", "log_level": 0}
+
+
+def wait_full_isr(cluster: LocalCluster, topic: str, timeout_s: float = 120) -> None:
+    zk = cluster.zk_client()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        states = []
+        for p in range(PARTITIONS):
+            path = f"/brokers/topics/{topic}/partitions/{p}/state"
+            states.append(json.loads(zk.get(path)[0]) if zk.exists(path) else None)
+        if all(s is not None and len(s["isr"]) == RF and s["leader"] >= 0 for s in states):
+            return
+        time.sleep(0.2)
+    raise SystemExit(f"{topic}: ISR not full after {timeout_s:.0f} s")
+
+
+def brokers_cpu(cluster: LocalCluster) -> float:
+    return sum(process_cpu_seconds(b.pid) for b in cluster.brokers.values() if b.pid is not None)
+
+
+def produce(cluster: LocalCluster, topic: str, records: int, commit_every: int | None) -> dict[str, float]:
+    """``records`` records to ``topic``: idempotent (``commit_every`` None) or in transactions
+    of ``commit_every`` records."""
+    wait_full_isr(cluster, topic)
+    failed = 0
+
+    def on_delivery(err: object, _msg: object) -> None:
+        nonlocal failed
+        if err is not None:
+            failed += 1
+
+    config = {"bootstrap.servers": cluster.bootstrap_servers, "on_delivery": on_delivery, **PRODUCER}
+    if commit_every is None:
+        config["enable.idempotence"] = True
+    else:
+        config["transactional.id"] = f"bench-{topic}"
+    producer = Producer(config)
+    if commit_every is not None:
+        producer.init_transactions(60)
+    value = b"x" * RECORD_SIZE
+    cpu0 = brokers_cpu(cluster)
+    start = time.perf_counter()
+    sent = 0
+    transactions = 0
+    while sent < records:
+        batch = min(commit_every or records, records - sent)
+        if commit_every is not None:
+            producer.begin_transaction()
+        for i in range(batch):
+            while True:
+                try:
+                    producer.produce(topic, value, partition=(sent + i) % PARTITIONS)
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+        producer.poll(0)
+        sent += batch
+        if commit_every is not None:
+            producer.commit_transaction(60)
+            transactions += 1
+    remaining = producer.flush(120)
+    elapsed = time.perf_counter() - start
+    if remaining or failed:
+        raise SystemExit(f"{topic}: {remaining} records unsent, {failed} failed")
+    return {"records": records, "seconds": elapsed, "records_per_sec": records / elapsed,
+            "transactions": transactions, "ms_per_transaction": elapsed * 1000 / transactions if transactions else 0.0,
+            "brokers_cpu_s": brokers_cpu(cluster) - cpu0}
+
+
+def consume(cluster: LocalCluster, topic: str, isolation: str) -> dict[str, float]:
+    """Read every partition of ``topic`` from the start to its end (EOF) with ``isolation``."""
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": f"bench-{isolation}-{topic}",
+                         "enable.auto.commit": False, "enable.partition.eof": True, "isolation.level": isolation,
+                         "fetch.queue.backoff.ms": 1, "log_level": 0})
+    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
+    at_end: set[int] = set()
+    count = 0
+    start = time.perf_counter()
+    deadline = time.monotonic() + 600
+    try:
+        while len(at_end) < PARTITIONS:
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{topic} ({isolation}): not read to its end in 600 s")
+            for m in consumer.consume(10_000, 0.5):
+                error = m.error()
+                if error is None:
+                    count += 1
+                elif error.code() == KafkaError._PARTITION_EOF:
+                    at_end.add(m.partition())
+        elapsed = time.perf_counter() - start
+    finally:
+        consumer.close()
+    return {"records": count, "seconds": elapsed, "records_per_sec": count / elapsed}
+
+
+def report(results: dict[str, dict[str, float]]) -> str:
+    base = results["idempotent"]["records_per_sec"]
+    rows = [("producer", "records/s", "vs idempotent")]
+    for name in ("idempotent", "txn-1000", "txn-100"):
+        r = results[name]
+        rows.append((name, f"{r['records_per_sec']:,.0f}", f"{r['records_per_sec'] / base:.2f}"))
+    rows.append(("", "", ""))
+    rows.append(("consumer", "records/s", "committed / uncommitted"))
+    for data in ("txn-1000", "txn-100"):
+        rc, ru = results[f"read_committed {data}"], results[f"read_uncommitted {data}"]
+        rows.append((f"read_uncommitted on {data}", f"{ru['records_per_sec']:,.0f}", ""))
+        rows.append((f"read_committed on {data}", f"{rc['records_per_sec']:,.0f}",
+                     f"{rc['records_per_sec'] / ru['records_per_sec']:.2f}"))
+    w = [max(len(r[i]) for r in rows) for i in range(3)]
+    return "\n".join(f"{a:{w[0]}}   {b:>{w[1]}}   {c}" for a, b, c in rows)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--records", type=int, default=200_000, help="records per producer phase")
+    ap.add_argument("--dir", help="working directory (default: a temporary one, removed afterwards)")
+    args = ap.parse_args()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = Path(args.dir or tempfile.mkdtemp(prefix="odradek-txn-bench-"))
+    code = code_version()
+    print(f"3 brokers, {PARTITIONS} partitions, RF {RF}, {RECORD_SIZE}-byte records, {args.records:,} records "
+          f"per producer phase; load average {os.getloadavg()[0]:.2f}; code {code['commit']}", flush=True)
+    results: dict[str, dict[str, float]] = {}
+    with LocalCluster(base / "cluster", 3) as cluster:
+        for t in ("warmup", "idempotent", "txn-1000", "txn-100"):
+            create_topic_zk(cluster.zookeeper_connect, f"bench-{t}", PARTITIONS, RF)
+        produce(cluster, "bench-warmup", 2_000, 1_000)  # creates __transaction_state
+        for name, every in (("idempotent", None), ("txn-1000", 1_000), ("txn-100", 100)):
+            results[name] = produce(cluster, f"bench-{name}", args.records, every)
+            per_txn = results[name]["ms_per_transaction"]
+            print(f"  {name}: {results[name]['records_per_sec']:,.0f} records/s"
+                  + (f", {per_txn:.1f} ms per transaction" if per_txn else ""), flush=True)
+        for data in ("txn-1000", "txn-100"):
+            for isolation in ("read_uncommitted", "read_committed"):
+                r = consume(cluster, f"bench-{data}", isolation)
+                if r["records"] != args.records:
+                    raise SystemExit(f"{isolation} read {r['records']} of {args.records} records of {data}")
+                results[f"{isolation} {data}"] = r
+                print(f"  {isolation} on {data}: {r['records_per_sec']:,.0f} records/s", flush=True)
+    if not args.dir:
+        shutil.rmtree(base, ignore_errors=True)
+    print()
+    print(report(results))
+    out = RESULTS / f"transactions-{stamp}.json"
+    out.write_text(json.dumps({"started": stamp, "code": code, "records": args.records, "producer": PRODUCER,
+                               "partitions": PARTITIONS, "replication_factor": RF, "record_size": RECORD_SIZE,
+                               "cpu_count": os.cpu_count(), "python": sys.version.split()[0],
+                               "results": results}, indent=2) + "\n")
+    print(f"\nwrote {out}")
+
+
+if __name__ == "__main__":
+    main()
