@@ -343,14 +343,13 @@ class ProducerStateManager:
     # ------------------------------------------------------------------ KIP-890 guards
 
     def create_verification_guard(self, producer_id: int) -> object:
-        """A new guard for ``producer_id`` replacing any previous one (Kafka's
-        ``maybeCreateVerificationStateEntry``): the produce path creates it before asking
-        the coordinator whether the partition is in the transaction, and appends with it;
-        a marker or the start of a transaction in between clears it, so a late append of
-        an already ended transaction is refused."""
-        guard = object()
-        self._verification_guards[producer_id] = guard
-        return guard
+        """The guard of ``producer_id``, created if it has none (Kafka's
+        ``maybeCreateVerificationStateEntry``, a computeIfAbsent): the produce path takes it
+        before asking the coordinator whether the partition is in the transaction, and
+        appends with it. Concurrent produce requests of one transaction share it; a marker
+        or the start of a transaction in between clears it, so a late append of an already
+        ended transaction is refused."""
+        return self._verification_guards.setdefault(producer_id, object())
 
     def verification_guard_for(self, producer_id: int) -> object | None:
         return self._verification_guards.get(producer_id)

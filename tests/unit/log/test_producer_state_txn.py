@@ -370,9 +370,10 @@ def test_verification_guards_kip_890(tmp_path: Path) -> None:
     lg = TxnLog(tmp_path)
     state = lg.state
     assert state.verification_guard_for(4) is None
-    first = state.create_verification_guard(4)
     second = state.create_verification_guard(4)
-    assert first is not second and state.verification_guard_for(4) is second
+    assert state.create_verification_guard(4) is second  # shared, not replaced
+    assert state.verification_guard_for(4) is second
+    first = object()  # a guard that is not the producer's
     raw = build_batch([SimpleRecord(b"v")], timestamp=T0, producer_id=4, producer_epoch=0,
                       base_sequence=0, is_transactional=True)
     header = parse_header(raw)
