@@ -76,6 +76,8 @@ class TransactionCoordinator:
         # FindCoordinator's creation of __transaction_state, while one is under way.
         self.topic_creation: asyncio.Future[object] | None = None
         self.marker_failure_backoff_s = 1.0
+        # How long an AddPartitionsToTxn waits for the previous transaction to complete.
+        self.completion_wait_s = 1.0
 
     # ------------------------------------------------------------------ life cycle
 
@@ -223,10 +225,25 @@ class TransactionCoordinator:
 
     async def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                              partitions: Iterable[TopicPartition]) -> ErrorCode:
-        """AddPartitionsToTxn / AddOffsetsToTxn (Kafka's handleAddPartitionsToTransaction)."""
+        """AddPartitionsToTxn / AddOffsetsToTxn (Kafka's handleAddPartitionsToTransaction).
+
+        The first add of a transaction usually arrives while the previous one's markers are
+        still being written. Kafka answers CONCURRENT_TRANSACTIONS at once and the client
+        retries after a backoff (20 ms in librdkafka and the Java client), a fixed cost per
+        transaction. Here the request waits up to ``completion_wait_s`` for that completion
+        first, then is decided as Kafka decides it. The client sees the same answers, sooner."""
+        wanted = frozenset(partitions)
+        error = await self._add_partitions(transactional_id, producer_id, producer_epoch, wanted)
+        completion = self.completions.get(transactional_id)
+        if error == E.concurrent_transactions and completion is not None:
+            await asyncio.wait({completion}, timeout=self.completion_wait_s)
+            error = await self._add_partitions(transactional_id, producer_id, producer_epoch, wanted)
+        return error
+
+    async def _add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                              wanted: frozenset[TopicPartition]) -> ErrorCode:
         if not transactional_id:
             return E.invalid_request
-        wanted = frozenset(partitions)
         error, found = self.manager.get(transactional_id)
         if error is not None:
             return error

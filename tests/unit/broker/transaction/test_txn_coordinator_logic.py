@@ -202,6 +202,7 @@ def test_commit_writes_prepare_markers_then_complete() -> None:
     async def t(h: Harness) -> None:
         pid, epoch = await begin(h, partitions=(TP0, TP1))
         h.markers.gate = asyncio.Event()
+        h.coordinator.completion_wait_s = 0.01  # markers stuck: an add gives up waiting
         assert await h.coordinator.end_transaction("tx", pid, epoch, commit=True) == E.none
         assert md(h).state is S.PREPARE_COMMIT
         await asyncio.sleep(0)
@@ -217,6 +218,22 @@ def test_commit_writes_prepare_markers_then_complete() -> None:
         assert md(h).state is S.COMPLETE_COMMIT and not md(h).topic_partitions
         assert await h.coordinator.end_transaction("tx", pid, epoch, commit=True) == E.none  # a retry
         assert await h.coordinator.end_transaction("tx", pid, epoch, commit=False) == E.invalid_txn_state
+    run(t)
+
+
+def test_the_next_transactions_first_add_waits_for_the_previous_completion() -> None:
+    async def t(h: Harness) -> None:
+        pid, epoch = await begin(h, partitions=(TP0,))
+        h.markers.gate = asyncio.Event()
+        assert await h.coordinator.end_transaction("tx", pid, epoch, commit=True) == E.none
+        await asyncio.sleep(0)
+        add = asyncio.ensure_future(h.coordinator.add_partitions("tx", pid, epoch, [TP1]))
+        await asyncio.sleep(0.01)
+        assert not add.done() and md(h).state is S.PREPARE_COMMIT  # held, not refused
+        h.markers.gate.set()
+        assert await asyncio.wait_for(add, 5) == E.none
+        assert md(h).state is S.ONGOING and md(h).topic_partitions == {TP1}
+        assert [v.state for _, v in h.topic.records()][-3:] == [S.PREPARE_COMMIT, S.COMPLETE_COMMIT, S.ONGOING]
     run(t)
 
 
