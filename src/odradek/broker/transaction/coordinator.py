@@ -19,7 +19,10 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek import tasks
-from odradek.broker.transaction.state_manager import TransactionStateManager
+from odradek.broker.transaction.state_manager import (
+    CoordinatorEpochAndMetadata,
+    TransactionStateManager,
+)
 from odradek.broker.transaction.state_topic import TRANSACTION_STATE_TOPIC
 from odradek.broker.transaction.transaction_state import (
     NO_PRODUCER_EPOCH,
@@ -242,20 +245,10 @@ class TransactionCoordinator:
 
     async def _add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
                               wanted: frozenset[TopicPartition]) -> ErrorCode:
-        if not transactional_id:
-            return E.invalid_request
-        error, found = self.manager.get(transactional_id)
-        if error is not None:
-            return error
+        error, found = self._check_producer(transactional_id, producer_id, producer_epoch)
         if found is None:
-            return E.invalid_producer_id_mapping
+            return error or E.invalid_producer_id_mapping
         md = found.metadata
-        if md.producer_id != producer_id:
-            return E.invalid_producer_id_mapping
-        if md.producer_epoch != producer_epoch:
-            return E.producer_fenced
-        if md.pending_transition_in_progress or md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-            return E.concurrent_transactions
         if md.state is S.ONGOING and wanted <= md.topic_partitions:
             return E.none
         try:
@@ -272,30 +265,30 @@ class TransactionCoordinator:
         error for all when the transaction cannot be checked (Kafka 3.6's
         handleVerifyPartitionsInTransaction)."""
         wanted = list(partitions)
-        error = self._verification_error(transactional_id, producer_id, producer_epoch)
-        if error is not None:
-            return dict.fromkeys(wanted, error)
-        _, found = self.manager.get(transactional_id)
-        assert found is not None
+        error, found = self._check_producer(transactional_id, producer_id, producer_epoch)
+        if found is None:
+            return dict.fromkeys(wanted, error or E.invalid_producer_id_mapping)
         in_txn = found.metadata.topic_partitions if found.metadata.state is S.ONGOING else set()
         return {tp: E.none if tp in in_txn else E.invalid_txn_state for tp in wanted}
 
-    def _verification_error(self, transactional_id: str, producer_id: int, producer_epoch: int) -> ErrorCode | None:
+    def _check_producer(self, transactional_id: str, producer_id: int, producer_epoch: int
+                        ) -> tuple[ErrorCode | None, CoordinatorEpochAndMetadata | None]:
+        """What adding and verifying partitions check first: the id is served here and known,
+        the producer id and epoch are its current ones, no change is under way. Returns
+        (error, None) or (None, its metadata)."""
         if not transactional_id:
-            return E.invalid_request
+            return E.invalid_request, None
         error, found = self.manager.get(transactional_id)
-        if error is not None:
-            return error
-        if found is None:
-            return E.invalid_producer_id_mapping
+        if error is not None or found is None:
+            return error, None
         md = found.metadata
         if md.producer_id != producer_id:
-            return E.invalid_producer_id_mapping
+            return E.invalid_producer_id_mapping, None
         if md.producer_epoch != producer_epoch:
-            return E.producer_fenced
+            return E.producer_fenced, None
         if md.pending_transition_in_progress or md.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
-            return E.concurrent_transactions
-        return None
+            return E.concurrent_transactions, None
+        return None, found
 
     # ------------------------------------------------------------------ EndTxn
 
