@@ -7,24 +7,20 @@ translate between the wire versions and it.
 
 from __future__ import annotations
 
-import asyncio
 import datetime
-import logging
 from typing import TYPE_CHECKING
 
+from odradek.broker.apis.internal_topics import CoordinatorAnswer, InternalTopic, find_coordinator
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
 from odradek.broker.apis.transactions import find_transaction_coordinator
 from odradek.broker.group.coordinator import JoinRequest
 from odradek.broker.group.offsets_topic import OFFSETS_TOPIC
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.errors import ErrorCode, KafkaError, TopicAlreadyExistsError
+from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from odradek.broker.context import BrokerContext
     from odradek.net.server import Request, Response
-
-log = logging.getLogger(__name__)
-
 
 _GROUP_KEY = 0
 _TRANSACTION_KEY = 1
@@ -66,60 +62,16 @@ async def handle_find_coordinator(broker: BrokerContext, request: Request) -> Re
 
 
 async def _find_coordinator(broker: BrokerContext, request: Request, key_type: int, key: str
-                            ) -> tuple[ErrorCode, str | None, int, str, int]:
-    """(error, message, node id, host, port) for one key."""
-    def failed(error: ErrorCode, message: str | None = None) -> tuple[ErrorCode, str | None, int, str, int]:
-        return error, message, -1, "", -1
-
+                            ) -> CoordinatorAnswer:
     if key_type == _TRANSACTION_KEY:
         return await find_transaction_coordinator(broker, request, key)
     if key_type != _GROUP_KEY:
-        return failed(ErrorCode.invalid_request, f"Unknown coordinator key type {key_type}")
+        return ErrorCode.invalid_request, f"Unknown coordinator key type {key_type}", -1, "", -1
     coordinator = broker.group_coordinator
-    cache = broker.metadata_cache
-    if not await cache.wait_initialized():
-        return failed(ErrorCode.coordinator_not_available)
-    if not cache.contains_topic(OFFSETS_TOPIC):
-        await _create_offsets_topic(broker)
-        return failed(ErrorCode.coordinator_not_available)
-    meta = cache.partition(OFFSETS_TOPIC, coordinator.partition_for(key))
-    if meta is None or meta.leader < 0:
-        return failed(ErrorCode.coordinator_not_available)
-    endpoint = cache.endpoint(meta.leader, request.connection.listener)
-    if endpoint is None:
-        return failed(ErrorCode.coordinator_not_available)
-    return ErrorCode.none, None, meta.leader, endpoint[0], endpoint[1]
-
-
-async def _create_offsets_topic(broker: BrokerContext) -> None:
-    """Create ``__consumer_offsets`` as Kafka does on the first FindCoordinator: not while
-    fewer brokers are alive than its replication factor."""
-    config = broker.group_coordinator.config
-    alive = len(broker.metadata_cache.alive_brokers)
-    if alive < config.offsets_topic_replication_factor:
-        log.error("Number of alive brokers '%d' does not meet the required replication factor '%d' for the "
-                  "offsets topic (configured via 'offsets.topic.replication.factor'). This error can be ignored "
-                  "if the cluster is starting up and not all brokers are up yet.",
-                  alive, config.offsets_topic_replication_factor)
-        return
-    coordinator = broker.group_coordinator
-
-    async def create() -> None:
-        try:
-            await broker.topic_admin.create_topic(
-                OFFSETS_TOPIC, config.offsets_topic_num_partitions, config.offsets_topic_replication_factor,
-                config=config.offsets_topic_configs())
-        except TopicAlreadyExistsError:
-            return
-        except KafkaError as e:
-            log.warning("Could not create topic %s: %s", OFFSETS_TOPIC, e)
-            return
-        log.info("Created topic %s with %d partitions and replication factor %d", OFFSETS_TOPIC,
-                 config.offsets_topic_num_partitions, config.offsets_topic_replication_factor)
-
-    if coordinator.offsets_topic_creation is None or coordinator.offsets_topic_creation.done():
-        coordinator.offsets_topic_creation = asyncio.ensure_future(create())
-    await asyncio.shield(coordinator.offsets_topic_creation)
+    config = coordinator.config
+    topic = InternalTopic(OFFSETS_TOPIC, config.offsets_topic_num_partitions, config.offsets_topic_replication_factor,
+                          config.offsets_topic_configs(), "offsets topic", "offsets.topic.replication.factor")
+    return await find_coordinator(broker, request, topic, coordinator.partition_for(key), coordinator)
 
 
 # ----------------------------------------------------------------------------- membership

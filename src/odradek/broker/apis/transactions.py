@@ -9,25 +9,22 @@ INVALID_PRODUCER_EPOCH to versions that predate it (KIP-588), as Kafka's KafkaAp
 
 from __future__ import annotations
 
-import asyncio
 import datetime
-import logging
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from odradek.broker.apis.internal_topics import CoordinatorAnswer, InternalTopic, find_coordinator
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
 from odradek.broker.group.offsets_topic import OFFSETS_TOPIC
 from odradek.broker.transaction.state_topic import TRANSACTION_STATE_TOPIC
 from odradek.common import TopicPartition
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.errors import ErrorCode, KafkaError, TopicAlreadyExistsError
+from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from odradek.broker.context import BrokerContext
     from odradek.net.server import Request, Response
-
-log = logging.getLogger(__name__)
 
 __all__ = ["find_transaction_coordinator"]
 
@@ -53,58 +50,17 @@ def _by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
 # ----------------------------------------------------------------------------- FindCoordinator
 
 
-async def find_transaction_coordinator(broker: BrokerContext, request: Request, key: str
-                                       ) -> tuple[ErrorCode, str | None, int, str, int]:
+async def find_transaction_coordinator(broker: BrokerContext, request: Request, key: str) -> CoordinatorAnswer:
     """FindCoordinator key type 1: the leader of the id's ``__transaction_state`` partition,
-    the topic being created on first use (Kafka's KafkaApis.getOrCreateInternalTopic)."""
-    def failed(error: ErrorCode, message: str | None = None) -> tuple[ErrorCode, str | None, int, str, int]:
-        return error, message, -1, "", -1
-
+    the topic being created on first use."""
     if not key:
-        return failed(E.invalid_request, "transactional id must not be empty")
-    coordinator = broker.transaction_coordinator
-    cache = broker.metadata_cache
-    if not await cache.wait_initialized():
-        return failed(E.coordinator_not_available)
-    if not cache.contains_topic(TRANSACTION_STATE_TOPIC):
-        await _create_transaction_state_topic(broker)
-        return failed(E.coordinator_not_available)
-    meta = cache.partition(TRANSACTION_STATE_TOPIC, coordinator.manager.partition_for(key))
-    if meta is None or meta.leader < 0:
-        return failed(E.coordinator_not_available)
-    endpoint = cache.endpoint(meta.leader, request.connection.listener)
-    if endpoint is None:
-        return failed(E.coordinator_not_available)
-    return E.none, None, meta.leader, endpoint[0], endpoint[1]
-
-
-async def _create_transaction_state_topic(broker: BrokerContext) -> None:
+        return E.invalid_request, "transactional id must not be empty", -1, "", -1
     coordinator = broker.transaction_coordinator
     config = coordinator.config
-    alive = len(broker.metadata_cache.alive_brokers)
-    if alive < config.replication_factor:
-        log.error("Number of alive brokers '%d' does not meet the required replication factor '%d' for the "
-                  "transactions state topic (configured via 'transaction.state.log.replication.factor'). This "
-                  "error can be ignored if the cluster is starting up and not all brokers are up yet.",
-                  alive, config.replication_factor)
-        return
-
-    async def create() -> None:
-        try:
-            await broker.topic_admin.create_topic(TRANSACTION_STATE_TOPIC, config.num_partitions,
-                                                  config.replication_factor, config=config.topic_configs())
-        except TopicAlreadyExistsError:
-            return
-        except KafkaError as e:
-            log.warning("Could not create topic %s: %s", TRANSACTION_STATE_TOPIC, e)
-            return
-        coordinator.manager.num_partitions = config.num_partitions
-        log.info("Created topic %s with %d partitions and replication factor %d", TRANSACTION_STATE_TOPIC,
-                 config.num_partitions, config.replication_factor)
-
-    if coordinator.topic_creation is None or coordinator.topic_creation.done():
-        coordinator.topic_creation = asyncio.ensure_future(create())
-    await asyncio.shield(coordinator.topic_creation)
+    topic = InternalTopic(TRANSACTION_STATE_TOPIC, config.num_partitions, config.replication_factor,
+                          config.topic_configs(), "transactions state topic",
+                          "transaction.state.log.replication.factor")
+    return await find_coordinator(broker, request, topic, coordinator.manager.partition_for(key), coordinator)
 
 
 # ----------------------------------------------------------------------------- AddPartitionsToTxn

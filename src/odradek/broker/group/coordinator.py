@@ -86,7 +86,7 @@ class GroupCoordinator:
         self.membership = GroupMembership(config, manager, scheduler, self.now_ms)
         self._expiry_task: asyncio.Task[None] | None = None
         # FindCoordinator's creation of __consumer_offsets, while one is under way.
-        self.offsets_topic_creation: asyncio.Future[object] | None = None
+        self.topic_creation: asyncio.Future[object] | None = None
 
     async def startup(self, zk: Any) -> None:
         """Use the partition count of an existing ``__consumer_offsets`` (as Kafka does: the
