@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 from kio.schema.write_txn_markers.v1 import request as wtm_req
 from kio.schema.write_txn_markers.v1 import response as wtm_resp
 
+from odradek.broker.peer_connections import PeerConnections
 from odradek.common import TopicPartition
-from odradek.net.client import BrokerConnection
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -55,8 +55,7 @@ class TransactionMarkerChannelManager:
         self.broker_id = broker_id
         self.metadata_cache = metadata_cache
         self.listener_name = listener_name
-        self._connections: dict[int, BrokerConnection] = {}
-        self._connect_locks: dict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self.peers = PeerConnections(broker_id, metadata_cache, listener_name, "txn-markers")
 
     async def send_markers(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
                            coordinator_epoch: int, partitions: Iterable[TopicPartition]) -> bool:
@@ -101,11 +100,11 @@ class TransactionMarkerChannelManager:
             topics=tuple(wtm_req.WritableTxnMarkerTopic(name=t, partition_indexes=tuple(ps))
                          for t, ps in by_topic.items())),))
         try:
-            conn = await self._connection(leader)
+            conn = await self.peers.get(leader)
             response = await conn.send(request, wtm_resp.WriteTxnMarkersResponse, timeout_s=_REQUEST_TIMEOUT_S)
         except (OSError, ConnectionError, TimeoutError, LookupError) as e:
             log.debug("Sending markers to broker %d failed: %s", leader, e)
-            await self._drop(leader)
+            await self.peers.drop(leader)
             return dict.fromkeys(partitions, RETRY)
         outcome = dict.fromkeys(partitions, RETRY)
         for marker in response.markers:
@@ -120,24 +119,5 @@ class TransactionMarkerChannelManager:
                         outcome[tp] = what
         return outcome
 
-    async def _connection(self, broker_id: int) -> BrokerConnection:
-        async with self._connect_locks[broker_id]:
-            conn = self._connections.get(broker_id)
-            if conn is not None and conn.connected:
-                return conn
-            endpoint = self.metadata_cache.endpoint(broker_id, self.listener_name)
-            if endpoint is None:
-                raise LookupError(f"no {self.listener_name} endpoint for broker {broker_id}")
-            conn = BrokerConnection(endpoint[0], endpoint[1], f"broker-{self.broker_id}-txn-markers")
-            await conn.connect(timeout_s=10)
-            self._connections[broker_id] = conn
-            return conn
-
-    async def _drop(self, broker_id: int) -> None:
-        conn = self._connections.pop(broker_id, None)
-        if conn is not None:
-            await conn.close()
-
     async def shutdown(self) -> None:
-        for broker_id in list(self._connections):
-            await self._drop(broker_id)
+        await self.peers.close()

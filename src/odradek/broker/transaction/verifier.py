@@ -20,9 +20,9 @@ from typing import TYPE_CHECKING
 from kio.schema.add_partitions_to_txn.v4 import request as apt_req
 from kio.schema.add_partitions_to_txn.v4 import response as apt_resp
 
+from odradek.broker.peer_connections import PeerConnections
 from odradek.broker.transaction.state_topic import TRANSACTION_STATE_TOPIC
 from odradek.common import TopicPartition
-from odradek.net.client import BrokerConnection
 from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -66,8 +66,7 @@ class TxnVerifier:
         self.metadata_cache = metadata_cache
         self.listener_name = listener_name
         self.timeout_s = timeout_s
-        self._connections: dict[int, BrokerConnection] = {}
-        self._connect_locks: dict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self.peers = PeerConnections(broker_id, metadata_cache, listener_name, "txn-verifier")
         # coordinator broker -> transactional id -> the check waiting to go out
         self._queues: dict[int, dict[str, _Pending]] = {}
         self._sending: set[asyncio.Task[None]] = set()
@@ -140,14 +139,12 @@ class TxnVerifier:
                                                for t, ps in by_topic.items())))
         results = {t: dict.fromkeys(p.partitions, E.invalid_txn_state) for t, p in zip(ids, pendings, strict=True)}
         try:
-            conn = await self._connection(broker_id)
+            conn = await self.peers.get(broker_id)
             response = await conn.send(apt_req.AddPartitionsToTxnRequest(transactions=tuple(transactions)),
                                        apt_resp.AddPartitionsToTxnResponse, timeout_s=self.timeout_s)
         except (OSError, ConnectionError, TimeoutError, LookupError) as e:
             log.debug("Verification request to broker %d failed: %s", broker_id, e)
-            conn = self._connections.pop(broker_id, None)
-            if conn is not None:
-                await conn.close()
+            await self.peers.drop(broker_id)
             return {t: dict.fromkeys(r, E.network_exception) for t, r in results.items()}
         if response.error_code != E.none:
             return {t: dict.fromkeys(r, ErrorCode(response.error_code)) for t, r in results.items()}
@@ -162,19 +159,6 @@ class TxnVerifier:
                         result[tp] = ErrorCode(p.partition_error_code)
         return results
 
-    async def _connection(self, broker_id: int) -> BrokerConnection:
-        async with self._connect_locks[broker_id]:
-            conn = self._connections.get(broker_id)
-            if conn is not None and conn.connected:
-                return conn
-            endpoint = self.metadata_cache.endpoint(broker_id, self.listener_name)
-            if endpoint is None:
-                raise LookupError(f"no {self.listener_name} endpoint for broker {broker_id}")
-            conn = BrokerConnection(endpoint[0], endpoint[1], f"broker-{self.broker_id}-txn-verifier")
-            await conn.connect(timeout_s=10)
-            self._connections[broker_id] = conn
-            return conn
-
     async def shutdown(self) -> None:
         for task in list(self._sending):
             task.cancel()
@@ -183,6 +167,4 @@ class TxnVerifier:
                 if not p.future.done():
                     p.future.set_result(dict.fromkeys(p.partitions, E.network_exception))
         self._queues.clear()
-        for conn in self._connections.values():
-            await conn.close()
-        self._connections.clear()
+        await self.peers.close()

@@ -9,6 +9,7 @@ from collections.abc import Awaitable, Callable
 
 from txn_fakes import FakeTxnTopic, Harness
 
+from odradek.broker.peer_connections import PeerConnections
 from odradek.broker.transaction.transaction_state import TransactionMetadata, TransactionState
 from odradek.broker.transaction.txn_config import TxnConfig
 from odradek.broker.transaction.verifier import TxnVerifier, produce_error_for
@@ -421,12 +422,13 @@ def test_remote_verification_is_batched_per_coordinator() -> None:
         h = Harness()  # owns nothing: every id's coordinator is broker 1
         conn = _RecordingConnection()
 
-        class Verifier(TxnVerifier):
-            async def _connection(self, broker_id: int) -> _RecordingConnection:  # type: ignore[override]
+        class Peers(PeerConnections):
+            async def get(self, broker_id: int) -> _RecordingConnection:  # type: ignore[override]
                 assert broker_id == 1
                 return conn
 
-        verifier = Verifier(h.coordinator, 0, _Cache(), "INTERNAL")  # type: ignore[arg-type]
+        verifier = TxnVerifier(h.coordinator, 0, _Cache(), "INTERNAL")  # type: ignore[arg-type]
+        verifier.peers = Peers(0, _Cache(), "INTERNAL", "txn-verifier")  # type: ignore[arg-type]
         a, b, c = await asyncio.gather(verifier.verify("x", 1, 0, [TP0]), verifier.verify("x", 1, 0, [TP1]),
                                        verifier.verify("y", 2, 0, [TP0]))
         assert (a, b, c) == ({TP0: E.none}, {TP1: E.invalid_txn_state}, {TP0: E.none})
