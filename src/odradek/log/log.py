@@ -537,6 +537,18 @@ class Log:
             i += 1
         return FetchDataInfo(start_offset)
 
+    def read_chunks(self, max_bytes: int) -> Iterator[bytes]:
+        """The whole log, from its start offset to the log end offset at the call, in chunks
+        of whole batches of about ``max_bytes`` (how coordinators load an internal topic)."""
+        offset, end = self.log_start_offset, self._next_offset
+        while offset < end:
+            data = self.read(offset, max_bytes, end).read_bytes()
+            if not data:
+                return
+            for _, header in iter_batches(data):
+                offset = header.next_offset
+            yield data
+
     def _position_of(self, offset: int, segment: LogSegment) -> int:
         """Position in ``segment`` of the batch holding ``offset`` (its size past the end)."""
         if offset >= self._next_offset and segment is self.active_segment:

@@ -70,6 +70,18 @@ def test_reads_across_segment_rolls(open_log: OpenLog) -> None:
         assert seg.log_path.name == f"{seg.base_offset:020d}.log"
 
 
+def test_read_chunks_covers_the_log_in_whole_batches(open_log: OpenLog) -> None:
+    lg = open_log(config(segment_bytes=1000, index_interval_bytes=64))
+    for i in range(60):
+        lg.append_as_leader(batch(1 + i % 4, size=20 + i), leader_epoch=0)
+    lg.update_high_watermark(lg.log_end_offset)
+    lg.maybe_increment_log_start_offset(lg.segments[1].base_offset)
+    chunks = list(lg.read_chunks(300))
+    assert len(chunks) > 5
+    offsets = [o for chunk in chunks for _, h in iter_batches(chunk) for o in range(h.base_offset, h.next_offset)]
+    assert offsets == list(range(lg.log_start_offset, lg.log_end_offset))
+
+
 def test_read_limits(open_log: OpenLog) -> None:
     lg = open_log()
     for _ in range(10):

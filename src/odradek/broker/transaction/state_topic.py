@@ -8,7 +8,6 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Protocol
 
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.records import iter_batches
 
 if TYPE_CHECKING:
     from odradek.broker.replica_manager import ReplicaManager
@@ -45,14 +44,5 @@ class ReplicatedTransactionStateTopic:
 
     def read(self, partition: int) -> Iterator[bytes]:
         p = self.replica_manager.get_partition(TRANSACTION_STATE_TOPIC, partition)
-        if p is None or p.log is None:
-            return
-        lg = p.log
-        offset, end = lg.log_start_offset, lg.log_end_offset
-        while offset < end:
-            data = lg.read(offset, self.load_buffer_size, end).read_bytes()
-            if not data:
-                return
-            for _, header in iter_batches(data):
-                offset = header.next_offset
-            yield data
+        if p is not None and p.log is not None:
+            yield from p.log.read_chunks(self.load_buffer_size)
