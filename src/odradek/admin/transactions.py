@@ -29,6 +29,7 @@ from kio.index import KioIndexError, load_request_schema
 
 from odradek.admin.client import AdminClientError, AdminConnection, ClusterView
 from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.describe_transactions import DescribeTransactionsResponseV0
 from odradek.protocol.errors import ErrorCode, KafkaError, for_code
 from odradek.protocol.messages import build
 
@@ -50,16 +51,14 @@ __all__ = [
 ]
 
 # Kafka 2.8's ApiKeys lack these two (KIP-664, Kafka 3.0); the wire numbers are fixed.
-DESCRIBE_TRANSACTIONS = 65
-LIST_TRANSACTIONS = 66
 TRANSACTION_KEY_TYPE = 1  # FindCoordinatorRequest.CoordinatorType.TRANSACTION
 
 _MAX_VERSIONS = {ApiKey.API_VERSIONS: 3, ApiKey.METADATA: 12, ApiKey.FIND_COORDINATOR: 4,
                  ApiKey.DESCRIBE_PRODUCERS: 0, ApiKey.WRITE_TXN_MARKERS: 1,
-                 DESCRIBE_TRANSACTIONS: 0, LIST_TRANSACTIONS: 0}
+                 ApiKey.DESCRIBE_TRANSACTIONS: 0, ApiKey.LIST_TRANSACTIONS: 0}
 _NAMES = {ApiKey.METADATA: "Metadata", ApiKey.FIND_COORDINATOR: "FindCoordinator",
           ApiKey.DESCRIBE_PRODUCERS: "DescribeProducers", ApiKey.WRITE_TXN_MARKERS: "WriteTxnMarkers",
-          DESCRIBE_TRANSACTIONS: "DescribeTransactions", LIST_TRANSACTIONS: "ListTransactions"}
+          ApiKey.DESCRIBE_TRANSACTIONS: "DescribeTransactions", ApiKey.LIST_TRANSACTIONS: "ListTransactions"}
 # Kafka's AdminClient retries these until its timeout; so does this client, for RETRY_TIMEOUT_S.
 _RETRIABLE = frozenset({ErrorCode.coordinator_load_in_progress, ErrorCode.not_coordinator,
                         ErrorCode.coordinator_not_available, ErrorCode.not_leader_or_follower,
@@ -260,7 +259,7 @@ class TransactionsAdmin:
             async def one(broker_id: int = broker_id) -> list[TransactionListing]:
                 try:
                     node = await self._node(broker_id, view)
-                    response = await node.request(LIST_TRANSACTIONS, lambda m, v: build(
+                    response = await node.request(ApiKey.LIST_TRANSACTIONS, lambda m, v: build(
                         m.ListTransactionsRequest, state_filters=(), producer_id_filters=()))
                 except (ConnectionError, OSError, TimeoutError):
                     await self._forget(broker_id)
@@ -290,19 +289,21 @@ class TransactionsAdmin:
             coordinator = await self.find_transaction_coordinator(transactional_id)
             try:
                 node = await self._node(coordinator)
-                response = await node.request(DESCRIBE_TRANSACTIONS, lambda m, v: build(
-                    m.DescribeTransactionsRequest, transactional_ids=(transactional_id,)))
+                # Read by hand: kio refuses the start time -1 Kafka sends for "none".
+                response = await node.request(ApiKey.DESCRIBE_TRANSACTIONS, lambda m, v: build(
+                    m.DescribeTransactionsRequest, transactional_ids=(transactional_id,)),
+                    response_type=DescribeTransactionsResponseV0)
             except (ConnectionError, OSError, TimeoutError):
                 await self._forget(coordinator)
                 raise
             state = response.transaction_states[0]
             if state.error_code != ErrorCode.none:
                 raise _error(state.error_code)
-            start = _ms(state.transaction_start_time)
+            start = state.transaction_start_time_ms
             return TransactionDescription(
-                coordinator, transactional_id, int(state.producer_id), int(state.producer_epoch),
-                state.transaction_state, _ms(state.transaction_timeout), None if start < 0 else start,
-                tuple((t.topic, int(p)) for t in state.topics for p in t.partitions))
+                coordinator, transactional_id, state.producer_id, state.producer_epoch, state.transaction_state,
+                state.transaction_timeout_ms, None if start < 0 else start,
+                tuple((topic, p) for topic, partitions in state.topics for p in partitions))
 
         return await self._retrying(
             attempt, f"Failed to describe transaction state of transactional-id `{transactional_id}`")

@@ -48,6 +48,7 @@ from kio.static.protocol import Payload
 
 from odradek.protocol import control
 from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.record_codec import RecordFormatError
 from odradek.protocol.varint import VarintError, read_uvarint
 
 # Kafka's socket.request.max.bytes default.
@@ -354,6 +355,12 @@ def decode_response(frame: bytes | memoryview, payload_type: type[P]) -> tuple[i
 
 
 def _read_body(schema: type[P], view: memoryview, pos: int) -> P:
+    hand_reader = getattr(schema, "read_body", None)
+    if hand_reader is not None:  # a response kio cannot read (protocol.describe_transactions)
+        try:
+            return hand_reader(bytes(view[pos:]))
+        except RecordFormatError as exc:
+            raise _Malformed(str(exc)) from None
     # Walk the bytes first: kio's native reader sizes an array's storage from the count on
     # the wire, and a forged count (2**32, say) aborts the whole process when that
     # allocation fails, which no except clause can catch.

@@ -29,8 +29,6 @@ if TYPE_CHECKING:
 __all__ = ["find_transaction_coordinator"]
 
 E = ErrorCode
-DESCRIBE_TRANSACTIONS = 65
-LIST_TRANSACTIONS = 66
 
 
 def fenced_for_version(error: ErrorCode, version: int, first_version_with_fenced: int) -> ErrorCode:
@@ -154,10 +152,10 @@ def _start_time(ms: int) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
 
 
-@api(DESCRIBE_TRANSACTIONS, "DescribeTransactions", 0, 0)
+@api(ApiKey.DESCRIBE_TRANSACTIONS, "DescribeTransactions", 0, 0)
 async def handle_describe_transactions(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
-    m = response_module(DESCRIBE_TRANSACTIONS, request.api_version)
+    m = response_module(ApiKey.DESCRIBE_TRANSACTIONS, request.api_version)
     states = []
     for txn_id in body.transactional_ids:
         error, md = broker.transaction_coordinator.describe(txn_id)
@@ -176,10 +174,10 @@ async def handle_describe_transactions(broker: BrokerContext, request: Request) 
                                   transaction_states=tuple(states)))
 
 
-@api(LIST_TRANSACTIONS, "ListTransactions", 0, 0)
+@api(ApiKey.LIST_TRANSACTIONS, "ListTransactions", 0, 0)
 async def handle_list_transactions(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
-    m = response_module(LIST_TRANSACTIONS, request.api_version)
+    m = response_module(ApiKey.LIST_TRANSACTIONS, request.api_version)
     error, found, unknown = broker.transaction_coordinator.list_transactions(body.state_filters,
                                                                              body.producer_id_filters)
     return respond(request, build(m.ListTransactionsResponse, throttle_time=0, error_code=error,
