@@ -253,7 +253,10 @@ class DurabilityRun:
             if outcome == "unknown":
                 # The producer may be unusable (fatal error); a new one's InitProducerId settles
                 # the open transaction, whichever way the coordinator had got.
-                producer.flush(1)
+                try:
+                    producer.flush(1)
+                except KafkaException:  # a producer in a fatal state raises its error again
+                    pass
                 producer = self._txn_producer()
             txn += 1
         producer.flush(30)
