@@ -7,7 +7,10 @@ import datetime
 import pytest
 from kio.schema.describe_transactions.v0 import response as r
 
-from odradek.protocol.describe_transactions import DescribedTransaction, DescribeTransactionsResponseV0
+from odradek.protocol.describe_transactions import (
+    DescribedTransaction,
+    DescribeTransactionsResponseV0,
+)
 from odradek.protocol.framing import MalformedResponseError, decode_response, encode_response
 from odradek.protocol.messages import build
 

@@ -19,6 +19,7 @@ from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from odradek.broker.context import BrokerContext
+    from odradek.broker.metadata_cache import MetadataCache
     from odradek.net.server import Request, Response
 
 
@@ -34,18 +35,14 @@ def by_topic(items: Iterable[tuple[TP, Any]]) -> dict[str, list[tuple[int, Any]]
     return grouped
 
 
-@api(ApiKey.OFFSET_COMMIT, "OffsetCommit", 2, 8)
-async def handle_offset_commit(broker: BrokerContext, request: Request) -> Response:
-    body = decode_body(request)
-    version = request.api_version
-    now = time.time_ns() // 1_000_000
-    retention = ms(body.retention_time) if version <= 4 else _DEFAULT_RETENTION
-    expire = now + retention if retention != _DEFAULT_RETENTION else -1
-    cache = broker.metadata_cache
+def requested_offsets(cache: MetadataCache, topics: Iterable[Any], commit_timestamp: int, expire_timestamp: int = -1
+                      ) -> tuple[list[TP], dict[TP, ErrorCode], dict[TP, OffsetAndMetadata]]:
+    """An OffsetCommit's or TxnOffsetCommit's partitions in request order, the errors of those
+    the metadata cache does not know, and the offsets of the others."""
+    order: list[TP] = []
     errors: dict[TP, ErrorCode] = {}
     offsets: dict[TP, OffsetAndMetadata] = {}
-    order: list[TP] = []
-    for t in body.topics:
+    for t in topics:
         for p in t.partitions:
             tp = (t.name, p.partition_index)
             order.append(tp)
@@ -53,7 +50,18 @@ async def handle_offset_commit(broker: BrokerContext, request: Request) -> Respo
                 errors[tp] = ErrorCode.unknown_topic_or_partition
             else:
                 offsets[tp] = OffsetAndMetadata(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
-                                                p.committed_metadata or "", now, expire)
+                                                p.committed_metadata or "", commit_timestamp, expire_timestamp)
+    return order, errors, offsets
+
+
+@api(ApiKey.OFFSET_COMMIT, "OffsetCommit", 2, 8)
+async def handle_offset_commit(broker: BrokerContext, request: Request) -> Response:
+    body = decode_body(request)
+    version = request.api_version
+    now = time.time_ns() // 1_000_000
+    retention = ms(body.retention_time) if version <= 4 else _DEFAULT_RETENTION
+    expire = now + retention if retention != _DEFAULT_RETENTION else -1
+    order, errors, offsets = requested_offsets(broker.metadata_cache, body.topics, now, expire)
     if offsets:
         errors.update(await broker.group_coordinator.commit_offsets(
             body.group_id, body.member_id, getattr(body, "group_instance_id", None),

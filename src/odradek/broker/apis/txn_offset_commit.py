@@ -10,9 +10,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from odradek.broker.apis.offsets_commit import by_topic
+from odradek.broker.apis.offsets_commit import by_topic, requested_offsets
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
-from odradek.broker.group.group import OffsetAndMetadata
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 
@@ -20,28 +19,14 @@ if TYPE_CHECKING:
     from odradek.broker.context import BrokerContext
     from odradek.net.server import Request, Response
 
-TP = tuple[str, int]
-
 
 @api(ApiKey.TXN_OFFSET_COMMIT, "TxnOffsetCommit", 0, 3)
 async def handle_txn_offset_commit(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     version = request.api_version
     now = time.time_ns() // 1_000_000
-    cache = broker.metadata_cache
-    errors: dict[TP, ErrorCode] = {}
-    offsets: dict[TP, OffsetAndMetadata] = {}
-    order: list[TP] = []
-    for t in body.topics:
-        for p in t.partitions:
-            tp = (t.name, p.partition_index)
-            order.append(tp)
-            if cache.partition(t.name, p.partition_index) is None:
-                errors[tp] = ErrorCode.unknown_topic_or_partition
-            else:
-                # Kafka's convertTxnOffsets: committed now, no expire timestamp.
-                offsets[tp] = OffsetAndMetadata(p.committed_offset, getattr(p, "committed_leader_epoch", -1),
-                                                p.committed_metadata or "", now)
+    # Kafka's convertTxnOffsets: committed now, no expire timestamp.
+    order, errors, offsets = requested_offsets(broker.metadata_cache, body.topics, now)
     if offsets:
         errors.update(await broker.group_coordinator.txn_commit_offsets(
             body.group_id, body.producer_id, body.producer_epoch, getattr(body, "member_id", ""),
