@@ -85,6 +85,10 @@ class ClusterView:
 class AdminConnection:
     """Admin requests over one bootstrap connection, plus one to the controller."""
 
+    # The newest version of each API this client speaks, and the APIs' names for messages.
+    max_versions: Mapping[int, int] = _MAX_VERSIONS
+    api_names: Mapping[int, str] = _NAMES
+
     def __init__(self, bootstrap: str) -> None:
         self.servers = _parse_bootstrap(bootstrap)
         self.bootstrap = bootstrap
@@ -125,13 +129,13 @@ class AdminConnection:
     def version(self, api_key: int) -> int:
         """The newest version both sides speak; AdminClientError if there is none."""
         low, high = self._versions.get(api_key, (0, -1))
-        for version in range(min(high, _MAX_VERSIONS[api_key]), low - 1, -1):
+        for version in range(min(high, self.max_versions[api_key]), low - 1, -1):
             try:
                 load_request_schema(api_key, version)
             except KioIndexError:
                 continue
             return version
-        raise AdminClientError(f"the broker at {self.bootstrap} does not support {_NAMES[api_key]} "
+        raise AdminClientError(f"the broker at {self.bootstrap} does not support {self.api_names[api_key]} "
                            "at a version this client speaks")
 
     async def request(self, api_key: int, build_body: Any, *, controller: bool = False,

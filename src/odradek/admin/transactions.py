@@ -25,9 +25,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kio.index import KioIndexError, load_request_schema
-
-from odradek.admin.client import AdminClientError, AdminConnection, ClusterView
+from odradek.admin.client import AdminConnection, ClusterView
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.describe_transactions import DescribeTransactionsResponseV0
 from odradek.protocol.errors import ErrorCode, KafkaError, for_code
@@ -165,16 +163,8 @@ def abort_spec_for_start_offset(topic: str, partition: int, start_offset: int,
 class _Node(AdminConnection):
     """An AdminConnection that speaks the transaction admin APIs too."""
 
-    def version(self, api_key: int) -> int:
-        low, high = self._versions.get(api_key, (0, -1))
-        for version in range(min(high, _MAX_VERSIONS[api_key]), low - 1, -1):
-            try:
-                load_request_schema(api_key, version)
-            except KioIndexError:
-                continue
-            return version
-        raise AdminClientError(f"the broker at {self.bootstrap} does not support {_NAMES[api_key]} "
-                               "at a version this client speaks")
+    max_versions = _MAX_VERSIONS
+    api_names = _NAMES
 
 
 def _ms(value: Any) -> int:
