@@ -10,13 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
 from log_helpers import T0, Clock, batch, config
 
 from odradek.config import CleanerConfig
 from odradek.log.cleaner.cleaner import clean
 from odradek.log.cleaner.manager import LogCleaner, cleanable_offsets
 from odradek.log.log import Log
+from odradek.log.log_info import AppendOrigin
 from odradek.protocol.control_records import ControlRecordType, build_end_txn_marker_batch
 from odradek.protocol.records import (
     SimpleRecord,
@@ -27,10 +27,6 @@ from odradek.protocol.records import (
 )
 
 COMPACT = config(cleanup_policy=("compact",), segment_bytes=300, min_cleanable_dirty_ratio=0.01)
-
-needs_txn_log = pytest.mark.skipif(
-    not hasattr(Log, "collect_aborted_transactions"),
-    reason="needs transactions wired into Log (Log.collect_aborted_transactions, origins)")
 
 
 def _fill(lg: Log, n: int, prefix: bytes = b"k") -> None:
@@ -73,10 +69,8 @@ def _values(lg: Log, key: bytes) -> list[bytes | None]:
                 values += [r.value for r in records if r.key == key]
 
 
-@needs_txn_log
 def test_a_cleaning_drops_aborted_data_and_keeps_its_txnindex_entry(
         open_log: Callable[..., Log], tmp_path: Path, clock: Clock) -> None:
-    from odradek.log.log_info import AppendOrigin
 
     lg = open_log(COMPACT)
     lg.append_as_leader(build_batch([SimpleRecord(b"committed", b"k")], timestamp=T0), leader_epoch=0)

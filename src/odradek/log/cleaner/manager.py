@@ -91,11 +91,7 @@ def cleanable_offsets(lg: Log, checkpoint: int | None, now_ms: int) -> tuple[int
     # Kafka cleans up to the last stable offset, min(high watermark, first unstable offset):
     # an open transaction's data (or one whose marker is not yet replicated) may still be
     # aborted, so neither it nor anything after it is mapped or rewritten.
-    # (Log.first_unstable_offset: the producer state's, never below the log start offset.)
-    first_unstable = lg.producer_state.first_unstable_offset()
-    if first_unstable is not None:
-        first_unstable = max(first_unstable, start)
-    for bound in (lg.high_watermark, first_unstable):
+    for bound in (lg.high_watermark, lg.first_unstable_offset):
         if bound is not None:
             bound_segment = lg.segment_for(bound)
             if bound_segment is not None:
