@@ -193,9 +193,15 @@ CredentialLookup = Callable[[str], "ScramCredential | None"]
 class ScramServer:
     """Kafka's ``ScramSaslServer`` as a sans-IO state machine.
 
-    Call :meth:`evaluate` with each client message; it returns the server's reply.  For a user
-    without a credential a fake one is used so that the exchange looks the same and fails only
-    on the proof, without revealing whether the user exists.
+    Call :meth:`evaluate` with each client message; it returns the server's reply.
+
+    A user without a credential fails as in Kafka 2.8: at the client-first-message, with the
+    same "Invalid user credentials" message as a wrong password.  With ``hide_unknown_users``
+    a stable fake credential is used instead, so the exchange proceeds and fails only on the
+    proof (RFC 5802 section 9 suggestion; not Kafka's behaviour).
+
+    The ``tokenauth`` extension is accepted (Kafka's ScramExtensions) but odradek has no
+    delegation tokens, so ``tokenauth=true`` is treated as a user without a credential.
     """
 
     def __init__(
@@ -204,12 +210,14 @@ class ScramServer:
         lookup: CredentialLookup,
         *,
         nonce: Callable[[], str] = _new_nonce,
+        hide_unknown_users: bool = False,
         fake_secret: bytes | None = None,
     ) -> None:
         self.mechanism = mechanism
         self._hash = _hash_name(mechanism)
         self._lookup = lookup
         self._nonce = nonce
+        self._hide_unknown_users = hide_unknown_users
         self._fake_secret = fake_secret if fake_secret is not None else secrets.token_bytes(32)
         self._state = "receive_client_first"
         self._credential: ScramCredential | None = None
@@ -268,8 +276,16 @@ class ScramServer:
             )
         self.username = username
         self.extensions = extensions
-        credential = self._lookup(username)
+        token_auth = extensions.get("tokenauth", "").lower() == "true"
+        credential = None if token_auth else self._lookup(username)
         self._user_known = credential is not None
+        if credential is None and not self._hide_unknown_users:
+            raise self._fail(INVALID_CREDENTIALS)
+        if credential is not None and credential.iterations < MIN_ITERATIONS:
+            raise self._fail(
+                f"Iterations {credential.iterations} is less than the minimum {MIN_ITERATIONS} "
+                f"for {self.mechanism}"
+            )
         self._credential = credential if credential is not None else self._fake_credential(username)
         self._gs2_header = text[: match.start("saslname") - 2]
         self._client_first_bare = text[len(self._gs2_header) :]

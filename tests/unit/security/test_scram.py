@@ -70,12 +70,33 @@ def test_round_trip(mechanism: str) -> None:
     users = {"al,i=ce": cred}
     server = ScramServer(mechanism, users.get)
     client = ScramClient(
-        mechanism, "al,i=ce", "s3cret,=ü", authzid="al,i=ce", extensions={"tokenauth": "true"}
+        mechanism, "al,i=ce", "s3cret,=ü", authzid="al,i=ce", extensions={"tokenauth": "false"}
     )
     _exchange(server, client)
     assert server.complete
     assert server.username == "al,i=ce"
-    assert server.extensions == {"tokenauth": "true"}
+    assert server.extensions == {"tokenauth": "false"}
+
+
+def test_unknown_user_fails_at_first_message_like_kafka() -> None:
+    server = ScramServer("SCRAM-SHA-256", {}.get)
+    with pytest.raises(ScramAuthenticationError, match=f"^{INVALID_CREDENTIALS}$"):
+        server.evaluate(ScramClient("SCRAM-SHA-256", "ghost", "pw").first_message())
+
+
+def test_token_auth_without_delegation_tokens_fails() -> None:
+    cred = ScramCredential.from_password("SCRAM-SHA-256", "pw")
+    server = ScramServer("SCRAM-SHA-256", {"alice": cred}.get)
+    client = ScramClient("SCRAM-SHA-256", "alice", "pw", extensions={"tokenauth": "true"})
+    with pytest.raises(ScramAuthenticationError, match=f"^{INVALID_CREDENTIALS}$"):
+        server.evaluate(client.first_message())
+
+
+def test_stored_credential_below_min_iterations_is_refused() -> None:
+    weak = ScramCredential(salt=b"s", stored_key=b"k" * 32, server_key=b"k" * 32, iterations=1000)
+    server = ScramServer("SCRAM-SHA-256", {"alice": weak}.get)
+    with pytest.raises(ScramAuthenticationError, match="less than the minimum 4096"):
+        server.evaluate(ScramClient("SCRAM-SHA-256", "alice", "pw").first_message())
 
 
 def test_sha512_key_lengths() -> None:
@@ -101,15 +122,15 @@ def test_wrong_password(mechanism: str) -> None:
         server.evaluate(b"anything")
 
 
-def test_unknown_user_looks_like_a_known_one_until_the_proof() -> None:
-    server = ScramServer("SCRAM-SHA-256", {}.get, fake_secret=b"k")
+def test_hidden_unknown_user_looks_like_a_known_one_until_the_proof() -> None:
+    server = ScramServer("SCRAM-SHA-256", {}.get, hide_unknown_users=True, fake_secret=b"k")
     client = ScramClient("SCRAM-SHA-256", "ghost", "pw")
     server_first = server.evaluate(client.first_message())
     assert b",s=" in server_first and server_first.endswith(b",i=4096")
     with pytest.raises(ScramAuthenticationError, match=f"^{INVALID_CREDENTIALS}$"):
         server.evaluate(client.final_message(server_first))
     # The fake salt is stable for a user, so probing twice does not reveal a missing user.
-    again = ScramServer("SCRAM-SHA-256", {}.get, fake_secret=b"k")
+    again = ScramServer("SCRAM-SHA-256", {}.get, hide_unknown_users=True, fake_secret=b"k")
     salt_of = lambda msg: msg.split(b",")[1]  # noqa: E731
     assert salt_of(
         again.evaluate(ScramClient("SCRAM-SHA-256", "ghost", "x").first_message())
