@@ -156,6 +156,12 @@ class DurabilityRun:
                 self._stop.set()
         return wrapped
 
+    def _on_delivery(self, err, msg) -> None:
+        """Delivery report: an acknowledged record's id -> (partition, offset)."""
+        if err is None:
+            self.acked[msg.value().decode().split(":")[0]] = (msg.partition(), msg.offset())
+            self.ack_times[msg.partition()].append(time.monotonic())
+
     def _wait_first_acks(self) -> None:
         deadline = time.monotonic() + 60
         while len(self.acked) < 100 and time.monotonic() < deadline and not self._stop.is_set():
@@ -170,18 +176,13 @@ class DurabilityRun:
         })
         seq = 0
 
-        def report(err, msg) -> None:
-            if err is None:
-                self.acked[msg.value().decode().split(":")[0]] = (msg.partition(), msg.offset())
-                self.ack_times[msg.partition()].append(time.monotonic())
-
         while not self._stop.is_set():
             for _ in range(50):
                 record_id = f"id{seq:09d}"
                 seq += 1
                 try:
                     producer.produce(self.topic, value=f"{record_id}:{'x' * 80}".encode(), key=record_id.encode(),
-                                     partition=seq % self.partitions, on_delivery=report)
+                                     partition=seq % self.partitions, on_delivery=self._on_delivery)
                 except BufferError:
                     # The client's queue is full and nothing was queued: the id goes again.
                     seq -= 1
@@ -224,11 +225,6 @@ class DurabilityRun:
         txn = 0
         produced = 0
 
-        def report(err, msg) -> None:
-            if err is None:
-                self.acked[msg.value().decode().split(":")[0]] = (msg.partition(), msg.offset())
-                self.ack_times[msg.partition()].append(time.monotonic())
-
         while not self._stop.is_set():
             commit = self.txn_rng.random() >= self.abort_ratio
             ids = [f"t{txn:07d}{'c' if commit else 'a'}{i:04d}" for i in range(self.txn_records)]
@@ -240,7 +236,7 @@ class DurabilityRun:
                         try:
                             producer.produce(self.topic, value=f"{record_id}:{'x' * 80}".encode(),
                                              key=record_id.encode(), partition=i % self.partitions,
-                                             on_delivery=report)
+                                             on_delivery=self._on_delivery)
                             break
                         except BufferError:
                             producer.poll(0.1)
