@@ -47,6 +47,7 @@ class Type(Enum):
     BOOLEAN = "boolean"
     STRING = "string"
     LIST = "list"
+    PASSWORD = "password"  # a string that is never shown (DescribeConfigs reports it as sensitive)
 
 
 _REQUIRED = object()
@@ -294,6 +295,20 @@ def java_double_string(value: float) -> str:
 
 # ------------------------------------------------------------------------------ broker config
 
+LISTENER_PREFIX = "listener.name."
+
+
+def _listener_key(key: str) -> str:
+    """``listener.name.<listener>.<key>`` -> ``<key>``; a key that cannot be set per
+    listener is an error, as Kafka's config would not know it either."""
+    listener, _, rest = key[len(LISTENER_PREFIX):].partition(".")
+    base = rest.split(".", 1)[1] if rest.split(".", 1)[0].upper() in (*SASL_MECHANISMS, "GSSAPI", "OAUTHBEARER") \
+        and "." in rest else rest
+    if not listener or not base.startswith(LISTENER_PREFIXABLE_PREFIXES):
+        raise ConfigError(f"Invalid configuration {key}: only ssl.*, sasl.* and connections.max.reauth.ms "
+                          "may be set per listener (listener.name.<listener>.<key>)")
+    return base
+
 _LISTENER_RE = re.compile(r"^(?P<name>[A-Za-z0-9_]+)://(?P<host>\[[^\]]*\]|[^:]*):(?P<port>-?\d+)$")
 
 
@@ -334,8 +349,7 @@ def _broker_keys() -> list[ConfigKey]:
         k("listener.security.protocol.map", Type.LIST,
           "PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"),
         k("inter.broker.listener.name", Type.STRING, None),
-        k("security.inter.broker.protocol", Type.STRING, "PLAINTEXT",
-          one_of("PLAINTEXT")),
+        k("security.inter.broker.protocol", Type.STRING, "PLAINTEXT", one_of(*SECURITY_PROTOCOLS)),
         k("log.dirs", Type.LIST, None),
         k("log.dir", Type.LIST, "/tmp/kafka-logs"),
         k("zookeeper.connect", Type.STRING),
@@ -416,7 +430,63 @@ def _broker_keys() -> list[ConfigKey]:
     ]
     keys += _group_coordinator_keys()
     keys += _transaction_coordinator_keys()
+    keys += _security_keys()
     return keys
+
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+
+# Keys that may also be set per listener as ``listener.name.<listener>.<key>`` (Kafka's
+# listener-prefixed configs; the SASL JAAS config also per mechanism,
+# ``listener.name.<listener>.<mechanism>.sasl.jaas.config``).
+LISTENER_PREFIXABLE_PREFIXES = ("ssl.", "sasl.", "connections.max.reauth.ms")
+
+
+def _security_keys() -> list[ConfigKey]:
+    """TLS, SASL and authorization keys (Kafka 2.8's names and defaults; security/)."""
+    k = ConfigKey
+    return [
+        # TLS (Kafka's SslConfigs; PEM per KIP-651; JKS stores cannot be read from Python)
+        k("ssl.protocol", Type.STRING, "TLSv1.3"),
+        k("ssl.provider", Type.STRING, None),
+        k("ssl.enabled.protocols", Type.LIST, "TLSv1.2,TLSv1.3",
+          lambda v: None if set(v) <= {"TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3"}
+          else "expected TLS protocol names (TLSv1.2, TLSv1.3)"),
+        k("ssl.cipher.suites", Type.LIST, ""),
+        k("ssl.keystore.type", Type.STRING, "JKS", one_of("JKS", "PKCS12", "PEM", case_sensitive=False)),
+        k("ssl.keystore.location", Type.STRING, None),
+        k("ssl.keystore.password", Type.PASSWORD, None),
+        k("ssl.key.password", Type.PASSWORD, None),
+        k("ssl.keystore.key", Type.PASSWORD, None),
+        k("ssl.keystore.certificate.chain", Type.PASSWORD, None),
+        k("ssl.truststore.type", Type.STRING, "JKS", one_of("JKS", "PKCS12", "PEM", case_sensitive=False)),
+        k("ssl.truststore.location", Type.STRING, None),
+        k("ssl.truststore.password", Type.PASSWORD, None),
+        k("ssl.truststore.certificates", Type.PASSWORD, None),
+        k("ssl.keymanager.algorithm", Type.STRING, "SunX509"),
+        k("ssl.trustmanager.algorithm", Type.STRING, "PKIX"),
+        k("ssl.endpoint.identification.algorithm", Type.STRING, "https"),
+        k("ssl.secure.random.implementation", Type.STRING, None),
+        k("ssl.client.auth", Type.STRING, "none", one_of("required", "requested", "none")),
+        k("ssl.principal.mapping.rules", Type.STRING, "DEFAULT"),
+        k("ssl.engine.factory.class", Type.STRING, None),
+        # SASL
+        k("sasl.enabled.mechanisms", Type.LIST, "GSSAPI"),
+        k("sasl.mechanism.inter.broker.protocol", Type.STRING, "GSSAPI"),
+        k("sasl.jaas.config", Type.PASSWORD, None),
+        k("sasl.server.callback.handler.class", Type.STRING, None),
+        k("sasl.client.callback.handler.class", Type.STRING, None),
+        k("sasl.login.class", Type.STRING, None),
+        k("sasl.login.callback.handler.class", Type.STRING, None),
+        k("sasl.server.max.receive.size", Type.INT, 524288, at_least(1)),
+        k("connections.max.reauth.ms", Type.LONG, 0, at_least(0)),
+        k("principal.builder.class", Type.STRING, None),
+        # Authorization (Kafka's AclAuthorizer reads these from the broker config)
+        k("authorizer.class.name", Type.STRING, ""),
+        k("super.users", Type.STRING, None),
+        k("allow.everyone.if.no.acl.found", Type.BOOLEAN, False),
+    ]
 
 
 def _group_coordinator_keys() -> list[ConfigKey]:
@@ -459,7 +529,7 @@ BROKER_CONFIG: dict[str, ConfigKey] = {key.name: key for key in _broker_keys()}
 IGNORED_BROKER_KEYS = frozenset({
     "num.network.threads", "num.io.threads", "num.recovery.threads.per.data.dir",
     "background.threads", "queued.max.requests", "metric.reporters",
-    "confluent.support.metrics.enable", "zookeeper.set.acl", "ssl.client.auth",
+    "confluent.support.metrics.enable", "zookeeper.set.acl",
     "kafka.metrics.reporters", "kafka.metrics.polling.interval.secs",
 })
 
@@ -585,6 +655,8 @@ class KafkaConfig:
         for key, raw in props.items():
             if key in BROKER_CONFIG:
                 values[key] = BROKER_CONFIG[key].parse(raw)
+            elif key.startswith(LISTENER_PREFIX):
+                _listener_key(key)  # checked here; read through listener_props()
             elif key not in IGNORED_BROKER_KEYS:
                 warnings.append(f"The configuration '{key}' was supplied but isn't a known config.")
         for layer in (dynamic_default_configs or {}, dynamic_broker_configs or {}):
@@ -694,6 +766,24 @@ class KafkaConfig:
     @property
     def zookeeper_connect(self) -> str:
         return self["zookeeper.connect"]
+
+    def listener_props(self, listener: str) -> dict[str, str]:
+        """The security keys as one listener sees them: Kafka's listener-prefixed overrides
+        (``listener.name.<listener>.<key>``, lower-case listener name) over the broker-wide
+        values, as raw strings.  The per-mechanism JAAS configs keep their mechanism prefix
+        (``scram-sha-256.sasl.jaas.config``)."""
+        props = {key: raw for key, raw in self.originals.items()
+                 if key.startswith(LISTENER_PREFIXABLE_PREFIXES)}
+        prefix = f"{LISTENER_PREFIX}{listener.lower()}."
+        for key, raw in self.originals.items():
+            if key.startswith(prefix):
+                props[key[len(prefix):]] = raw
+        return props
+
+    @property
+    def security_protocol(self) -> dict[str, str]:
+        """Listener name -> security protocol, for the listeners this broker binds."""
+        return {lst.name: self.security_protocol_map[lst.name] for lst in self.listeners}
 
     @property
     def inter_broker_listener_name(self) -> str:

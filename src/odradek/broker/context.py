@@ -18,6 +18,8 @@ if TYPE_CHECKING:
     from odradek.broker.transaction.coordinator import TransactionCoordinator
     from odradek.config import KafkaConfig
     from odradek.controller.controller import KafkaController
+    from odradek.net.server import Request
+    from odradek.security.acls import Operation, ResourceType
     from odradek.zk.admin_zk_client import AdminZkClient
     from odradek.zk.client import KafkaZkClient
 
@@ -38,3 +40,8 @@ class BrokerContext(Protocol):
     producer_ids: ProducerIdManager
     topic_admin: AdminZkClient
     controller: KafkaController
+
+    def authorize(self, request: Request, operation: Operation, resource_type: ResourceType, name: str) -> bool:
+        """Whether the request's principal, from its client host, may perform ``operation``
+        on ``resource_type``/``name`` (always true without ``authorizer.class.name``)."""
+        ...

@@ -39,6 +39,7 @@ from odradek.net.client import BrokerConnection
 from odradek.net.server import Request, Response, SocketServer
 from odradek.protocol import control
 from odradek.protocol.errors import ErrorCode
+from odradek.security.acls import AclAuthorizer, Operation, ResourceType
 from odradek.zk.admin_zk_client import AdminZkClient
 from odradek.zk.client import KafkaZkClient, NodeExistsError
 from odradek.zk.zk_data import BrokerIdZNode, BrokerInfo, EndPoint, now_ms
@@ -99,6 +100,9 @@ class KafkaServer:
             self.txn_verifier = TxnVerifier(self.transaction_coordinator, self.broker_id, self.metadata_cache,
                                             config.inter_broker_listener_name)
         self.replica_manager.txn_verifier = self.txn_verifier
+        # Authorization (authorizer.class.name): None lets every request through, as Kafka
+        # without an authorizer.
+        self.authorizer: AclAuthorizer | None = None
         self.handlers = load_handlers()
         self.socket_server = SocketServer(
             config.listeners, self.dispatch, on_unsupported=unsupported_api_versions,
@@ -130,6 +134,13 @@ class KafkaServer:
         await self.serving.wait()
         result = handler(self, request)
         return await result if inspect.isawaitable(result) else result
+
+    def authorize(self, request: Request, operation: Operation, resource_type: ResourceType, name: str) -> bool:
+        authorizer = self.authorizer
+        if authorizer is None:
+            return True
+        conn = request.connection
+        return authorizer.authorize(conn.principal, conn.client_host, operation, resource_type, name)
 
     def apply_broker_config(self, new: KafkaConfig) -> None:
         """A dynamic broker config changed (DynamicConfigManager): new topic defaults for

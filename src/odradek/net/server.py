@@ -29,6 +29,7 @@ from odradek.protocol.framing import (
     UnsupportedRequestError,
     decode_request_header,
 )
+from odradek.security.acls import ANONYMOUS, KafkaPrincipal
 
 log = logging.getLogger(__name__)
 
@@ -92,6 +93,10 @@ class Connection(asyncio.BufferedProtocol):
         self.listener = listener
         self.transport: asyncio.Transport | None = None
         self.peer: str = "?"
+        # Who is on the other end (the request context's principal and client address, which
+        # authorization decides on).  ANONYMOUS until TLS or SASL says otherwise.
+        self.principal: KafkaPrincipal = ANONYMOUS
+        self.client_host: str = ""
         self._scratch = bytearray(_SCRATCH_BYTES)
         self._start = 0  # unread bytes of the scratch buffer are [_start, _end)
         self._end = 0
@@ -109,6 +114,7 @@ class Connection(asyncio.BufferedProtocol):
         self.transport = transport  # type: ignore[assignment]  # uvloop's transports are not asyncio.Transport subclasses
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self.client_host = peer[0] if peer else ""
         sock = transport.get_extra_info("socket")
         if sock is not None:
             try:

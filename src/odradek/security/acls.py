@@ -18,6 +18,7 @@ from typing import TypeVar
 
 __all__ = [
     "ACL_CHANGES_SEQUENCE_PREFIX",
+    "ANONYMOUS",
     "CLUSTER_RESOURCE_NAME",
     "EXTENDED_ACL_CHANGES_PATH",
     "EXTENDED_ACL_ROOT",
@@ -143,6 +144,7 @@ class KafkaPrincipal:
         return f"{self.principal_type}:{self.name}"
 
 
+ANONYMOUS = KafkaPrincipal("User", "ANONYMOUS")  # KafkaPrincipal.ANONYMOUS: PLAINTEXT, and SSL without a client certificate
 WILDCARD_PRINCIPAL = KafkaPrincipal("User", "*")  # AclEntry.WildcardPrincipal
 WILDCARD_HOST = "*"  # AclEntry.WildcardHost
 WILDCARD_RESOURCE = "*"  # ResourcePattern.WILDCARD_RESOURCE

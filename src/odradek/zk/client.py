@@ -585,6 +585,26 @@ class KafkaZkClient:
                           ConfigEntityChangeNotificationSequenceZNode.encode("brokers", entity),
                           sequence=True, makepath=True)
 
+    # ------------------------------------------------------------------ any config entity (users, ...)
+
+    async def get_entity_config(self, entity_type: str, entity: str) -> dict[str, str] | None:
+        """``/config/<entity_type>/<entity>`` (e.g. ``users``/``alice``: SCRAM credentials);
+        None when there is no such node."""
+        got = await self.get(ConfigEntityZNode.path(entity_type, entity))
+        return None if got is None else ConfigEntityZNode.decode(got[0])
+
+    async def set_entity_config(self, entity_type: str, entity: str, config: Mapping[str, str]) -> None:
+        """Replace an entity's config and notify brokers through ``/config/changes``
+        (``{"version":2,"entity_path":"<entity_type>/<entity>"}``)."""
+        path = ConfigEntityZNode.path(entity_type, entity)
+        try:
+            await self.set(path, ConfigEntityZNode.encode(config))
+        except NoNodeError:
+            await self.create(path, ConfigEntityZNode.encode(config), makepath=True)
+        await self.create(ConfigEntityChangeNotificationSequenceZNode.path_prefix(),
+                          ConfigEntityChangeNotificationSequenceZNode.encode(entity_type, entity),
+                          sequence=True, makepath=True)
+
     # ------------------------------------------------------------------ deletion
 
     async def get_topic_deletions(self, watch: Callable[[WatchedEvent], None] | None = None) -> set[str]:
