@@ -99,10 +99,16 @@ class ScramCredential:
     ) -> ScramCredential:
         """Kafka's ``ScramFormatter.generateCredential``: RFC 5802 StoredKey and ServerKey."""
         check_iterations(mechanism, iterations)
-        hash_name = _hash_name(mechanism)
         if salt is None:
             salt = secrets.token_bytes(32)
-        salted = salted_password(mechanism, password, salt, iterations)
+        return cls.from_salted_password(mechanism, salt, salted_password(mechanism, password, salt, iterations),
+                                        iterations)
+
+    @classmethod
+    def from_salted_password(cls, mechanism: str, salt: bytes, salted: bytes, iterations: int) -> ScramCredential:
+        """The credential of an already salted password (AlterUserScramCredentials sends that,
+        never the password; Kafka's ScramFormatter.generateCredential(salt, saltedPassword, ...))."""
+        hash_name = _hash_name(mechanism)
         client_key = _hmac(hash_name, salted, b"Client Key")
         return cls(
             salt=salt,
