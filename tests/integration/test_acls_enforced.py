@@ -40,6 +40,7 @@ from support import (
     metadata,
     partition_state,
     produce,
+    run_odradek,
     unique_chroot,
     unique_topic,
     wait_until,
@@ -293,3 +294,13 @@ def test_brokers_replicate_with_acls_when_anonymous_is_a_super_user(zookeeper: E
         assert all(set(partition_state(cluster, name, p)["isr"]) == {0, 1, 2} for p in (0, 1))  # type: ignore[index]
     finally:
         cluster.stop()
+
+
+def test_an_unknown_authorizer_class_is_a_clear_startup_error(tmp_path: Path) -> None:
+    config = tmp_path / "server.properties"
+    config.write_text("broker.id=0\nzookeeper.connect=127.0.0.1:1\nlisteners=PLAINTEXT://127.0.0.1:0\n"
+                      f"log.dirs={tmp_path / 'data'}\nauthorizer.class.name=com.example.MyAuthorizer\n")
+    result = run_odradek("broker", "--config", str(config), timeout=60)
+    assert result.returncode != 0
+    assert "authorizer.class.name=com.example.MyAuthorizer is not supported" in result.stderr
+    assert not (tmp_path / "data").exists()
