@@ -12,6 +12,7 @@ from typing import Any
 from odradek import state_change_log
 from odradek.broker.apis import load_handlers
 from odradek.broker.apis.api_versions import unsupported_api_versions
+from odradek.broker.authorizer import AclCacheError, ZkAclCache, authorizer_enabled
 from odradek.broker.config_manager import DynamicConfigManager
 from odradek.broker.group.coordinator import GroupCoordinator
 from odradek.broker.group.group_config import GroupConfig
@@ -101,8 +102,9 @@ class KafkaServer:
                                             config.inter_broker_listener_name)
         self.replica_manager.txn_verifier = self.txn_verifier
         # Authorization (authorizer.class.name): None lets every request through, as Kafka
-        # without an authorizer.
+        # without an authorizer.  The ACL cache is loaded from ZooKeeper at start-up.
         self.authorizer: AclAuthorizer | None = None
+        self.acl_cache: ZkAclCache | None = None
         self.handlers = load_handlers()
         self.socket_server = SocketServer(
             config.listeners, self.dispatch, on_unsupported=unsupported_api_versions,
@@ -152,6 +154,10 @@ class KafkaServer:
     # ------------------------------------------------------------------ start-up
 
     async def startup(self) -> None:
+        try:
+            with_acls = authorizer_enabled(self.config)
+        except ValueError as e:
+            raise BrokerStartupError(str(e)) from None
         await self.zk.start()
         stale = await self._check_existing_registration()
         await self.zk.create_top_level_paths()
@@ -169,6 +175,8 @@ class KafkaServer:
         await self.transaction_coordinator.startup(self.zk)
         # Topic config overrides reach the logs before any request can.
         await self.config_manager.startup()
+        if with_acls:
+            await self._start_authorizer()
         try:
             ports = await self.socket_server.start()
         except OSError as e:
@@ -194,6 +202,23 @@ class KafkaServer:
         self.serving.set()
         endpoints = ", ".join(e.connection_string for e in self.broker_info.endpoints)
         log.info("[KafkaServer id=%d] started (%s), cluster id %s", self.broker_id, endpoints, self.cluster_id)
+
+    async def _start_authorizer(self) -> None:
+        """Load the ACLs and follow their changes (Kafka's AclAuthorizer.configure), before the
+        listeners open: no request is ever served unauthorized."""
+        cache = ZkAclCache(self.zk)
+        try:
+            await cache.startup()
+        except AclCacheError as e:
+            await cache.shutdown()
+            await self.config_manager.shutdown()
+            await self.replica_manager.shutdown()
+            await self.log_cleaner.shutdown()
+            self.log_manager.shutdown()
+            await self.zk.close()
+            raise BrokerStartupError(str(e)) from None
+        self.acl_cache = cache
+        self.authorizer = cache.authorizer(self.config)
 
     async def _check_existing_registration(self) -> bool:
         """Refuse to start if a live broker holds our id.  A registration with exactly our
@@ -270,6 +295,8 @@ class KafkaServer:
         # logs are closed cleanly (clean-shutdown marker) whatever happens.
         await _bounded("socket server", self.socket_server.stop(), 10)
         await _bounded("dynamic config manager", self.config_manager.shutdown(), 5)
+        if self.acl_cache is not None:
+            await _bounded("ACL cache", self.acl_cache.shutdown(), 5)
         await _bounded("group coordinator", self.group_coordinator.shutdown(), 5)
         await _bounded("transaction coordinator", self.transaction_coordinator.shutdown(), 5)
         await _bounded("transaction marker channel", self.txn_marker_channel.shutdown(), 5)
