@@ -9,11 +9,12 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.exceptions import NoNodeError
 
 from odradek.local.cluster import LocalCluster
 from odradek.local.zookeeper import EmbeddedZooKeeper
-from support import ClusterFactory, run_odradek
+from support import ClusterFactory, run_odradek, wait_until
 
 SECURE = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:ANONYMOUS"}
 
@@ -171,3 +172,26 @@ def test_bootstrap_without_authorizer(cluster_factory: ClusterFactory) -> None:
     assert done.returncode == 1
     assert "No Authorizer is configured on the broker" in done.stderr
     assert plain.zk_client().exists("/kafka-acl/Topic/t") is None
+
+
+def test_acls_take_effect_without_restart(cluster_factory: ClusterFactory) -> None:
+    """CLI -> ZooKeeper -> the running broker's ACL cache: a DENY written with ``odradek acls``
+    hides a topic from Metadata, removing it shows the topic again."""
+    open_cluster = cluster_factory(1, overrides={**SECURE, "super.users": "User:nobody",
+                                                 "allow.everyone.if.no.acl.found": "true"})
+    topic = f"t-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": open_cluster.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, 1, 1)], request_timeout=30)[topic].result()
+
+    def visible() -> bool:
+        return topic in admin.list_topics(timeout=10).topics
+
+    wait_until(visible, message="topic in metadata")
+    bootstrap = ["--bootstrap-server", open_cluster.bootstrap_servers]
+    deny = acls(*bootstrap, "--add", "--deny-principal", "User:ANONYMOUS", "--operation", "Describe",
+                "--topic", topic)
+    assert deny.returncode == 0, deny.stderr
+    wait_until(lambda: not visible(), message="topic hidden by the DENY")
+    removed = acls(*bootstrap, "--remove", "--force", "--topic", topic)
+    assert removed.returncode == 0, removed.stderr
+    wait_until(visible, message="topic visible again")

@@ -48,9 +48,7 @@ _CLUSTER_AUTHORIZATION = "Cluster authorization failed."
 
 
 def _authorizer_configured(broker: BrokerContext) -> bool:
-    # The authorizer is built from authorizer.class.name (any other non-empty value stops the
-    # broker at start-up), so the setting says whether there is one.
-    return bool(broker.config["authorizer.class.name"])
+    return broker.authorizer is not None
 
 
 def _authorized(broker: BrokerContext, request: Request, operation: Operation) -> bool:
