@@ -29,7 +29,7 @@ from kazoo.exceptions import NoNodeError
 from odradek.local.cluster import LocalCluster
 from odradek.local.zookeeper import EmbeddedZooKeeper
 from odradek.security.scram import ScramClient, ScramCredential, ScramServer
-from support import ClusterFactory
+from support import ClusterFactory, run_odradek, wait_until
 
 TIMEOUT = 30
 SECURE = {"authorizer.class.name": "kafka.security.authorizer.AclAuthorizer", "super.users": "User:ANONYMOUS"}
@@ -171,3 +171,41 @@ def test_scram_refusals(secure_cluster: LocalCluster) -> None:
     with pytest.raises(KafkaException) as err:
         client.describe_user_scram_credentials(["nobody"], request_timeout=TIMEOUT)["nobody"].result()
     assert err.value.args[0].code() == KafkaError.RESOURCE_NOT_FOUND
+
+
+def test_cluster_authorization_required(cluster_factory: ClusterFactory) -> None:
+    """Alter on the Cluster to create ACLs or credentials, Describe to list them."""
+    guarded = cluster_factory(1, overrides={**SECURE, "super.users": "User:nobody",
+                                            "allow.everyone.if.no.acl.found": "true"})
+    zk = guarded.zk_client()
+    deny = {"version": 1, "acls": [
+        {"principal": "User:ANONYMOUS", "permissionType": "Deny", "operation": op, "host": "*"}
+        for op in ("Alter", "Describe")]}
+    zk.create("/kafka-acl/Cluster/kafka-cluster", json.dumps(deny).encode(), makepath=True)
+    zk.create("/kafka-acl-changes/acl_changes_", b"CLUSTER:kafka-cluster", sequence=True, makepath=True)
+    client = admin(guarded)
+    binding = AclBinding(ResourceType.TOPIC, "t", ResourcePatternType.LITERAL, "User:alice", "*",
+                         AclOperation.READ, AclPermissionType.ALLOW)
+
+    def deletion_refused() -> bool:
+        # Writes nothing either way: RESOURCE_NOT_FOUND until the DENY is loaded.
+        gone = UserScramCredentialDeletion("nobody", ScramMechanism.SCRAM_SHA_256)
+        try:
+            client.alter_user_scram_credentials([gone], request_timeout=TIMEOUT)["nobody"].result()
+        except KafkaException as e:
+            return e.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+        return False
+
+    wait_until(deletion_refused, message="the broker loads the DENY")
+    with pytest.raises(KafkaException) as err:
+        client.create_acls([binding], request_timeout=TIMEOUT)[binding].result()
+    assert err.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    assert zk.exists("/kafka-acl/Topic/t") is None
+    # (librdkafka's describe_acls does not surface DescribeAcls' top-level error: the command does.)
+    listed = run_odradek("acls", "--bootstrap-server", guarded.bootstrap_servers, "--list")
+    assert listed.returncode == 1 and "Cluster authorization failed." in listed.stderr
+    upsert = UserScramCredentialUpsertion("eve", ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 4096), b"p")
+    with pytest.raises(KafkaException) as err:
+        client.alter_user_scram_credentials([upsert], request_timeout=TIMEOUT)["eve"].result()
+    assert err.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    assert zk.exists("/config/users/eve") is None
