@@ -183,3 +183,14 @@ def test_bad_flags(cluster: LocalCluster, args: list[str], message: str) -> None
     assert done.returncode == 1
     assert message in done.stderr and len(done.stderr.strip().splitlines()) == 1, done.stderr
     assert cluster.zk_client().exists("/config/topics/t") is None
+
+
+def test_user_names_are_sanitized_in_znodes(cluster: LocalCluster) -> None:
+    user = f"alice-{uuid.uuid4().hex[:6]}@example.com"
+    done = configs("--zookeeper", cluster.zookeeper_connect, "--alter", "--add-config",
+                   "SCRAM-SHA-256=[password=p]", "--entity-type", "users", "--entity-name", user)
+    assert done.returncode == 0, done.stderr
+    assert znode(cluster, f"/config/users/{user.replace('@', '%40')}")["config"].keys() == {"SCRAM-SHA-256"}
+    described = configs("--bootstrap-server", cluster.bootstrap_servers, "--describe", "--entity-type", "users")
+    assert f"SCRAM credential configs for user-principal '{user}' are SCRAM-SHA-256=iterations=4096" \
+        in described.stdout.splitlines()

@@ -27,7 +27,7 @@ from odradek.protocol.messages import build
 from odradek.security.scram import MECHANISMS, MIN_ITERATIONS, ScramCredential, salted_password
 from odradek.zk.admin_zk_client import AdminZkClient
 from odradek.zk.client import KafkaZkClient
-from odradek.zk.zk_data import ConfigEntityZNode
+from odradek.zk.zk_data import ConfigEntityZNode, desanitize_entity_name, sanitize_entity_name
 
 __all__ = [
     "ConfigCommandError",
@@ -121,12 +121,21 @@ def _format_configs(configs: Mapping[str, str]) -> str:
 async def describe_over_zookeeper(zk: KafkaZkClient, entity: ConfigEntity, echo: Callable[[str], None]) -> None:
     """ConfigCommand.describeConfig (``--zookeeper``): ``Configs for <entity> are k=v,...``."""
     names = [entity.name] if entity.name is not None else sorted(
-        await zk.get_children(f"/config/{entity.entity_type}") or [])
+        _unsanitized(entity.entity_type, n) for n in await zk.get_children(f"/config/{entity.entity_type}") or [])
     for name in names:
-        configs = await zk.get_entity_config(entity.entity_type, name) or {}
+        configs = await zk.get_entity_config(entity.entity_type, _sanitized(entity.entity_type, name)) or {}
         # Describing every user leaves out user nodes without configs, as Kafka.
         if configs or entity.name is not None or entity.entity_type != "users":
             echo(f"Configs for {ConfigEntity(entity.entity_type, name)} are {_format_configs(configs)}")
+
+
+def _sanitized(entity_type: str, name: str) -> str:
+    """User names are URL-encoded in znode names (Kafka's Sanitizer); topics and broker ids are not."""
+    return sanitize_entity_name(name) if entity_type == "users" else name
+
+
+def _unsanitized(entity_type: str, name: str) -> str:
+    return desanitize_entity_name(name) if entity_type == "users" else name
 
 
 async def alter_over_zookeeper(zk: KafkaZkClient, entity: ConfigEntity, to_add: Mapping[str, str],
@@ -152,7 +161,8 @@ async def alter_over_zookeeper(zk: KafkaZkClient, entity: ConfigEntity, to_add: 
             validate_dynamic_broker_config(to_add)
         except (ConfigError, ValueError) as e:
             raise ConfigCommandError(str(e)) from None
-    stored = await zk.get_entity_config(entity.entity_type, entity.name) or {}
+    znode_name = _sanitized(entity.entity_type, entity.name)
+    stored = await zk.get_entity_config(entity.entity_type, znode_name) or {}
     missing = [key for key in to_delete if key not in stored]
     if missing:
         raise ConfigCommandError(f"Invalid config(s): {','.join(missing)}")
@@ -163,7 +173,7 @@ async def alter_over_zookeeper(zk: KafkaZkClient, entity: ConfigEntity, to_add: 
         except KafkaError as e:
             raise ConfigCommandError(str(e)) from None
     else:
-        await zk.set_entity_config(entity.entity_type, entity.name, merged)
+        await zk.set_entity_config(entity.entity_type, znode_name, merged)
     echo(f"Completed updating config for entity: {entity}.")
 
 

@@ -1,6 +1,6 @@
 """DescribeUserScramCredentials (key 50) and AlterUserScramCredentials (key 51), version 0.
 
-As Kafka 2.8's ZkAdminManager: credentials live in ``/config/users/<user>`` under the mechanism
+As Kafka 2.8's ZkAdminManager: credentials live in ``/config/users/<user>`` (the name URL-encoded, Kafka's Sanitizer) under the mechanism
 names (``SCRAM-SHA-256``, ``SCRAM-SHA-512``), in ScramCredentialUtils' string form.  Describe
 needs Describe on the Cluster, alter Alter on the Cluster and the active controller (any other
 broker answers NOT_CONTROLLER).  Alterations are checked before anything is written: an empty
@@ -20,6 +20,7 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.security.acls import CLUSTER_RESOURCE_NAME, Operation, ResourceType
 from odradek.security.scram import MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential
+from odradek.zk.zk_data import desanitize_entity_name, sanitize_entity_name
 
 if TYPE_CHECKING:
     from odradek.broker.context import BrokerContext
@@ -74,8 +75,9 @@ async def handle_describe_user_scram_credentials(broker: BrokerContext, request:
 
     users = [u.name for u in body.users] if body.users else []
     if not users:
-        for user in sorted(await broker.zk.get_children(f"/config/{USERS}") or []):
-            add_if_has_credential(user, await broker.zk.get_entity_config(USERS, user), explicit=False)
+        for entity in sorted(await broker.zk.get_children(f"/config/{USERS}") or []):
+            add_if_has_credential(desanitize_entity_name(entity), await broker.zk.get_entity_config(USERS, entity),
+                                  explicit=False)
     else:
         counts = Counter(users)
         for user in sorted({u for u in users if not u}):
@@ -85,7 +87,8 @@ async def handle_describe_user_scram_credentials(broker: BrokerContext, request:
                    f"Cannot describe SCRAM credentials for the same user twice in a single request: {user}")
         for user in users:
             if user and counts[user] == 1:
-                add_if_has_credential(user, await broker.zk.get_entity_config(USERS, user), explicit=True)
+                add_if_has_credential(user, await broker.zk.get_entity_config(USERS, sanitize_entity_name(user)),
+                                      explicit=True)
     return respond(request, build(m.DescribeUserScramCredentialsResponse, throttle_time=0,
                                   error_code=ErrorCode.none, error_message=None, results=tuple(results)))
 
@@ -145,7 +148,8 @@ async def handle_alter_user_scram_credentials(broker: BrokerContext, request: Re
         result(user, ErrorCode.duplicate_resource, "A user credential cannot be altered twice in the same request")
 
     candidates = [u for u in dict.fromkeys(user for user, _ in pairs) if u not in duplicated]
-    configs = {user: dict(await broker.zk.get_entity_config(USERS, user) or {}) for user in candidates}
+    configs = {user: dict(await broker.zk.get_entity_config(USERS, sanitize_entity_name(user)) or {})
+               for user in candidates}
     missing = dict.fromkeys(d.name for d in body.deletions
                             if d.name in configs and _MECHANISMS[d.mechanism] not in configs[d.name])
     for user in missing:
@@ -159,6 +163,6 @@ async def handle_alter_user_scram_credentials(broker: BrokerContext, request: Re
             mechanism = _MECHANISMS[upsertion.mechanism]
             config[mechanism] = ScramCredential.from_salted_password(
                 mechanism, upsertion.salt, upsertion.salted_password, upsertion.iterations).to_string()
-        await broker.zk.set_entity_config(USERS, user, config)
+        await broker.zk.set_entity_config(USERS, sanitize_entity_name(user), config)
         result(user, ErrorCode.none)
     return respond(request, build(m.AlterUserScramCredentialsResponse, throttle_time=0, results=tuple(results)))
