@@ -42,6 +42,7 @@ from odradek.protocol.framing import (
 )
 from odradek.security.acls import ANONYMOUS, KafkaPrincipal
 from odradek.security.sasl import SaslAuthenticationError, SaslAuthenticator, SaslServerConfig
+from odradek.security.tls import peer_principal
 
 log = logging.getLogger(__name__)
 
@@ -275,8 +276,12 @@ class Connection(asyncio.BufferedProtocol):
             self._tls_ready = True
             self._tls_flush()
             if self.authenticator is None:
-                from odradek.security.tls import peer_principal
-                self.principal = peer_principal(tls, self.security.principal_mapping_rules)
+                try:
+                    self.principal = peer_principal(tls, self.security.principal_mapping_rules)
+                except ValueError as e:
+                    log.info("Failed authentication with /%s (%s)", self.client_host, e)
+                    self.close()
+                    return
         self._tls_drain()
 
     def _tls_drain(self) -> None:
