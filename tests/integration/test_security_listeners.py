@@ -227,10 +227,12 @@ def test_kcat_round_trip_sasl_ssl(secure: Secure) -> None:
     args = ["kcat", "-b", secure.bootstrap("SASL_SSL"), "-X", "security.protocol=SASL_SSL",
             "-X", "sasl.mechanisms=SCRAM-SHA-512", "-X", "sasl.username=alice", "-X", "sasl.password=alice-secret",
             "-X", f"ssl.ca.location={secure.tls.ca_file}"]
-    subprocess.run([*args, "-P", "-t", topic], input=b"k1\nk2\n", check=True, timeout=60, capture_output=True)
-    out = subprocess.run([*args, "-C", "-t", topic, "-o", "beginning", "-c", "2", "-e"], check=True, timeout=60,
-                         capture_output=True)
-    assert out.stdout.split() == [b"k1", b"k2"]
+    produced = subprocess.run([*args, "-P", "-t", topic], input=b"k1\nk2\n", timeout=60, capture_output=True)
+    assert produced.returncode == 0, produced.stderr.decode()[-2000:]
+    consumed = subprocess.run([*args, "-C", "-t", topic, "-o", "beginning", "-c", "2", "-e"], timeout=60,
+                              capture_output=True)
+    assert consumed.returncode == 0, consumed.stderr.decode()[-2000:]
+    assert consumed.stdout.split() == [b"k1", b"k2"]
 
 
 # ------------------------------------------------------------------ refusals over the wire

@@ -178,3 +178,31 @@ def test_no_reauthentication_for_v0_clients_or_when_disabled() -> None:
 def test_plain_server_alone() -> None:
     server = PlainServer(plain_verifier({"bob": "pw"}))
     assert server.evaluate(b"\0bob\0pw") == b"" and server.complete and server.username == "bob"
+
+
+def test_scram_accepts_librdkafkas_repeated_client_nonce_only() -> None:
+    """librdkafka < 2.6.1 sends r=<client nonce><combined nonce> (confluentinc/librdkafka#4895);
+    kcat 1.7 does, and Kafka 2.8 let it in.  Any other nonce is refused."""
+    import base64
+    import hashlib
+    import hmac as hmac_
+
+    from odradek.security.scram import salted_password
+
+    def final(auth: SaslAuthenticator, nonce_of: str) -> ErrorCode:
+        auth.handshake("SCRAM-SHA-256", 1)
+        client_first_bare = "n=alice,r=cnonce"
+        server_first = auth.authenticate(f"n,,{client_first_bare}".encode(), 2).auth_bytes.decode()
+        fields = dict(part.split("=", 1) for part in server_first.split(","))
+        nonce = {"combined": fields["r"], "librdkafka": "cnonce" + fields["r"], "other": "x" + fields["r"]}[nonce_of]
+        without_proof = f"c=biws,r={nonce}"
+        salted = salted_password("SCRAM-SHA-256", "alice-secret", base64.b64decode(fields["s"]), int(fields["i"]))
+        client_key = hmac_.new(salted, b"Client Key", "sha256").digest()
+        signature = hmac_.new(hashlib.sha256(client_key).digest(),
+                              f"{client_first_bare},{server_first},{without_proof}".encode(), "sha256").digest()
+        proof = base64.b64encode(bytes(a ^ b for a, b in zip(client_key, signature, strict=True))).decode()
+        return auth.authenticate(f"{without_proof},p={proof}".encode(), 2).error
+
+    assert final(authenticator(), "combined") == ErrorCode.none
+    assert final(authenticator(), "librdkafka") == ErrorCode.none
+    assert final(authenticator(), "other") == ErrorCode.sasl_authentication_failed
