@@ -126,9 +126,10 @@ class Connection(asyncio.BufferedProtocol):
         self.security = security
         # TLS (SSL, SASL_SSL): ciphertext is read into _tls_buf and goes through _tls.
         self._tls: ssl.SSLObject | None = None
-        self._tls_in = ssl.MemoryBIO()
-        self._tls_out = ssl.MemoryBIO()
-        self._tls_buf = bytearray(_TLS_READ_BYTES) if security.ssl_context is not None else bytearray()
+        tls = security.ssl_context is not None
+        self._tls_in = ssl.MemoryBIO() if tls else None
+        self._tls_out = ssl.MemoryBIO() if tls else None
+        self._tls_buf = bytearray(_TLS_READ_BYTES) if tls else bytearray()
         self._tls_ready = False
         self._tls_draining = False
         self.authenticator: SaslAuthenticator | None = (
@@ -259,7 +260,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def _tls_received(self, nbytes: int) -> None:
         tls = self._tls
-        assert tls is not None
+        assert tls is not None and self._tls_in is not None
         self._tls_in.write(memoryview(self._tls_buf)[:nbytes])
         if not self._tls_ready:
             try:
@@ -312,6 +313,7 @@ class Connection(asyncio.BufferedProtocol):
         self._tls_flush()
 
     def _tls_flush(self) -> None:
+        assert self._tls_out is not None
         out = self._tls_out.read()
         transport = self.transport
         if out and transport is not None and not transport.is_closing():
