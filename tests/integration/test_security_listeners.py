@@ -448,3 +448,24 @@ def test_expired_session_without_reauthentication_is_closed(secure: Secure) -> N
         wire.close()
 
 
+
+
+def test_large_records_over_tls(secure: Secure) -> None:
+    """Frames far larger than one TLS record or the read buffer, both ways (fetch data is read
+    and encrypted, never sendfile'd)."""
+    config = secure.confluent("SASL_SSL", "SCRAM-SHA-256", "alice", "alice-secret")
+    topic = new_topic(config, "large")
+    values = [bytes([i]) * 300_000 for i in range(12)]
+    with Producer({**config, "acks": "all", "linger.ms": 50, "message.max.bytes": 4_000_000}) as producer:
+        for value in values:
+            producer.produce(topic, value)
+        assert producer.flush(TIMEOUT) == 0
+    consumer = Consumer({**config, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([topic])
+        got: list[bytes] = []
+        wait_until(lambda: got.extend(m.value() for m in consumer.consume(20, 1) if not m.error()) or len(got) >= 12,
+                   TIMEOUT, message=f"records of {topic}")
+    finally:
+        consumer.close()
+    assert got == values
