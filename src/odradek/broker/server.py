@@ -14,11 +14,13 @@ from odradek.broker.apis import load_handlers
 from odradek.broker.apis.api_versions import unsupported_api_versions
 from odradek.broker.authorizer import AclCacheError, ZkAclCache, authorizer_enabled
 from odradek.broker.config_manager import DynamicConfigManager
+from odradek.broker.credentials import CredentialCache
 from odradek.broker.group.coordinator import GroupCoordinator
 from odradek.broker.group.group_config import GroupConfig
 from odradek.broker.group.group_metadata_manager import GroupMetadataManager
 from odradek.broker.group.offsets_topic import ReplicatedOffsetsTopic
 from odradek.broker.group.scheduler import AsyncioScheduler
+from odradek.broker.listener_security import ListenerSecurityError, listener_security
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.producer_id_manager import ProducerIdManager
 from odradek.broker.replica_manager import ReplicaManager
@@ -106,6 +108,8 @@ class KafkaServer:
         self.authorizer: AclAuthorizer | None = None
         self.acl_cache: ZkAclCache | None = None
         self.handlers = load_handlers()
+        # SCRAM credentials from /config/users, kept current by the config manager.
+        self.credential_cache = CredentialCache()
         self.socket_server = SocketServer(
             config.listeners, self.dispatch, on_unsupported=unsupported_api_versions,
             max_request_bytes=config["socket.request.max.bytes"])
@@ -113,7 +117,8 @@ class KafkaServer:
         # Dynamic topic configs: applies /config/changes notifications to the open logs.
         self.config_manager = DynamicConfigManager(self.zk, config, self.log_manager,
                                                    self.controller.enable_topic_unclean_leader_election,
-                                                   on_broker_config=self.apply_broker_config)
+                                                   on_broker_config=self.apply_broker_config,
+                                                   on_user_config=self.credential_cache.update)
         self.broker_info: BrokerInfo | None = None
         self._started = False
         # Kafka's startProcessingRequests: the listener is bound early (its port goes into the
@@ -157,6 +162,10 @@ class KafkaServer:
         try:
             with_acls = authorizer_enabled(self.config)
         except ValueError as e:
+            raise BrokerStartupError(str(e)) from None
+        try:
+            self.socket_server.security = listener_security(self.config, self.credential_cache.get)
+        except ListenerSecurityError as e:
             raise BrokerStartupError(str(e)) from None
         await self.zk.start()
         stale = await self._check_existing_registration()
