@@ -38,7 +38,6 @@ from typing import TYPE_CHECKING
 from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
 from odradek import tasks
-from odradek.broker.credentials import desanitize_user
 from odradek.config import TOPIC_CONFIG, ConfigError, KafkaConfig, validate_dynamic_broker_config
 from odradek.zk.client import KafkaZkClient, NoNodeError, ZkConnectionError
 from odradek.zk.zk_data import (
@@ -46,6 +45,7 @@ from odradek.zk.zk_data import (
     ConfigEntityChangeNotificationZNode,
     ConfigEntityTypeZNode,
     ConfigEntityZNode,
+    desanitize_entity_name,
     now_ms,
 )
 
@@ -228,7 +228,7 @@ class DynamicConfigManager:
     async def _apply_user(self, entity: str) -> None:
         """A user's config changed (or start-up): hand it on (Kafka's UserConfigHandler)."""
         config = await self.zk.get_entity_config(USERS, entity) or {}
-        user = desanitize_user(entity)
+        user = desanitize_entity_name(entity)
         self.on_user_config(user, config)
         log.info("Processed user config change for %s: %s", user, sorted(config))
 

@@ -11,18 +11,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from urllib.parse import unquote
 
 from odradek.security.scram import MECHANISMS, ScramCredential
 
 log = logging.getLogger(__name__)
 
-__all__ = ["CredentialCache", "desanitize_user"]
-
-
-def desanitize_user(entity: str) -> str:
-    """Kafka's ``Sanitizer.desanitize``: user znodes are URL-encoded (``user%40example``)."""
-    return unquote(entity)
+__all__ = ["CredentialCache"]
 
 
 class CredentialCache:

@@ -7,11 +7,11 @@ from __future__ import annotations
 import asyncio
 
 from odradek.broker.config_manager import DynamicConfigManager
-from odradek.broker.credentials import CredentialCache, desanitize_user
+from odradek.broker.credentials import CredentialCache
 from odradek.config import KafkaConfig
 from odradek.security.scram import ScramCredential
 from odradek.zk.client import KafkaZkClient
-from odradek.zk.zk_data import ConfigEntityChangeNotificationZNode
+from odradek.zk.zk_data import ConfigEntityChangeNotificationZNode, desanitize_entity_name
 
 
 def cred(mechanism: str, password: str) -> ScramCredential:
@@ -28,7 +28,7 @@ def test_cache_update_replaces_and_forgets() -> None:
     assert cache.get("SCRAM-SHA-256", "alice") is None
     assert cache.get("SCRAM-SHA-512", "alice") is None
     assert cache.get("PLAIN", "alice") is None
-    assert desanitize_user("user%40example.com") == "user@example.com"
+    assert desanitize_entity_name("user%40example.com") == "user@example.com"
 
 
 def test_config_manager_feeds_the_cache(zk_connect: str) -> None:
