@@ -87,7 +87,9 @@ class ClientSecurity:
 def _login(props: Mapping[str, str], mechanism: str) -> tuple[str, str]:
     jaas_text = props.get("sasl.jaas.config")
     if jaas_text:
-        from odradek.security.jaas import parse_jaas_config  # TODO(merge): module-level once jaas.py is on main
+        from odradek.security.jaas import (
+            parse_jaas_config,  # TODO(merge): module-level once jaas.py is on main
+        )
 
         jaas = parse_jaas_config(jaas_text)  # JaasConfigError is a ValueError
         expected = _LOGIN_MODULES[mechanism]

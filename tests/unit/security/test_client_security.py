@@ -6,7 +6,13 @@ from __future__ import annotations
 
 import pytest
 
-from odradek.security.client import ClientSecurity, PlainClient, ScramSaslClient, librdkafka_properties, sasl_client
+from odradek.security.client import (
+    ClientSecurity,
+    PlainClient,
+    ScramSaslClient,
+    librdkafka_properties,
+    sasl_client,
+)
 from odradek.security.scram import ScramAuthenticationError, ScramCredential, ScramServer
 
 
