@@ -18,6 +18,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
+from odradek.security import tls
+from odradek.security.jaas import parse_jaas_config
 from odradek.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from odradek.security.scram import ScramAuthenticationError, ScramClient
 
@@ -71,8 +73,6 @@ class ClientSecurity:
                              f"expected one of {', '.join(PROTOCOLS)}")
         context = None
         if protocol in ("SSL", "SASL_SSL"):
-            from odradek.security import tls  # TODO(merge): module-level once tls.py is on main
-
             context = tls.client_context(props)
         if protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
             return cls(protocol, context)
@@ -87,10 +87,6 @@ class ClientSecurity:
 def _login(props: Mapping[str, str], mechanism: str) -> tuple[str, str]:
     jaas_text = props.get("sasl.jaas.config")
     if jaas_text:
-        from odradek.security.jaas import (
-            parse_jaas_config,  # TODO(merge): module-level once jaas.py is on main
-        )
-
         jaas = parse_jaas_config(jaas_text)  # JaasConfigError is a ValueError
         expected = _LOGIN_MODULES[mechanism]
         if jaas.login_module != expected:
@@ -214,8 +210,6 @@ def librdkafka_properties(props: Mapping[str, str]) -> dict[str, str]:
             out.setdefault("ssl.certificate.location", value)
             out.setdefault("ssl.key.location", value)
         elif key == "sasl.jaas.config":
-            from odradek.security.jaas import parse_jaas_config  # TODO(merge): module-level
-
             options = parse_jaas_config(value).options
             for name in ("username", "password"):
                 if name in options:

@@ -1,20 +1,25 @@
-"""BrokerConnection's SASL login (SaslHandshake v1 + SaslAuthenticate v2) against a small
-stand-in that runs Kafka's server rules for SCRAM (security.scram.ScramServer) and PLAIN."""
+"""BrokerConnection's TLS and SASL login (SaslHandshake v1 + SaslAuthenticate v2) against a
+small stand-in that runs Kafka's server rules for SCRAM (security.scram.ScramServer) and PLAIN,
+over TLS with tls.server_context where the test says."""
 
 from __future__ import annotations
 
 import asyncio
 import datetime
+import ssl
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 
 import pytest
 from kio.schema.errors import ErrorCode
 from kio.schema.sasl_authenticate.v2 import SaslAuthenticateRequest, SaslAuthenticateResponse
 from kio.schema.sasl_handshake.v1 import SaslHandshakeRequest, SaslHandshakeResponse
+from tests.support.tls import TlsMaterial, tls_material
 
 from odradek.net.client import AuthenticationFailed, BrokerConnection
 from odradek.protocol import control as c
 from odradek.protocol.framing import FrameBuffer, decode_request, encode_response
+from odradek.security import tls
 from odradek.security.client import ClientSecurity
 from odradek.security.scram import ScramAuthenticationError, ScramCredential, ScramServer
 
@@ -26,15 +31,17 @@ FAILED = "Authentication failed during authentication due to invalid credentials
 class SaslBroker:
     """Answers SaslHandshake/SaslAuthenticate; ControlledShutdown only after a login."""
 
-    def __init__(self, mechanisms: tuple[str, ...], lifetime_ms: int = 0) -> None:
+    def __init__(self, mechanisms: tuple[str, ...], lifetime_ms: int = 0, ssl_context: ssl.SSLContext | None = None
+                 ) -> None:
         self.mechanisms = mechanisms
+        self.ssl_context = ssl_context
         self.lifetime_ms = lifetime_ms
         self.logins: list[str] = []
         self.unauthenticated_requests = 0
         self._server: asyncio.Server | None = None
 
     async def start(self) -> int:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0, ssl=self.ssl_context)
         return self._server.sockets[0].getsockname()[1]
 
     async def stop(self) -> None:
@@ -174,3 +181,44 @@ def test_reauthenticates_on_the_same_connection_when_the_session_expires() -> No
 
     asyncio.run(_with(broker, ClientSecurity("SASL_PLAINTEXT", None, "SCRAM-SHA-256", "alice", "alice-secret"), body))
     assert broker.logins == ["alice", "alice"]
+
+
+@pytest.fixture(scope="module")
+def material(tmp_path_factory: pytest.TempPathFactory) -> TlsMaterial:
+    return tls_material(tmp_path_factory.mktemp("tls"))
+
+
+def _tls_broker(material: TlsMaterial, keystore: Path | None = None) -> SaslBroker:
+    props = material.broker_ssl_props()
+    if keystore is not None:
+        props["ssl.keystore.location"] = str(keystore)
+    return SaslBroker(("SCRAM-SHA-512",), ssl_context=tls.server_context(props))
+
+
+def test_sasl_ssl_login(material: TlsMaterial) -> None:
+    security = ClientSecurity.from_properties({
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                            'username="alice" password="alice-secret";',
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(material.ca_file)})
+    broker = _tls_broker(material)
+
+    async def body(conn: BrokerConnection) -> None:
+        assert (await _shutdown(conn)).error_code == ErrorCode.none
+
+    asyncio.run(_with(broker, security, body))
+    assert broker.logins == ["alice"]
+
+
+def test_untrusted_broker_certificate_fails_the_connection(material: TlsMaterial) -> None:
+    security = ClientSecurity.from_properties({
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "alice",
+        "sasl.password": "alice-secret", "ssl.ca.location": str(material.ca_file)})
+    broker = _tls_broker(material, keystore=material.untrusted_keystore)
+
+    async def body(conn: BrokerConnection) -> None:
+        raise AssertionError("connected to a broker with an untrusted certificate")
+
+    with pytest.raises(AuthenticationFailed, match=r"SSL handshake .* failed"):
+        asyncio.run(_with(broker, security, body))
+    assert broker.logins == []

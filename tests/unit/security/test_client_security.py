@@ -4,6 +4,8 @@ Java -> librdkafka property names."""
 
 from __future__ import annotations
 
+import ssl
+
 import pytest
 
 from odradek.security.client import (
@@ -102,3 +104,36 @@ def test_librdkafka_names() -> None:
 def test_librdkafka_needs_a_pem_truststore() -> None:
     with pytest.raises(ValueError, match="PEM"):
         librdkafka_properties({"ssl.truststore.type": "PKCS12", "ssl.truststore.location": "/ts.p12"})
+
+
+SCRAM_JAAS = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="admin" password="a;b";'
+
+
+def test_login_from_sasl_jaas_config() -> None:
+    security = ClientSecurity.from_properties({
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256", "sasl.jaas.config": SCRAM_JAAS})
+    assert (security.username, security.password) == ("admin", "a;b")
+
+
+def test_jaas_login_module_must_match_the_mechanism() -> None:
+    with pytest.raises(ValueError, match="PlainLoginModule"):
+        ClientSecurity.from_properties({
+            "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.jaas.config": SCRAM_JAAS})
+
+
+def test_ssl_protocols_get_a_verifying_context() -> None:
+    security = ClientSecurity.from_properties({"security.protocol": "SSL"})
+    assert security.uses_tls and security.ssl_context is not None
+    assert security.ssl_context.check_hostname
+    assert security.ssl_context.verify_mode == ssl.CERT_REQUIRED
+
+
+def test_missing_truststore_is_one_line() -> None:
+    with pytest.raises(ValueError, match=r"ssl\.truststore\.location") as info:
+        ClientSecurity.from_properties({"security.protocol": "SSL", "ssl.truststore.type": "PEM",
+                                        "ssl.truststore.location": "/nonexistent.pem"})
+    assert "\n" not in str(info.value)
+
+
+def test_librdkafka_login_from_jaas() -> None:
+    assert librdkafka_properties({"sasl.jaas.config": SCRAM_JAAS}) == {"sasl.username": "admin", "sasl.password": "a;b"}
