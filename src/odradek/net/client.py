@@ -218,8 +218,11 @@ class BrokerConnection:
                 # Closing flushes what is buffered; a peer that stopped reading must not hold us.
                 await asyncio.wait_for(writer.wait_closed(), _CLOSE_TIMEOUT_S)
             except TimeoutError:
-                log.warning("connection to %s:%s did not close in %.0fs; aborting it",
-                            self.host, self.port, _CLOSE_TIMEOUT_S)
+                # Over TLS this is the peer not answering our close_notify, which many servers
+                # never do (Kafka's clients do not wait for it either): not worth a warning.
+                log.log(logging.DEBUG if self.security.uses_tls else logging.WARNING,
+                        "connection to %s:%s did not close in %.0fs; aborting it",
+                        self.host, self.port, _CLOSE_TIMEOUT_S)
                 writer.transport.abort()
             except (ConnectionError, OSError):
                 pass
