@@ -37,6 +37,9 @@ __all__ = ["AuthenticationFailed", "BrokerConnection", "ConnectionClosed"]
 
 _SIZE = struct.Struct(">i")
 _CLOSE_TIMEOUT_S = 2.0
+# Over TLS, closing waits for the peer's close_notify after ours, which many servers never send
+# (Kafka's clients do not wait for it): our data is flushed by then, so wait only briefly.
+_TLS_CLOSE_TIMEOUT_S = 0.5
 
 
 class ConnectionClosed(ConnectionError):
@@ -214,15 +217,13 @@ class BrokerConnection:
             if writer is not None:
                 writer.close()
         if writer is not None:
+            timeout = _TLS_CLOSE_TIMEOUT_S if self.security.uses_tls else _CLOSE_TIMEOUT_S
             try:
                 # Closing flushes what is buffered; a peer that stopped reading must not hold us.
-                await asyncio.wait_for(writer.wait_closed(), _CLOSE_TIMEOUT_S)
+                await asyncio.wait_for(writer.wait_closed(), timeout)
             except TimeoutError:
-                # Over TLS this is the peer not answering our close_notify, which many servers
-                # never do (Kafka's clients do not wait for it either): not worth a warning.
                 log.log(logging.DEBUG if self.security.uses_tls else logging.WARNING,
-                        "connection to %s:%s did not close in %.0fs; aborting it",
-                        self.host, self.port, _CLOSE_TIMEOUT_S)
+                        "connection to %s:%s did not close in %.1fs; aborting it", self.host, self.port, timeout)
                 writer.transport.abort()
             except (ConnectionError, OSError):
                 pass
