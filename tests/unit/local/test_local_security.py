@@ -14,6 +14,7 @@ from odradek.local.cluster import LocalCluster
 from odradek.local.security import ADMIN, CLIENT_USER, LocalSecurity, properties_text
 from odradek.security.client import ClientSecurity, librdkafka_properties, sasl_client
 from odradek.security.scram import ScramCredential, ScramServer
+from odradek.security.tls import PrincipalMappingRules
 
 
 def _config(security: LocalSecurity, broker_id: int = 0) -> KafkaConfig:
@@ -75,3 +76,10 @@ def test_properties_file_round_trips(tmp_path: Path) -> None:
     path = tmp_path / "client.properties"
     path.write_text(properties_text(security.java_properties(ADMIN), "test"))
     assert read_properties(str(path)) == security.java_properties(ADMIN)
+
+
+def test_certificate_principals_are_their_cn(tmp_path: Path) -> None:
+    security = LocalSecurity.create("ssl", tmp_path, [0])
+    rules = PrincipalMappingRules.parse(_config(security).listener_props("BROKER")["ssl.principal.mapping.rules"])
+    assert rules.apply("CN=broker-0,O=odradek") == "broker-0"
+    assert rules.apply("CN=admin,O=odradek") == "admin"
