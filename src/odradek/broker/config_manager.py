@@ -16,6 +16,10 @@ reconfigures the log cleaner.  Stored dynamic configs are applied at start-up, b
 topic configs.  An entry that is not dynamic or does not parse is dropped with an error in
 the log (Kafka's removeInvalidConfigs); a set that does not combine keeps the current config.
 
+User configs (Kafka's UserConfigHandler): every ``/config/users/<user>`` is read at start-up
+and again on each ``users/<user>`` notification, and handed to the ``on_user_config``
+callback with the user's name desanitized (the broker's SCRAM credential cache).
+
 A topic whose config turns ``unclean.leader.election.enable`` on is handed to the
 ``enable_unclean_election`` callback (Kafka's TopicConfigHandler calls
 KafkaController.enableTopicUncleanLeaderElection): the server passes the controller's, which
@@ -41,6 +45,7 @@ from odradek.zk.zk_data import (
     ConfigEntityChangeNotificationZNode,
     ConfigEntityTypeZNode,
     ConfigEntityZNode,
+    desanitize_entity_name,
     now_ms,
 )
 
@@ -55,6 +60,7 @@ __all__ = ["DynamicConfigManager"]
 
 TOPICS = "topics"
 BROKERS = "brokers"
+USERS = "users"
 CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 _RETRY_S = 1.0
 _UNCLEAN = "unclean.leader.election.enable"
@@ -72,16 +78,22 @@ def _no_op(_config: KafkaConfig) -> None:
     pass
 
 
+def _no_user_op(_user: str, _config: dict[str, str]) -> None:
+    pass
+
+
 class DynamicConfigManager:
     def __init__(self, zk: KafkaZkClient, config: KafkaConfig, log_manager: LogManager,
                  enable_unclean_election: Callable[[str], None], *,
                  on_broker_config: Callable[[KafkaConfig], None] = _no_op,
+                 on_user_config: Callable[[str, dict[str, str]], None] = _no_user_op,
                  time_ms: Callable[[], int] = now_ms) -> None:
         self.zk = zk
         self.static_config = config
         # The effective broker config: ``config`` under the dynamic broker configs.
         self.config = config
         self.on_broker_config = on_broker_config
+        self.on_user_config = on_user_config
         self.log_manager = log_manager
         self.enable_unclean_election = enable_unclean_election
         self._time_ms = time_ms
@@ -97,6 +109,8 @@ class DynamicConfigManager:
         children = await self.zk.get_children(ConfigEntityChangeNotificationZNode.path) or []
         self.last_executed = max((s for s in map(notification_sequence, children) if s is not None), default=-1)
         await self._apply_broker_configs(at_startup=True)
+        for user in await self.zk.get_children(ConfigEntityTypeZNode.path(USERS)) or []:
+            await self._apply_user(user)
         # Only logs opened from disk need it; logs created later read their config themselves.
         with_config = set(await self.zk.get_children(ConfigEntityTypeZNode.path(TOPICS)) or [])
         topics = sorted({lg.topic for lg in self.log_manager.all_logs()} & with_config)
@@ -146,6 +160,7 @@ class DynamicConfigManager:
         children = await self.zk.get_children(parent, watch=self._on_change) or []
         numbered = sorted((seq, name) for name in children if (seq := notification_sequence(name)) is not None)
         changed: list[str] = []
+        users_changed: list[str] = []
         brokers_changed = False
         newest = self.last_executed
         for seq, name in numbered:
@@ -163,6 +178,9 @@ class DynamicConfigManager:
             if entity_type == TOPICS:
                 if entity not in changed:
                     changed.append(entity)
+            elif entity_type == USERS and "/" not in entity:  # users/<u>/clients/<c> are quotas
+                if entity not in users_changed:
+                    users_changed.append(entity)
             elif entity_type == BROKERS and entity in (ConfigEntityZNode.DEFAULT, str(self.static_config.broker_id)):
                 brokers_changed = True
             else:
@@ -172,6 +190,8 @@ class DynamicConfigManager:
             await self._apply_broker_configs(at_startup=False)
         for topic in changed:
             await self._apply_topic(topic)
+        for user in users_changed:
+            await self._apply_user(user)
         self.last_executed = newest
         await self._purge_obsolete([name for seq, name in numbered if seq <= newest])
 
@@ -204,6 +224,13 @@ class DynamicConfigManager:
             except ConfigError as e:
                 log.error("Dynamic config of brokers/%s: dropping %s=%s: %s", entity, key, value, e)
         return valid
+
+    async def _apply_user(self, entity: str) -> None:
+        """A user's config changed (or start-up): hand it on (Kafka's UserConfigHandler)."""
+        config = await self.zk.get_entity_config(USERS, entity) or {}
+        user = desanitize_entity_name(entity)
+        self.on_user_config(user, config)
+        log.info("Processed user config change for %s: %s", user, sorted(config))
 
     async def _apply_topic(self, topic: str) -> None:
         """A topic's config changed: apply it (Kafka's TopicConfigHandler)."""

@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from odradek.config import KafkaConfig
     from odradek.controller.controller import KafkaController
     from odradek.net.server import Request
-    from odradek.security.acls import Operation, ResourceType
+    from odradek.security.acls import AclAuthorizer, Operation, ResourceType
     from odradek.zk.admin_zk_client import AdminZkClient
     from odradek.zk.client import KafkaZkClient
 
@@ -40,6 +40,8 @@ class BrokerContext(Protocol):
     producer_ids: ProducerIdManager
     topic_admin: AdminZkClient
     controller: KafkaController
+    # None without authorizer.class.name: handlers then skip their checks entirely.
+    authorizer: AclAuthorizer | None
 
     def authorize(self, request: Request, operation: Operation, resource_type: ResourceType, name: str) -> bool:
         """Whether the request's principal, from its client host, may perform ``operation``

@@ -12,12 +12,15 @@ from typing import Any
 from odradek import state_change_log
 from odradek.broker.apis import load_handlers
 from odradek.broker.apis.api_versions import unsupported_api_versions
+from odradek.broker.authorizer import AclCacheError, ZkAclCache, authorizer_enabled
 from odradek.broker.config_manager import DynamicConfigManager
+from odradek.broker.credentials import CredentialCache
 from odradek.broker.group.coordinator import GroupCoordinator
 from odradek.broker.group.group_config import GroupConfig
 from odradek.broker.group.group_metadata_manager import GroupMetadataManager
 from odradek.broker.group.offsets_topic import ReplicatedOffsetsTopic
 from odradek.broker.group.scheduler import AsyncioScheduler
+from odradek.broker.listener_security import ListenerSecurityError, listener_security
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.producer_id_manager import ProducerIdManager
 from odradek.broker.replica_manager import ReplicaManager
@@ -107,9 +110,12 @@ class KafkaServer:
                                             security=self.inter_broker_security)
         self.replica_manager.txn_verifier = self.txn_verifier
         # Authorization (authorizer.class.name): None lets every request through, as Kafka
-        # without an authorizer.
+        # without an authorizer.  The ACL cache is loaded from ZooKeeper at start-up.
         self.authorizer: AclAuthorizer | None = None
+        self.acl_cache: ZkAclCache | None = None
         self.handlers = load_handlers()
+        # SCRAM credentials from /config/users, kept current by the config manager.
+        self.credential_cache = CredentialCache()
         self.socket_server = SocketServer(
             config.listeners, self.dispatch, on_unsupported=unsupported_api_versions,
             max_request_bytes=config["socket.request.max.bytes"])
@@ -118,7 +124,8 @@ class KafkaServer:
         # Dynamic topic configs: applies /config/changes notifications to the open logs.
         self.config_manager = DynamicConfigManager(self.zk, config, self.log_manager,
                                                    self.controller.enable_topic_unclean_leader_election,
-                                                   on_broker_config=self.apply_broker_config)
+                                                   on_broker_config=self.apply_broker_config,
+                                                   on_user_config=self.credential_cache.update)
         self.broker_info: BrokerInfo | None = None
         self._started = False
         # Kafka's startProcessingRequests: the listener is bound early (its port goes into the
@@ -159,6 +166,14 @@ class KafkaServer:
     # ------------------------------------------------------------------ start-up
 
     async def startup(self) -> None:
+        try:
+            with_acls = authorizer_enabled(self.config)
+        except ValueError as e:
+            raise BrokerStartupError(str(e)) from None
+        try:
+            self.socket_server.security = listener_security(self.config, self.credential_cache.get)
+        except ListenerSecurityError as e:
+            raise BrokerStartupError(str(e)) from None
         await self.zk.start()
         stale = await self._check_existing_registration()
         await self.zk.create_top_level_paths()
@@ -176,6 +191,8 @@ class KafkaServer:
         await self.transaction_coordinator.startup(self.zk)
         # Topic config overrides reach the logs before any request can.
         await self.config_manager.startup()
+        if with_acls:
+            await self._start_authorizer()
         try:
             ports = await self.socket_server.start()
         except OSError as e:
@@ -201,6 +218,23 @@ class KafkaServer:
         self.serving.set()
         endpoints = ", ".join(e.connection_string for e in self.broker_info.endpoints)
         log.info("[KafkaServer id=%d] started (%s), cluster id %s", self.broker_id, endpoints, self.cluster_id)
+
+    async def _start_authorizer(self) -> None:
+        """Load the ACLs and follow their changes (Kafka's AclAuthorizer.configure), before the
+        listeners open: no request is ever served unauthorized."""
+        cache = ZkAclCache(self.zk)
+        try:
+            await cache.startup()
+        except AclCacheError as e:
+            await cache.shutdown()
+            await self.config_manager.shutdown()
+            await self.replica_manager.shutdown()
+            await self.log_cleaner.shutdown()
+            self.log_manager.shutdown()
+            await self.zk.close()
+            raise BrokerStartupError(str(e)) from None
+        self.acl_cache = cache
+        self.authorizer = cache.authorizer(self.config)
 
     async def _check_existing_registration(self) -> bool:
         """Refuse to start if a live broker holds our id.  A registration with exactly our
@@ -277,6 +311,8 @@ class KafkaServer:
         # logs are closed cleanly (clean-shutdown marker) whatever happens.
         await _bounded("socket server", self.socket_server.stop(), 10)
         await _bounded("dynamic config manager", self.config_manager.shutdown(), 5)
+        if self.acl_cache is not None:
+            await _bounded("ACL cache", self.acl_cache.shutdown(), 5)
         await _bounded("group coordinator", self.group_coordinator.shutdown(), 5)
         await _bounded("transaction coordinator", self.transaction_coordinator.shutdown(), 5)
         await _bounded("transaction marker channel", self.txn_marker_channel.shutdown(), 5)

@@ -1,11 +1,13 @@
 """The ``odradek`` command and its subcommands, one module each: ``zookeeper``, ``broker``,
-``up``, ``topics``, ``transactions``, ``reassign-partitions``, ``perf`` and ``demo``."""
+``up``, ``topics``, ``configs``, ``acls``, ``transactions``, ``reassign-partitions``, ``perf`` and ``demo``."""
 
 from __future__ import annotations
 
 import click
 
+from odradek.cli.acls import acls
 from odradek.cli.broker import broker
+from odradek.cli.configs import configs
 from odradek.cli.demo import demo
 from odradek.cli.perf import perf
 from odradek.cli.reassign_partitions import reassign_partitions
@@ -23,5 +25,5 @@ def main() -> None:
     """odradek: a Kafka-compatible, replicated, partitioned commit log."""
 
 
-for _command in (zookeeper, broker, up, topics, transactions, reassign_partitions, perf, demo):
+for _command in (zookeeper, broker, up, topics, configs, acls, transactions, reassign_partitions, perf, demo):
     main.add_command(_command)

@@ -6,6 +6,15 @@ list of chunks), ``None`` for "no response" (acks=0 produce), or an awaitable of
 frame that is garbage, truncated or larger than ``socket.request.max.bytes`` closes that
 connection only.  A handler that raises closes its connection too: handlers map errors they
 expect to Kafka error codes themselves.
+
+Each listener has a :class:`ListenerSecurity`.  On SSL and SASL_SSL listeners the connection
+speaks TLS through an ``ssl.SSLObject`` over memory buffers (so a failed handshake is one
+line in the log and the connection's end, and file regions are read and encrypted instead of
+sent with ``sendfile``); on SSL the principal comes from the client certificate.  On
+SASL_PLAINTEXT and SASL_SSL a :class:`~odradek.security.sasl.SaslAuthenticator` gates the
+connection: before authentication only ApiVersions, SaslHandshake and SaslAuthenticate (or
+bare tokens after SaslHandshake v0) get through, frames are capped at
+``sasl.server.max.receive.size``, and a refused client gets its answer and then the close.
 """
 
 from __future__ import annotations
@@ -15,9 +24,11 @@ import inspect
 import logging
 import os
 import socket
+import ssl
 import struct
+import time
 from collections import deque
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,12 +41,16 @@ from odradek.protocol.framing import (
     decode_request_header,
 )
 from odradek.security.acls import ANONYMOUS, KafkaPrincipal
+from odradek.security.sasl import SaslAuthenticationError, SaslAuthenticator, SaslServerConfig
+from odradek.security.tls import peer_principal
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Connection", "FileChunk", "Request", "Response", "SocketServer"]
+__all__ = ["Connection", "FileChunk", "ListenerSecurity", "Request", "Response", "SocketServer"]
 
 _SIZE = struct.Struct(">i")
+_API_VERSIONS = 18
+_TLS_READ_BYTES = 64 * 1024
 
 # Frames up to this size are parsed out of one reused read buffer; larger ones (produce
 # requests, mostly) are read straight into a buffer of their own.
@@ -76,6 +91,23 @@ class Request:
         return self.header.api_version
 
 
+@dataclass(frozen=True, slots=True)
+class ListenerSecurity:
+    """How one listener's connections are secured (its ``listener.security.protocol.map`` entry)."""
+
+    protocol: str = "PLAINTEXT"
+    ssl_context: ssl.SSLContext | None = None  # SSL, SASL_SSL
+    sasl: SaslServerConfig | None = None  # SASL_PLAINTEXT, SASL_SSL
+    principal_mapping_rules: str = "DEFAULT"  # ssl.principal.mapping.rules
+
+
+PLAINTEXT = ListenerSecurity()
+
+
+def _monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
 class CloseConnection(Exception):
     """Raised by a handler that cannot answer truthfully: the connection is closed (the
     client reconnects, possibly elsewhere) instead of sending a misleading response."""
@@ -88,9 +120,20 @@ UnsupportedHandler = Callable[[UnsupportedRequestError], Response]
 class Connection(asyncio.BufferedProtocol):
     """One client connection."""
 
-    def __init__(self, server: SocketServer, listener: str) -> None:
+    def __init__(self, server: SocketServer, listener: str, security: ListenerSecurity = PLAINTEXT) -> None:
         self.server = server
         self.listener = listener
+        self.security = security
+        # TLS (SSL, SASL_SSL): ciphertext is read into _tls_buf and goes through _tls.
+        self._tls: ssl.SSLObject | None = None
+        tls = security.ssl_context is not None
+        self._tls_in = ssl.MemoryBIO() if tls else None
+        self._tls_out = ssl.MemoryBIO() if tls else None
+        self._tls_buf = bytearray(_TLS_READ_BYTES) if tls else bytearray()
+        self._tls_ready = False
+        self._tls_draining = False
+        self.authenticator: SaslAuthenticator | None = (
+            SaslAuthenticator(security.sasl, now_ms=_monotonic_ms) if security.sasl is not None else None)
         self.transport: asyncio.Transport | None = None
         self.peer: str = "?"
         # Who is on the other end (the request context's principal and client address, which
@@ -124,6 +167,9 @@ class Connection(asyncio.BufferedProtocol):
                 pass
         transport.set_write_buffer_limits(high=4 * 1024 * 1024)
         self.server.connections.add(self)
+        if self.security.ssl_context is not None:
+            self._tls = self.security.ssl_context.wrap_bio(self._tls_in, self._tls_out, server_side=True)
+            self._sock_fd = -1  # never sendfile: the bytes must be encrypted
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
@@ -144,6 +190,17 @@ class Connection(asyncio.BufferedProtocol):
     # -- reading (asyncio.BufferedProtocol: the event loop reads straight into our buffers)
 
     def get_buffer(self, sizehint: int) -> memoryview:
+        if self._tls is not None:
+            return memoryview(self._tls_buf)
+        return self._plain_buffer()
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._tls is not None:
+            self._tls_received(nbytes)
+        else:
+            self._plain_received(nbytes)
+
+    def _plain_buffer(self) -> memoryview:
         big = self._big
         if big is not None:
             return memoryview(big)[self._big_filled:]
@@ -155,7 +212,7 @@ class Connection(asyncio.BufferedProtocol):
             self._start = 0
         return memoryview(scratch)[self._end:]
 
-    def buffer_updated(self, nbytes: int) -> None:
+    def _plain_received(self, nbytes: int) -> None:
         if self._big is not None:
             self._big_filled += nbytes
             if self._big_filled == len(self._big):
@@ -169,13 +226,17 @@ class Connection(asyncio.BufferedProtocol):
         """Hand on every complete frame in the scratch buffer.  A frame too large for it gets
         a buffer of its own, which the rest of it is read into directly (no copies)."""
         scratch = self._scratch
-        max_size = self.server.max_request_bytes
         while not self.closed and self._end - self._start >= 4:
             start = self._start
             (size,) = _SIZE.unpack_from(scratch, start)
+            auth = self.authenticator
+            if auth is not None and not auth.authenticated:
+                max_size, key = min(auth.max_receive_size, self.server.max_request_bytes), "sasl.server.max.receive.size"
+            else:
+                max_size, key = self.server.max_request_bytes, "socket.request.max.bytes"
             if size < 0 or size > max_size:
-                log.warning("Closing connection from %s: request size %d is outside 0..%d (socket.request.max.bytes)",
-                            self.peer, size, max_size)
+                log.warning("Closing connection from %s: request size %d is outside 0..%d (%s)",
+                            self.peer, size, max_size, key)
                 self.close()
                 return
             have = self._end - start - 4
@@ -195,7 +256,94 @@ class Connection(asyncio.BufferedProtocol):
 
     # -- requests
 
+    # -- TLS
+
+    def _tls_received(self, nbytes: int) -> None:
+        tls = self._tls
+        assert tls is not None and self._tls_in is not None
+        self._tls_in.write(memoryview(self._tls_buf)[:nbytes])
+        if not self._tls_ready:
+            try:
+                tls.do_handshake()
+            except ssl.SSLWantReadError:
+                self._tls_flush()
+                return
+            except (ssl.SSLError, OSError, ValueError) as e:
+                self._tls_flush()  # the alert, so the client learns why
+                log.info("Failed authentication with /%s (SSL handshake failed: %s) on listener %s",
+                         self.client_host, getattr(e, "reason", None) or e, self.listener)
+                self.close()
+                return
+            self._tls_ready = True
+            self._tls_flush()
+            if self.authenticator is None:
+                try:
+                    self.principal = peer_principal(tls, self.security.principal_mapping_rules)
+                except ValueError as e:
+                    log.info("Failed authentication with /%s (%s)", self.client_host, e)
+                    self.close()
+                    return
+        self._tls_drain()
+
+    def _tls_drain(self) -> None:
+        """Decrypt what has arrived into the frame buffers, unless reading is paused."""
+        tls = self._tls
+        if tls is None or not self._tls_ready or self._tls_draining:
+            return
+        self._tls_draining = True
+        try:
+            while not self.closed and not self._paused_for_in_flight:
+                buf = self._plain_buffer()
+                try:
+                    n = tls.read(len(buf), buf)
+                except ssl.SSLWantReadError:
+                    break
+                except ssl.SSLZeroReturnError:
+                    self.close()
+                    break
+                except ssl.SSLError as e:
+                    log.info("Closing connection from %s: TLS error: %s", self.peer, getattr(e, "reason", None) or e)
+                    self.close()
+                    break
+                if n == 0:
+                    break
+                self._plain_received(n)
+        finally:
+            self._tls_draining = False
+        self._tls_flush()
+
+    def _tls_flush(self) -> None:
+        assert self._tls_out is not None
+        out = self._tls_out.read()
+        transport = self.transport
+        if out and transport is not None and not transport.is_closing():
+            transport.write(out)
+
+    def _send(self, data: bytes | bytearray | memoryview) -> None:
+        transport = self.transport
+        assert transport is not None
+        tls = self._tls
+        if tls is None:
+            transport.write(data)
+        elif len(data):
+            try:
+                tls.write(data)
+            except ssl.SSLError as e:
+                log.info("Closing connection from %s: TLS error: %s", self.peer, e)
+                self.close()
+                return
+            self._tls_flush()
+
+    # -- requests
+
     def _handle_frame(self, frame: bytes) -> None:
+        auth = self.authenticator
+        if auth is not None and not auth.authenticated:
+            if auth.failed:
+                return  # refused: its answer is on the way, then the close
+            if auth.expects_raw_token:
+                self._raw_sasl_token(auth, frame)
+                return
         try:
             header, offset = decode_request_header(frame)
         except UnsupportedRequestError as e:
@@ -210,6 +358,8 @@ class Connection(asyncio.BufferedProtocol):
             log.info("Closing connection from %s: malformed request: %s", self.peer, e)
             self.close()
             return
+        if auth is not None and not self._sasl_allows(auth, header):
+            return
         request = Request(header, frame, offset, self)
         try:
             result = self.server.dispatch(request)
@@ -223,6 +373,39 @@ class Connection(asyncio.BufferedProtocol):
             self._update_reading()
         else:
             self._enqueue(result)
+
+    def _sasl_allows(self, auth: SaslAuthenticator, header: RequestHeaderInfo) -> bool:
+        """The SASL gate (Kafka's SaslServerAuthenticator and Processor checks)."""
+        if auth.authenticated:
+            if auth.begins_reauthentication(header.api_key):
+                return True
+            if auth.expired():
+                log.info("Closing connection from %s: SASL session of %s expired (connections.max.reauth.ms)",
+                         self.peer, self.principal)
+                self.close()
+                return False
+            self.principal = auth.principal  # type: ignore[assignment]  # authenticated: set
+            return True
+        if not auth.allows(header.api_key):
+            log.info("Closing connection from %s: unexpected request (api key %d) during SASL authentication "
+                     "in state %s (IllegalSaslState)", self.peer, header.api_key, auth.state.value)
+            self.close()
+            return False
+        if header.api_key == _API_VERSIONS:
+            auth.api_versions()
+        return True
+
+    def _raw_sasl_token(self, auth: SaslAuthenticator, frame: bytes) -> None:
+        """A bare token after SaslHandshake v0: the reply goes back bare (size-prefixed)."""
+        try:
+            reply = auth.raw_token(frame)
+        except SaslAuthenticationError as e:
+            log.info("Failed authentication with /%s (%s)", self.client_host, e)
+            self.close()
+            return
+        if auth.authenticated:
+            self.principal = auth.principal  # type: ignore[assignment]  # authenticated: set
+        self._enqueue(_SIZE.pack(len(reply)) + reply)
 
     def _enqueue(self, response: Response) -> None:
         if not self._pending:
@@ -261,13 +444,20 @@ class Connection(asyncio.BufferedProtocol):
         if response is None or transport is None or self.closed:
             return
         if isinstance(response, (bytes, bytearray, memoryview)):
-            transport.write(response)
-            return
-        for chunk in response:
-            if isinstance(chunk, (bytes, bytearray, memoryview)):
-                transport.write(chunk)
-            else:  # a file region (FileChunk, or the log's FileRegion): fd, position, size
-                self._write_file_region(chunk)
+            self._send(response)
+        else:
+            for chunk in response:
+                if isinstance(chunk, (bytes, bytearray, memoryview)):
+                    self._send(chunk)
+                elif self._tls is not None:
+                    self._send(_read_file_chunk(chunk))
+                else:  # a file region (FileChunk, or the log's FileRegion): fd, position, size
+                    self._write_file_region(chunk)
+        auth = self.authenticator
+        if auth is not None and auth.failed:
+            # The refusal has been written: now close (the transport flushes it first).
+            log.info("Failed authentication with /%s (%s)", self.client_host, auth.failure)
+            self.close()
 
     def _write_file_region(self, chunk: Any) -> None:
         """``sendfile`` straight from the segment file when nothing is queued before it (so
@@ -306,10 +496,17 @@ class Connection(asyncio.BufferedProtocol):
         elif not should_pause and self._paused_for_in_flight:
             self._paused_for_in_flight = False
             transport.resume_reading()
+            self._tls_drain()  # records decrypted before the pause may hold whole requests
 
     def close(self) -> None:
         if not self.closed:
             self.closed = True
+            if self._tls is not None and self._tls_ready:
+                try:
+                    self._tls.unwrap()  # close_notify
+                except (ssl.SSLError, OSError, ValueError):
+                    pass
+                self._tls_flush()
             if self.transport is not None:
                 self.transport.close()
 
@@ -326,8 +523,10 @@ def _read_file_chunk(chunk: Any, skip: int = 0) -> bytes:
 
 class SocketServer:
     def __init__(self, listeners: Sequence[Listener], dispatch: Dispatcher, *,
-                 on_unsupported: UnsupportedHandler | None = None, max_request_bytes: int = 104857600) -> None:
+                 on_unsupported: UnsupportedHandler | None = None, max_request_bytes: int = 104857600,
+                 security: Mapping[str, ListenerSecurity] | None = None) -> None:
         self.listeners = list(listeners)
+        self.security = dict(security or {})
         self.dispatch = dispatch
         self.on_unsupported = on_unsupported or (lambda _e: None)
         self.max_request_bytes = max_request_bytes
@@ -340,7 +539,7 @@ class SocketServer:
         loop = asyncio.get_running_loop()
         for listener in self.listeners:
             server = await loop.create_server(
-                lambda name=listener.name: Connection(self, name),
+                lambda name=listener.name: Connection(self, name, self.security.get(name, PLAINTEXT)),
                 host=listener.host or None, port=listener.port, reuse_address=True, backlog=1024)
             self._servers.append(server)
             self.bound_ports[listener.name] = server.sockets[0].getsockname()[1]

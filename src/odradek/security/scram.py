@@ -99,10 +99,16 @@ class ScramCredential:
     ) -> ScramCredential:
         """Kafka's ``ScramFormatter.generateCredential``: RFC 5802 StoredKey and ServerKey."""
         check_iterations(mechanism, iterations)
-        hash_name = _hash_name(mechanism)
         if salt is None:
             salt = secrets.token_bytes(32)
-        salted = salted_password(mechanism, password, salt, iterations)
+        return cls.from_salted_password(mechanism, salt, salted_password(mechanism, password, salt, iterations),
+                                        iterations)
+
+    @classmethod
+    def from_salted_password(cls, mechanism: str, salt: bytes, salted: bytes, iterations: int) -> ScramCredential:
+        """The credential of an already salted password (AlterUserScramCredentials sends that,
+        never the password; Kafka's ScramFormatter.generateCredential(salt, saltedPassword, ...))."""
+        hash_name = _hash_name(mechanism)
         client_key = _hmac(hash_name, salted, b"Client Key")
         return cls(
             salt=salt,
@@ -226,6 +232,7 @@ class ScramServer:
         self._client_first_bare = ""
         self._server_first = ""
         self._combined_nonce = ""
+        self._client_nonce = ""
         self.username: str | None = None
         self.extensions: dict[str, str] = {}
 
@@ -289,6 +296,7 @@ class ScramServer:
         self._credential = credential if credential is not None else self._fake_credential(username)
         self._gs2_header = text[: match.start("saslname") - 2]
         self._client_first_bare = text[len(self._gs2_header) :]
+        self._client_nonce = match["nonce"]
         self._combined_nonce = match["nonce"] + self._nonce()
         self._server_first = f"r={self._combined_nonce},s={_b64(self._credential.salt)},i={self._credential.iterations}"
         self._state = "receive_client_final"
@@ -298,7 +306,10 @@ class ScramServer:
         match = _CLIENT_FINAL.fullmatch(text)
         if match is None:
             raise self._fail(f"Invalid SCRAM client final message: {text!r}")
-        if match["nonce"] != self._combined_nonce:
+        # librdkafka before 2.6.1 (kcat 1.7 among them) sends its own nonce again in front of
+        # the combined one (confluentinc/librdkafka#4895); Kafka before 3.8.1 did not check the
+        # nonce at all, so those clients worked.  Accept exactly that form, nothing looser.
+        if match["nonce"] not in (self._combined_nonce, self._client_nonce + self._combined_nonce):
             raise self._fail("Invalid client nonce in the final client message.")
         if match["channel"] != _b64(self._gs2_header.encode()):
             raise self._fail("Invalid channel binding in the final client message.")

@@ -12,6 +12,7 @@ import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from urllib.parse import quote, unquote
 
 __all__ = [
     "PERSISTENT_PATHS",
@@ -39,6 +40,8 @@ __all__ = [
     "TopicPartitionsZNode",
     "TopicZNode",
     "TopicsZNode",
+    "desanitize_entity_name",
+    "sanitize_entity_name",
 ]
 
 
@@ -377,6 +380,17 @@ class ConfigEntityZNode:
 
     encode = TopicConfigZNode.encode
     decode = TopicConfigZNode.decode
+
+
+def sanitize_entity_name(name: str) -> str:
+    """Kafka's Sanitizer.sanitize: user (and client id) names are URL-encoded in znode names
+    (UTF-8; ``*`` as ``%2A``, space as ``%20``), so ``/config/users/<name>`` is always one znode."""
+    return quote(name, safe="-_.").replace("~", "%7E")
+
+
+def desanitize_entity_name(name: str) -> str:
+    """Kafka's Sanitizer.desanitize."""
+    return unquote(name)
 
 
 class ConfigEntityChangeNotificationZNode:

@@ -37,6 +37,8 @@ from odradek.zk.zk_data import (
     TopicPartitionZNode,
     TopicsZNode,
     TopicZNode,
+    desanitize_entity_name,
+    sanitize_entity_name,
 )
 
 
@@ -513,3 +515,10 @@ def test_producer_id_block_strings_for_block_bounds():
     assert ProducerIdBlockZNode.decode(None) is None
     assert as_json(ProducerIdBlockZNode.encode(2, 0, 999)) == {
         "version": 1, "broker": 2, "block_start": "0", "block_end": "999"}
+
+
+def test_entity_names_sanitized_as_kafka() -> None:
+    assert sanitize_entity_name("alice") == "alice"
+    assert sanitize_entity_name("CN=alice,O=odradek") == "CN%3Dalice%2CO%3Dodradek"
+    assert sanitize_entity_name("a b*c~d/é") == "a%20b%2Ac%7Ed%2F%C3%A9"
+    assert desanitize_entity_name(sanitize_entity_name("a b*c~d/é@x")) == "a b*c~d/é@x"

@@ -9,6 +9,10 @@ Broker configs (Kafka's DynamicBrokerConfig, ZooKeeper mode): the BROKER resourc
 that broker's own (``/config/brokers/<id>``); only config.DYNAMIC_BROKER_CONFIGS may be set.
 As Kafka's ZkAdminManager, a key that needs a restart or a value that does not validate is
 INVALID_REQUEST "Invalid config value for resource ConfigResource(type=BROKER, name='<n>'): ...".
+
+Authorization (KafkaApis, Kafka 2.8): DescribeConfigs (AlterConfigs) on the topic for TOPIC
+resources, on the cluster for BROKER and BROKER_LOGGER ones; a refused resource gets
+TOPIC_AUTHORIZATION_FAILED or CLUSTER_AUTHORIZATION_FAILED and the others are still served.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from odradek.broker.apis.admin_topics import Outcome, outcome_of
+from odradek.broker.apis.authorization import cluster_authorized
 from odradek.broker.apis.configs_describe import (
     ConfigEntry,
     ResourceType,
@@ -42,6 +47,8 @@ from odradek.protocol.errors import (
     InvalidRequestError,
     UnknownTopicOrPartitionError,
 )
+from odradek.security.acls import Operation
+from odradek.security.acls import ResourceType as AclResourceType
 from odradek.zk.zk_data import ConfigEntityZNode, TopicZNode
 
 if TYPE_CHECKING:
@@ -82,6 +89,21 @@ def _broker_resource_id(broker: BrokerContext, name: str) -> int | None:
     return broker_id
 
 
+def _refused(broker: BrokerContext, request: Request, operation: Operation, resource_type: int,
+             name: str) -> Outcome | None:
+    """Kafka's configsAuthorizationApiError when ``operation`` on the resource is not allowed;
+    None when it is (or the type is one the handler refuses anyway)."""
+    if broker.authorizer is None:
+        return None
+    if resource_type == ResourceType.TOPIC:
+        if not broker.authorize(request, operation, AclResourceType.TOPIC, name):
+            return ErrorCode.topic_authorization_failed, "Topic authorization failed."
+    elif (resource_type in (ResourceType.BROKER, ResourceType.BROKER_LOGGER)
+          and not cluster_authorized(broker, request, operation)):
+        return ErrorCode.cluster_authorization_failed, "Cluster authorization failed."
+    return None
+
+
 # ----------------------------------------------------------------------------- DescribeConfigs
 
 
@@ -95,9 +117,14 @@ async def handle_describe_configs(broker: BrokerContext, request: Request) -> Re
     for resource in body.resources:
         keys = resource.configuration_keys
         entries: list[ConfigEntry] = []
+        refused = _refused(broker, request, Operation.DESCRIBE_CONFIGS, resource.resource_type,
+                           resource.resource_name)
         try:
-            entries = await _describe(broker, resource.resource_type, resource.resource_name, keys)
-            error: Outcome = (ErrorCode.none, None)
+            if refused is not None:
+                error: Outcome = refused
+            else:
+                entries = await _describe(broker, resource.resource_type, resource.resource_name, keys)
+                error = (ErrorCode.none, None)
         except Exception as e:
             error = outcome_of(e, f"describing configs of {resource.resource_name}")
         configs = tuple(
@@ -136,6 +163,11 @@ async def _alter_responses(broker: BrokerContext, request: Request, api_key: int
     responses = []
     for resource in body.resources:
         name = resource.resource_name
+        refused = _refused(broker, request, Operation.ALTER_CONFIGS, resource.resource_type, name)
+        if refused is not None:
+            responses.append(build(m.AlterConfigsResourceResponse, error_code=refused[0], error_message=refused[1],
+                                   resource_type=resource.resource_type, resource_name=name))
+            continue
         try:
             if resource.resource_type == ResourceType.TOPIC:
                 await _alter_topic(broker, name, resource.configs, incremental, body.validate_only, api_name)

@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from odradek.broker.apis.authorization import authorized_names, cluster_authorized
 from odradek.broker.apis.configs_describe import topic_config_entries
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
 from odradek.protocol.api_keys import ApiKey
@@ -26,6 +27,7 @@ from odradek.protocol.errors import (
     KafkaError,
     UnknownTopicOrPartitionError,
 )
+from odradek.security.acls import Operation, ResourceType
 
 if TYPE_CHECKING:
     from odradek.broker.context import BrokerContext
@@ -105,6 +107,12 @@ async def handle_create_topics(broker: BrokerContext, request: Request) -> Respo
     body = decode_body(request)
     timeout_ms = _timeout_ms(body)
     duplicates = _duplicates(t.name for t in body.topics)
+    # KafkaApis.handleCreateTopicsRequest: Create on the cluster allows every topic, else Create
+    # on each topic; the new topic's configs are returned only with DescribeConfigs on it.
+    names = [t.name for t in body.topics]
+    may_create = (set(names) if cluster_authorized(broker, request, Operation.CREATE)
+                  else authorized_names(broker, request, Operation.CREATE, ResourceType.TOPIC, names))
+    may_describe_configs = authorized_names(broker, request, Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names)
     results: dict[str, Outcome] = {}
     created: dict[str, dict[int, list[int]]] = {}
     configs: dict[str, dict[str, str]] = {}
@@ -114,6 +122,9 @@ async def handle_create_topics(broker: BrokerContext, request: Request) -> Respo
             continue
         if name in duplicates:
             results[name] = (ErrorCode.invalid_request, "Found multiple entries for this topic.")
+            continue
+        if name not in may_create:
+            results[name] = (ErrorCode.topic_authorization_failed, "Authorization failed.")
             continue
         try:
             config, assignment = _creatable(topic)
@@ -142,7 +153,9 @@ async def handle_create_topics(broker: BrokerContext, request: Request) -> Respo
             assignment = created[name]
             fields["num_partitions"] = len(assignment)
             fields["replication_factor"] = len(assignment[min(assignment)])
-            if request.api_version >= 5:
+            if request.api_version >= 5 and name not in may_describe_configs:
+                fields["topic_config_error_code"] = ErrorCode.topic_authorization_failed
+            elif request.api_version >= 5:
                 fields["configs"] = tuple(
                     build(m.CreatableTopicConfigs, name=e.name, value=e.value, read_only=e.read_only,
                           config_source=e.source, is_sensitive=e.sensitive)
@@ -183,6 +196,11 @@ async def handle_delete_topics(broker: BrokerContext, request: Request) -> Respo
     to_delete: list[str] = []
     by_id = {topic_id: name for name, topic_id in cache.topic_ids.items()}
     ids = dict(cache.topic_ids)  # taken before the deletions remove them from the cache
+    # KafkaApis.handleDeleteTopicsRequest: Delete on each topic; a topic named by id without
+    # Describe on it is refused without its name, which the client must not learn.
+    named = [name if name is not None else by_id.get(topic_id) for name, topic_id in wanted]  # type: ignore[arg-type]
+    may_describe = authorized_names(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, named)
+    may_delete = authorized_names(broker, request, Operation.DELETE, ResourceType.TOPIC, named)
     for name, topic_id in wanted:
         if name is not None and topic_id is not None:
             results.append((name, topic_id, (ErrorCode.invalid_request,
@@ -193,6 +211,12 @@ async def handle_delete_topics(broker: BrokerContext, request: Request) -> Respo
             if name is None:
                 results.append((None, topic_id, (ErrorCode.unknown_topic_id, "Unknown topic id.")))
                 continue
+            if name not in may_describe:
+                results.append((None, topic_id, (ErrorCode.topic_authorization_failed, "Authorization failed.")))
+                continue
+        if name not in may_delete:
+            results.append((name, topic_id, (ErrorCode.topic_authorization_failed, "Authorization failed.")))
+            continue
         results.append((name, topic_id, _OK))
         to_delete.append(name)
     duplicates = _duplicates(to_delete)
@@ -231,6 +255,8 @@ async def handle_delete_topics(broker: BrokerContext, request: Request) -> Respo
 async def handle_create_partitions(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     duplicates = _duplicates(t.name for t in body.topics)
+    # KafkaApis.handleCreatePartitionsRequest: Alter on each topic.
+    may_alter = authorized_names(broker, request, Operation.ALTER, ResourceType.TOPIC, (t.name for t in body.topics))
     results: dict[str, Outcome] = {}
     counts: dict[str, int] = {}
     for topic in body.topics:
@@ -239,6 +265,9 @@ async def handle_create_partitions(broker: BrokerContext, request: Request) -> R
             continue
         if name in duplicates:
             results[name] = (ErrorCode.invalid_request, "Duplicate topic in request.")
+            continue
+        if name not in may_alter:
+            results[name] = (ErrorCode.topic_authorization_failed, "The topic authorization is failed.")
             continue
         try:
             entry = await broker.zk.get_topic_assignment(name)

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from odradek.broker.apis.authorization import cluster_authorized
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
 from odradek.controller.events import AlterPartitionReceived
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
+from odradek.security.acls import Operation
 from odradek.zk.zk_data import LeaderAndIsr
 
 if TYPE_CHECKING:
@@ -21,6 +23,10 @@ if TYPE_CHECKING:
 async def handle_alter_partition(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     m = response_module(ApiKey.ALTER_PARTITION, request.api_version)
+    if not cluster_authorized(broker, request, Operation.CLUSTER_ACTION):
+        # KafkaApis.handleAlterIsrRequest: only brokers (ClusterAction) change an ISR.
+        return respond(request, build(m.AlterPartitionResponse, error_code=ErrorCode.cluster_authorization_failed,
+                                      topics=()))
     controller = broker.controller
     # (Topic ids are resolved by the controller's event thread: a controller still loading
     # its context must not call a known topic unknown.)

@@ -61,7 +61,8 @@ class ConfigSource(IntEnum):
 
 
 # Kafka's ConfigDef.Type codes as DescribeConfigs v3+ reports them.
-_TYPE_CODES = {Type.BOOLEAN: 1, Type.STRING: 2, Type.INT: 3, Type.LONG: 5, Type.DOUBLE: 6, Type.LIST: 7}
+_TYPE_CODES = {Type.BOOLEAN: 1, Type.STRING: 2, Type.INT: 3, Type.LONG: 5, Type.DOUBLE: 6, Type.LIST: 7,
+               Type.PASSWORD: 9}
 
 # Topic configs whose broker default comes from more than one broker key, in the order the
 # broker consults them (config.KafkaConfig.topic_defaults).
@@ -153,6 +154,18 @@ def topic_config_entries(config: KafkaConfig, overrides: Mapping[str, str],
     return entries
 
 
+def _broker_entry(spec: ConfigKey, name: str, value: str | None, source: ConfigSource,
+                  synonyms: list[tuple[str, str | None, ConfigSource]]) -> ConfigEntry:
+    """A broker config entry; a PASSWORD key is sensitive: its value and its synonyms' values
+    are never sent (Kafka's ZkAdminManager.createBrokerConfigEntry reports them as null)."""
+    sensitive = spec.type is Type.PASSWORD
+    if sensitive:
+        value = None
+        synonyms = [(key, None, synonym_source) for key, _, synonym_source in synonyms]
+    return ConfigEntry(name, value, source, name not in DYNAMIC_BROKER_CONFIGS, _TYPE_CODES.get(spec.type, 0),
+                       spec.doc or None, tuple(synonyms), sensitive)
+
+
 def broker_config_entries(config: KafkaConfig, keys: Collection[str] | None = None) -> list[ConfigEntry]:
     """This broker's configs (or those in ``keys``) with their effective values and sources;
     the dynamic ones are writable."""
@@ -163,8 +176,7 @@ def broker_config_entries(config: KafkaConfig, keys: Collection[str] | None = No
         spec = BROKER_CONFIG[name]
         synonyms = _broker_synonyms(config, (name,))
         source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
-        entries.append(ConfigEntry(name, config_string(config[name]), source, name not in DYNAMIC_BROKER_CONFIGS,
-                                   _TYPE_CODES.get(spec.type, 0), spec.doc or None, tuple(synonyms)))
+        entries.append(_broker_entry(spec, name, config_string(config[name]), source, synonyms))
     return entries
 
 
@@ -177,7 +189,6 @@ def default_broker_config_entries(config: KafkaConfig, keys: Collection[str] | N
         if spec is None or not _wanted(name, keys):
             continue
         synonyms = _broker_synonyms(config, (name,), per_broker=False)
-        entries.append(ConfigEntry(name, config.dynamic_default_configs[name],
-                                   ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, name not in DYNAMIC_BROKER_CONFIGS,
-                                   _TYPE_CODES.get(spec.type, 0), spec.doc or None, tuple(synonyms)))
+        entries.append(_broker_entry(spec, name, config.dynamic_default_configs[name],
+                                     ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, synonyms))
     return entries

@@ -1,17 +1,25 @@
 """The controller's requests to brokers (LeaderAndIsr, StopReplica, UpdateMetadata) and the
-brokers' ControlledShutdown request to the controller."""
+brokers' ControlledShutdown request to the controller.
+
+All four need ClusterAction on the cluster (KafkaApis' authorizeClusterOperation): refused, they
+answer CLUSTER_AUTHORIZATION_FAILED (for every partition, as Kafka's getErrorResponse) and change
+nothing."""
 
 from __future__ import annotations
 
 import asyncio
 from typing import TYPE_CHECKING
 
+from odradek.broker.apis.authorization import cluster_authorized
 from odradek.broker.apis.registry import api, decode_body
 from odradek.controller.events import ControlledShutdown
 from odradek.protocol import control
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.framing import encode_response
+from odradek.security.acls import Operation
+
+_REFUSED = ErrorCode.cluster_authorization_failed
 
 if TYPE_CHECKING:
     from odradek.broker.context import BrokerContext
@@ -21,6 +29,12 @@ if TYPE_CHECKING:
 @api(ApiKey.LEADER_AND_ISR, "LeaderAndIsr", control.LEADER_AND_ISR_VERSION, control.LEADER_AND_ISR_VERSION)
 async def handle_leader_and_isr(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
+    if not cluster_authorized(broker, request, Operation.CLUSTER_ACTION):
+        return encode_response(control.LeaderAndIsrResponse(error_code=_REFUSED, topics=tuple(
+            control.LeaderAndIsrTopicError(topic_id=t.topic_id, partition_errors=tuple(
+                control.LeaderAndIsrPartitionError(partition_index=p.partition_index, error_code=_REFUSED)
+                for p in t.partition_states))
+            for t in body.topic_states)), request.header.correlation_id)
     manager = broker.replica_manager
     async with manager.state_change_lock:
         # New logs take their topic's config from ZooKeeper (as Kafka's LogManager does).
@@ -33,6 +47,11 @@ async def handle_leader_and_isr(broker: BrokerContext, request: Request) -> Resp
 @api(ApiKey.STOP_REPLICA, "StopReplica", control.STOP_REPLICA_VERSION, control.STOP_REPLICA_VERSION)
 async def handle_stop_replica(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
+    if not cluster_authorized(broker, request, Operation.CLUSTER_ACTION):
+        return encode_response(control.StopReplicaResponse(error_code=_REFUSED, partition_errors=tuple(
+            control.StopReplicaPartitionError(topic_name=t.topic_name, partition_index=p.partition_index,
+                                              error_code=_REFUSED)
+            for t in body.topic_states for p in t.partition_states)), request.header.correlation_id)
     async with broker.replica_manager.state_change_lock:
         response = broker.replica_manager.stop_replicas(request.header.correlation_id, body)
     return encode_response(response, request.header.correlation_id)
@@ -40,6 +59,8 @@ async def handle_stop_replica(broker: BrokerContext, request: Request) -> Respon
 
 @api(ApiKey.UPDATE_METADATA, "UpdateMetadata", control.UPDATE_METADATA_VERSION, control.UPDATE_METADATA_VERSION)
 async def handle_update_metadata(broker: BrokerContext, request: Request) -> Response:
+    if not cluster_authorized(broker, request, Operation.CLUSTER_ACTION):
+        return encode_response(control.UpdateMetadataResponse(error_code=_REFUSED), request.header.correlation_id)
     body = decode_body(request)
     async with broker.replica_manager.state_change_lock:
         error = broker.replica_manager.maybe_update_metadata_cache(request.header.correlation_id, body)
@@ -49,6 +70,9 @@ async def handle_update_metadata(broker: BrokerContext, request: Request) -> Res
 @api(ApiKey.CONTROLLED_SHUTDOWN, "ControlledShutdown", control.CONTROLLED_SHUTDOWN_VERSION,
      control.CONTROLLED_SHUTDOWN_VERSION)
 async def handle_controlled_shutdown(broker: BrokerContext, request: Request) -> Response:
+    if not cluster_authorized(broker, request, Operation.CLUSTER_ACTION):
+        return encode_response(control.ControlledShutdownResponse(error_code=_REFUSED, remaining_partitions=()),
+                               request.header.correlation_id)
     body = decode_body(request)
     reply: asyncio.Future[tuple[ErrorCode, list]] = asyncio.get_running_loop().create_future()
     broker.controller.event_manager.put(ControlledShutdown(body.broker_id, body.broker_epoch, reply))

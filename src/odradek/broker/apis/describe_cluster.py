@@ -1,13 +1,16 @@
 """DescribeCluster (key 60): the live brokers on the connection's listener, the controller and
-the cluster id, from the metadata cache."""
+the cluster id, from the metadata cache.  Anyone may ask; the cluster's authorized operations
+(KIP-430) are those the principal is allowed, none without Describe on the cluster."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from odradek.broker.apis.authorization import cluster_authorized
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
+from odradek.security.acls import Operation
 
 if TYPE_CHECKING:
     from odradek.broker.context import BrokerContext
@@ -16,9 +19,10 @@ if TYPE_CHECKING:
 
 _BROKER_ENDPOINTS = 1  # KIP-919 endpoint types: 1 brokers, 2 controllers
 _OMITTED = -2147483648
-# Kafka's AclOperation codes a CLUSTER resource supports: ALTER, CREATE, CLUSTER_ACTION,
-# DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE.  With no authorizer, all are allowed.
-_CLUSTER_OPERATIONS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))
+# Kafka's AclOperation codes of the operations a CLUSTER resource supports.
+_CLUSTER_OPERATION_CODES = {Operation.CREATE: 5, Operation.ALTER: 7, Operation.DESCRIBE: 8,
+                            Operation.CLUSTER_ACTION: 9, Operation.DESCRIBE_CONFIGS: 10, Operation.ALTER_CONFIGS: 11,
+                            Operation.IDEMPOTENT_WRITE: 12}
 
 
 @api(ApiKey.DESCRIBE_CLUSTER, "DescribeCluster", 0, 1)
@@ -35,7 +39,12 @@ async def handle_describe_cluster(broker: BrokerContext, request: Request) -> Re
             endpoint_type=endpoint_type, cluster_id=broker.cluster_id or "", brokers=()))
     brokers = tuple(build(m.DescribeClusterBroker, broker_id=broker_id, host=host, port=port, rack=rack)
                     for broker_id, host, port, rack in cache.brokers_for_listener(request.connection.listener))
-    operations = _CLUSTER_OPERATIONS if body.include_cluster_authorized_operations else _OMITTED
+    operations = _OMITTED
+    if body.include_cluster_authorized_operations:
+        operations = 0
+        if cluster_authorized(broker, request, Operation.DESCRIBE):
+            operations = sum(1 << code for op, code in _CLUSTER_OPERATION_CODES.items()
+                             if cluster_authorized(broker, request, op))
     return respond(request, build(
         m.DescribeClusterResponse, error_code=ErrorCode.none, error_message=None, endpoint_type=endpoint_type,
         cluster_id=broker.cluster_id or "", controller_id=cache.controller_id if cache.controller_id is not None else -1,

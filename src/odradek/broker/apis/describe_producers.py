@@ -1,14 +1,17 @@
 """DescribeProducers (key 61, KIP-664): the active producers of partitions led here, as the
-partition's producer state holds them (Kafka's KafkaApis.handleDescribeProducersRequest)."""
+partition's producer state holds them (Kafka's KafkaApis.handleDescribeProducersRequest).
+Read on the topic is required: TOPIC_AUTHORIZATION_FAILED otherwise."""
 
 from __future__ import annotations
 
 import datetime
 from typing import TYPE_CHECKING
 
+from odradek.broker.apis.authorization import unauthorized_names
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
+from odradek.security.acls import Operation, ResourceType
 
 if TYPE_CHECKING:
     from odradek.broker.context import BrokerContext
@@ -19,11 +22,13 @@ if TYPE_CHECKING:
 def handle_describe_producers(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     m = response_module(ApiKey.DESCRIBE_PRODUCERS, request.api_version)
+    denied = unauthorized_names(broker, request, Operation.READ, ResourceType.TOPIC, (t.name for t in body.topics))
     topics = []
     for t in body.topics:
         parts = []
         for index in t.partition_indexes:
-            found = broker.replica_manager.active_producers(t.name, index)
+            found = (ErrorCode.topic_authorization_failed if t.name in denied
+                     else broker.replica_manager.active_producers(t.name, index))
             if isinstance(found, ErrorCode):
                 parts.append(build(m.PartitionResponse, partition_index=index, error_code=found,
                                    error_message=None, active_producers=()))

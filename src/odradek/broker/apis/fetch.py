@@ -10,11 +10,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from odradek.broker.apis.authorization import cluster_authorized, unauthorized_names
 from odradek.broker.apis.registry import api, decode_body
 from odradek.broker.delayed_fetch import DelayedFetch, FetchPartitionRequest
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.fetch_response import FetchedPartition, encode_fetch_response
+from odradek.security.acls import Operation, ResourceType
 
 if TYPE_CHECKING:
     from odradek.broker.context import BrokerContext
@@ -32,13 +34,29 @@ async def handle_fetch(broker: BrokerContext, request: Request) -> Response:
         FetchPartitionRequest(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
                               getattr(p, "current_leader_epoch", -1))
         for t in body.topics for p in t.partitions]
-    max_wait_ms = int(body.max_wait.total_seconds() * 1000)
-    outcome = broker.replica_manager.fetch_messages(
-        body.replica_id, max_wait_ms, body.min_bytes, body.max_bytes, requests, body.isolation_level)
-    if isinstance(outcome, DelayedFetch):
-        outcome = await outcome.future
+    denied: set[str] = set()
+    if broker.authorizer is not None:
+        # KafkaApis.handleFetchRequest: a follower (replica id >= 0) needs ClusterAction on the
+        # cluster, a consumer Read on each topic; refused partitions get TOPIC_AUTHORIZATION_FAILED.
+        if body.replica_id >= 0:
+            if not cluster_authorized(broker, request, Operation.CLUSTER_ACTION):
+                denied = {r.topic for r in requests}
+        else:
+            denied = unauthorized_names(broker, request, Operation.READ, ResourceType.TOPIC, (r.topic for r in requests))
+    allowed = [r for r in requests if r.topic not in denied] if denied else requests
+    outcome = {}
+    if allowed:
+        max_wait_ms = int(body.max_wait.total_seconds() * 1000)
+        outcome = broker.replica_manager.fetch_messages(
+            body.replica_id, max_wait_ms, body.min_bytes, body.max_bytes, allowed, body.isolation_level)
+        if isinstance(outcome, DelayedFetch):
+            outcome = await outcome.future
     topics: dict[str, list[FetchedPartition]] = {}
     for r in requests:
+        if r.topic in denied:
+            topics.setdefault(r.topic, []).append(FetchedPartition(
+                r.partition, ErrorCode.topic_authorization_failed, -1, -1, -1))
+            continue
         res = outcome[(r.topic, r.partition)]
         aborted = res.aborted_transactions
         topics.setdefault(r.topic, []).append(FetchedPartition(

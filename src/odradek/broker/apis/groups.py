@@ -3,6 +3,11 @@ LeaveGroup (13), SyncGroup (14), DescribeGroups (15), ListGroups (16), DeleteGro
 
 The logic is the group coordinator's (:mod:`odradek.broker.group`); these handlers only
 translate between the wire versions and it.
+
+Authorization (KafkaApis, Kafka 2.8): FindCoordinator needs Describe on the group (or on the
+transactional id), membership (Join, Sync, Heartbeat, Leave) Read on the group, DescribeGroups
+Describe and DeleteGroups Delete on each group; ListGroups lists every group with Describe on the
+cluster and otherwise only the groups the principal may Describe.
 """
 
 from __future__ import annotations
@@ -10,13 +15,16 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING
 
+from odradek.broker.apis.authorization import authorized_names, cluster_authorized
 from odradek.broker.apis.internal_topics import CoordinatorAnswer, InternalTopic, find_coordinator
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
 from odradek.broker.apis.transactions import find_transaction_coordinator
 from odradek.broker.group.coordinator import JoinRequest
+from odradek.broker.group.group import JoinResult, SyncResult
 from odradek.broker.group.offsets_topic import OFFSETS_TOPIC
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
+from odradek.security.acls import Operation, ResourceType
 
 if TYPE_CHECKING:
     from odradek.broker.context import BrokerContext
@@ -25,9 +33,19 @@ if TYPE_CHECKING:
 _GROUP_KEY = 0
 _TRANSACTION_KEY = 1
 _OMITTED_OPERATIONS = -2147483648
-# Kafka's AclOperation codes a GROUP resource supports: READ, DELETE, DESCRIBE.  With no
-# authorizer, all are allowed.
-_GROUP_OPERATIONS = sum(1 << op for op in (3, 6, 8))
+# Kafka's AclOperation codes of the operations a GROUP resource supports (KIP-430).
+_GROUP_OPERATION_CODES = {Operation.READ: 3, Operation.DELETE: 6, Operation.DESCRIBE: 8}
+_REFUSED = ErrorCode.group_authorization_failed
+
+
+def group_allowed(broker: BrokerContext, request: Request, operation: Operation, group_id: str) -> bool:
+    """Whether the principal may perform ``operation`` on the group (true without an authorizer)."""
+    return broker.authorizer is None or broker.authorize(request, operation, ResourceType.GROUP, group_id)
+
+
+def _group_operations(broker: BrokerContext, request: Request, group_id: str) -> int:
+    """DescribeGroups' authorized_operations: the bit of each group operation allowed."""
+    return sum(1 << code for op, code in _GROUP_OPERATION_CODES.items() if group_allowed(broker, request, op, group_id))
 
 
 def ms(value: datetime.timedelta) -> int:
@@ -67,6 +85,8 @@ async def _find_coordinator(broker: BrokerContext, request: Request, key_type: i
         return await find_transaction_coordinator(broker, request, key)
     if key_type != _GROUP_KEY:
         return ErrorCode.invalid_request, f"Unknown coordinator key type {key_type}", -1, "", -1
+    if not group_allowed(broker, request, Operation.DESCRIBE, key):
+        return _REFUSED, "Group authorization failed.", -1, "", -1
     coordinator = broker.group_coordinator
     config = coordinator.config
     topic = InternalTopic(OFFSETS_TOPIC, config.offsets_topic_num_partitions, config.offsets_topic_replication_factor,
@@ -82,16 +102,10 @@ async def handle_join_group(broker: BrokerContext, request: Request) -> Response
     body = decode_body(request)
     version = request.api_version
     session_timeout = ms(body.session_timeout)
-    result = await broker.group_coordinator.join_group(JoinRequest(
-        group_id=body.group_id, member_id=body.member_id,
-        group_instance_id=getattr(body, "group_instance_id", None),
-        client_id=request.header.client_id or "", client_host=client_host(request),
-        session_timeout_ms=session_timeout,
-        # v0 had one timeout for both
-        rebalance_timeout_ms=session_timeout if version == 0 else ms(body.rebalance_timeout),
-        protocol_type=body.protocol_type, protocols=tuple((p.name, p.metadata) for p in body.protocols),
-        require_known_member_id=version >= 4, supports_skip_assignment=version >= 9,
-        reason=getattr(body, "reason", None)))
+    if not group_allowed(broker, request, Operation.READ, body.group_id):
+        result = JoinResult(_REFUSED, "")
+    else:
+        result = await _join(broker, request, body, session_timeout)
     m = response_module(ApiKey.JOIN_GROUP, version)
     members = tuple(build(m.JoinGroupResponseMember, member_id=member_id, group_instance_id=instance_id,
                           metadata=metadata) for member_id, instance_id, metadata in result.members)
@@ -103,13 +117,30 @@ async def handle_join_group(broker: BrokerContext, request: Request) -> Response
         members=members))
 
 
+async def _join(broker: BrokerContext, request: Request, body: object, session_timeout: int) -> JoinResult:
+    version = request.api_version
+    return await broker.group_coordinator.join_group(JoinRequest(
+        group_id=body.group_id, member_id=body.member_id,
+        group_instance_id=getattr(body, "group_instance_id", None),
+        client_id=request.header.client_id or "", client_host=client_host(request),
+        session_timeout_ms=session_timeout,
+        # v0 had one timeout for both
+        rebalance_timeout_ms=session_timeout if version == 0 else ms(body.rebalance_timeout),
+        protocol_type=body.protocol_type, protocols=tuple((p.name, p.metadata) for p in body.protocols),
+        require_known_member_id=version >= 4, supports_skip_assignment=version >= 9,
+        reason=getattr(body, "reason", None)))
+
+
 @api(ApiKey.SYNC_GROUP, "SyncGroup", 0, 5)
 async def handle_sync_group(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
-    result = await broker.group_coordinator.sync_group(
-        body.group_id, body.generation_id, body.member_id, getattr(body, "group_instance_id", None),
-        getattr(body, "protocol_type", None), getattr(body, "protocol_name", None),
-        {a.member_id: a.assignment for a in body.assignments})
+    if not group_allowed(broker, request, Operation.READ, body.group_id):
+        result = SyncResult(_REFUSED)
+    else:
+        result = await broker.group_coordinator.sync_group(
+            body.group_id, body.generation_id, body.member_id, getattr(body, "group_instance_id", None),
+            getattr(body, "protocol_type", None), getattr(body, "protocol_name", None),
+            {a.member_id: a.assignment for a in body.assignments})
     m = response_module(ApiKey.SYNC_GROUP, request.api_version)
     return respond(request, build(m.SyncGroupResponse, throttle_time=0, error_code=result.error,
                                   protocol_type=result.protocol_type, protocol_name=result.protocol_name,
@@ -119,8 +150,11 @@ async def handle_sync_group(broker: BrokerContext, request: Request) -> Response
 @api(ApiKey.HEARTBEAT, "Heartbeat", 0, 4)
 def handle_heartbeat(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
-    error = broker.group_coordinator.heartbeat(body.group_id, body.member_id,
-                                               getattr(body, "group_instance_id", None), body.generation_id)
+    if not group_allowed(broker, request, Operation.READ, body.group_id):
+        error = _REFUSED
+    else:
+        error = broker.group_coordinator.heartbeat(body.group_id, body.member_id,
+                                                   getattr(body, "group_instance_id", None), body.generation_id)
     m = response_module(ApiKey.HEARTBEAT, request.api_version)
     return respond(request, build(m.HeartbeatResponse, throttle_time=0, error_code=error))
 
@@ -133,8 +167,11 @@ def handle_leave_group(broker: BrokerContext, request: Request) -> Response:
         leaving: list[tuple[str, str | None]] = [(body.member_id, None)]
     else:
         leaving = [(member.member_id, member.group_instance_id) for member in body.members]
-    error, member_errors = broker.group_coordinator.leave_group(body.group_id, leaving)
     m = response_module(ApiKey.LEAVE_GROUP, version)
+    if not group_allowed(broker, request, Operation.READ, body.group_id):
+        fields = {"members": ()} if version >= 3 else {}
+        return respond(request, build(m.LeaveGroupResponse, throttle_time=0, error_code=_REFUSED, **fields))
+    error, member_errors = broker.group_coordinator.leave_group(body.group_id, leaving)
     if version < 3:
         # One member: its error is the response's.
         if error == ErrorCode.none and member_errors:
@@ -155,6 +192,10 @@ def handle_list_groups(broker: BrokerContext, request: Request) -> Response:
     error, groups = broker.group_coordinator.list_groups(getattr(body, "states_filter", ()))
     if types and "classic" not in types:
         groups = []  # every group here speaks the classic protocol
+    if broker.authorizer is not None and not cluster_authorized(broker, request, Operation.DESCRIBE):
+        may_describe = authorized_names(broker, request, Operation.DESCRIBE, ResourceType.GROUP,
+                                        (group_id for group_id, _, _ in groups))
+        groups = [g for g in groups if g[0] in may_describe]
     m = response_module(ApiKey.LIST_GROUPS, request.api_version)
     return respond(request, build(m.ListGroupsResponse, throttle_time=0, error_code=error, groups=tuple(
         build(m.ListedGroup, group_id=group_id, protocol_type=protocol_type, group_state=state, group_type="classic")
@@ -165,9 +206,15 @@ def handle_list_groups(broker: BrokerContext, request: Request) -> Response:
 def handle_describe_groups(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     m = response_module(ApiKey.DESCRIBE_GROUPS, request.api_version)
-    operations = _GROUP_OPERATIONS if getattr(body, "include_authorized_operations", False) else _OMITTED_OPERATIONS
+    include_operations = getattr(body, "include_authorized_operations", False)
     described = []
     for group_id in body.groups:
+        if not group_allowed(broker, request, Operation.DESCRIBE, group_id):
+            described.append(build(m.DescribedGroup, error_code=_REFUSED, group_id=group_id, group_state="",
+                                   protocol_type="", protocol_data="", members=(),
+                                   authorized_operations=_OMITTED_OPERATIONS))
+            continue
+        operations = _group_operations(broker, request, group_id) if include_operations else _OMITTED_OPERATIONS
         error, summary = broker.group_coordinator.describe_group(group_id)
         members = tuple(build(
             m.DescribedGroupMember, member_id=s.member_id, group_instance_id=s.group_instance_id,
@@ -183,7 +230,9 @@ def handle_describe_groups(broker: BrokerContext, request: Request) -> Response:
 @api(ApiKey.DELETE_GROUPS, "DeleteGroups", 0, 2)
 def handle_delete_groups(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
-    errors = broker.group_coordinator.delete_groups(body.groups_names)
+    may_delete = authorized_names(broker, request, Operation.DELETE, ResourceType.GROUP, body.groups_names)
+    errors = broker.group_coordinator.delete_groups([g for g in body.groups_names if g in may_delete])
+    errors.update({g: _REFUSED for g in body.groups_names if g not in may_delete})
     m = response_module(ApiKey.DELETE_GROUPS, request.api_version)
     return respond(request, build(m.DeleteGroupsResponse, throttle_time=0, results=tuple(
         build(m.DeletableGroupResult, group_id=group_id, error_code=errors[group_id])

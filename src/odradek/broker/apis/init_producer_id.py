@@ -3,6 +3,9 @@
 Without a transactional id the id comes from the broker's
 :class:`~odradek.broker.producer_id_manager.ProducerIdManager`; with one, from the
 transaction coordinator (epoch bumps, fencing, KIP-360).
+
+Authorization (KafkaApis, Kafka 2.8): Write on the transactional id, or for an idempotent
+producer IdempotentWrite on the cluster.
 """
 
 from __future__ import annotations
@@ -10,9 +13,11 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING
 
+from odradek.broker.apis.authorization import cluster_authorized
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
+from odradek.security.acls import Operation, ResourceType
 
 if TYPE_CHECKING:
     from odradek.broker.context import BrokerContext
@@ -28,6 +33,15 @@ async def handle_init_producer_id(broker: BrokerContext, request: Request) -> Re
     m = response_module(ApiKey.INIT_PRODUCER_ID, version)
     producer_id = getattr(body, "producer_id", -1)
     epoch = getattr(body, "producer_epoch", -1)
+    refused = None
+    if body.transactional_id is not None:
+        if not (broker.authorizer is None or broker.authorize(request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
+                                                              body.transactional_id)):
+            refused = ErrorCode.transactional_id_authorization_failed
+    elif not cluster_authorized(broker, request, Operation.IDEMPOTENT_WRITE):
+        refused = ErrorCode.cluster_authorization_failed
+    if refused is not None:
+        return respond(request, build(m.InitProducerIdResponse, error_code=refused, producer_id=-1, producer_epoch=-1))
     if body.transactional_id is not None:
         error, result_id, result_epoch = await _transactional(broker, body, producer_id, epoch)
         if error == ErrorCode.producer_fenced and version < 4:  # KIP-588

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from odradek.broker.apis.authorization import authorized_names, cluster_authorized
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
 from odradek.common import INTERNAL_TOPICS, validate_topic_name
 from odradek.net.server import CloseConnection
@@ -15,6 +16,7 @@ from odradek.protocol.errors import (
     KafkaError,
     TopicAlreadyExistsError,
 )
+from odradek.security.acls import Operation, ResourceType
 
 if TYPE_CHECKING:
     from odradek.broker.context import BrokerContext
@@ -35,7 +37,11 @@ async def handle_metadata(broker: BrokerContext, request: Request) -> Response:
             # An empty list would tell the client every topic it knows is gone (librdkafka then
             # fails produce() with "Unknown topic"); let it ask another broker instead.
             raise CloseConnection("asked for all topics before the controller sent any metadata")
+        # KafkaApis.handleTopicMetadataRequest: all topics means those the principal may Describe.
         wanted = cache.topics()
+        if broker.authorizer is not None:
+            may_describe = authorized_names(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, wanted)
+            wanted = [t for t in wanted if t in may_describe]
         explicit = False
     else:
         wanted = [t.name for t in body.topics if t.name is not None]
@@ -44,7 +50,14 @@ async def handle_metadata(broker: BrokerContext, request: Request) -> Response:
     created: set[str] = set()
     errors: dict[str, ErrorCode] = {}
     if explicit:
+        # Named topics without Describe are refused whether they exist or not (so existence does
+        # not leak); auto-creating one needs Create on the cluster or on the topic.
+        may_describe = authorized_names(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, wanted)
+        may_create: set[str] | None = None
         for topic in wanted:
+            if topic not in may_describe:
+                errors[topic] = ErrorCode.topic_authorization_failed
+                continue
             if cache.contains_topic(topic):
                 continue
             if not initialized:
@@ -57,6 +70,12 @@ async def handle_metadata(broker: BrokerContext, request: Request) -> Response:
                 errors[topic] = ErrorCode.invalid_topic_exception
                 continue
             if allow_auto and broker.config["auto.create.topics.enable"]:
+                if may_create is None:
+                    may_create = (set(wanted) if cluster_authorized(broker, request, Operation.CREATE) else
+                                  authorized_names(broker, request, Operation.CREATE, ResourceType.TOPIC, wanted))
+                if topic not in may_create:
+                    errors[topic] = ErrorCode.topic_authorization_failed
+                    continue
                 errors[topic] = await _auto_create(broker, topic)
                 created.add(topic)
             else:

@@ -8,16 +8,21 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING
 
+from odradek.broker.apis.authorization import cluster_authorized, unauthorized_names
 from odradek.broker.apis.registry import api, build, respond, response_module
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.produce_request import has_transactional_records, parse_produce_request
+from odradek.security.acls import Operation, ResourceType
 
 if TYPE_CHECKING:
     from odradek.broker.context import BrokerContext
     from odradek.net.server import Request, Response
 
 _UTC = datetime.UTC
+# v2 record batch header: magic at byte 16, producer id at bytes 43-50.
+_MAGIC_AT = 16
+_PRODUCER_ID_AT = 43
 
 
 @api(ApiKey.PRODUCE, "Produce", 3, 9)
@@ -35,14 +40,37 @@ async def handle_produce(broker: BrokerContext, request: Request) -> Response:
     if acks not in (0, 1, -1):
         results = {(t, p): (ErrorCode.invalid_required_acks, f"acks={acks} is not 0, 1 or -1") for t, p, _ in entries}
         return respond(request, _error_response(request.api_version, results))
+    refused: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+    if broker.authorizer is not None:
+        # KafkaApis.handleProduceRequest: Write on the transactional id for transactional
+        # requests, IdempotentWrite on the cluster for idempotent ones (whole request refused),
+        # then Write on each topic.
+        if transactional_id is not None:
+            if not broker.authorize(request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+                results = {(t, p): (ErrorCode.transactional_id_authorization_failed,
+                                    "Transactional Id authorization failed.") for t, p, _ in entries}
+                return respond(request, _error_response(request.api_version, results))
+        elif _has_idempotent_records(entries) and not cluster_authorized(broker, request, Operation.IDEMPOTENT_WRITE):
+            results = {(t, p): (ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
+                       for t, p, _ in entries}
+            return respond(request, _error_response(request.api_version, results))
+        denied = unauthorized_names(broker, request, Operation.WRITE, ResourceType.TOPIC, (t for t, _, _ in entries))
+        if denied:
+            refused = {(t, p): (ErrorCode.topic_authorization_failed, None) for t, p, _ in entries if t in denied}
+            entries = [e for e in entries if e[0] not in denied]
     timeout_ms = body.timeout_ms
+    if refused and not entries:
+        if acks == 0:
+            request.connection.close()
+            return None
+        return respond(request, _error_response(request.api_version, refused))
     if transactional_id is None:
         results, delayed = broker.replica_manager.append_records(acks, timeout_ms, entries)
     else:  # KIP-890 verification may ask the transaction coordinator
         results, delayed = await broker.replica_manager.append_records_async(
             acks, timeout_ms, entries, transactional_id=transactional_id)
     if acks == 0:
-        if any(r.error != ErrorCode.none for r in results.values()):
+        if refused or any(r.error != ErrorCode.none for r in results.values()):
             # Kafka closes the connection so an acks=0 producer notices and refreshes metadata.
             request.connection.close()
         return None
@@ -50,6 +78,10 @@ async def handle_produce(broker: BrokerContext, request: Request) -> Response:
         results = await delayed.future
     m = response_module(ApiKey.PRODUCE, request.api_version)
     by_topic: dict[str, list[object]] = {}
+    for (topic, partition), (error, message) in refused.items():
+        by_topic.setdefault(topic, []).append(build(
+            m.PartitionProduceResponse, index=partition, error_code=error, base_offset=-1, log_append_time=None,
+            log_start_offset=-1, record_errors=(), error_message=message))
     for (topic, partition), r in results.items():
         by_topic.setdefault(topic, []).append(build(
             m.PartitionProduceResponse, index=partition, error_code=r.error, base_offset=r.base_offset,
@@ -59,6 +91,16 @@ async def handle_produce(broker: BrokerContext, request: Request) -> Response:
             error_message=r.message))
     return respond(request, build(m.ProduceResponse, responses=tuple(
         build(m.TopicProduceResponse, name=t, partition_responses=tuple(ps)) for t, ps in by_topic.items())))
+
+
+def _has_idempotent_records(entries: list[tuple[str, int, memoryview | None]]) -> bool:
+    """Kafka's RequestUtils.hasIdempotentRecords: some partition's first v2 batch carries a
+    producer id (asked only when an authorizer is on)."""
+    for _, _, records in entries:
+        if (records is not None and len(records) >= _PRODUCER_ID_AT + 8 and records[_MAGIC_AT] == 2
+                and int.from_bytes(records[_PRODUCER_ID_AT:_PRODUCER_ID_AT + 8], "big", signed=True) >= 0):
+            return True
+    return False
 
 
 def _record_errors(m: object, errors: tuple[tuple[int, str], ...]) -> tuple[object, ...]:

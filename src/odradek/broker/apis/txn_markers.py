@@ -7,6 +7,9 @@ acks=-1: a partition is answered once the marker is replicated, or with its erro
 ...; the coordinator retries those).  Once a marker is written to ``__consumer_offsets``
 partitions, the group coordinator makes the transaction's offsets visible (commit) or drops
 them (abort).  kio has no v0 of this API, so v1 (flexible) is the one served.
+
+Only brokers (ClusterAction on the cluster) may write markers: others get
+CLUSTER_AUTHORIZATION_FAILED for every partition and nothing is appended.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
+from odradek.broker.apis.authorization import cluster_authorized
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
 from odradek.broker.group.offsets_topic import OFFSETS_TOPIC
 from odradek.common import TopicPartition
@@ -25,6 +29,7 @@ from odradek.log.log_info import AppendOrigin
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.control_records import ControlRecordType, build_end_txn_marker_batch
 from odradek.protocol.errors import ErrorCode
+from odradek.security.acls import Operation
 
 if TYPE_CHECKING:
     from odradek.broker.context import BrokerContext
@@ -95,8 +100,13 @@ async def write_txn_markers(replica_manager: ReplicaManager, group_coordinator: 
 async def handle_write_txn_markers(broker: BrokerContext, request: Request) -> Response:
     body = decode_body(request)
     m = response_module(ApiKey.WRITE_TXN_MARKERS, request.api_version)
-    answers = await write_txn_markers(broker.replica_manager, broker.group_coordinator, body.markers,
-                                      broker.config["request.timeout.ms"])
+    if not cluster_authorized(broker, request, Operation.CLUSTER_ACTION):
+        answers = [(marker.producer_id, {TopicPartition(t.name, p): ErrorCode.cluster_authorization_failed
+                                         for t in marker.topics for p in t.partition_indexes})
+                   for marker in body.markers]
+    else:
+        answers = await write_txn_markers(broker.replica_manager, broker.group_coordinator, body.markers,
+                                          broker.config["request.timeout.ms"])
     markers = []
     for producer_id, errors in answers:
         by_topic: dict[str, list[object]] = {}

@@ -3,6 +3,9 @@ KIP-447's member id, group instance id and generation).
 
 The group coordinator validates and appends them as a transactional batch; they stay
 pending until the transaction's marker (:meth:`GroupCoordinator.complete_txn`).
+
+Authorization (KafkaApis, Kafka 2.8): Write on the transactional id, then Read on the group
+(either refused fails every partition), then Read on each topic.
 """
 
 from __future__ import annotations
@@ -10,10 +13,13 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from odradek.broker.apis.authorization import unauthorized_names
+from odradek.broker.apis.groups import group_allowed
 from odradek.broker.apis.offsets_commit import by_topic, requested_offsets
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
+from odradek.security.acls import Operation, ResourceType
 
 if TYPE_CHECKING:
     from odradek.broker.context import BrokerContext
@@ -26,7 +32,17 @@ async def handle_txn_offset_commit(broker: BrokerContext, request: Request) -> R
     version = request.api_version
     now = time.time_ns() // 1_000_000
     # Kafka's convertTxnOffsets: committed now, no expire timestamp.
-    order, errors, offsets = requested_offsets(broker.metadata_cache, body.topics, now)
+    names = [t.name for t in body.topics]
+    if broker.authorizer is None:
+        refused = {}
+    elif not broker.authorize(request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+        refused = dict.fromkeys(names, ErrorCode.transactional_id_authorization_failed)
+    elif not group_allowed(broker, request, Operation.READ, body.group_id):
+        refused = dict.fromkeys(names, ErrorCode.group_authorization_failed)
+    else:
+        refused = dict.fromkeys(unauthorized_names(broker, request, Operation.READ, ResourceType.TOPIC, names),
+                                ErrorCode.topic_authorization_failed)
+    order, errors, offsets = requested_offsets(broker.metadata_cache, body.topics, now, refused=refused)
     if offsets:
         errors.update(await broker.group_coordinator.txn_commit_offsets(
             body.group_id, body.producer_id, body.producer_epoch, getattr(body, "member_id", ""),

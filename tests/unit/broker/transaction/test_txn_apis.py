@@ -49,6 +49,7 @@ class FakeBroker:
         self.transaction_coordinator = h.coordinator
         self.metadata_cache = FakeCache()
         self.group_coordinator = FakeGroups()
+        self.authorizer = None  # no authorization, as a broker without authorizer.class.name
 
 
 async def call(broker: FakeBroker, payload: Any, response_type: type) -> Any:

@@ -1,0 +1,471 @@
+"""One broker with PLAINTEXT (inter-broker), SSL, SSL with required client certificates,
+SASL_PLAINTEXT, SASL_SSL and a SASL_PLAINTEXT listener with a short re-authentication
+interval: round trips with confluent-kafka, kafka-python, aiokafka and kcat on each, and the
+refusals Kafka makes (wrong password, unknown user, unsupported mechanism, untrusted or
+missing certificates, plaintext on a TLS port, requests before authentication)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import ssl
+import struct
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.api_versions.v3 import request as api_versions_req
+from kio.schema.api_versions.v3 import response as api_versions_resp
+from kio.schema.metadata.v9 import request as metadata_req
+from kio.schema.sasl_authenticate.v2 import request as auth_req
+from kio.schema.sasl_authenticate.v2 import response as auth_resp
+from kio.schema.sasl_handshake.v0 import request as handshake0_req
+from kio.schema.sasl_handshake.v0 import response as handshake0_resp
+from kio.schema.sasl_handshake.v1 import request as handshake_req
+from kio.schema.sasl_handshake.v1 import response as handshake_resp
+
+from odradek.local.cluster import LocalCluster
+from odradek.local.zookeeper import EmbeddedZooKeeper, free_port
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.framing import decode_response, encode_request
+from odradek.security.scram import ScramClient, ScramCredential
+from odradek.zk.client import KafkaZkClient
+from support import ClusterFactory, wait_until
+from support.tls import TlsMaterial, tls_material
+
+TIMEOUT = 30
+PROTOCOLS = {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "MTLS": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT",
+             "SASL_SSL": "SASL_SSL", "REAUTH": "SASL_PLAINTEXT"}
+PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
+              'user_bob="bob-secret" user_admin="admin-secret";')
+SCRAM_FAILED = "Authentication failed during authentication due to invalid credentials with SASL mechanism {}"
+
+
+@dataclass
+class Secure:
+    cluster: LocalCluster
+    ports: dict[str, int]
+    tls: TlsMaterial
+
+    def bootstrap(self, listener: str) -> str:
+        return f"127.0.0.1:{self.ports[listener]}"
+
+    def confluent(self, listener: str, mechanism: str | None = None, user: str | None = None,
+                  password: str | None = None, **extra: str) -> dict[str, str]:
+        protocol = PROTOCOLS[listener]
+        config = {"bootstrap.servers": self.bootstrap(listener), "security.protocol": protocol}
+        if "SSL" in protocol:
+            config["ssl.ca.location"] = str(self.tls.ca_file)
+        if protocol.startswith("SASL"):
+            config.update({"sasl.mechanism": mechanism or "PLAIN", "sasl.username": user or "bob",
+                           "sasl.password": password or "bob-secret"})
+        return {**config, **extra}
+
+
+def set_scram_user(cluster: LocalCluster, user: str, password: str,
+                   mechanisms: tuple[str, ...] = ("SCRAM-SHA-256", "SCRAM-SHA-512")) -> None:
+    """As kafka-configs.sh --zookeeper --alter --add-config 'SCRAM-SHA-256=[password=...]'."""
+    async def write() -> None:
+        zk = KafkaZkClient(cluster.zookeeper_connect)
+        await zk.start()
+        try:
+            await zk.set_entity_config("users", user, {
+                m: ScramCredential.from_password(m, password, iterations=4096).to_string() for m in mechanisms})
+        finally:
+            await zk.close()
+    asyncio.run(write())
+
+
+@pytest.fixture(scope="module")
+def secure(zookeeper: EmbeddedZooKeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secure]:
+    base = tmp_path_factory.mktemp("security-listeners")
+    tls = tls_material(base / "tls")
+    ports = {name: free_port() for name in PROTOCOLS}
+    listeners = ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items())
+    overrides = {
+        "listeners": listeners, "advertised.listeners": listeners,
+        "listener.security.protocol.map": ",".join(f"{n}:{p}" for n, p in PROTOCOLS.items()),
+        "inter.broker.listener.name": "PLAINTEXT",
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
+        "sasl.jaas.config": PLAIN_JAAS,
+        **tls.broker_ssl_props(),
+        "listener.name.mtls.ssl.client.auth": "required",
+        "listener.name.reauth.connections.max.reauth.ms": "2000",
+    }
+    factory = ClusterFactory(zookeeper, base)
+    try:
+        cluster = factory(1, ports=[ports["PLAINTEXT"]], overrides=overrides)
+        set_scram_user(cluster, "alice", "alice-secret")
+        secure = Secure(cluster, ports, tls)
+        wait_until(lambda: can_connect(secure.confluent("SASL_PLAINTEXT", "SCRAM-SHA-256", "alice", "alice-secret")),
+                   TIMEOUT, message="alice's SCRAM credentials reach the broker")
+        yield secure
+    finally:
+        factory.stop_all()
+
+
+def can_connect(config: dict[str, str]) -> bool:
+    try:
+        AdminClient(config).list_topics(timeout=5)
+    except KafkaException:
+        return False
+    return True
+
+
+def new_topic(config: dict[str, str], prefix: str) -> str:
+    """A fresh topic, created over the listener under test."""
+    topic = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    admin = AdminClient(config)
+    admin.create_topics([NewTopic(topic, 1, 1)], operation_timeout=TIMEOUT)[topic].result(TIMEOUT)
+    return topic
+
+
+def round_trip_confluent(config: dict[str, str]) -> None:
+    topic = new_topic(config, "sec")
+    values = [f"v{i}".encode() for i in range(5)]
+    errors: list[Any] = []
+    with Producer({**config, "acks": "all"}) as producer:
+        for value in values:
+            producer.produce(topic, value, on_delivery=lambda err, _msg: err and errors.append(err))
+        assert producer.flush(TIMEOUT) == 0
+    assert not errors
+    consumer = Consumer({**config, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([topic])
+        got: list[bytes] = []
+        wait_until(lambda: got.extend(m.value() for m in consumer.consume(10, 1) if not m.error()) or len(got) >= 5,
+                   TIMEOUT, message=f"records of {topic}")
+    finally:
+        consumer.close()
+    assert got == values
+
+
+# ------------------------------------------------------------------ round trips
+
+
+@pytest.mark.parametrize("listener, mechanism, user, password", [
+    ("SSL", None, None, None),
+    ("SASL_PLAINTEXT", "PLAIN", "bob", "bob-secret"),
+    ("SASL_PLAINTEXT", "SCRAM-SHA-256", "alice", "alice-secret"),
+    ("SASL_PLAINTEXT", "SCRAM-SHA-512", "alice", "alice-secret"),
+    ("SASL_SSL", "SCRAM-SHA-512", "alice", "alice-secret"),
+    ("SASL_SSL", "PLAIN", "bob", "bob-secret"),
+])
+def test_confluent_round_trip(secure: Secure, listener: str, mechanism: str | None, user: str | None,
+                              password: str | None) -> None:
+    round_trip_confluent(secure.confluent(listener, mechanism, user, password))
+
+
+def test_confluent_with_client_certificate_on_required_listener(secure: Secure) -> None:
+    round_trip_confluent(secure.confluent("MTLS", **{"ssl.certificate.location": str(secure.tls.client_cert),
+                                                     "ssl.key.location": str(secure.tls.client_key)}))
+
+
+def test_kafka_python_round_trip_scram_and_ssl(secure: Secure) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+
+    for listener, extra in (("SASL_PLAINTEXT", {"sasl_mechanism": "SCRAM-SHA-256", "sasl_plain_username": "alice",
+                                                "sasl_plain_password": "alice-secret"}),
+                            ("SSL", {"ssl_cafile": str(secure.tls.ca_file)}),
+                            ("SASL_SSL", {"ssl_cafile": str(secure.tls.ca_file), "sasl_mechanism": "PLAIN",
+                                          "sasl_plain_username": "bob", "sasl_plain_password": "bob-secret"})):
+        common = {"bootstrap_servers": secure.bootstrap(listener), "security_protocol": PROTOCOLS[listener], **extra}
+        topic = new_topic(secure.confluent(listener), "kp")
+        producer = KafkaProducer(acks="all", **common)
+        try:
+            for i in range(3):
+                producer.send(topic, f"kp{i}".encode()).get(timeout=TIMEOUT)
+        finally:
+            producer.close()
+        consumer = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=15000, **common)
+        try:
+            got = [m.value for _, m in zip(range(3), consumer, strict=False)]
+        finally:
+            consumer.close()
+        assert got == [b"kp0", b"kp1", b"kp2"], listener
+
+
+def test_aiokafka_round_trip_sasl_ssl(secure: Secure) -> None:
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+    from aiokafka.helpers import create_ssl_context
+
+    async def run() -> list[bytes]:
+        common = {"bootstrap_servers": secure.bootstrap("SASL_SSL"), "security_protocol": "SASL_SSL",
+                  "ssl_context": create_ssl_context(cafile=str(secure.tls.ca_file)),
+                  "sasl_mechanism": "SCRAM-SHA-256", "sasl_plain_username": "alice",
+                  "sasl_plain_password": "alice-secret"}
+        topic = new_topic(secure.confluent("SASL_SSL"), "aio")
+        producer = AIOKafkaProducer(acks="all", **common)
+        await producer.start()
+        try:
+            for i in range(3):
+                await producer.send_and_wait(topic, f"a{i}".encode())
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(topic, auto_offset_reset="earliest", **common)
+        await consumer.start()
+        try:
+            got = []
+            while len(got) < 3:
+                batch = await asyncio.wait_for(consumer.getmany(timeout_ms=1000), TIMEOUT)
+                got.extend(m.value for msgs in batch.values() for m in msgs)
+            return got
+        finally:
+            await consumer.stop()
+
+    assert asyncio.run(run()) == [b"a0", b"a1", b"a2"]
+
+
+def test_kcat_round_trip_sasl_ssl(secure: Secure) -> None:
+    topic = new_topic(secure.confluent("SASL_SSL"), "kcat")
+    args = ["kcat", "-b", secure.bootstrap("SASL_SSL"), "-X", "security.protocol=SASL_SSL",
+            "-X", "sasl.mechanisms=SCRAM-SHA-512", "-X", "sasl.username=alice", "-X", "sasl.password=alice-secret",
+            "-X", f"ssl.ca.location={secure.tls.ca_file}"]
+    produced = subprocess.run([*args, "-P", "-t", topic], input=b"k1\nk2\n", timeout=60, capture_output=True)
+    assert produced.returncode == 0, produced.stderr.decode()[-2000:]
+    consumed = subprocess.run([*args, "-C", "-t", topic, "-o", "beginning", "-c", "2", "-e"], timeout=60,
+                              capture_output=True)
+    assert consumed.returncode == 0, consumed.stderr.decode()[-2000:]
+    assert consumed.stdout.split() == [b"k1", b"k2"]
+
+
+# ------------------------------------------------------------------ refusals over the wire
+
+
+class Wire:
+    """A blocking Kafka connection (optionally TLS) that speaks requests and raw frames."""
+
+    def __init__(self, port: int, tls_ctx: ssl.SSLContext | None = None) -> None:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
+        self.sock = tls_ctx.wrap_socket(sock, server_hostname="localhost") if tls_ctx else sock
+        self.correlation = 0
+
+    def send(self, payload: Any) -> None:
+        self.correlation += 1
+        self.sock.sendall(encode_request(payload, self.correlation, "wire-test"))
+
+    def request(self, payload: Any, response_type: type) -> Any:
+        self.send(payload)
+        correlation, response = decode_response(self.read_frame(), response_type)
+        assert correlation == self.correlation
+        return response
+
+    def raw(self, token: bytes) -> bytes:
+        self.sock.sendall(struct.pack(">i", len(token)) + token)
+        return self.read_frame()
+
+    def read_frame(self) -> bytes:
+        size = struct.unpack(">i", self._read(4))[0]
+        return self._read(size)
+
+    def _read(self, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = self.sock.recv(n - len(data))
+            if not chunk:
+                raise ConnectionError("closed by the broker")
+            data += chunk
+        return data
+
+    def closed_by_broker(self) -> bool:
+        try:
+            return self.sock.recv(1) == b""
+        except (ConnectionError, ssl.SSLError):
+            return True
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def handshake(wire: Wire, mechanism: str) -> Any:
+    return wire.request(handshake_req.SaslHandshakeRequest(mechanism=mechanism), handshake_resp.SaslHandshakeResponse)
+
+
+def authenticate(wire: Wire, token: bytes) -> Any:
+    return wire.request(auth_req.SaslAuthenticateRequest(auth_bytes=token), auth_resp.SaslAuthenticateResponse)
+
+
+@pytest.mark.parametrize("mechanism, user, password", [
+    ("SCRAM-SHA-256", "alice", "wrong"), ("SCRAM-SHA-512", "nobody", "x"), ("SCRAM-SHA-256", "nobody", "x")])
+def test_scram_refusal_carries_kafkas_message_then_closes(secure: Secure, mechanism: str, user: str,
+                                                          password: str) -> None:
+    wire = Wire(secure.ports["SASL_PLAINTEXT"])
+    try:
+        assert handshake(wire, mechanism).error_code == ErrorCode.none
+        client = ScramClient(mechanism, user, password)
+        first = authenticate(wire, client.first_message())
+        if first.error_code == ErrorCode.none:
+            first = authenticate(wire, client.final_message(first.auth_bytes))
+        assert first.error_code == ErrorCode.sasl_authentication_failed
+        assert first.error_message == SCRAM_FAILED.format(mechanism)
+        assert wire.closed_by_broker()
+    finally:
+        wire.close()
+
+
+def test_plain_wrong_password_refused(secure: Secure) -> None:
+    wire = Wire(secure.ports["SASL_PLAINTEXT"])
+    try:
+        handshake(wire, "PLAIN")
+        response = authenticate(wire, b"\0bob\0nope")
+        assert response.error_code == ErrorCode.sasl_authentication_failed
+        assert response.error_message == "Authentication failed: Invalid username or password"
+        assert wire.closed_by_broker()
+    finally:
+        wire.close()
+    assert not can_connect(secure.confluent("SASL_PLAINTEXT", "PLAIN", "bob", "nope"))
+
+
+def test_unsupported_mechanism_lists_enabled_ones(secure: Secure) -> None:
+    wire = Wire(secure.ports["SASL_PLAINTEXT"])
+    try:
+        response = handshake(wire, "GSSAPI")
+        assert response.error_code == ErrorCode.unsupported_sasl_mechanism
+        assert list(response.mechanisms) == ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
+        assert wire.closed_by_broker()
+    finally:
+        wire.close()
+
+
+def test_no_data_before_authentication(secure: Secure) -> None:
+    wire = Wire(secure.ports["SASL_PLAINTEXT"])
+    try:
+        versions = wire.request(api_versions_req.ApiVersionsRequest(client_software_name="t",
+                                                                    client_software_version="1"),
+                                api_versions_resp.ApiVersionsResponse)
+        assert {k.api_key for k in versions.api_keys} >= {17, 36}
+        wire.send(metadata_req.MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                               include_cluster_authorized_operations=False,
+                                               include_topic_authorized_operations=False))
+        assert wire.closed_by_broker()
+    finally:
+        wire.close()
+
+
+def test_handshake_v0_then_raw_tokens(secure: Secure) -> None:
+    wire = Wire(secure.ports["SASL_PLAINTEXT"])
+    try:
+        response = wire.request(handshake0_req.SaslHandshakeRequest(mechanism="SCRAM-SHA-256"),
+                                handshake0_resp.SaslHandshakeResponse)
+        assert response.error_code == ErrorCode.none
+        client = ScramClient("SCRAM-SHA-256", "alice", "alice-secret")
+        client.verify_server_final(wire.raw(client.final_message(wire.raw(client.first_message()))))
+        versions = wire.request(api_versions_req.ApiVersionsRequest(client_software_name="t",
+                                                                    client_software_version="1"),
+                                api_versions_resp.ApiVersionsResponse)
+        assert versions.error_code == ErrorCode.none
+    finally:
+        wire.close()
+
+
+def test_untrusted_or_missing_certificates_refused(secure: Secure) -> None:
+    untrusted = secure.confluent("SSL", **{"ssl.ca.location": str(secure.tls.untrusted_ca_file)})
+    assert not can_connect(untrusted)
+    # ssl.client.auth=required: no certificate, or one from another CA, is refused.
+    assert not can_connect(secure.confluent("MTLS"))
+    assert not can_connect(secure.confluent("MTLS", **{
+        "ssl.certificate.location": str(secure.tls.untrusted_client_cert),
+        "ssl.key.location": str(secure.tls.untrusted_client_key)}))
+    assert can_connect(secure.confluent("SSL"))
+
+
+def test_plaintext_client_on_tls_port_while_another_keeps_working(secure: Secure) -> None:
+    ctx = ssl.create_default_context(cafile=str(secure.tls.ca_file))
+    good = Wire(secure.ports["SSL"], ctx)
+    bad = Wire(secure.ports["SSL"])
+    try:
+        bad.send(api_versions_req.ApiVersionsRequest(client_software_name="t", client_software_version="1"))
+        assert bad.closed_by_broker()
+        response = good.request(api_versions_req.ApiVersionsRequest(client_software_name="t",
+                                                                    client_software_version="1"),
+                                api_versions_resp.ApiVersionsResponse)
+        assert response.error_code == ErrorCode.none
+    finally:
+        bad.close()
+        good.close()
+    assert "SSL handshake failed" in (secure.cluster.dir / "broker-0" / "server.log").read_text()
+
+
+def test_scram_credential_change_picked_up_without_restart(secure: Secure) -> None:
+    user = f"u{uuid.uuid4().hex[:8]}"
+    assert not can_connect(secure.confluent("SASL_PLAINTEXT", "SCRAM-SHA-256", user, "first"))
+    set_scram_user(secure.cluster, user, "first")
+    wait_until(lambda: can_connect(secure.confluent("SASL_PLAINTEXT", "SCRAM-SHA-256", user, "first")), TIMEOUT,
+               message="the new user can log in")
+    set_scram_user(secure.cluster, user, "second")
+    wait_until(lambda: not can_connect(secure.confluent("SASL_PLAINTEXT", "SCRAM-SHA-256", user, "first")), TIMEOUT,
+               message="the old password stops working")
+    assert can_connect(secure.confluent("SASL_PLAINTEXT", "SCRAM-SHA-256", user, "second"))
+
+
+def test_confluent_reauthenticates_and_keeps_working(secure: Secure) -> None:
+    """connections.max.reauth.ms=2000 on REAUTH: librdkafka re-authenticates on the same
+    connection (KIP-368) and keeps producing across several sessions; without re-authentication
+    the broker would close the connection at the first request after each expiry."""
+    config = secure.confluent("REAUTH", "SCRAM-SHA-256", "alice", "alice-secret")
+    topic = new_topic(config, "reauth")
+    errors: list[Any] = []
+    samples: list[list[tuple[str, int, int]]] = []
+
+    def on_stats(text: str) -> None:
+        brokers = json.loads(text)["brokers"].values()
+        samples.append([(b["name"], b["connects"], b["disconnects"]) for b in brokers])
+
+    with Producer({**config, "acks": "all", "statistics.interval.ms": 500, "stats_cb": on_stats}) as producer:
+        deadline = time.monotonic() + 7
+        sent = 0
+        while time.monotonic() < deadline:
+            producer.produce(topic, f"r{sent}".encode(), on_delivery=lambda err, _m: err and errors.append(err))
+            sent += 1
+            producer.flush(TIMEOUT)
+            producer.poll(0.2)
+    assert not errors
+    # One connection all along: never a second connect, never a disconnect.
+    assert samples and all(connects <= 1 and not disconnects for sample in samples for _, connects, disconnects in sample)
+    assert len({name for sample in samples for name, _, _ in sample}) == 1, samples
+
+
+def test_expired_session_without_reauthentication_is_closed(secure: Secure) -> None:
+    wire = Wire(secure.ports["REAUTH"])
+    try:
+        handshake(wire, "PLAIN")
+        response = authenticate(wire, b"\0bob\0bob-secret")
+        assert response.error_code == ErrorCode.none
+        assert response.session_lifetime.total_seconds() * 1000 == 2000
+        time.sleep(2.1)  # the session's length is the point of the test: nothing to await
+        wire.send(metadata_req.MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                               include_cluster_authorized_operations=False,
+                                               include_topic_authorized_operations=False))
+        assert wire.closed_by_broker()
+    finally:
+        wire.close()
+
+
+
+
+def test_large_records_over_tls(secure: Secure) -> None:
+    """Frames far larger than one TLS record or the read buffer, both ways (fetch data is read
+    and encrypted, never sendfile'd)."""
+    config = secure.confluent("SASL_SSL", "SCRAM-SHA-256", "alice", "alice-secret")
+    topic = new_topic(config, "large")
+    values = [bytes([i]) * 300_000 for i in range(12)]
+    with Producer({**config, "acks": "all", "linger.ms": 50, "message.max.bytes": 4_000_000}) as producer:
+        for value in values:
+            producer.produce(topic, value)
+        assert producer.flush(TIMEOUT) == 0
+    consumer = Consumer({**config, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
+    try:
+        consumer.subscribe([topic])
+        got: list[bytes] = []
+        wait_until(lambda: got.extend(m.value() for m in consumer.consume(20, 1) if not m.error()) or len(got) >= 12,
+                   TIMEOUT, message=f"records of {topic}")
+    finally:
+        consumer.close()
+    assert got == values
