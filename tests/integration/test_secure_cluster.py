@@ -188,3 +188,16 @@ def test_aiokafka_with_cluster_json_settings(secure_cluster: dict) -> None:
         return msg.value
 
     assert asyncio.run(run()) == b"from-aiokafka"
+
+
+def test_perf_and_transactions_take_the_command_config(secure_cluster: dict) -> None:
+    _create(secure_cluster, "secure-perf")
+    first = secure_cluster["bootstrap_servers"].split(",")[0]
+    perf = run_odradek("perf", "produce", "--topic", "secure-perf", "--num-records", "200", "--record-size", "100",
+                       "--bootstrap-server", first, "--command-config", secure_cluster["command_config"], "--json")
+    assert perf.returncode == 0, perf.stderr
+    assert json.loads(perf.stdout.strip().splitlines()[-1])["records"] == 200
+    listed = run_odradek("transactions", "--bootstrap-server", first, "--command-config",
+                         secure_cluster["command_config"], "list")
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout.split()[:2] == ["TransactionalId", "Coordinator"]
