@@ -1,7 +1,7 @@
 """Long durability run: at least 100 injected faults on 3 brokers, RF 3,
 min.insync.replicas=2, acks=all idempotent producers with unique record ids.
 
-    .venv/bin/python bench/durability_runner.py [--faults 100] [--seed 1] [--transactional]
+    .venv/bin/python bench/durability_runner.py [--faults 100] [--seed 1] [--transactional] [--security sasl_ssl]
 
 Reports faults injected, records acknowledged, records lost (must be 0), duplicates, reads
 later gone, divergent replicas and the longest unavailability per partition (the longest
@@ -23,7 +23,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from odradek.local.cluster import LocalCluster
+from odradek.local.cluster import ADMIN_PROPERTIES, LocalCluster
 from odradek.local.durability import DurabilityRun
 
 
@@ -34,17 +34,22 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--transactional", action="store_true", help="transactions of 20 records, some aborted")
     parser.add_argument("--dir", default=None, help="keep the cluster's files here (default: a temporary dir)")
+    parser.add_argument("--security", choices=["ssl", "sasl_plaintext", "sasl_ssl"], default=None,
+                        help="run on a secure cluster (odradek up --security); clients log in as its admin")
     args = parser.parse_args()
     # SIGTERM (kill, pkill) unwinds like Ctrl-C, so the cluster below is stopped, not orphaned.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     with (contextlib.nullcontext(args.dir) if args.dir else
           tempfile.TemporaryDirectory(prefix="odradek-durability-")) as tmp:
-        cluster = LocalCluster(tmp, 3, overrides={"min.insync.replicas": "2", "replica.lag.time.max.ms": "5000"})
+        cluster = LocalCluster(tmp, 3, overrides={"min.insync.replicas": "2", "replica.lag.time.max.ms": "5000"},
+                               security=args.security)
         cluster.start()
         try:
-            subprocess.run([sys.executable, "-m", "odradek", "topics", "--zookeeper", cluster.zookeeper_connect,
-                            "--create", "--topic", "durability", "--partitions", str(args.partitions),
-                            "--replication-factor", "3"], check=True)
+            subprocess.run([sys.executable, "-m", "odradek", "topics", "--bootstrap-server",
+                            cluster.bootstrap_servers.split(",")[0], "--create", "--topic", "durability", "--partitions", str(args.partitions),
+                            "--replication-factor", "3",
+                            *(["--command-config", str(cluster.dir / ADMIN_PROPERTIES)] if args.security else [])],
+                           check=True)
             time.sleep(2)
             report = DurabilityRun(cluster, partitions=args.partitions, faults=args.faults, seed=args.seed,
                                    log=print, transactional=args.transactional).run()

@@ -780,6 +780,27 @@ class KafkaConfig:
                 props[key[len(prefix):]] = raw
         return props
 
+    def inter_broker_client_properties(self) -> dict[str, str]:
+        """Kafka client properties for this broker's own connections to the inter-broker
+        listener (controller channel, replica fetchers, AlterIsr, controlled shutdown):
+        ``security.protocol`` from the listener map, the listener's ``ssl.*`` keys, and for
+        SASL ``sasl.mechanism`` = ``sasl.mechanism.inter.broker.protocol`` with the
+        listener's ``<mechanism>.sasl.jaas.config`` (else ``sasl.jaas.config``), whose
+        ``username``/``password`` options are the broker's login, as in Kafka."""
+        listener = self.inter_broker_listener_name
+        protocol = self.security_protocol_map[listener]
+        listener_props = self.listener_props(listener)
+        props = {"security.protocol": protocol}
+        if protocol in ("SSL", "SASL_SSL"):
+            props.update((k, v) for k, v in listener_props.items() if k.startswith("ssl."))
+        if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+            mechanism = self["sasl.mechanism.inter.broker.protocol"]
+            props["sasl.mechanism"] = mechanism
+            jaas = listener_props.get(f"{mechanism.lower()}.sasl.jaas.config") or listener_props.get("sasl.jaas.config")
+            if jaas:
+                props["sasl.jaas.config"] = jaas
+        return props
+
     @property
     def security_protocol(self) -> dict[str, str]:
         """Listener name -> security protocol, for the listeners this broker binds."""

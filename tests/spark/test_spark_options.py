@@ -281,3 +281,28 @@ def test_option_error_survives_pickling():
     error = pickle.loads(pickle.dumps(OptionError("subscribe", "is wrong")))
     assert error.option == "subscribe"
     assert str(error) == "odradek data source: option 'subscribe': is wrong"
+
+
+def test_security_options_pass_through_in_librdkafka_names() -> None:
+    options = source(**{
+        "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "SCRAM-SHA-512",
+        "kafka.sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                                  'username="admin" password="Se=cret";',
+        "kafka.ssl.truststore.type": "PEM", "kafka.ssl.truststore.location": "/ca.pem",
+        "subscribe": "t"})
+    assert dict(options.kafka_params) == {
+        "bootstrap.servers": "h1:9092,h2:9092", "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "admin", "sasl.password": "Se=cret", "ssl.ca.location": "/ca.pem"}
+    sink = parse_sink_options({**BOOTSTRAP, "kafka.security.protocol": "SASL_PLAINTEXT",
+                               "kafka.sasl.mechanism": "PLAIN", "kafka.sasl.username": "u", "kafka.sasl.password": "p"})
+    assert sink.kafka_params["sasl.username"] == "u"
+
+
+@pytest.mark.parametrize(("options", "option"), [
+    ({"kafka.sasl.jaas.config": "not a jaas config"}, "kafka.sasl.jaas.config"),
+    ({"kafka.ssl.truststore.type": "JKS", "kafka.ssl.truststore.location": "/ts.jks"}, "kafka.ssl.truststore.location"),
+])
+def test_unusable_security_options_name_the_option(options: dict[str, str], option: str) -> None:
+    with pytest.raises(OptionError) as info:
+        source(subscribe="t", **options)
+    assert info.value.option == option

@@ -37,12 +37,14 @@ def create_topic(cluster: LocalCluster, topic: str, partitions: int = 1, replica
     wanted = {p: replication_factor for p in range(count)} if placed is None else {
         p: len(replicas) for p, replicas in placed.items()}
 
+    security = cluster.client_security()  # the admin's, on a secure cluster
+
     def ready() -> dict[int, PartitionInfo] | None:
         seen = None
         for broker_id, broker in cluster.brokers.items():
             if not broker.alive:
                 continue
-            info = partitions_of(address_of(cluster, broker_id), topic)
+            info = partitions_of(address_of(cluster, broker_id), topic, security=security)
             if info is None or {p: len(i.replicas) for p, i in info.items()} != wanted or any(
                     p.leader < 0 or set(p.isr) != set(p.replicas) for p in info.values()):
                 return None

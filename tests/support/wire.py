@@ -22,6 +22,7 @@ from odradek.local.cluster import LocalCluster
 from odradek.net.client import BrokerConnection
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.records import RecordBatchHeader, iter_batches
+from odradek.security.client import ClientSecurity
 
 __all__ = [
     "EARLIEST",
@@ -59,11 +60,13 @@ def address_of(cluster: LocalCluster, broker_id: int) -> Address:
     return "127.0.0.1", cluster.brokers[broker_id].port
 
 
-def kafka_request(address: Address, payload: Any, response_type: type[Any], timeout_s: float = 30.0) -> Any:
-    """Send one request on a fresh :class:`BrokerConnection` and return the decoded response."""
+def kafka_request(address: Address, payload: Any, response_type: type[Any], timeout_s: float = 30.0, *,
+                  security: ClientSecurity | None = None) -> Any:
+    """Send one request on a fresh :class:`BrokerConnection` (secured as ``security`` says)
+    and return the decoded response."""
 
     async def call() -> Any:
-        conn = BrokerConnection(address[0], address[1], "odradek-tests")
+        conn = BrokerConnection(address[0], address[1], "odradek-tests", security=security)
         await conn.connect(timeout_s=10)
         try:
             return await conn.send(payload, response_type, timeout_s=timeout_s)
@@ -73,19 +76,21 @@ def kafka_request(address: Address, payload: Any, response_type: type[Any], time
     return asyncio.run(call())
 
 
-def metadata(address: Address, topics: Sequence[str] | None, timeout_s: float = 30.0) -> Any:
+def metadata(address: Address, topics: Sequence[str] | None, timeout_s: float = 30.0, *,
+             security: ClientSecurity | None = None) -> Any:
     """One broker's own Metadata v12 answer, from its metadata cache as it is now
     (``topics=None``: all topics)."""
     request = metadata_req.MetadataRequest(
         topics=None if topics is None else tuple(
             metadata_req.MetadataRequestTopic(topic_id=None, name=t) for t in topics),
         allow_auto_topic_creation=False, include_topic_authorized_operations=False)
-    return kafka_request(address, request, metadata_resp.MetadataResponse, timeout_s=timeout_s)
+    return kafka_request(address, request, metadata_resp.MetadataResponse, timeout_s=timeout_s, security=security)
 
 
-def partitions_of(address: Address, topic: str) -> dict[int, PartitionInfo] | None:
+def partitions_of(address: Address, topic: str, *, security: ClientSecurity | None = None
+                  ) -> dict[int, PartitionInfo] | None:
     """What one broker's metadata says about a topic (None when it does not know it)."""
-    response = metadata(address, [topic])
+    response = metadata(address, [topic], security=security)
     (t,) = response.topics
     if t.error_code != ErrorCode.none:
         return None

@@ -26,10 +26,11 @@ from kio.index import KioIndexError, load_request_schema, load_response_schema
 from odradek import __version__
 from odradek.admin.topic_command import TopicDeletion, TopicListing
 from odradek.assignment import assign_new_partitions, assign_replicas_to_brokers
-from odradek.net.client import BrokerConnection
+from odradek.net.client import AuthenticationFailed, BrokerConnection
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError, for_code
 from odradek.protocol.messages import build
+from odradek.security.client import ClientSecurity
 from odradek.zk.admin_zk_client import PartitionDescription, RackAwareMode, TopicDescription
 from odradek.zk.zk_data import uuid_to_topic_id
 
@@ -83,15 +84,17 @@ class ClusterView:
 
 
 class AdminConnection:
-    """Admin requests over one bootstrap connection, plus one to the controller."""
+    """Admin requests over one bootstrap connection, plus one to the controller; both
+    secured as ``security`` says (``--command-config``)."""
 
     # The newest version of each API this client speaks, and the APIs' names for messages.
     max_versions: Mapping[int, int] = _MAX_VERSIONS
     api_names: Mapping[int, str] = _NAMES
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, *, security: ClientSecurity | None = None) -> None:
         self.servers = _parse_bootstrap(bootstrap)
         self.bootstrap = bootstrap
+        self.security = security
         self._conn: BrokerConnection | None = None
         self._controller: BrokerConnection | None = None
         self._versions: dict[int, tuple[int, int]] = {}
@@ -99,10 +102,14 @@ class AdminConnection:
     async def __aenter__(self) -> AdminConnection:
         errors = []
         for host, port in self.servers:
-            conn = BrokerConnection(host, port, "odradek-topics")
+            conn = BrokerConnection(host, port, "odradek-topics", security=self.security)
             try:
                 await conn.connect(timeout_s=CONNECT_TIMEOUT_S)
                 self._versions = await self._api_versions(conn)
+            except AuthenticationFailed as e:
+                # Another broker would refuse the same login: say why at once.
+                await conn.close()
+                raise AdminClientError(f"authentication to {host}:{port} failed: {e}") from None
             except (OSError, TimeoutError, ConnectionError, KafkaError) as e:
                 await conn.close()
                 reason = e.strerror if isinstance(e, OSError) and e.strerror else repr(e)
@@ -165,7 +172,7 @@ class AdminConnection:
             await asyncio.sleep(_CONTROLLER_POLL_S)
             view = await self.metadata([])
         host, port, _ = view.brokers[view.controller_id]
-        conn = BrokerConnection(host, port, "odradek-topics")
+        conn = BrokerConnection(host, port, "odradek-topics", security=self.security)
         try:
             await conn.connect(timeout_s=CONNECT_TIMEOUT_S)
         except (OSError, TimeoutError) as e:

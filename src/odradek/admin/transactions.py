@@ -30,6 +30,7 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.describe_transactions import DescribeTransactionsResponseV0
 from odradek.protocol.errors import ErrorCode, KafkaError, for_code
 from odradek.protocol.messages import build
+from odradek.security.client import ClientSecurity
 
 __all__ = [
     "DESCRIBE_PRODUCERS_HEADERS",
@@ -183,13 +184,14 @@ def _error(code: int, message: str | None = None) -> KafkaError:
 class TransactionsAdmin:
     """The operations, over ``bootstrap`` plus one connection per other broker asked."""
 
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, *, security: ClientSecurity | None = None) -> None:
         self.bootstrap = bootstrap
+        self.security = security
         self._main: _Node | None = None
         self._nodes: dict[int, _Node] = {}
 
     async def __aenter__(self) -> TransactionsAdmin:
-        self._main = await _Node(self.bootstrap).__aenter__()
+        self._main = await _Node(self.bootstrap, security=self.security).__aenter__()
         return self
 
     async def __aexit__(self, *exc: object) -> None:
@@ -215,7 +217,7 @@ class TransactionsAdmin:
             raise TransactionsCommandError(f"broker {broker_id} is not in the cluster "
                                            f"(brokers: {', '.join(map(str, sorted(view.brokers)))})")
         host, port, _ = view.brokers[broker_id]
-        node = await _Node(f"{host}:{port}").__aenter__()
+        node = await _Node(f"{host}:{port}", security=self.security).__aenter__()
         self._nodes[broker_id] = node
         return node
 

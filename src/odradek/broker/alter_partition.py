@@ -24,6 +24,7 @@ from odradek import tasks
 from odradek.broker.partition import Partition, PendingIsrChange
 from odradek.net.client import BrokerConnection
 from odradek.protocol.errors import ErrorCode
+from odradek.security.client import ClientSecurity
 
 if TYPE_CHECKING:
     from odradek.broker.metadata_cache import MetadataCache
@@ -35,7 +36,9 @@ __all__ = ["AlterPartitionManager"]
 
 class AlterPartitionManager:
     def __init__(self, broker_id: int, broker_epoch: Callable[[], int], metadata_cache: MetadataCache,
-                 listener: str, on_applied: Callable[[Partition], None]) -> None:
+                 listener: str, on_applied: Callable[[Partition], None], *,
+                 security: ClientSecurity | None = None) -> None:
+        self.security = security
         self.broker_id = broker_id
         self._broker_epoch = broker_epoch
         self.metadata_cache = metadata_cache
@@ -76,7 +79,8 @@ class AlterPartitionManager:
             return self._conn
         if self._conn is not None:
             await self._conn.close()
-        conn = BrokerConnection(endpoint[0], endpoint[1], f"broker-{self.broker_id}-alter-partition")
+        conn = BrokerConnection(endpoint[0], endpoint[1], f"broker-{self.broker_id}-alter-partition",
+                                security=self.security)
         await conn.connect(timeout_s=5)
         self._conn, self._conn_target = conn, target
         return conn

@@ -32,6 +32,7 @@ from odradek.common import TopicPartition
 from odradek.log.log import UnexpectedAppendOffsetError
 from odradek.net.client import BrokerConnection
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.security.client import ClientSecurity
 
 if TYPE_CHECKING:
     from odradek.broker.metadata_cache import MetadataCache
@@ -85,7 +86,8 @@ class ReplicaFetcher:
         endpoint = self.manager.metadata_cache.endpoint(self.leader_id, self.manager.listener)
         if endpoint is None:
             raise ConnectionError(f"leader {self.leader_id} is not a live broker")
-        conn = BrokerConnection(endpoint[0], endpoint[1], f"replica-fetcher-{self.manager.broker_id}")
+        conn = BrokerConnection(endpoint[0], endpoint[1], f"replica-fetcher-{self.manager.broker_id}",
+                                security=self.manager.security)
         await conn.connect(timeout_s=self.manager.socket_timeout_s)
         self._conn = conn
         return conn
@@ -305,8 +307,9 @@ class ReplicaFetcher:
 
 class ReplicaFetcherManager:
     def __init__(self, broker_id: int, config: KafkaConfig, metadata_cache: MetadataCache,
-                 state_change: Callable[[str], None]) -> None:
+                 state_change: Callable[[str], None], *, security: ClientSecurity | None = None) -> None:
         self.broker_id = broker_id
+        self.security = security
         self.config = config
         self.metadata_cache = metadata_cache
         self.listener = config.inter_broker_listener_name

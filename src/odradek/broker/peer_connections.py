@@ -9,6 +9,7 @@ from collections import defaultdict
 from typing import TYPE_CHECKING
 
 from odradek.net.client import BrokerConnection
+from odradek.security.client import ClientSecurity
 
 if TYPE_CHECKING:
     from odradek.broker.metadata_cache import MetadataCache
@@ -17,7 +18,9 @@ __all__ = ["PeerConnections"]
 
 
 class PeerConnections:
-    def __init__(self, broker_id: int, metadata_cache: MetadataCache, listener_name: str, purpose: str) -> None:
+    def __init__(self, broker_id: int, metadata_cache: MetadataCache, listener_name: str, purpose: str, *,
+                 security: ClientSecurity | None = None) -> None:
+        self.security = security
         self.broker_id = broker_id
         self.metadata_cache = metadata_cache
         self.listener_name = listener_name
@@ -35,7 +38,8 @@ class PeerConnections:
             endpoint = self.metadata_cache.endpoint(broker_id, self.listener_name)
             if endpoint is None:
                 raise LookupError(f"no {self.listener_name} endpoint for broker {broker_id}")
-            conn = BrokerConnection(endpoint[0], endpoint[1], f"broker-{self.broker_id}-{self.purpose}")
+            conn = BrokerConnection(endpoint[0], endpoint[1], f"broker-{self.broker_id}-{self.purpose}",
+                                    security=self.security)
             await conn.connect(timeout_s=10)
             self._connections[broker_id] = conn
             return conn

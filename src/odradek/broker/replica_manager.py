@@ -55,6 +55,7 @@ from odradek.zk.zk_data import uuid_to_topic_id
 if TYPE_CHECKING:
     from odradek.config import KafkaConfig
     from odradek.log.log_manager import LogManager
+    from odradek.security.client import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -118,7 +119,8 @@ def transactional_header(records: bytes | bytearray | memoryview | None) -> Reco
 class ReplicaManager:
     def __init__(self, broker_id: int, config: KafkaConfig, metadata_cache: MetadataCache,
                  log_manager: LogManager, broker_epoch: Callable[[], int],
-                 topic_log_config: Callable[[str, Mapping[str, str]], Any] | None = None) -> None:
+                 topic_log_config: Callable[[str, Mapping[str, str]], Any] | None = None, *,
+                 inter_broker_security: ClientSecurity | None = None) -> None:
         self.broker_id = broker_id
         self.config = config
         self.metadata_cache = metadata_cache
@@ -134,9 +136,11 @@ class ReplicaManager:
         self.logger = StateChangeLogger(broker_id)
         self.produce_purgatory = Purgatory()
         self.fetch_purgatory = Purgatory()
-        self.fetchers = ReplicaFetcherManager(broker_id, config, metadata_cache, self.logger.info)
+        self.fetchers = ReplicaFetcherManager(broker_id, config, metadata_cache, self.logger.info,
+                                              security=inter_broker_security)
         self.alter_partition = AlterPartitionManager(broker_id, broker_epoch, metadata_cache,
-                                                     config.inter_broker_listener_name, self._on_isr_applied)
+                                                     config.inter_broker_listener_name, self._on_isr_applied,
+                                                     security=inter_broker_security)
         self._tasks: list[asyncio.Task[None]] = []
         # Hooks for components that follow leadership (the group coordinator loads and unloads
         # the groups of __consumer_offsets partitions this broker leads).

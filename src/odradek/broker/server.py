@@ -43,6 +43,7 @@ from odradek.net.server import Request, Response, SocketServer
 from odradek.protocol import control
 from odradek.protocol.errors import ErrorCode
 from odradek.security.acls import AclAuthorizer, Operation, ResourceType
+from odradek.security.client import ClientSecurity
 from odradek.zk.admin_zk_client import AdminZkClient
 from odradek.zk.client import KafkaZkClient, NodeExistsError
 from odradek.zk.zk_data import BrokerIdZNode, BrokerInfo, EndPoint, now_ms
@@ -69,12 +70,15 @@ class KafkaServer:
         self.metadata_cache = MetadataCache(self.broker_id)
         self.broker_epoch = -1
         self.cluster_id: str | None = None
+        # How this broker's own connections to the inter-broker listener authenticate.
+        self.inter_broker_security = ClientSecurity.from_properties(config.inter_broker_client_properties())
         self.log_manager = LogManager(LogManagerConfig.from_kafka_config(config), config.log_config())
         self.log_cleaner = LogCleaner(config.cleaner_config(), self.log_manager.log_dirs,
                                       self.log_manager.all_logs, self.log_manager.get_log)
         self.replica_manager = ReplicaManager(self.broker_id, config, self.metadata_cache, self.log_manager,
                                               lambda: self.broker_epoch,
-                                              lambda _topic, overrides: self.config.log_config(overrides))
+                                              lambda _topic, overrides: self.config.log_config(overrides),
+                                              inter_broker_security=self.inter_broker_security)
         self.topic_admin = AdminZkClient(self.zk)
         self.producer_ids = ProducerIdManager(self.broker_id, self.zk)
         # Consumer groups: follows leadership of __consumer_offsets through the replica manager's hooks.
@@ -89,7 +93,8 @@ class KafkaServer:
         # Transactions: follows leadership of __transaction_state the same way.
         txn_config = TxnConfig.from_kafka_config(config)
         self.txn_marker_channel = TransactionMarkerChannelManager(self.broker_id, self.metadata_cache,
-                                                                  config.inter_broker_listener_name)
+                                                                  config.inter_broker_listener_name,
+                                                                  security=self.inter_broker_security)
         self.transaction_coordinator = TransactionCoordinator(
             txn_config, TransactionStateManager(txn_config, ReplicatedTransactionStateTopic(
                 self.replica_manager, txn_config.append_timeout_ms, txn_config.load_buffer_size)),
@@ -101,7 +106,8 @@ class KafkaServer:
         self.txn_verifier: TxnVerifier | None = None
         if txn_config.partition_verification:
             self.txn_verifier = TxnVerifier(self.transaction_coordinator, self.broker_id, self.metadata_cache,
-                                            config.inter_broker_listener_name)
+                                            config.inter_broker_listener_name,
+                                            security=self.inter_broker_security)
         self.replica_manager.txn_verifier = self.txn_verifier
         # Authorization (authorizer.class.name): None lets every request through, as Kafka
         # without an authorizer.  The ACL cache is loaded from ZooKeeper at start-up.
@@ -113,7 +119,8 @@ class KafkaServer:
         self.socket_server = SocketServer(
             config.listeners, self.dispatch, on_unsupported=unsupported_api_versions,
             max_request_bytes=config["socket.request.max.bytes"])
-        self.controller = KafkaController(config, self.zk, self.register_broker)
+        self.controller = KafkaController(config, self.zk, self.register_broker,
+                                          inter_broker_security=self.inter_broker_security)
         # Dynamic topic configs: applies /config/changes notifications to the open logs.
         self.config_manager = DynamicConfigManager(self.zk, config, self.log_manager,
                                                    self.controller.enable_topic_unclean_leader_election,
@@ -334,7 +341,8 @@ class KafkaServer:
                     info = brokers[controller_id][0]
                     ep = next((e for e in info.endpoints if e.listener == self.config.inter_broker_listener_name),
                               info.endpoints[0])
-                    conn = BrokerConnection(ep.host, ep.port, f"broker-{self.broker_id}-shutdown")
+                    conn = BrokerConnection(ep.host, ep.port, f"broker-{self.broker_id}-shutdown",
+                                            security=self.inter_broker_security)
                     try:
                         await conn.connect(timeout_s=5)
                         response = await conn.send(

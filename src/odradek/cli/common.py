@@ -1,15 +1,23 @@
-"""What the ``odradek`` subcommands share: one-line errors, ``--override`` parsing and
-waiting for a signal."""
+"""What the ``odradek`` subcommands share: one-line errors, ``--override`` parsing,
+``--command-config`` (Kafka client properties for the admin connection) and waiting for a
+signal."""
 
 from __future__ import annotations
 
 import signal
 import sys
-from typing import NoReturn
+from collections.abc import Callable
+from pathlib import Path
+from typing import NoReturn, TypeVar
 
 import click
 
-__all__ = ["fail", "parse_overrides", "wait_for_signal"]
+from odradek.security.client import ClientSecurity
+
+__all__ = ["client_security", "command_config_option", "fail", "parse_overrides", "read_properties",
+           "wait_for_signal"]
+
+F = TypeVar("F", bound=Callable[..., object])
 
 
 def fail(message: str, code: int = 1) -> NoReturn:
@@ -27,6 +35,58 @@ def parse_overrides(overrides: tuple[str, ...]) -> dict[str, str]:
             fail(f"--override expects key=value, got {item!r}")
         result[key.strip()] = value.strip()
     return result
+
+
+def read_properties(path: str, what: str = "--command-config") -> dict[str, str]:
+    """A Java ``.properties`` file (``key=value`` or ``key: value`` lines, ``#``/``!``
+    comments, trailing-backslash continuations) as a dict; fail() with one line if unreadable."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        fail(f"{what} {path}: cannot read it ({getattr(e, 'strerror', None) or e})")
+    props: dict[str, str] = {}
+    logical = ""
+    for number, raw in enumerate(text.splitlines(), 1):
+        line = raw.lstrip() if not logical else raw.strip()
+        if not logical and (not line or line.startswith(("#", "!"))):
+            continue
+        if line.endswith("\\") and not line.endswith("\\\\"):
+            logical += line[:-1]
+            continue
+        line, logical = logical + line, ""
+        key, value = _split_property(line)
+        if not key:
+            fail(f"{what} {path}: line {number} has no key: {raw.strip()!r}")
+        props[key] = value
+    return props
+
+
+def _split_property(line: str) -> tuple[str, str]:
+    for i, char in enumerate(line):
+        if char in "=:" or char.isspace():
+            rest = line[i + 1:].lstrip() if char in "=:" else line[i:].lstrip().removeprefix("=").removeprefix(":")
+            return line[:i].strip(), rest.lstrip()
+    return line.strip(), ""
+
+
+def command_config_option(func: F) -> F:
+    """The ``--command-config FILE`` option (Kafka's tools: client properties for the admin
+    connection, e.g. security.protocol, sasl.mechanism, sasl.jaas.config, ssl.*)."""
+    return click.option(  # type: ignore[return-value]
+        "--command-config", "command_config", default=None, metavar="FILE",
+        help="Property file with client configs (security.protocol, sasl.*, ssl.*) for the connection.")(func)
+
+
+def client_security(command_config: str | None) -> ClientSecurity | None:
+    """The ClientSecurity a ``--command-config`` file describes (None without one); fail()
+    with one line on a file that cannot be read or that a client could not use."""
+    if command_config is None:
+        return None
+    props = read_properties(command_config)
+    try:
+        return ClientSecurity.from_properties(props)
+    except ValueError as e:
+        fail(f"--command-config {command_config}: {e}")
 
 
 def wait_for_signal() -> None:

@@ -12,8 +12,9 @@ from typing import Any, NoReturn
 
 import click
 
-from odradek.cli.common import fail
+from odradek.cli.common import client_security, command_config_option, fail, read_properties
 from odradek.perf.common import PerfError, parse_props
+from odradek.security.client import librdkafka_properties
 
 __all__ = ["perf"]
 
@@ -57,12 +58,22 @@ class _OneLineGroup(click.Group):
             raise
 
 
-def _props(option: Sequence[str], extra: Sequence[str]) -> dict[str, str]:
+def _props(option: Sequence[str], extra: Sequence[str], command_config: str | None) -> dict[str, str]:
+    """The client properties: ``--command-config``'s (Java names turned into librdkafka's),
+    overridden by those given on the command line."""
     try:
-        return parse_props([*option, *extra])
+        given = parse_props([*option, *extra])
     except PerfError as e:
         _usage(str(e))
         raise  # unreachable: _usage exits
+    if command_config is None:
+        return given
+    client_security(command_config)  # a file no client could use fails here, in one line
+    try:
+        from_file = librdkafka_properties(read_properties(command_config))
+    except ValueError as e:
+        fail(f"--command-config {command_config}: {e}")
+    return {**from_file, **given}
 
 
 def _report(result: Any, as_json: bool) -> None:
@@ -92,15 +103,16 @@ def perf() -> None:
 @click.option("--bootstrap-server", help="host:port[,...] (or bootstrap.servers in --producer-props).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
 @click.option("-v", "--verbose", is_flag=True, help="Show the client's log lines on stderr.")
+@command_config_option
 @click.argument("more_props", nargs=-1, metavar="[K=V]...")
 def produce(topic: str, num_records: int, record_size: int, throughput: float,
             producer_props: tuple[str, ...], bootstrap_server: str | None, as_json: bool,
-            verbose: bool, more_props: tuple[str, ...]) -> None:
+            verbose: bool, command_config: str | None, more_props: tuple[str, ...]) -> None:
     """Send records as fast as possible (or at --throughput) and report records/s, MB/s and
     latency from send to delivery callback (avg, max, 50th/95th/99th/99.9th percentiles)."""
     from odradek.perf.producer import run_producer
 
-    props = _props(producer_props, more_props)
+    props = _props(producer_props, more_props, command_config)
     servers = bootstrap_server or props.pop("bootstrap.servers", None)
     props.pop("bootstrap.servers", None)
     if not servers:
@@ -128,14 +140,15 @@ def produce(topic: str, num_records: int, record_size: int, throughput: float,
 @click.option("--from-latest", is_flag=True, help="Start at the log end instead of the beginning.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
 @click.option("-v", "--verbose", is_flag=True, help="Show the client's log lines on stderr.")
+@command_config_option
 @click.argument("more_props", nargs=-1, metavar="[K=V]...")
 def consume(topic: str, messages: int, fetch_size: int, consumer_props: tuple[str, ...],
             bootstrap_server: str | None, timeout_ms: int, from_latest: bool, as_json: bool,
-            verbose: bool, more_props: tuple[str, ...]) -> None:
+            verbose: bool, command_config: str | None, more_props: tuple[str, ...]) -> None:
     """Read records with assign() (no group) and report records/s and MB/s."""
     from odradek.perf.consumer import run_consumer
 
-    props = _props(consumer_props, more_props)
+    props = _props(consumer_props, more_props, command_config)
     servers = bootstrap_server or props.pop("bootstrap.servers", None)
     props.pop("bootstrap.servers", None)
     if not servers:

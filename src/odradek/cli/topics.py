@@ -23,7 +23,9 @@ from odradek.admin.topic_command import (
 )
 from odradek.admin.topics import zookeeper_topic_service
 from odradek.assignment import AdminOperationError
+from odradek.cli.common import client_security, command_config_option
 from odradek.protocol.errors import KafkaError
+from odradek.security.client import ClientSecurity
 from odradek.zk.client import ZkConnectionError
 
 __all__ = ["topics"]
@@ -60,11 +62,13 @@ def _fail(message: str) -> NoReturn:
 @click.option("--unavailable-partitions", is_flag=True, help="Describe: only partitions whose leader is unavailable.")
 @click.option("--topics-with-overrides", is_flag=True, help="Describe: only topics with config overrides.")
 @click.option("--exclude-internal", is_flag=True, help="List/describe: leave out internal topics.")
+@command_config_option
 def topics(zookeeper: str | None, bootstrap_server: str | None, create: bool, list_: bool, describe: bool,
            alter: bool, delete: bool, topic: str | None, partitions: int | None, replication_factor: int | None,
            replica_assignment: str | None, configs: tuple[str, ...], delete_configs: tuple[str, ...],
            if_not_exists: bool, if_exists: bool, disable_rack_aware: bool, under_replicated_partitions: bool,
-           unavailable_partitions: bool, topics_with_overrides: bool, exclude_internal: bool) -> None:
+           unavailable_partitions: bool, topics_with_overrides: bool, exclude_internal: bool,
+           command_config: str | None) -> None:
     """Create, list, describe, alter and delete topics (kafka-topics.sh)."""
     actions = [action for action, on in ((TopicAction.CREATE, create), (TopicAction.LIST, list_),
                                          (TopicAction.DESCRIBE, describe), (TopicAction.ALTER, alter),
@@ -73,6 +77,8 @@ def topics(zookeeper: str | None, bootstrap_server: str | None, create: bool, li
         _fail("Command must include exactly one action: --list, --describe, --create, --alter or --delete")
     if (zookeeper is None) == (bootstrap_server is None):
         _fail("Exactly one of --zookeeper or --bootstrap-server is required")
+    if command_config is not None and bootstrap_server is None:
+        _fail("--command-config is only valid with --bootstrap-server")
     opts = TopicCommandOptions(
         actions[0], topic=topic, partitions=partitions, replication_factor=replication_factor,
         replica_assignment=replica_assignment, configs=configs, delete_configs=delete_configs,
@@ -84,7 +90,8 @@ def topics(zookeeper: str | None, bootstrap_server: str | None, create: bool, li
     except TopicCommandError as e:
         _fail(str(e))
     if bootstrap_server is not None:
-        sys.exit(asyncio.run(_run_over_bootstrap(bootstrap_server, opts)))
+        security = client_security(command_config)
+        sys.exit(asyncio.run(_run_over_bootstrap(bootstrap_server, opts, security)))
     assert zookeeper is not None
     sys.exit(asyncio.run(_run_over_zookeeper(zookeeper, opts)))
 
@@ -102,9 +109,9 @@ async def _run_over_zookeeper(connect: str, opts: TopicCommandOptions) -> int:
     return 0
 
 
-async def _run_over_bootstrap(bootstrap: str, opts: TopicCommandOptions) -> int:
+async def _run_over_bootstrap(bootstrap: str, opts: TopicCommandOptions, security: ClientSecurity | None) -> int:
     try:
-        async with AdminConnection(bootstrap) as connection:
+        async with AdminConnection(bootstrap, security=security) as connection:
             await run_topic_command(AdminClientTopicService(connection), opts, click.echo)
     except (AdminClientError, TopicCommandError, KafkaError, AdminOperationError) as e:
         message = str(e)

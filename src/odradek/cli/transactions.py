@@ -12,6 +12,7 @@ import asyncio
 import sys
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any, NoReturn
 
 import click
@@ -29,7 +30,9 @@ from odradek.admin.transactions import (
     list_transactions_rows,
     pretty_print_table,
 )
+from odradek.cli.common import client_security, command_config_option
 from odradek.protocol.errors import KafkaError
+from odradek.security.client import ClientSecurity
 
 __all__ = ["transactions"]
 
@@ -80,9 +83,19 @@ def _int_option(value: str | None, name: str, low: int, high: int) -> int | None
     return number
 
 
-def _run(bootstrap: str, action: Callable[[TransactionsAdmin], Awaitable[list[str]]]) -> None:
+@dataclass(frozen=True)
+class _Target:
+    """Where the subcommands connect, and how (--bootstrap-server, --command-config)."""
+
+    bootstrap: str
+    security: ClientSecurity | None
+
+
+def _run(target: _Target, action: Callable[[TransactionsAdmin], Awaitable[list[str]]]) -> None:
+    bootstrap = target.bootstrap
+
     async def main() -> list[str]:
-        async with TransactionsAdmin(bootstrap) as admin:
+        async with TransactionsAdmin(bootstrap, security=target.security) as admin:
             return await action(admin)
 
     try:
@@ -100,30 +113,31 @@ def _run(bootstrap: str, action: Callable[[TransactionsAdmin], Awaitable[list[st
 @click.group(cls=_Group, no_args_is_help=False, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--bootstrap-server", default=None, metavar="host:port",
               help="Hostname and port of a broker to connect to (multiple comma-separated entries can be given).")
+@command_config_option
 @click.pass_context
-def transactions(ctx: click.Context, bootstrap_server: str | None) -> None:
+def transactions(ctx: click.Context, bootstrap_server: str | None, command_config: str | None) -> None:
     """Analyse the transactional state of producers in the cluster, and recover from hanging
     transactions (kafka-transactions.sh)."""
     if bootstrap_server is None or not bootstrap_server.strip():
         _fail("Error: argument --bootstrap-server is required")
-    ctx.obj = bootstrap_server
+    ctx.obj = _Target(bootstrap_server, client_security(command_config))
 
 
 @transactions.command("list")
 @click.pass_obj
-def list_command(bootstrap: str) -> None:
+def list_command(target: _Target) -> None:
     """List transactions."""
     async def action(admin: TransactionsAdmin) -> list[str]:
         listings = await admin.list_transactions()
         return pretty_print_table(LIST_TRANSACTIONS_HEADERS, list_transactions_rows(listings))
 
-    _run(bootstrap, action)
+    _run(target, action)
 
 
 @transactions.command("describe")
 @click.option("--transactional-id", default=None, help="Transactional id.")
 @click.pass_obj
-def describe_command(bootstrap: str, transactional_id: str | None) -> None:
+def describe_command(target: _Target, transactional_id: str | None) -> None:
     """Describe the state of an active transactional-id."""
     if transactional_id is None or transactional_id == "":
         _fail("Error: argument --transactional-id is required")
@@ -133,7 +147,7 @@ def describe_command(bootstrap: str, transactional_id: str | None) -> None:
         row = describe_transaction_row(description, int(time.time() * 1000))
         return pretty_print_table(DESCRIBE_TRANSACTIONS_HEADERS, [row])
 
-    _run(bootstrap, action)
+    _run(target, action)
 
 
 def _topic_partition(topic: str | None, partition: str | None) -> tuple[str, int]:
@@ -150,7 +164,7 @@ def _topic_partition(topic: str | None, partition: str | None) -> tuple[str, int
 @click.option("--topic", default=None, help="Topic name.")
 @click.option("--partition", default=None, help="Partition number.")
 @click.pass_obj
-def describe_producers_command(bootstrap: str, broker_id: str | None, topic: str | None,
+def describe_producers_command(target: _Target, broker_id: str | None, topic: str | None,
                                partition: str | None) -> None:
     """Describe the states of active producers for a topic partition."""
     name, number = _topic_partition(topic, partition)
@@ -160,7 +174,7 @@ def describe_producers_command(bootstrap: str, broker_id: str | None, topic: str
         producers = await admin.describe_producers(name, number, broker)
         return pretty_print_table(DESCRIBE_PRODUCERS_HEADERS, describe_producers_rows(producers))
 
-    _run(bootstrap, action)
+    _run(target, action)
 
 
 @transactions.command("abort")
@@ -171,7 +185,7 @@ def describe_producers_command(bootstrap: str, broker_id: str | None, topic: str
 @click.option("--producer-epoch", default=None, help="Producer epoch (with --producer-id).")
 @click.option("--coordinator-epoch", default=None, help="Coordinator epoch (with --producer-id).")
 @click.pass_obj
-def abort_command(bootstrap: str, topic: str | None, partition: str | None, start_offset: str | None,
+def abort_command(target: _Target, topic: str | None, partition: str | None, start_offset: str | None,
                   producer_id: str | None, producer_epoch: str | None, coordinator_epoch: str | None) -> None:
     """Abort a hanging transaction: an ABORT marker written to the partition by its leader."""
     name, number = _topic_partition(topic, partition)
@@ -200,4 +214,4 @@ def abort_command(bootstrap: str, topic: str | None, partition: str | None, star
         await admin.abort_transaction(spec)
         return []
 
-    _run(bootstrap, action)
+    _run(target, action)

@@ -1,15 +1,20 @@
-"""``odradek up``: an embedded ZooKeeper and N brokers in one command; Ctrl-C stops them."""
+"""``odradek up``: an embedded ZooKeeper and N brokers in one command; Ctrl-C stops them.
+``--security`` makes a secure cluster (see odradek.local.security)."""
 
 from __future__ import annotations
 
 import signal
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from odradek.cli.common import fail, parse_overrides
 from odradek.config import ConfigError, KafkaConfig
+
+if TYPE_CHECKING:
+    from odradek.local.cluster import LocalCluster
 
 __all__ = ["up"]
 
@@ -22,8 +27,11 @@ __all__ = ["up"]
 @click.option("--zookeeper-port", type=int, default=0, help="Embedded ZooKeeper port (0 picks a free one).")
 @click.option("--ports", default=None, help="Comma-separated broker ports (default: free ports).")
 @click.option("--override", multiple=True, metavar="KEY=VALUE", help="Broker config for every broker.")
+@click.option("--security", type=click.Choice(["ssl", "sasl_plaintext", "sasl_ssl"], case_sensitive=False),
+              default=None, help="Secure listeners (client and inter-broker), ACL authorizer, an admin "
+                                 "super-user and an unprivileged client user.")
 def up(num_brokers: int, racks: str | None, directory: str | None, zookeeper_port: int, ports: str | None,
-       override: tuple[str, ...]) -> None:
+       override: tuple[str, ...], security: str | None) -> None:
     """Start an embedded ZooKeeper and N brokers; Ctrl-C stops everything.
 
     DIR/cluster.json appears once every broker is registered and knows the whole cluster."""
@@ -45,7 +53,7 @@ def up(num_brokers: int, racks: str | None, directory: str | None, zookeeper_por
         fail(str(e))
     cluster_dir = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="odradek-"))
     cluster = LocalCluster(cluster_dir, num_brokers, racks=rack_list, zookeeper_port=zookeeper_port,
-                           ports=port_list, overrides=overrides)
+                           ports=port_list, overrides=overrides, security=security)
     stop = {"flag": False}
 
     def handler(signum: int, _frame: object) -> None:
@@ -64,6 +72,8 @@ def up(num_brokers: int, racks: str | None, directory: str | None, zookeeper_por
         click.echo(f"Broker {b.broker_id}: 127.0.0.1:{b.port}{rack} (pid {b.pid}, config {b.config_path})")
     click.echo(f"Bootstrap servers: {cluster.bootstrap_servers}")
     click.echo(f"Cluster description: {cluster.dir / CLUSTER_JSON}")
+    if cluster.security is not None:
+        _echo_security(cluster)
     click.echo("Press Ctrl-C to stop.")
     try:
         while not stop["flag"]:
@@ -72,3 +82,19 @@ def up(num_brokers: int, racks: str | None, directory: str | None, zookeeper_por
         click.echo("Stopping brokers and ZooKeeper...")
         cluster.stop()
         click.echo("Stopped.")
+
+
+def _echo_security(cluster: LocalCluster) -> None:
+    from odradek.local.cluster import ADMIN_PROPERTIES, USER_PROPERTIES
+    from odradek.local.security import ADMIN, CLIENT_USER
+
+    admin_config, user_config = cluster.dir / ADMIN_PROPERTIES, cluster.dir / USER_PROPERTIES
+    librdkafka = " ".join(f"-X {k}={v}" for k, v in cluster.client_properties(ADMIN).items()
+                          if k != "bootstrap.servers")
+    click.echo(f"Security: {cluster.security_protocol} on every listener, ACL authorizer on")
+    click.echo(f"  User:{ADMIN} (super-user): --command-config {admin_config}")
+    click.echo(f"  User:{CLIENT_USER} (no rights until ACLs grant them): --command-config {user_config}")
+    click.echo(f"  librdkafka/kcat as {ADMIN}: {librdkafka}")
+    click.echo(f"  Grant {CLIENT_USER} a topic: odradek acls --bootstrap-server {cluster.bootstrap_servers.split(',')[0]} "
+               f"--command-config {admin_config} --add --allow-principal User:{CLIENT_USER} --producer --consumer "
+               f"--topic TOPIC --group '*'")

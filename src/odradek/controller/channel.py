@@ -28,6 +28,7 @@ from odradek.controller.events import (
 )
 from odradek.net.client import BrokerConnection
 from odradek.protocol import control
+from odradek.security.client import ClientSecurity
 from odradek.state_change_log import StateChangeLogger
 from odradek.zk.zk_data import BrokerInfo, LeaderAndIsr
 
@@ -51,8 +52,10 @@ class _QueueItem:
 class _BrokerSender:
     """One broker's queue and the task that drains it."""
 
-    def __init__(self, controller_id: int, info: BrokerInfo, listener: str, timeout_s: float) -> None:
+    def __init__(self, controller_id: int, info: BrokerInfo, listener: str, timeout_s: float,
+                 security: ClientSecurity | None = None) -> None:
         self.info = info
+        self.security = security
         self.listener = listener
         self.timeout_s = timeout_s
         self.controller_id = controller_id
@@ -65,7 +68,8 @@ class _BrokerSender:
         while True:
             endpoint = self.info.endpoint(self.listener) if any(
                 e.listener == self.listener for e in self.info.endpoints) else self.info.endpoint()
-            conn = BrokerConnection(endpoint.host, endpoint.port, f"controller-{self.controller_id}")
+            conn = BrokerConnection(endpoint.host, endpoint.port, f"controller-{self.controller_id}",
+                                    security=self.security)
             try:
                 await conn.connect(timeout_s=self.timeout_s)
                 return conn
@@ -101,8 +105,10 @@ class _BrokerSender:
 
 
 class ControllerChannelManager:
-    def __init__(self, controller_id: int, listener: str, request_timeout_ms: int) -> None:
+    def __init__(self, controller_id: int, listener: str, request_timeout_ms: int,
+                 security: ClientSecurity | None = None) -> None:
         self.controller_id = controller_id
+        self.security = security  # the inter-broker listener's (config.inter_broker_client_properties)
         self.listener = listener
         self.timeout_s = request_timeout_ms / 1000
         self._senders: dict[int, _BrokerSender] = {}
@@ -113,7 +119,8 @@ class ControllerChannelManager:
 
     def add_broker(self, info: BrokerInfo) -> None:
         if info.id not in self._senders:
-            self._senders[info.id] = _BrokerSender(self.controller_id, info, self.listener, self.timeout_s)
+            self._senders[info.id] = _BrokerSender(self.controller_id, info, self.listener, self.timeout_s,
+                                                   self.security)
 
     async def remove_broker(self, broker_id: int) -> None:
         sender = self._senders.pop(broker_id, None)

@@ -56,6 +56,7 @@ from odradek.controller.replica_state_machine import ReplicaStateMachine
 from odradek.controller.topic_change import TopicChangeHandler
 from odradek.controller.topic_deletion import TopicDeletionManager
 from odradek.protocol.errors import ErrorCode
+from odradek.security.client import ClientSecurity
 from odradek.state_change_log import StateChangeLogger
 from odradek.zk.client import ControllerMovedError, KafkaZkClient, NodeExistsError
 from odradek.zk.zk_data import (
@@ -76,7 +77,8 @@ ELECTION_EVENTS = (Startup, ControllerChange, Reelect, Expire, RegisterBrokerAnd
 
 class KafkaController:
     def __init__(self, config: KafkaConfig, zk: KafkaZkClient,
-                 register_broker: Callable[[], Awaitable[int]]) -> None:
+                 register_broker: Callable[[], Awaitable[int]], *,
+                 inter_broker_security: ClientSecurity | None = None) -> None:
         self.config = config
         self.broker_id = config.broker_id
         self.zk = zk
@@ -85,7 +87,8 @@ class KafkaController:
         self.active_controller_id: int | None = None
         self.event_manager = ControllerEventManager(self.process)
         self.channel = ControllerChannelManager(
-            self.broker_id, config.inter_broker_listener_name, config["controller.socket.timeout.ms"])
+            self.broker_id, config.inter_broker_listener_name, config["controller.socket.timeout.ms"],
+            inter_broker_security)
         self.batch = ControllerBrokerRequestBatch(
             self.broker_id, self.ctx, self.channel, self.event_manager.put, self._topics_being_deleted)
         self.partition_sm = PartitionStateMachine(

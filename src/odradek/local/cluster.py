@@ -9,10 +9,18 @@ ZooKeeper (``/brokers/ids/<id>``) and answers Metadata listing every broker of t
 with a controller, so a script that waits for the file can use the cluster at once. It is
 always replaced whole (written to a temporary file, synced, renamed), so a reader never sees
 half of it, and it is rewritten when a broker restarts.
+
+With ``security`` ("ssl", "sasl_plaintext" or "sasl_ssl", see local/security.py) each broker
+has a CLIENT listener (its ``port``) and a BROKER listener (``broker_port``) of that protocol,
+the ACL authorizer is on, and cluster.json also holds the client settings: ``client``
+(librdkafka/kcat names, the admin super-user), ``client_java`` (Kafka's names),
+``client_user``/``client_user_java`` (the unprivileged ``client`` user), and the
+``--command-config`` files ``client.properties`` (admin) and ``client-user.properties``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import fcntl
 import json
@@ -30,14 +38,19 @@ from typing import Any
 from kazoo.client import KazooClient
 from kazoo.exceptions import NoNodeError
 
+from odradek.local.security import ADMIN, CLIENT_USER, LocalSecurity, properties_text
 from odradek.local.zookeeper import EmbeddedZooKeeper, free_port
 from odradek.log.checkpoints import write_atomically
-from odradek.zk.client import ensure_chroot, split_chroot
+from odradek.net.client import BrokerConnection
+from odradek.security.client import ClientSecurity
+from odradek.zk.client import KafkaZkClient, ensure_chroot, split_chroot
 from odradek.zk.zk_data import BrokerIdZNode
 
 __all__ = ["BrokerProcess", "LocalCluster", "update_cluster_json_pid"]
 
 CLUSTER_JSON = "cluster.json"
+ADMIN_PROPERTIES = "client.properties"
+USER_PROPERTIES = "client-user.properties"
 
 # Faster failure detection than Kafka's 18 s default: local clusters are for trying things.
 LOCAL_DEFAULTS = {
@@ -56,6 +69,7 @@ class BrokerProcess:
     port: int
     config_path: Path
     rack: str | None = None
+    broker_port: int | None = None  # the inter-broker listener's, on a secure cluster
     process: subprocess.Popen[bytes] | None = None
     started_ms: int = 0
 
@@ -72,7 +86,8 @@ class LocalCluster:
     def __init__(self, directory: str | os.PathLike[str], num_brokers: int = 3, *,
                  racks: Sequence[str | None] | None = None, zookeeper_connect: str | None = None,
                  zookeeper_port: int = 0, ports: Sequence[int] | None = None,
-                 overrides: Mapping[str, str] | None = None, first_broker_id: int = 0) -> None:
+                 overrides: Mapping[str, str] | None = None, first_broker_id: int = 0,
+                 security: str | None = None) -> None:
         if racks is not None and len(racks) != num_brokers:
             raise ValueError(f"--racks names {len(racks)} racks for {num_brokers} brokers")
         if ports is not None and len(ports) != num_brokers:
@@ -95,7 +110,12 @@ class LocalCluster:
             port = ports[i] if ports else free_port()
             self.brokers[broker_id] = BrokerProcess(
                 broker_id, port, self.dir / f"broker-{broker_id}" / "server.properties",
-                racks[i] if racks else None)
+                racks[i] if racks else None, free_port() if security else None)
+        # Certificates and passwords are made at start(); the protocol is checked now.
+        self.security_protocol = security.upper() if security else None
+        if self.security_protocol is not None:
+            LocalSecurity.check_protocol(self.security_protocol)
+        self.security: LocalSecurity | None = None
 
     # ------------------------------------------------------------------ properties
 
@@ -110,6 +130,19 @@ class LocalCluster:
     def bootstrap_servers(self) -> str:
         return ",".join(f"127.0.0.1:{b.port}" for b in self.brokers.values())
 
+    def client_security(self, user: str = ADMIN) -> ClientSecurity | None:
+        """How odradek's own connections reach the CLIENT listener as ``user`` (None: plain)."""
+        if self.security is None:
+            return None
+        return ClientSecurity.from_properties(self.security.java_properties(user))
+
+    def client_properties(self, user: str = ADMIN) -> dict[str, str]:
+        """librdkafka (confluent-kafka, kcat) properties for ``user``, bootstrap servers included."""
+        props = {"bootstrap.servers": self.bootstrap_servers}
+        if self.security is not None:
+            props.update(self.security.librdkafka_properties(user))
+        return props
+
     def broker_properties(self, broker: BrokerProcess) -> dict[str, str]:
         props = {
             "broker.id": str(broker.broker_id),
@@ -118,6 +151,9 @@ class LocalCluster:
             "log.dirs": str(broker.config_path.parent / "data"),
             "zookeeper.connect": self.zookeeper_connect,
         }
+        if self.security is not None:
+            assert broker.broker_port is not None
+            props.update(self.security.broker_properties(broker.broker_id, broker.port, broker.broker_port))
         if broker.rack is not None:
             props["broker.rack"] = broker.rack
         props.update(self.overrides)
@@ -130,6 +166,8 @@ class LocalCluster:
         if self._external_zk is None:
             self.zookeeper = EmbeddedZooKeeper(self.dir / "zookeeper", port=self._zk_port)
             self.zookeeper.start()
+        if self.security_protocol is not None:
+            self._set_up_security(self.security_protocol)
         for broker in self.brokers.values():
             broker.config_path.parent.mkdir(parents=True, exist_ok=True)
             broker.config_path.write_text(
@@ -161,6 +199,18 @@ class LocalCluster:
             self.wait_for_brokers([broker_id], timeout_s=timeout_s)
             if (self.dir / CLUSTER_JSON).exists():
                 self.write_cluster_json()
+
+    def _set_up_security(self, protocol: str) -> None:
+        """Certificates, SCRAM users in ZooKeeper (before any broker starts, so the brokers'
+        own logins work at once) and the --command-config files."""
+        self.security = LocalSecurity.create(protocol, self.dir / "security", list(self.brokers))
+        if self.security.uses_sasl:
+            asyncio.run(_write_users(self.zookeeper_connect, self.security.scram_configs()))
+        for user, name in ((ADMIN, ADMIN_PROPERTIES), (CLIENT_USER, USER_PROPERTIES)):
+            path = self.dir / name
+            path.write_text(properties_text(self.security.java_properties(user),
+                                            f"odradek local cluster: {protocol} client settings of User:{user}"))
+            path.chmod(0o600)
 
     def wait_for_brokers(self, broker_ids: Sequence[int] | None = None, timeout_s: float = 60.0) -> None:
         """Wait until each of the brokers (default: all) is registered in ZooKeeper since its
@@ -205,7 +255,7 @@ class LocalCluster:
         controller and every broker in ``expected``; before its first UpdateMetadata it
         answers with no brokers, and clients back off for a long while."""
         try:
-            brokers, controller = metadata_probe("127.0.0.1", broker.port)
+            brokers, controller = metadata_probe("127.0.0.1", broker.port, security=self.client_security())
         except (OSError, ValueError):
             return False
         return controller >= 0 and expected | {broker.broker_id} <= brokers
@@ -271,15 +321,26 @@ class LocalCluster:
     # ------------------------------------------------------------------ cluster.json
 
     def cluster_json(self) -> dict[str, object]:
-        return {
+        data: dict[str, object] = {
             "zookeeper": self.zookeeper_connect,
             "bootstrap_servers": self.bootstrap_servers,
             "brokers": [
                 {"id": b.broker_id, "pid": b.pid, "port": b.port, "config": str(b.config_path),
-                 "rack": b.rack}
+                 "rack": b.rack, **({"broker_port": b.broker_port} if b.broker_port is not None else {})}
                 for b in self.brokers.values()
             ],
         }
+        if self.security is not None:
+            data.update({
+                "security": self.security.protocol,
+                "client": self.security.librdkafka_properties(ADMIN),
+                "client_java": self.security.java_properties(ADMIN),
+                "client_user": self.security.librdkafka_properties(CLIENT_USER),
+                "client_user_java": self.security.java_properties(CLIENT_USER),
+                "command_config": str(self.dir / ADMIN_PROPERTIES),
+                "command_config_user": str(self.dir / USER_PROPERTIES),
+            })
+        return data
 
     def write_cluster_json(self) -> None:
         """Replace cluster.json with this cluster's description (atomically)."""
@@ -304,26 +365,51 @@ def _locked(path: Path):  # type: ignore[no-untyped-def]
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def metadata_probe(host: str, port: int, timeout_s: float = 10.0) -> tuple[set[int], int]:
-    """One Metadata v1 request (no topics) over a plain socket: (broker ids, controller id)."""
-    response = broker_metadata(host, port, (), timeout_s)
+async def _write_users(connect: str, users: Mapping[str, Mapping[str, str]]) -> None:
+    zk = KafkaZkClient(connect, session_timeout_ms=10_000, connection_timeout_ms=30_000)
+    await zk.start()
+    try:
+        for user, config in users.items():
+            await zk.set_entity_config("users", user, config)
+    finally:
+        await zk.close()
+
+
+def metadata_probe(host: str, port: int, timeout_s: float = 10.0, *,
+                   security: ClientSecurity | None = None) -> tuple[set[int], int]:
+    """One Metadata v1 request (no topics): (broker ids, controller id)."""
+    response = broker_metadata(host, port, (), timeout_s, security=security)
     return {b.node_id for b in response.brokers}, response.controller_id
 
 
-def broker_metadata(host: str, port: int, topics: Sequence[str], timeout_s: float = 10.0) -> Any:
-    """One broker's Metadata v1 response for ``topics``, over a plain socket (its metadata
-    cache as it is right now, where a Kafka client would pick any broker)."""
+def broker_metadata(host: str, port: int, topics: Sequence[str], timeout_s: float = 10.0, *,
+                    security: ClientSecurity | None = None) -> Any:
+    """One broker's Metadata v1 response for ``topics`` (its metadata cache as it is right
+    now, where a Kafka client would pick any broker): over a plain socket, or with
+    ``security`` over odradek's client connection (TLS, SASL login)."""
     from kio.schema.metadata.v1.request import MetadataRequest, MetadataRequestTopic
     from kio.schema.metadata.v1.response import MetadataResponse
 
     from odradek.protocol.framing import decode_response, encode_request
 
     request = MetadataRequest(topics=tuple(MetadataRequestTopic(name=t) for t in topics))
+    if security is not None and security.protocol != "PLAINTEXT":
+        return asyncio.run(_secure_request(host, port, security, request, MetadataResponse, timeout_s))
     with socket.create_connection((host, port), timeout=timeout_s) as sock:
         sock.sendall(encode_request(request, 1, "odradek-local-cluster"))
         size = int.from_bytes(_recv_exactly(sock, 4), "big")
         _, response = decode_response(_recv_exactly(sock, size), MetadataResponse)
     return response
+
+
+async def _secure_request(host: str, port: int, security: ClientSecurity, request: Any, response_type: Any,
+                          timeout_s: float) -> Any:
+    conn = BrokerConnection(host, port, "odradek-local-cluster", security=security)
+    try:
+        await conn.connect(timeout_s=timeout_s)
+        return await conn.send(request, response_type, timeout_s=timeout_s)
+    finally:
+        await conn.close()
 
 
 def _recv_exactly(sock: socket.socket, n: int) -> bytes:

@@ -171,7 +171,7 @@ class DurabilityRun:
 
     def _produce(self) -> None:
         producer = Producer({
-            "bootstrap.servers": self.cluster.bootstrap_servers, "acks": "all", "enable.idempotence": True,
+            **self.cluster.client_properties(), "acks": "all", "enable.idempotence": True,
             "linger.ms": 5, "message.timeout.ms": 120000, "log_level": 0,
         })
         seq = 0
@@ -208,7 +208,7 @@ class DurabilityRun:
         deadline = time.monotonic() + 180
         while True:
             producer = Producer({
-                "bootstrap.servers": self.cluster.bootstrap_servers, "transactional.id": self.transactional_id,
+                **self.cluster.client_properties(), "transactional.id": self.transactional_id,
                 "linger.ms": 5, "message.timeout.ms": 60000, "transaction.timeout.ms": 60000, "log_level": 0,
             })
             try:
@@ -296,7 +296,7 @@ class DurabilityRun:
 
     def _consume(self) -> None:
         consumer = Consumer({
-            "bootstrap.servers": self.cluster.bootstrap_servers, "group.id": "durability-reader",
+            **self.cluster.client_properties(), "group.id": "durability-reader",
             "enable.auto.commit": False, "auto.offset.reset": "earliest", "log_level": 0,
             "isolation.level": "read_committed",
         })
@@ -416,7 +416,7 @@ class DurabilityRun:
     def _read_final(self) -> dict[int, dict[int, bytes]]:
         """Every record a read_committed consumer reads, per partition and offset."""
         consumer = Consumer({
-            "bootstrap.servers": self.cluster.bootstrap_servers, "group.id": "durability-verifier",
+            **self.cluster.client_properties(), "group.id": "durability-verifier",
             "enable.auto.commit": False, "log_level": 0, "isolation.level": "read_committed",
             "enable.partition.eof": self.transactional,
         })
@@ -493,7 +493,7 @@ class DurabilityRun:
         transactions completed); partitions still behind after ``timeout_s`` are hanging."""
         ends: dict[str, Consumer] = {}
         for isolation in ("read_committed", "read_uncommitted"):
-            ends[isolation] = Consumer({"bootstrap.servers": self.cluster.bootstrap_servers,
+            ends[isolation] = Consumer({**self.cluster.client_properties(),
                                         "group.id": "durability-lso", "isolation.level": isolation, "log_level": 0})
         deadline = time.monotonic() + timeout_s
         try:

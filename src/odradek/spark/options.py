@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
+from odradek.security.client import librdkafka_properties
 from odradek.spark.offsets import EARLIEST, LATEST, TopicPartition
 
 
@@ -245,7 +246,21 @@ def _kafka_params(opts: Mapping[str, str], forbidden: Mapping[str, str]) -> dict
             raise OptionError(key, f"cannot be set: {forbidden[name]}")
         params[name] = value
     params["bootstrap.servers"] = servers
-    return params
+    return _librdkafka_security(params)
+
+
+def _librdkafka_security(params: dict[str, str]) -> dict[str, str]:
+    """Spark's Kafka source passes ``kafka.*`` to a Java client; ours is librdkafka, so the
+    security options Java spells differently are translated (``kafka.ssl.truststore.location``
+    (PEM) -> ``ssl.ca.location``, ``kafka.sasl.jaas.config`` -> ``sasl.username``/``password``,
+    a PEM keystore -> ``ssl.certificate.location``/``ssl.key.location``)."""
+    if not any(k.startswith(("ssl.", "sasl.")) for k in params):
+        return params
+    try:
+        return librdkafka_properties(params)
+    except ValueError as e:
+        key = "ssl.truststore.location" if "truststore" in str(e) else "sasl.jaas.config"
+        raise OptionError(f"kafka.{key}", str(e)) from None
 
 
 def _reject_unknown(opts: Mapping[str, str], known: Mapping[str, str], what: str) -> None:

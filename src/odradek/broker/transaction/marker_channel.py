@@ -27,6 +27,7 @@ from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from odradek.broker.metadata_cache import MetadataCache
+    from odradek.security.client import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -51,11 +52,12 @@ def classify_marker_error(error: ErrorCode) -> str:
 
 
 class TransactionMarkerChannelManager:
-    def __init__(self, broker_id: int, metadata_cache: MetadataCache, listener_name: str) -> None:
+    def __init__(self, broker_id: int, metadata_cache: MetadataCache, listener_name: str, *,
+                 security: ClientSecurity | None = None) -> None:
         self.broker_id = broker_id
         self.metadata_cache = metadata_cache
         self.listener_name = listener_name
-        self.peers = PeerConnections(broker_id, metadata_cache, listener_name, "txn-markers")
+        self.peers = PeerConnections(broker_id, metadata_cache, listener_name, "txn-markers", security=security)
 
     async def send_markers(self, transactional_id: str, producer_id: int, producer_epoch: int, commit: bool,
                            coordinator_epoch: int, partitions: Iterable[TopicPartition]) -> bool:

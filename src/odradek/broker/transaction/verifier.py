@@ -28,6 +28,7 @@ from odradek.protocol.errors import ErrorCode
 if TYPE_CHECKING:
     from odradek.broker.metadata_cache import MetadataCache
     from odradek.broker.transaction.coordinator import TransactionCoordinator
+    from odradek.security.client import ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -60,13 +61,13 @@ class _Pending:
 
 class TxnVerifier:
     def __init__(self, coordinator: TransactionCoordinator, broker_id: int, metadata_cache: MetadataCache,
-                 listener_name: str, timeout_s: float = 30.0) -> None:
+                 listener_name: str, timeout_s: float = 30.0, *, security: ClientSecurity | None = None) -> None:
         self.coordinator = coordinator
         self.broker_id = broker_id
         self.metadata_cache = metadata_cache
         self.listener_name = listener_name
         self.timeout_s = timeout_s
-        self.peers = PeerConnections(broker_id, metadata_cache, listener_name, "txn-verifier")
+        self.peers = PeerConnections(broker_id, metadata_cache, listener_name, "txn-verifier", security=security)
         # coordinator broker -> transactional id -> the check waiting to go out
         self._queues: dict[int, dict[str, _Pending]] = {}
         self._sending: set[asyncio.Task[None]] = set()
