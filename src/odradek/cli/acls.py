@@ -25,8 +25,9 @@ from odradek.admin.acls import (
     zookeeper_acl_service,
 )
 from odradek.admin.client import AdminClientError
-from odradek.cli.common import fail
+from odradek.cli.common import client_security, fail
 from odradek.protocol.errors import KafkaError
+from odradek.security.client import ClientSecurity
 from odradek.zk.acl_store import AclUpdateConflict
 from odradek.zk.client import ZkConnectionError
 
@@ -118,10 +119,7 @@ def acls(bootstrap_server: str | None, zookeeper: str | None, authorizer_propert
     except AclCommandError as e:
         fail(str(e))
     if bootstrap_server is not None:
-        if command_config is not None:
-            # TODO(lead): security=client_security(command_config) once cli/common has it (area C).
-            fail("--command-config is not wired yet")
-        sys.exit(asyncio.run(_over_bootstrap(bootstrap_server, opts)))
+        sys.exit(asyncio.run(_over_bootstrap(bootstrap_server, opts, client_security(command_config))))
     assert connect is not None
     sys.exit(asyncio.run(_over_zookeeper(connect, opts)))
 
@@ -139,9 +137,9 @@ async def _over_zookeeper(connect: str, opts: AclCommandOptions) -> int:
     return 0
 
 
-async def _over_bootstrap(bootstrap: str, opts: AclCommandOptions) -> int:
+async def _over_bootstrap(bootstrap: str, opts: AclCommandOptions, security: ClientSecurity | None) -> int:
     try:
-        async with AclAdminConnection(bootstrap) as connection:
+        async with AclAdminConnection(bootstrap, security=security) as connection:
             await run_acl_command(AdminClientAclService(connection), opts, click.echo, _confirm)
     except (AdminClientError, AclCommandError, KafkaError) as e:
         message = str(e)

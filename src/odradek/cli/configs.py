@@ -26,9 +26,10 @@ from odradek.admin.configs import (
     parse_add_config,
     parse_delete_config,
 )
-from odradek.cli.common import fail
+from odradek.cli.common import client_security, fail
 from odradek.common import validate_topic_name
 from odradek.protocol.errors import KafkaError
+from odradek.security.client import ClientSecurity
 from odradek.zk.client import KafkaZkClient, ZkConnectionError
 from odradek.zk.zk_data import ConfigEntityZNode
 
@@ -116,10 +117,8 @@ def configs(bootstrap_server: str | None, zookeeper: str | None, command_config:
         if both:
             fail(f"Config(s) {','.join(both)} cannot be both added and deleted")
     if bootstrap_server is not None:
-        if command_config is not None:
-            # TODO(lead): security=client_security(command_config) once cli/common has it (area C).
-            fail("--command-config is not wired yet")
-        sys.exit(asyncio.run(_over_bootstrap(bootstrap_server, entity, describe, to_add, to_delete)))
+        sys.exit(asyncio.run(_over_bootstrap(bootstrap_server, entity, describe, to_add, to_delete,
+                                             client_security(command_config))))
     assert zookeeper is not None
     sys.exit(asyncio.run(_over_zookeeper(zookeeper, entity, describe, to_add, to_delete)))
 
@@ -145,9 +144,9 @@ async def _over_zookeeper(connect: str, entity: ConfigEntity, describe: bool, to
 
 
 async def _over_bootstrap(bootstrap: str, entity: ConfigEntity, describe: bool, to_add: dict[str, str],
-                          to_delete: list[str]) -> int:
+                          to_delete: list[str], security: ClientSecurity | None) -> int:
     try:
-        async with ConfigsAdminConnection(bootstrap) as connection:
+        async with ConfigsAdminConnection(bootstrap, security=security) as connection:
             if describe:
                 await describe_over_bootstrap(connection, entity, click.echo)
             else:
