@@ -393,6 +393,20 @@ def test_plaintext_client_on_tls_port_while_another_keeps_working(secure: Secure
     assert "SSL handshake failed" in (secure.cluster.dir / "broker-0" / "server.log").read_text()
 
 
+def test_broker_answers_close_notify(secure: Secure) -> None:
+    """A TLS client that closes sends close_notify and waits for the broker's (asyncio, hence
+    aiokafka, waits up to 30 s): the broker answers at once."""
+    ctx = ssl.create_default_context(cafile=str(secure.tls.ca_file))
+
+    async def open_and_close() -> None:
+        _reader, writer = await asyncio.open_connection("127.0.0.1", secure.ports["SSL"], ssl=ctx,
+                                                        server_hostname="localhost")
+        writer.close()
+        await asyncio.wait_for(writer.wait_closed(), 5)
+
+    asyncio.run(open_and_close())
+
+
 def test_scram_credential_change_picked_up_without_restart(secure: Secure) -> None:
     user = f"u{uuid.uuid4().hex[:8]}"
     assert not can_connect(secure.confluent("SASL_PLAINTEXT", "SCRAM-SHA-256", user, "first"))

@@ -306,6 +306,9 @@ class Connection(asyncio.BufferedProtocol):
                     self.close()
                     break
                 if n == 0:
+                    # The peer's close_notify (the ssl module reports it as a zero-length read):
+                    # answer with ours, or a client waits for it (asyncio: ssl_shutdown_timeout, 30 s).
+                    self.close()
                     break
                 self._plain_received(n)
         finally:
