@@ -98,6 +98,7 @@ def secure(zookeeper: EmbeddedZooKeeper, tmp_path_factory: pytest.TempPathFactor
         **tls.broker_ssl_props(),
         "listener.name.mtls.ssl.client.auth": "required",
         "listener.name.reauth.connections.max.reauth.ms": "2000",
+        "group.initial.rebalance.delay.ms": "0",
     }
     factory = ClusterFactory(zookeeper, base)
     try:
@@ -111,9 +112,14 @@ def secure(zookeeper: EmbeddedZooKeeper, tmp_path_factory: pytest.TempPathFactor
         factory.stop_all()
 
 
-def can_connect(config: dict[str, str]) -> bool:
+REFUSAL_S = 2.0  # how long a refused client is given to (not) get metadata
+
+
+def can_connect(config: dict[str, str], timeout: float = 5) -> bool:
+    """Whether a client with ``config`` gets metadata within ``timeout`` (a refused client
+    keeps retrying until then: refusals are checked with a shorter one)."""
     try:
-        AdminClient(config).list_topics(timeout=5)
+        AdminClient(config).list_topics(timeout=timeout)
     except KafkaException:
         return False
     return True
@@ -320,7 +326,7 @@ def test_plain_wrong_password_refused(secure: Secure) -> None:
         assert wire.closed_by_broker()
     finally:
         wire.close()
-    assert not can_connect(secure.confluent("SASL_PLAINTEXT", "PLAIN", "bob", "nope"))
+    assert not can_connect(secure.confluent("SASL_PLAINTEXT", "PLAIN", "bob", "nope"), REFUSAL_S)
 
 
 def test_unsupported_mechanism_lists_enabled_ones(secure: Secure) -> None:
@@ -367,12 +373,12 @@ def test_handshake_v0_then_raw_tokens(secure: Secure) -> None:
 
 def test_untrusted_or_missing_certificates_refused(secure: Secure) -> None:
     untrusted = secure.confluent("SSL", **{"ssl.ca.location": str(secure.tls.untrusted_ca_file)})
-    assert not can_connect(untrusted)
+    assert not can_connect(untrusted, REFUSAL_S)
     # ssl.client.auth=required: no certificate, or one from another CA, is refused.
-    assert not can_connect(secure.confluent("MTLS"))
+    assert not can_connect(secure.confluent("MTLS"), REFUSAL_S)
     assert not can_connect(secure.confluent("MTLS", **{
         "ssl.certificate.location": str(secure.tls.untrusted_client_cert),
-        "ssl.key.location": str(secure.tls.untrusted_client_key)}))
+        "ssl.key.location": str(secure.tls.untrusted_client_key)}), REFUSAL_S)
     assert can_connect(secure.confluent("SSL"))
 
 
@@ -409,12 +415,13 @@ def test_broker_answers_close_notify(secure: Secure) -> None:
 
 def test_scram_credential_change_picked_up_without_restart(secure: Secure) -> None:
     user = f"u{uuid.uuid4().hex[:8]}"
-    assert not can_connect(secure.confluent("SASL_PLAINTEXT", "SCRAM-SHA-256", user, "first"))
+    assert not can_connect(secure.confluent("SASL_PLAINTEXT", "SCRAM-SHA-256", user, "first"), REFUSAL_S)
     set_scram_user(secure.cluster, user, "first")
     wait_until(lambda: can_connect(secure.confluent("SASL_PLAINTEXT", "SCRAM-SHA-256", user, "first")), TIMEOUT,
                message="the new user can log in")
     set_scram_user(secure.cluster, user, "second")
-    wait_until(lambda: not can_connect(secure.confluent("SASL_PLAINTEXT", "SCRAM-SHA-256", user, "first")), TIMEOUT,
+    wait_until(lambda: not can_connect(secure.confluent("SASL_PLAINTEXT", "SCRAM-SHA-256", user, "first"),
+                                       REFUSAL_S), TIMEOUT,
                message="the old password stops working")
     assert can_connect(secure.confluent("SASL_PLAINTEXT", "SCRAM-SHA-256", user, "second"))
 
