@@ -5,9 +5,9 @@ ALLOW, prefixed patterns and host filters apply, unauthorized CreateTopics/Delet
 are refused, control requests need ClusterAction, super users may do anything, and every ACL
 change takes effect on the running broker.
 
-Until SASL listeners exist the principal under test is User:ANONYMOUS on PLAINTEXT (the brokers'
-own traffic too, hence ClusterAction for it on the cluster); ``support.acls.client_config`` is
-where the tests switch to SASL users.
+The principal under test is User:ANONYMOUS on PLAINTEXT (the brokers' own traffic too, hence
+ClusterAction for it on the cluster), so raw requests can be checked as well as clients; named
+SASL users are tested in test_acls_sasl_users.py.
 """
 
 from __future__ import annotations

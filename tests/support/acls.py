@@ -2,9 +2,8 @@
 change notification), for tests of the brokers' authorizer; and the client settings of a test
 principal.
 
-Until SASL is on main every test principal is User:ANONYMOUS on PLAINTEXT: ``client_config``
-is the one place to switch to SASL users (it will return security.protocol, sasl.mechanism,
-sasl.username and sasl.password for a named user).
+The principal of these helpers is User:ANONYMOUS on PLAINTEXT (so raw requests can be checked
+too); named SASL users are exercised in tests/integration/test_acls_sasl_users.py.
 """
 
 from __future__ import annotations
@@ -43,10 +42,10 @@ def deny(operation: Operation, principal: KafkaPrincipal = ANONYMOUS, host: str 
 
 
 def client_config(cluster: LocalCluster, principal: KafkaPrincipal = ANONYMOUS) -> dict[str, str]:
-    """confluent-kafka settings that connect as ``principal`` (only ANONYMOUS on PLAINTEXT
-    for now)."""
+    """confluent-kafka settings that connect as ``principal``: ANONYMOUS on PLAINTEXT (named
+    users log in over SASL: see test_acls_sasl_users.py)."""
     if principal != ANONYMOUS:
-        raise NotImplementedError(f"no client settings for {principal} until SASL listeners exist")
+        raise ValueError(f"{principal}: only User:ANONYMOUS connects over PLAINTEXT")
     return {"bootstrap.servers": cluster.bootstrap_servers}
 
 
