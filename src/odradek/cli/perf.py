@@ -14,7 +14,7 @@ import click
 
 from odradek.cli.common import client_security, command_config_option, fail, read_properties
 from odradek.perf.common import PerfError, parse_props
-from odradek.security.client import librdkafka_properties
+from odradek.security.client_properties import librdkafka_properties
 
 __all__ = ["perf"]
 

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-from odradek.security.client import librdkafka_properties
+from odradek.security.client_properties import librdkafka_properties
 from odradek.spark.offsets import EARLIEST, LATEST, TopicPartition
 
 

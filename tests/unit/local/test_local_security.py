@@ -12,7 +12,8 @@ from odradek.cli.common import read_properties
 from odradek.config import KafkaConfig
 from odradek.local.cluster import LocalCluster
 from odradek.local.security import ADMIN, CLIENT_USER, LocalSecurity, properties_text
-from odradek.security.client import ClientSecurity, librdkafka_properties, sasl_client
+from odradek.security.client import ClientSecurity, sasl_client
+from odradek.security.client_properties import librdkafka_properties
 from odradek.security.scram import ScramCredential, ScramServer
 from odradek.security.tls import PrincipalMappingRules
 

@@ -12,9 +12,9 @@ from odradek.security.client import (
     ClientSecurity,
     PlainClient,
     ScramSaslClient,
-    librdkafka_properties,
     sasl_client,
 )
+from odradek.security.client_properties import librdkafka_properties
 from odradek.security.scram import ScramAuthenticationError, ScramCredential, ScramServer
 
 
