@@ -156,90 +156,107 @@ def round_trip_confluent(config: dict[str, str]) -> None:
 # ------------------------------------------------------------------ round trips
 
 
-@pytest.mark.parametrize("listener, mechanism, user, password", [
-    ("SSL", None, None, None),
-    ("SASL_PLAINTEXT", "PLAIN", "bob", "bob-secret"),
-    ("SASL_PLAINTEXT", "SCRAM-SHA-256", "alice", "alice-secret"),
-    ("SASL_PLAINTEXT", "SCRAM-SHA-512", "alice", "alice-secret"),
-    ("SASL_SSL", "SCRAM-SHA-512", "alice", "alice-secret"),
-    ("SASL_SSL", "PLAIN", "bob", "bob-secret"),
-])
-def test_confluent_round_trip(secure: Secure, listener: str, mechanism: str | None, user: str | None,
-                              password: str | None) -> None:
-    round_trip_confluent(secure.confluent(listener, mechanism, user, password))
+# Every listener type and mechanism a round trip goes through, with each client.
+LOGINS = {
+    "SSL": ("SSL", None, None, None),
+    "SASL_PLAINTEXT-PLAIN": ("SASL_PLAINTEXT", "PLAIN", "bob", "bob-secret"),
+    "SASL_PLAINTEXT-SCRAM-SHA-256": ("SASL_PLAINTEXT", "SCRAM-SHA-256", "alice", "alice-secret"),
+    "SASL_PLAINTEXT-SCRAM-SHA-512": ("SASL_PLAINTEXT", "SCRAM-SHA-512", "alice", "alice-secret"),
+    "SASL_SSL-SCRAM-SHA-512": ("SASL_SSL", "SCRAM-SHA-512", "alice", "alice-secret"),
+    "SASL_SSL-PLAIN": ("SASL_SSL", "PLAIN", "bob", "bob-secret"),
+}
+VALUES = [b"r0", b"r1", b"r2"]
 
 
-def test_confluent_with_client_certificate_on_required_listener(secure: Secure) -> None:
-    round_trip_confluent(secure.confluent("MTLS", **{"ssl.certificate.location": str(secure.tls.client_cert),
-                                                     "ssl.key.location": str(secure.tls.client_key)}))
-
-
-def test_kafka_python_round_trip_scram_and_ssl(secure: Secure) -> None:
+def round_trip_kafka_python(secure: Secure, listener: str, mechanism: str | None, user: str | None,
+                            password: str | None) -> list[bytes]:
     from kafka import KafkaConsumer, KafkaProducer
 
-    for listener, extra in (("SASL_PLAINTEXT", {"sasl_mechanism": "SCRAM-SHA-256", "sasl_plain_username": "alice",
-                                                "sasl_plain_password": "alice-secret"}),
-                            ("SSL", {"ssl_cafile": str(secure.tls.ca_file)}),
-                            ("SASL_SSL", {"ssl_cafile": str(secure.tls.ca_file), "sasl_mechanism": "PLAIN",
-                                          "sasl_plain_username": "bob", "sasl_plain_password": "bob-secret"})):
-        common = {"bootstrap_servers": secure.bootstrap(listener), "security_protocol": PROTOCOLS[listener], **extra}
-        topic = new_topic(secure.confluent(listener), "kp")
-        producer = KafkaProducer(acks="all", **common)
-        try:
-            for i in range(3):
-                producer.send(topic, f"kp{i}".encode()).get(timeout=TIMEOUT)
-        finally:
-            producer.close()
-        consumer = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=15000, **common)
-        try:
-            got = [m.value for _, m in zip(range(3), consumer, strict=False)]
-        finally:
-            consumer.close()
-        assert got == [b"kp0", b"kp1", b"kp2"], listener
+    common: dict[str, Any] = {"bootstrap_servers": secure.bootstrap(listener), "security_protocol": listener}
+    if "SSL" in listener:
+        common["ssl_cafile"] = str(secure.tls.ca_file)
+    if mechanism:
+        common.update(sasl_mechanism=mechanism, sasl_plain_username=user, sasl_plain_password=password)
+    topic = new_topic(secure.confluent(listener), "kp")
+    producer = KafkaProducer(acks="all", **common)
+    try:
+        for value in VALUES:
+            producer.send(topic, value).get(timeout=TIMEOUT)
+    finally:
+        producer.close()
+    consumer = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=15000, **common)
+    try:
+        return [m.value for _, m in zip(range(len(VALUES)), consumer, strict=False)]
+    finally:
+        consumer.close()
 
 
-def test_aiokafka_round_trip_sasl_ssl(secure: Secure) -> None:
+def round_trip_aiokafka(secure: Secure, listener: str, mechanism: str | None, user: str | None,
+                        password: str | None) -> list[bytes]:
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
     from aiokafka.helpers import create_ssl_context
 
+    common: dict[str, Any] = {"bootstrap_servers": secure.bootstrap(listener), "security_protocol": listener}
+    if "SSL" in listener:
+        common["ssl_context"] = create_ssl_context(cafile=str(secure.tls.ca_file))
+    if mechanism:
+        common.update(sasl_mechanism=mechanism, sasl_plain_username=user, sasl_plain_password=password)
+    topic = new_topic(secure.confluent(listener), "aio")
+
     async def run() -> list[bytes]:
-        common = {"bootstrap_servers": secure.bootstrap("SASL_SSL"), "security_protocol": "SASL_SSL",
-                  "ssl_context": create_ssl_context(cafile=str(secure.tls.ca_file)),
-                  "sasl_mechanism": "SCRAM-SHA-256", "sasl_plain_username": "alice",
-                  "sasl_plain_password": "alice-secret"}
-        topic = new_topic(secure.confluent("SASL_SSL"), "aio")
         producer = AIOKafkaProducer(acks="all", **common)
         await producer.start()
         try:
-            for i in range(3):
-                await producer.send_and_wait(topic, f"a{i}".encode())
+            for value in VALUES:
+                await producer.send_and_wait(topic, value)
         finally:
             await producer.stop()
         consumer = AIOKafkaConsumer(topic, auto_offset_reset="earliest", **common)
         await consumer.start()
         try:
-            got = []
-            while len(got) < 3:
+            got: list[bytes] = []
+            while len(got) < len(VALUES):
                 batch = await asyncio.wait_for(consumer.getmany(timeout_ms=1000), TIMEOUT)
                 got.extend(m.value for msgs in batch.values() for m in msgs)
             return got
         finally:
             await consumer.stop()
 
-    assert asyncio.run(run()) == [b"a0", b"a1", b"a2"]
+    return asyncio.run(run())
 
 
-def test_kcat_round_trip_sasl_ssl(secure: Secure) -> None:
-    topic = new_topic(secure.confluent("SASL_SSL"), "kcat")
-    args = ["kcat", "-b", secure.bootstrap("SASL_SSL"), "-X", "security.protocol=SASL_SSL",
-            "-X", "sasl.mechanisms=SCRAM-SHA-512", "-X", "sasl.username=alice", "-X", "sasl.password=alice-secret",
-            "-X", f"ssl.ca.location={secure.tls.ca_file}"]
-    produced = subprocess.run([*args, "-P", "-t", topic], input=b"k1\nk2\n", timeout=60, capture_output=True)
-    assert produced.returncode == 0, produced.stderr.decode()[-2000:]
-    consumed = subprocess.run([*args, "-C", "-t", topic, "-o", "beginning", "-c", "2", "-e"], timeout=60,
+def round_trip_kcat(secure: Secure, listener: str, mechanism: str | None, user: str | None,
+                    password: str | None) -> list[bytes]:
+    topic = new_topic(secure.confluent(listener), "kcat")
+    args = ["kcat", "-b", secure.bootstrap(listener), "-X", f"security.protocol={listener}"]
+    if "SSL" in listener:
+        args += ["-X", f"ssl.ca.location={secure.tls.ca_file}"]
+    if mechanism:
+        args += ["-X", f"sasl.mechanisms={mechanism}", "-X", f"sasl.username={user}", "-X", f"sasl.password={password}"]
+    produced = subprocess.run([*args, "-P", "-t", topic], input=b"\n".join(VALUES) + b"\n", timeout=60,
                               capture_output=True)
+    assert produced.returncode == 0, produced.stderr.decode()[-2000:]
+    consumed = subprocess.run([*args, "-C", "-t", topic, "-o", "beginning", "-c", str(len(VALUES)), "-e"],
+                              timeout=60, capture_output=True)
     assert consumed.returncode == 0, consumed.stderr.decode()[-2000:]
-    assert consumed.stdout.split() == [b"k1", b"k2"]
+    return consumed.stdout.split()
+
+
+@pytest.mark.parametrize("login", list(LOGINS))
+def test_confluent_round_trip(secure: Secure, login: str) -> None:
+    round_trip_confluent(secure.confluent(*LOGINS[login]))
+
+
+@pytest.mark.parametrize("login", list(LOGINS))
+@pytest.mark.parametrize("client", ["kafka-python", "aiokafka", "kcat"])
+def test_round_trip(secure: Secure, client: str, login: str) -> None:
+    run = {"kafka-python": round_trip_kafka_python, "aiokafka": round_trip_aiokafka, "kcat": round_trip_kcat}[client]
+    assert run(secure, *LOGINS[login]) == VALUES
+
+
+def test_confluent_with_client_certificate_on_required_listener(secure: Secure) -> None:
+    round_trip_confluent(secure.confluent("MTLS", **{"ssl.certificate.location": str(secure.tls.client_cert),
+                                                     "ssl.key.location": str(secure.tls.client_key)}))
 
 
 # ------------------------------------------------------------------ refusals over the wire
