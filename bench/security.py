@@ -21,7 +21,12 @@ encrypted through ``ssl.SSLObject`` over memory BIOs): CPU per GB of
   so that what the ssl module and the record layer add shows as the difference;
 * ``SSLObject.read``: the produce direction, decrypting what a client sent.
 
-    .venv/bin/python bench/security.py [--records 300000] [--rounds 3] [--dir DIR]
+With ``--profile``, one more produce phase on PLAINTEXT and on SASL_SSL runs under Linux
+``perf`` (broker 0, which leads a third of the partitions and follows the rest), and the native
+profiles say how the CPU divides between the interpreter, OpenSSL (libssl: the record layer;
+libcrypto: AES-GCM), the kernel and the rest.
+
+    .venv/bin/python bench/security.py [--records 300000] [--rounds 3] [--profile] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -41,7 +46,13 @@ from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from odradek.local.cluster import LocalCluster
-from odradek.perf.harness import code_version, create_topic_zk, process_cpu_seconds
+from odradek.perf.harness import (
+    code_version,
+    create_topic_zk,
+    perf_record,
+    process_cpu_seconds,
+    summarize_perf,
+)
 from odradek.security.certs import CertificateAuthority
 from odradek.security.tls import client_context, server_context
 
@@ -246,6 +257,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=300_000, help="records per phase")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--profile", action="store_true", help="perf profiles of a broker producing on "
+                    "PLAINTEXT and SASL_SSL")
     ap.add_argument("--dir", help="working directory (default: a temporary one, removed afterwards)")
     args = ap.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -256,6 +269,7 @@ def main() -> None:
           f"{args.records:,} records per phase, {args.rounds} rounds; load average {os.getloadavg()[0]:.2f}; "
           f"code {code['commit']}", flush=True)
     results: dict[str, list[dict[str, float]]] = {}
+    profiles: dict[str, str] = {}
     clusters: dict[str, LocalCluster] = {}
     try:
         for protocol in PROTOCOLS:
@@ -274,6 +288,19 @@ def main() -> None:
                 print(f"  round {round_ + 1} {protocol:15} produce {p['records_per_sec']:9,.0f} rec/s "
                       f"{p['cpu_s_per_gb']:6.1f} CPU s/GB   consume {c['records_per_sec']:9,.0f} rec/s "
                       f"{c['cpu_s_per_gb']:6.1f} CPU s/GB", flush=True)
+        if args.profile:
+            for protocol in ("PLAINTEXT", "SASL_SSL"):
+                cluster = clusters[protocol]
+                create_topic_zk(cluster.zookeeper_connect, "bench-profile", PARTITIONS, RF)
+                wait_full_isr(cluster, "bench-profile")
+                pid = cluster.brokers[0].pid
+                assert pid is not None
+                with perf_record(pid, base / f"perf-{protocol}.data") as recorded:
+                    produce(cluster, "bench-profile", args.records)
+                if recorded is None:
+                    print("perf is not available: no profiles", flush=True)
+                    break
+                profiles[protocol] = summarize_perf(recorded).format(f"broker 0 producing on {protocol}")
     finally:
         for cluster in clusters.values():
             cluster.stop()
@@ -283,12 +310,15 @@ def main() -> None:
     print()
     text = report(results, breakdown)
     print(text)
+    for profile in profiles.values():
+        print()
+        print(profile)
     out = RESULTS / f"security-{stamp}.json"
     out.write_text(json.dumps({"started": stamp, "code": code, "records": args.records, "rounds": args.rounds,
                                "producer": PRODUCER, "partitions": PARTITIONS, "replication_factor": RF,
                                "record_size": RECORD_SIZE, "cpu_count": os.cpu_count(),
                                "python": sys.version.split()[0], "openssl": ssl.OPENSSL_VERSION,
-                               "results": results, "tls_breakdown": breakdown}, indent=2) + "\n")
+                               "results": results, "tls_breakdown": breakdown, "profiles": profiles}, indent=2) + "\n")
     print(f"\nwrote {out}")
 
 
