@@ -47,11 +47,12 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from odradek.local.cluster import LocalCluster
 from odradek.perf.harness import (
+    brokers_cpu_seconds,
     code_version,
     create_topic_zk,
     perf_record,
-    process_cpu_seconds,
     summarize_perf,
+    wait_full_isr,
 )
 from odradek.security.certs import CertificateAuthority
 from odradek.security.tls import client_context, server_context
@@ -65,24 +66,6 @@ PRODUCER = {"acks": "all", "enable.idempotence": True, "linger.ms": 5, "batch.si
             "batch.num.messages": 10_000, "compression.type": "none", "log_level": 0}
 
 
-def wait_full_isr(cluster: LocalCluster, topic: str, timeout_s: float = 120) -> None:
-    zk = cluster.zk_client()
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        states = []
-        for p in range(PARTITIONS):
-            path = f"/brokers/topics/{topic}/partitions/{p}/state"
-            states.append(json.loads(zk.get(path)[0]) if zk.exists(path) else None)
-        if all(s is not None and len(s["isr"]) == RF and s["leader"] >= 0 for s in states):
-            return
-        time.sleep(0.2)
-    raise SystemExit(f"{topic}: ISR not full after {timeout_s:.0f} s")
-
-
-def brokers_cpu(cluster: LocalCluster) -> float:
-    return sum(process_cpu_seconds(b.pid) for b in cluster.brokers.values() if b.pid is not None)
-
-
 def produce(cluster: LocalCluster, topic: str, records: int) -> dict[str, float]:
     failed = 0
 
@@ -93,7 +76,7 @@ def produce(cluster: LocalCluster, topic: str, records: int) -> dict[str, float]
 
     producer = Producer({**cluster.client_properties(), "on_delivery": on_delivery, **PRODUCER})
     value = b"x" * RECORD_SIZE
-    cpu0 = brokers_cpu(cluster)
+    cpu0 = brokers_cpu_seconds(cluster)
     start = time.perf_counter()
     for i in range(records):
         while True:
@@ -106,7 +89,7 @@ def produce(cluster: LocalCluster, topic: str, records: int) -> dict[str, float]
             producer.poll(0)
     remaining = producer.flush(300)
     elapsed = time.perf_counter() - start
-    cpu = brokers_cpu(cluster) - cpu0
+    cpu = brokers_cpu_seconds(cluster) - cpu0
     if remaining or failed:
         raise SystemExit(f"{topic}: {remaining} records unsent, {failed} failed")
     return {"records": records, "seconds": elapsed, "records_per_sec": records / elapsed,
@@ -119,7 +102,7 @@ def consume(cluster: LocalCluster, topic: str, records: int) -> dict[str, float]
     consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
     at_end: set[int] = set()
     count = 0
-    cpu0 = brokers_cpu(cluster)
+    cpu0 = brokers_cpu_seconds(cluster)
     start = time.perf_counter()
     deadline = time.monotonic() + 600
     try:
@@ -133,7 +116,7 @@ def consume(cluster: LocalCluster, topic: str, records: int) -> dict[str, float]
                 elif error.code() == KafkaError._PARTITION_EOF:
                     at_end.add(m.partition())
         elapsed = time.perf_counter() - start
-        cpu = brokers_cpu(cluster) - cpu0
+        cpu = brokers_cpu_seconds(cluster) - cpu0
     finally:
         consumer.close()
     if count != records:
@@ -280,7 +263,7 @@ def main() -> None:
             for protocol, cluster in clusters.items():
                 topic = f"bench-{round_}"
                 create_topic_zk(cluster.zookeeper_connect, topic, PARTITIONS, RF)
-                wait_full_isr(cluster, topic)
+                wait_full_isr(cluster, topic, PARTITIONS, RF)
                 p = produce(cluster, topic, args.records)
                 c = consume(cluster, topic, args.records)
                 results.setdefault(f"{protocol} produce", []).append(p)
@@ -292,7 +275,7 @@ def main() -> None:
             for protocol in ("PLAINTEXT", "SASL_SSL"):
                 cluster = clusters[protocol]
                 create_topic_zk(cluster.zookeeper_connect, "bench-profile", PARTITIONS, RF)
-                wait_full_isr(cluster, "bench-profile")
+                wait_full_isr(cluster, "bench-profile", PARTITIONS, RF)
                 pid = cluster.brokers[0].pid
                 assert pid is not None
                 with perf_record(pid, base / f"perf-{protocol}.data") as recorded:

@@ -31,7 +31,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
 from odradek.local.cluster import LocalCluster
-from odradek.perf.harness import code_version, create_topic_zk, process_cpu_seconds
+from odradek.perf.harness import brokers_cpu_seconds, code_version, create_topic_zk, wait_full_isr
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PARTITIONS = 6
@@ -41,28 +41,10 @@ PRODUCER = {"acks": "all", "linger.ms": 5, "batch.size": 1_000_000, "batch.num.m
             "compression.type": "none", "log_level": 0}
 
 
-def wait_full_isr(cluster: LocalCluster, topic: str, timeout_s: float = 120) -> None:
-    zk = cluster.zk_client()
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        states = []
-        for p in range(PARTITIONS):
-            path = f"/brokers/topics/{topic}/partitions/{p}/state"
-            states.append(json.loads(zk.get(path)[0]) if zk.exists(path) else None)
-        if all(s is not None and len(s["isr"]) == RF and s["leader"] >= 0 for s in states):
-            return
-        time.sleep(0.2)
-    raise SystemExit(f"{topic}: ISR not full after {timeout_s:.0f} s")
-
-
-def brokers_cpu(cluster: LocalCluster) -> float:
-    return sum(process_cpu_seconds(b.pid) for b in cluster.brokers.values() if b.pid is not None)
-
-
 def produce(cluster: LocalCluster, topic: str, records: int, commit_every: int | None) -> dict[str, float]:
     """``records`` records to ``topic``: idempotent (``commit_every`` None) or in transactions
     of ``commit_every`` records."""
-    wait_full_isr(cluster, topic)
+    wait_full_isr(cluster, topic, PARTITIONS, RF)
     failed = 0
 
     def on_delivery(err: object, _msg: object) -> None:
@@ -79,7 +61,7 @@ def produce(cluster: LocalCluster, topic: str, records: int, commit_every: int |
     if commit_every is not None:
         producer.init_transactions(60)
     value = b"x" * RECORD_SIZE
-    cpu0 = brokers_cpu(cluster)
+    cpu0 = brokers_cpu_seconds(cluster)
     start = time.perf_counter()
     sent = 0
     transactions = 0
@@ -105,7 +87,7 @@ def produce(cluster: LocalCluster, topic: str, records: int, commit_every: int |
         raise SystemExit(f"{topic}: {remaining} records unsent, {failed} failed")
     return {"records": records, "seconds": elapsed, "records_per_sec": records / elapsed,
             "transactions": transactions, "ms_per_transaction": elapsed * 1000 / transactions if transactions else 0.0,
-            "brokers_cpu_s": brokers_cpu(cluster) - cpu0}
+            "brokers_cpu_s": brokers_cpu_seconds(cluster) - cpu0}
 
 
 def consume(cluster: LocalCluster, topic: str, isolation: str) -> dict[str, float]:

@@ -6,12 +6,10 @@ broker keeps serving a good client on every listener."""
 from __future__ import annotations
 
 import random
-import socket
 import ssl
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
 
 import pytest
 from confluent_kafka import KafkaException
@@ -26,10 +24,11 @@ from kio.schema.sasl_handshake.v1 import response as handshake_resp
 from odradek.local.cluster import LocalCluster
 from odradek.local.zookeeper import EmbeddedZooKeeper, free_port
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.framing import decode_response, encode_request
+from odradek.protocol.framing import decode_response
 from odradek.security.scram import ScramClient
 from support import ClusterFactory
 from support.tls import TlsMaterial, tls_material
+from support.wire import RawConnection
 
 TIMEOUT = 15
 MAX_RECEIVE = 1024
@@ -68,48 +67,17 @@ def broker(zookeeper: EmbeddedZooKeeper, tmp_path_factory: pytest.TempPathFactor
         factory.stop_all()
 
 
-class Raw:
-    def __init__(self, port: int, tls_ctx: ssl.SSLContext | None = None) -> None:
-        sock = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
-        self.sock = tls_ctx.wrap_socket(sock, server_hostname="localhost") if tls_ctx else sock
-        self.correlation = 0
-
-    def send(self, payload: Any) -> None:
-        self.correlation += 1
-        self.sock.sendall(encode_request(payload, self.correlation, "fuzz"))
-
-    def frame(self) -> bytes | None:
-        head = self._read(4)
-        if head is None:
-            return None
-        return self._read(struct.unpack(">i", head)[0])
-
-    def _read(self, n: int) -> bytes | None:
-        data = b""
-        while len(data) < n:
-            try:
-                chunk = self.sock.recv(n - len(data))
-            except (ConnectionError, ssl.SSLError, TimeoutError):
-                return None
-            if not chunk:
-                return None
-            data += chunk
-        return data
-
-    def never_served(self) -> bool:
-        """A Metadata request now is not answered: the connection is (or gets) closed, or
-        answers only with a SASL error frame that is not a Metadata response."""
-        try:
-            self.send(METADATA)
-        except (OSError, ssl.SSLError):
-            return True
-        while (frame := self.frame()) is not None:
-            if struct.unpack_from(">i", frame)[0] == self.correlation:
-                return False
+def never_served(raw: RawConnection) -> bool:
+    """A Metadata request now is not answered: the connection is (or gets) closed, or
+    answers only with a SASL error frame that is not a Metadata response."""
+    try:
+        raw.send(METADATA)
+    except (OSError, ssl.SSLError):
         return True
-
-    def close(self) -> None:
-        self.sock.close()
+    while (frame := raw.frame()) is not None:
+        if struct.unpack_from(">i", frame)[0] == raw.correlation:
+            return False
+    return True
 
 
 def healthy(b: Broker) -> bool:
@@ -131,11 +99,11 @@ def healthy(b: Broker) -> bool:
 def test_random_frames_before_authentication(broker: Broker) -> None:
     rng = random.Random(1368)
     for _ in range(40):
-        raw = Raw(broker.ports["SASL_PLAINTEXT"])
+        raw = RawConnection(broker.ports["SASL_PLAINTEXT"], timeout_s=TIMEOUT)
         try:
             body = rng.randbytes(rng.randrange(0, MAX_RECEIVE))
             raw.sock.sendall(struct.pack(">i", len(body)) + body)
-            assert raw.never_served()
+            assert never_served(raw)
         finally:
             raw.close()
     assert healthy(broker)
@@ -145,7 +113,7 @@ def test_random_frames_before_authentication(broker: Broker) -> None:
 def test_random_tokens_are_refused(broker: Broker, mechanism: str) -> None:
     rng = random.Random(mechanism)
     for _ in range(25):
-        raw = Raw(broker.ports["SASL_PLAINTEXT"])
+        raw = RawConnection(broker.ports["SASL_PLAINTEXT"], timeout_s=TIMEOUT)
         try:
             raw.send(handshake_req.SaslHandshakeRequest(mechanism=mechanism))
             assert decode_response(raw.frame(), handshake_resp.SaslHandshakeResponse)[1].error_code == ErrorCode.none
@@ -154,7 +122,7 @@ def test_random_tokens_are_refused(broker: Broker, mechanism: str) -> None:
             assert frame is not None
             response = decode_response(frame, auth_resp.SaslAuthenticateResponse)[1]
             assert response.error_code == ErrorCode.sasl_authentication_failed
-            assert raw.never_served()
+            assert never_served(raw)
         finally:
             raw.close()
 
@@ -162,41 +130,41 @@ def test_random_tokens_are_refused(broker: Broker, mechanism: str) -> None:
 def test_random_raw_tokens_after_handshake_v0(broker: Broker) -> None:
     rng = random.Random(0)
     for _ in range(25):
-        raw = Raw(broker.ports["SASL_PLAINTEXT"])
+        raw = RawConnection(broker.ports["SASL_PLAINTEXT"], timeout_s=TIMEOUT)
         try:
             raw.send(handshake0_req.SaslHandshakeRequest(mechanism=rng.choice(["PLAIN", "SCRAM-SHA-256"])))
             assert raw.frame() is not None
             token = rng.randbytes(rng.randrange(0, 600))
             raw.sock.sendall(struct.pack(">i", len(token)) + token)
-            assert raw.never_served()
+            assert never_served(raw)
         finally:
             raw.close()
 
 
 def test_truncated_exchanges_and_oversized_tokens(broker: Broker) -> None:
     # A SCRAM exchange abandoned after the first message (an unknown user: refused there).
-    raw = Raw(broker.ports["SASL_PLAINTEXT"])
+    raw = RawConnection(broker.ports["SASL_PLAINTEXT"], timeout_s=TIMEOUT)
     try:
         raw.send(handshake_req.SaslHandshakeRequest(mechanism="SCRAM-SHA-256"))
         raw.frame()
         raw.send(auth_req.SaslAuthenticateRequest(auth_bytes=ScramClient("SCRAM-SHA-256", "bob", "b").first_message()))
-        assert raw.never_served()
+        assert never_served(raw)
     finally:
         raw.close()
     # PLAIN tokens cut short.
     for token in (b"", b"\0", b"\0bob", b"\0bob\0"):
-        raw = Raw(broker.ports["SASL_PLAINTEXT"])
+        raw = RawConnection(broker.ports["SASL_PLAINTEXT"], timeout_s=TIMEOUT)
         try:
             raw.send(handshake_req.SaslHandshakeRequest(mechanism="PLAIN"))
             raw.frame()
             raw.send(auth_req.SaslAuthenticateRequest(auth_bytes=token))
             response = decode_response(raw.frame(), auth_resp.SaslAuthenticateResponse)[1]
             assert response.error_code == ErrorCode.sasl_authentication_failed
-            assert raw.never_served()
+            assert never_served(raw)
         finally:
             raw.close()
     # A frame announced (and sent) larger than sasl.server.max.receive.size closes the connection.
-    raw = Raw(broker.ports["SASL_PLAINTEXT"])
+    raw = RawConnection(broker.ports["SASL_PLAINTEXT"], timeout_s=TIMEOUT)
     try:
         raw.send(handshake_req.SaslHandshakeRequest(mechanism="PLAIN"))
         raw.frame()
@@ -205,7 +173,7 @@ def test_truncated_exchanges_and_oversized_tokens(broker: Broker) -> None:
     finally:
         raw.close()
     # Half a frame, then the end of the connection.
-    raw = Raw(broker.ports["SASL_PLAINTEXT"])
+    raw = RawConnection(broker.ports["SASL_PLAINTEXT"], timeout_s=TIMEOUT)
     raw.sock.sendall(struct.pack(">i", 100) + b"\0" * 10)
     raw.close()
     assert healthy(broker)
@@ -216,10 +184,10 @@ def test_garbage_and_truncated_tls_handshakes(broker: Broker, listener: str) -> 
     port = broker.ports[listener]
     rng = random.Random(listener)
     for _ in range(20):
-        raw = Raw(port)
+        raw = RawConnection(port, timeout_s=TIMEOUT)
         try:
             raw.sock.sendall(rng.randbytes(rng.randrange(1, 2000)))
-            assert raw.never_served()
+            assert never_served(raw)
         finally:
             raw.close()
     # A real ClientHello cut short, then nothing more.
@@ -230,19 +198,19 @@ def test_garbage_and_truncated_tls_handshakes(broker: Broker, listener: str) -> 
         client.do_handshake()
     hello = outgoing.read()
     for cut in (5, len(hello) // 2, len(hello) - 1):
-        raw = Raw(port)
+        raw = RawConnection(port, timeout_s=TIMEOUT)
         try:
             raw.sock.sendall(hello[:cut])
         finally:
             raw.close()
     # Plaintext Kafka on the TLS port, and a TLS client that does not trust the broker.
-    raw = Raw(port)
+    raw = RawConnection(port, timeout_s=TIMEOUT)
     try:
-        assert raw.never_served()
+        assert never_served(raw)
     finally:
         raw.close()
     with pytest.raises(ssl.SSLError):
-        Raw(port, ssl.create_default_context(cafile=str(broker.tls.untrusted_ca_file)))
+        RawConnection(port, ssl.create_default_context(cafile=str(broker.tls.untrusted_ca_file)), timeout_s=TIMEOUT)
     assert healthy(broker)
     log = (broker.cluster.dir / "broker-0" / "server.log").read_text()
     assert "SSL handshake failed" in log and "Traceback" not in log

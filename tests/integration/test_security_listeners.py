@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
 import ssl
-import struct
 import subprocess
 import time
 import uuid
@@ -34,11 +32,11 @@ from kio.schema.sasl_handshake.v1 import response as handshake_resp
 from odradek.local.cluster import LocalCluster
 from odradek.local.zookeeper import EmbeddedZooKeeper, free_port
 from odradek.protocol.errors import ErrorCode
-from odradek.protocol.framing import decode_response, encode_request
 from odradek.security.scram import ScramClient, ScramCredential
 from odradek.zk.client import KafkaZkClient
 from support import ClusterFactory, wait_until
 from support.tls import TlsMaterial, tls_material
+from support.wire import RawConnection
 
 TIMEOUT = 30
 PROTOCOLS = {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "MTLS": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT",
@@ -133,21 +131,22 @@ def new_topic(config: dict[str, str], prefix: str) -> str:
     return topic
 
 
-def round_trip_confluent(config: dict[str, str]) -> None:
+def round_trip_confluent(config: dict[str, str], values: list[bytes] | None = None, **producer: Any) -> None:
+    """Produce ``values`` (five small ones by default) with acks=all and read them back."""
     topic = new_topic(config, "sec")
-    values = [f"v{i}".encode() for i in range(5)]
+    values = values or [f"v{i}".encode() for i in range(5)]
     errors: list[Any] = []
-    with Producer({**config, "acks": "all"}) as producer:
+    with Producer({**config, "acks": "all", **producer}) as producer_:
         for value in values:
-            producer.produce(topic, value, on_delivery=lambda err, _msg: err and errors.append(err))
-        assert producer.flush(TIMEOUT) == 0
+            producer_.produce(topic, value, on_delivery=lambda err, _msg: err and errors.append(err))
+        assert producer_.flush(TIMEOUT) == 0
     assert not errors
     consumer = Consumer({**config, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
     try:
         consumer.subscribe([topic])
         got: list[bytes] = []
-        wait_until(lambda: got.extend(m.value() for m in consumer.consume(10, 1) if not m.error()) or len(got) >= 5,
-                   TIMEOUT, message=f"records of {topic}")
+        wait_until(lambda: got.extend(m.value() for m in consumer.consume(20, 1) if not m.error())
+                   or len(got) >= len(values), TIMEOUT, message=f"records of {topic}")
     finally:
         consumer.close()
     assert got == values
@@ -262,56 +261,11 @@ def test_confluent_with_client_certificate_on_required_listener(secure: Secure) 
 # ------------------------------------------------------------------ refusals over the wire
 
 
-class Wire:
-    """A blocking Kafka connection (optionally TLS) that speaks requests and raw frames."""
-
-    def __init__(self, port: int, tls_ctx: ssl.SSLContext | None = None) -> None:
-        sock = socket.create_connection(("127.0.0.1", port), timeout=TIMEOUT)
-        self.sock = tls_ctx.wrap_socket(sock, server_hostname="localhost") if tls_ctx else sock
-        self.correlation = 0
-
-    def send(self, payload: Any) -> None:
-        self.correlation += 1
-        self.sock.sendall(encode_request(payload, self.correlation, "wire-test"))
-
-    def request(self, payload: Any, response_type: type) -> Any:
-        self.send(payload)
-        correlation, response = decode_response(self.read_frame(), response_type)
-        assert correlation == self.correlation
-        return response
-
-    def raw(self, token: bytes) -> bytes:
-        self.sock.sendall(struct.pack(">i", len(token)) + token)
-        return self.read_frame()
-
-    def read_frame(self) -> bytes:
-        size = struct.unpack(">i", self._read(4))[0]
-        return self._read(size)
-
-    def _read(self, n: int) -> bytes:
-        data = b""
-        while len(data) < n:
-            chunk = self.sock.recv(n - len(data))
-            if not chunk:
-                raise ConnectionError("closed by the broker")
-            data += chunk
-        return data
-
-    def closed_by_broker(self) -> bool:
-        try:
-            return self.sock.recv(1) == b""
-        except (ConnectionError, ssl.SSLError):
-            return True
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-def handshake(wire: Wire, mechanism: str) -> Any:
+def handshake(wire: RawConnection, mechanism: str) -> Any:
     return wire.request(handshake_req.SaslHandshakeRequest(mechanism=mechanism), handshake_resp.SaslHandshakeResponse)
 
 
-def authenticate(wire: Wire, token: bytes) -> Any:
+def authenticate(wire: RawConnection, token: bytes) -> Any:
     return wire.request(auth_req.SaslAuthenticateRequest(auth_bytes=token), auth_resp.SaslAuthenticateResponse)
 
 
@@ -319,7 +273,7 @@ def authenticate(wire: Wire, token: bytes) -> Any:
     ("SCRAM-SHA-256", "alice", "wrong"), ("SCRAM-SHA-512", "nobody", "x"), ("SCRAM-SHA-256", "nobody", "x")])
 def test_scram_refusal_carries_kafkas_message_then_closes(secure: Secure, mechanism: str, user: str,
                                                           password: str) -> None:
-    wire = Wire(secure.ports["SASL_PLAINTEXT"])
+    wire = RawConnection(secure.ports["SASL_PLAINTEXT"])
     try:
         assert handshake(wire, mechanism).error_code == ErrorCode.none
         client = ScramClient(mechanism, user, password)
@@ -334,7 +288,7 @@ def test_scram_refusal_carries_kafkas_message_then_closes(secure: Secure, mechan
 
 
 def test_plain_wrong_password_refused(secure: Secure) -> None:
-    wire = Wire(secure.ports["SASL_PLAINTEXT"])
+    wire = RawConnection(secure.ports["SASL_PLAINTEXT"])
     try:
         handshake(wire, "PLAIN")
         response = authenticate(wire, b"\0bob\0nope")
@@ -347,7 +301,7 @@ def test_plain_wrong_password_refused(secure: Secure) -> None:
 
 
 def test_unsupported_mechanism_lists_enabled_ones(secure: Secure) -> None:
-    wire = Wire(secure.ports["SASL_PLAINTEXT"])
+    wire = RawConnection(secure.ports["SASL_PLAINTEXT"])
     try:
         response = handshake(wire, "GSSAPI")
         assert response.error_code == ErrorCode.unsupported_sasl_mechanism
@@ -358,7 +312,7 @@ def test_unsupported_mechanism_lists_enabled_ones(secure: Secure) -> None:
 
 
 def test_no_data_before_authentication(secure: Secure) -> None:
-    wire = Wire(secure.ports["SASL_PLAINTEXT"])
+    wire = RawConnection(secure.ports["SASL_PLAINTEXT"])
     try:
         versions = wire.request(api_versions_req.ApiVersionsRequest(client_software_name="t",
                                                                     client_software_version="1"),
@@ -373,7 +327,7 @@ def test_no_data_before_authentication(secure: Secure) -> None:
 
 
 def test_handshake_v0_then_raw_tokens(secure: Secure) -> None:
-    wire = Wire(secure.ports["SASL_PLAINTEXT"])
+    wire = RawConnection(secure.ports["SASL_PLAINTEXT"])
     try:
         response = wire.request(handshake0_req.SaslHandshakeRequest(mechanism="SCRAM-SHA-256"),
                                 handshake0_resp.SaslHandshakeResponse)
@@ -401,8 +355,8 @@ def test_untrusted_or_missing_certificates_refused(secure: Secure) -> None:
 
 def test_plaintext_client_on_tls_port_while_another_keeps_working(secure: Secure) -> None:
     ctx = ssl.create_default_context(cafile=str(secure.tls.ca_file))
-    good = Wire(secure.ports["SSL"], ctx)
-    bad = Wire(secure.ports["SSL"])
+    good = RawConnection(secure.ports["SSL"], ctx)
+    bad = RawConnection(secure.ports["SSL"])
     try:
         bad.send(api_versions_req.ApiVersionsRequest(client_software_name="t", client_software_version="1"))
         assert bad.closed_by_broker()
@@ -471,7 +425,7 @@ def test_confluent_reauthenticates_and_keeps_working(secure: Secure) -> None:
 
 
 def test_expired_session_without_reauthentication_is_closed(secure: Secure) -> None:
-    wire = Wire(secure.ports["REAUTH"])
+    wire = RawConnection(secure.ports["REAUTH"])
     try:
         handshake(wire, "PLAIN")
         response = authenticate(wire, b"\0bob\0bob-secret")
@@ -491,19 +445,5 @@ def test_expired_session_without_reauthentication_is_closed(secure: Secure) -> N
 def test_large_records_over_tls(secure: Secure) -> None:
     """Frames far larger than one TLS record or the read buffer, both ways (fetch data is read
     and encrypted, never sendfile'd)."""
-    config = secure.confluent("SASL_SSL", "SCRAM-SHA-256", "alice", "alice-secret")
-    topic = new_topic(config, "large")
-    values = [bytes([i]) * 300_000 for i in range(12)]
-    with Producer({**config, "acks": "all", "linger.ms": 50, "message.max.bytes": 4_000_000}) as producer:
-        for value in values:
-            producer.produce(topic, value)
-        assert producer.flush(TIMEOUT) == 0
-    consumer = Consumer({**config, "group.id": f"g-{topic}", "auto.offset.reset": "earliest"})
-    try:
-        consumer.subscribe([topic])
-        got: list[bytes] = []
-        wait_until(lambda: got.extend(m.value() for m in consumer.consume(20, 1) if not m.error()) or len(got) >= 12,
-                   TIMEOUT, message=f"records of {topic}")
-    finally:
-        consumer.close()
-    assert got == values
+    round_trip_confluent(secure.confluent("SASL_SSL", "SCRAM-SHA-256", "alice", "alice-secret"),
+                         [bytes([i]) * 300_000 for i in range(12)], **{"linger.ms": 50, "message.max.bytes": 4_000_000})

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import socket
+import ssl
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +24,7 @@ from kio.schema.produce.v9 import response as produce_resp
 from odradek.local.cluster import LocalCluster
 from odradek.net.client import BrokerConnection
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.framing import decode_response, encode_request
 from odradek.protocol.records import RecordBatchHeader, iter_batches
 from odradek.security.client import ClientSecurity
 
@@ -29,6 +33,7 @@ __all__ = [
     "LATEST",
     "Address",
     "PartitionInfo",
+    "RawConnection",
     "address_of",
     "batch_headers",
     "fetch_records",
@@ -40,6 +45,68 @@ __all__ = [
 ]
 
 Address = tuple[str, int]
+
+class RawConnection:
+    """A blocking Kafka connection to one port (optionally TLS) that sends requests and raw
+    size-prefixed frames and reads frames back: for checking what a broker does with exactly
+    these bytes (SASL exchanges, refusals, fuzzing)."""
+
+    def __init__(self, port: int, tls_ctx: ssl.SSLContext | None = None, timeout_s: float = 30.0,
+                 client_id: str = "raw-test") -> None:
+        sock = socket.create_connection(("127.0.0.1", port), timeout=timeout_s)
+        self.sock = tls_ctx.wrap_socket(sock, server_hostname="localhost") if tls_ctx else sock
+        self.correlation = 0
+        self.client_id = client_id
+
+    def send(self, payload: Any) -> None:
+        self.correlation += 1
+        self.sock.sendall(encode_request(payload, self.correlation, self.client_id))
+
+    def request(self, payload: Any, response_type: type) -> Any:
+        self.send(payload)
+        correlation, response = decode_response(self.read_frame(), response_type)
+        assert correlation == self.correlation
+        return response
+
+    def raw(self, token: bytes) -> bytes:
+        """Send one raw size-prefixed frame (a SaslHandshake v0 token) and read the answer."""
+        self.sock.sendall(struct.pack(">i", len(token)) + token)
+        return self.read_frame()
+
+    def read_frame(self) -> bytes:
+        frame = self.frame()
+        if frame is None:
+            raise ConnectionError("closed by the broker")
+        return frame
+
+    def frame(self) -> bytes | None:
+        """The next frame, or None once the broker has closed (or reset) the connection."""
+        head = self._read(4)
+        if head is None:
+            return None
+        return self._read(struct.unpack(">i", head)[0])
+
+    def _read(self, n: int) -> bytes | None:
+        data = b""
+        while len(data) < n:
+            try:
+                chunk = self.sock.recv(n - len(data))
+            except (ConnectionError, ssl.SSLError, TimeoutError):
+                return None
+            if not chunk:
+                return None
+            data += chunk
+        return data
+
+    def closed_by_broker(self) -> bool:
+        try:
+            return self.sock.recv(1) == b""
+        except (ConnectionError, ssl.SSLError):
+            return True
+
+    def close(self) -> None:
+        self.sock.close()
+
 
 # ListOffsets timestamps that ask for the log end and the log start.
 LATEST = -1

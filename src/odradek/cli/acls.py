@@ -25,7 +25,7 @@ from odradek.admin.acls import (
     zookeeper_acl_service,
 )
 from odradek.admin.client import AdminClientError
-from odradek.cli.common import client_security, fail
+from odradek.cli.common import client_security, fail, over_bootstrap
 from odradek.protocol.errors import KafkaError
 from odradek.security.client import ClientSecurity
 from odradek.zk.acl_store import AclUpdateConflict
@@ -138,14 +138,8 @@ async def _over_zookeeper(connect: str, opts: AclCommandOptions) -> int:
 
 
 async def _over_bootstrap(bootstrap: str, opts: AclCommandOptions, security: ClientSecurity | None) -> int:
-    try:
+    async def action() -> None:
         async with AclAdminConnection(bootstrap, security=security) as connection:
             await run_acl_command(AdminClientAclService(connection), opts, click.echo, _confirm)
-    except (AdminClientError, AclCommandError, KafkaError) as e:
-        message = str(e)
-    except (ConnectionError, OSError, TimeoutError) as e:
-        message = f"lost the connection to the cluster ({bootstrap}): {e or type(e).__name__}"
-    else:
-        return 0
-    click.echo(f"Error: {message}", err=True)
-    return 1
+
+    return await over_bootstrap(bootstrap, action, (AdminClientError, AclCommandError, KafkaError))

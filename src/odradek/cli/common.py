@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import NoReturn, TypeVar
 
@@ -87,6 +87,22 @@ def client_security(command_config: str | None) -> ClientSecurity | None:
         return ClientSecurity.from_properties(props)
     except ValueError as e:
         fail(f"--command-config {command_config}: {e}")
+
+
+async def over_bootstrap(bootstrap: str, action: Callable[[], Awaitable[object]],
+                         errors: tuple[type[BaseException], ...], prefix: str = "Error: ") -> int:
+    """Run a command's ``action`` over ``--bootstrap-server``: exit status 0, or 1 after one line
+    on stderr for the command's own ``errors`` and for a lost connection."""
+    try:
+        await action()
+    except errors as e:
+        message = str(e)
+    except (ConnectionError, OSError, TimeoutError) as e:
+        message = f"lost the connection to the cluster ({bootstrap}): {e or type(e).__name__}"
+    else:
+        return 0
+    click.echo(f"{prefix}{message}", err=True)
+    return 1
 
 
 def wait_for_signal() -> None:

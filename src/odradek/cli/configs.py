@@ -26,7 +26,7 @@ from odradek.admin.configs import (
     parse_add_config,
     parse_delete_config,
 )
-from odradek.cli.common import client_security, fail
+from odradek.cli.common import client_security, fail, over_bootstrap
 from odradek.common import validate_topic_name
 from odradek.protocol.errors import KafkaError
 from odradek.security.client import ClientSecurity
@@ -145,17 +145,11 @@ async def _over_zookeeper(connect: str, entity: ConfigEntity, describe: bool, to
 
 async def _over_bootstrap(bootstrap: str, entity: ConfigEntity, describe: bool, to_add: dict[str, str],
                           to_delete: list[str], security: ClientSecurity | None) -> int:
-    try:
+    async def action() -> None:
         async with ConfigsAdminConnection(bootstrap, security=security) as connection:
             if describe:
                 await describe_over_bootstrap(connection, entity, click.echo)
             else:
                 await alter_over_bootstrap(connection, entity, to_add, to_delete, click.echo)
-    except (AdminClientError, ConfigCommandError, KafkaError) as e:
-        message = str(e)
-    except (ConnectionError, OSError, TimeoutError) as e:
-        message = f"lost the connection to the cluster ({bootstrap}): {e or type(e).__name__}"
-    else:
-        return 0
-    click.echo(f"Error: {message}", err=True)
-    return 1
+
+    return await over_bootstrap(bootstrap, action, (AdminClientError, ConfigCommandError, KafkaError))

@@ -23,7 +23,7 @@ from odradek.admin.topic_command import (
 )
 from odradek.admin.topics import zookeeper_topic_service
 from odradek.assignment import AdminOperationError
-from odradek.cli.common import client_security, command_config_option
+from odradek.cli.common import client_security, command_config_option, over_bootstrap
 from odradek.protocol.errors import KafkaError
 from odradek.security.client import ClientSecurity
 from odradek.zk.client import ZkConnectionError
@@ -110,14 +110,9 @@ async def _run_over_zookeeper(connect: str, opts: TopicCommandOptions) -> int:
 
 
 async def _run_over_bootstrap(bootstrap: str, opts: TopicCommandOptions, security: ClientSecurity | None) -> int:
-    try:
+    async def action() -> None:
         async with AdminConnection(bootstrap, security=security) as connection:
             await run_topic_command(AdminClientTopicService(connection), opts, click.echo)
-    except (AdminClientError, TopicCommandError, KafkaError, AdminOperationError) as e:
-        message = str(e)
-    except (ConnectionError, OSError, TimeoutError) as e:
-        message = f"lost the connection to the cluster ({bootstrap}): {e or type(e).__name__}"
-    else:
-        return 0
-    click.echo(f"{ERROR_PREFIX}{message}", err=True)
-    return 1
+
+    return await over_bootstrap(bootstrap, action, (AdminClientError, TopicCommandError, KafkaError,
+                                                    AdminOperationError), ERROR_PREFIX)

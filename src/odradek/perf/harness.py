@@ -19,6 +19,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from odradek.local.cluster import LocalCluster
 from odradek.local.zookeeper import free_port
 from odradek.perf.common import PerfError, import_confluent_kafka
 
@@ -47,6 +48,28 @@ def process_cpu_seconds(pid: int) -> float:
         stat = fh.read()
     fields = stat[stat.rindex(b")") + 2:].split()  # the command name may contain spaces
     return (int(fields[11]) + int(fields[12])) / _CLK_TCK  # fields 14 and 15 of stat(5)
+
+
+def wait_full_isr(cluster: LocalCluster, topic: str, partitions: int, replication_factor: int,
+                  timeout_s: float = 120) -> None:
+    """Until every partition of ``topic`` has a leader and a full ISR, as ZooKeeper says
+    (benchmarks time steady state, not topic creation)."""
+    zk = cluster.zk_client()
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        states = []
+        for p in range(partitions):
+            path = f"/brokers/topics/{topic}/partitions/{p}/state"
+            states.append(json.loads(zk.get(path)[0]) if zk.exists(path) else None)
+        if all(s is not None and len(s["isr"]) == replication_factor and s["leader"] >= 0 for s in states):
+            return
+        time.sleep(0.2)
+    raise TimeoutError(f"{topic}: ISR not full after {timeout_s:.0f} s")
+
+
+def brokers_cpu_seconds(cluster: LocalCluster) -> float:
+    """CPU seconds (user + system) the cluster's broker processes have used so far."""
+    return sum(process_cpu_seconds(b.pid) for b in cluster.brokers.values() if b.pid is not None)
 
 
 def code_version() -> dict[str, object]:
