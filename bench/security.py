@@ -42,7 +42,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
 from odradek.local.cluster import LocalCluster
@@ -51,6 +51,7 @@ from odradek.perf.harness import (
     code_version,
     create_topic_zk,
     perf_record,
+    read_partitions_to_end,
     summarize_perf,
     wait_full_isr,
 )
@@ -97,28 +98,10 @@ def produce(cluster: LocalCluster, topic: str, records: int) -> dict[str, float]
 
 
 def consume(cluster: LocalCluster, topic: str, records: int) -> dict[str, float]:
-    consumer = Consumer({**cluster.client_properties(), "group.id": f"bench-{topic}", "enable.auto.commit": False,
-                         "enable.partition.eof": True, "fetch.queue.backoff.ms": 1, "log_level": 0})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    at_end: set[int] = set()
-    count = 0
     cpu0 = brokers_cpu_seconds(cluster)
-    start = time.perf_counter()
-    deadline = time.monotonic() + 600
-    try:
-        while len(at_end) < PARTITIONS:
-            if time.monotonic() > deadline:
-                raise SystemExit(f"{topic}: not read to its end in 600 s")
-            for m in consumer.consume(10_000, 0.5):
-                error = m.error()
-                if error is None:
-                    count += 1
-                elif error.code() == KafkaError._PARTITION_EOF:
-                    at_end.add(m.partition())
-        elapsed = time.perf_counter() - start
-        cpu = brokers_cpu_seconds(cluster) - cpu0
-    finally:
-        consumer.close()
+    count, elapsed = read_partitions_to_end({**cluster.client_properties(), "group.id": f"bench-{topic}"},
+                                            topic, PARTITIONS)
+    cpu = brokers_cpu_seconds(cluster) - cpu0
     if count != records:
         raise SystemExit(f"{topic}: read {count} of {records} records")
     return {"records": count, "seconds": elapsed, "records_per_sec": count / elapsed,

@@ -28,10 +28,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Producer
 
 from odradek.local.cluster import LocalCluster
-from odradek.perf.harness import brokers_cpu_seconds, code_version, create_topic_zk, wait_full_isr
+from odradek.perf.harness import (
+    brokers_cpu_seconds,
+    code_version,
+    create_topic_zk,
+    read_partitions_to_end,
+    wait_full_isr,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PARTITIONS = 6
@@ -92,27 +98,9 @@ def produce(cluster: LocalCluster, topic: str, records: int, commit_every: int |
 
 def consume(cluster: LocalCluster, topic: str, isolation: str) -> dict[str, float]:
     """Read every partition of ``topic`` from the start to its end (EOF) with ``isolation``."""
-    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": f"bench-{isolation}-{topic}",
-                         "enable.auto.commit": False, "enable.partition.eof": True, "isolation.level": isolation,
-                         "fetch.queue.backoff.ms": 1, "log_level": 0})
-    consumer.assign([TopicPartition(topic, p, 0) for p in range(PARTITIONS)])
-    at_end: set[int] = set()
-    count = 0
-    start = time.perf_counter()
-    deadline = time.monotonic() + 600
-    try:
-        while len(at_end) < PARTITIONS:
-            if time.monotonic() > deadline:
-                raise SystemExit(f"{topic} ({isolation}): not read to its end in 600 s")
-            for m in consumer.consume(10_000, 0.5):
-                error = m.error()
-                if error is None:
-                    count += 1
-                elif error.code() == KafkaError._PARTITION_EOF:
-                    at_end.add(m.partition())
-        elapsed = time.perf_counter() - start
-    finally:
-        consumer.close()
+    count, elapsed = read_partitions_to_end({"bootstrap.servers": cluster.bootstrap_servers,
+                                             "group.id": f"bench-{isolation}-{topic}", "isolation.level": isolation},
+                                            topic, PARTITIONS)
     return {"records": count, "seconds": elapsed, "records_per_sec": count / elapsed}
 
 

@@ -39,6 +39,9 @@ from support.tls import TlsMaterial, tls_material
 from support.wire import RawConnection
 
 TIMEOUT = 30
+METADATA_ALL = metadata_req.MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                            include_cluster_authorized_operations=False,
+                                            include_topic_authorized_operations=False)
 PROTOCOLS = {"PLAINTEXT": "PLAINTEXT", "SSL": "SSL", "MTLS": "SSL", "SASL_PLAINTEXT": "SASL_PLAINTEXT",
              "SASL_SSL": "SASL_SSL", "REAUTH": "SASL_PLAINTEXT"}
 PLAIN_JAAS = ('org.apache.kafka.common.security.plain.PlainLoginModule required '
@@ -318,9 +321,7 @@ def test_no_data_before_authentication(secure: Secure) -> None:
                                                                     client_software_version="1"),
                                 api_versions_resp.ApiVersionsResponse)
         assert {k.api_key for k in versions.api_keys} >= {17, 36}
-        wire.send(metadata_req.MetadataRequest(topics=None, allow_auto_topic_creation=False,
-                                               include_cluster_authorized_operations=False,
-                                               include_topic_authorized_operations=False))
+        wire.send(METADATA_ALL)
         assert wire.closed_by_broker()
     finally:
         wire.close()
@@ -432,14 +433,10 @@ def test_expired_session_without_reauthentication_is_closed(secure: Secure) -> N
         assert response.error_code == ErrorCode.none
         assert response.session_lifetime.total_seconds() * 1000 == 2000
         time.sleep(2.1)  # the session's length is the point of the test: nothing to await
-        wire.send(metadata_req.MetadataRequest(topics=None, allow_auto_topic_creation=False,
-                                               include_cluster_authorized_operations=False,
-                                               include_topic_authorized_operations=False))
+        wire.send(METADATA_ALL)
         assert wire.closed_by_broker()
     finally:
         wire.close()
-
-
 
 
 def test_large_records_over_tls(secure: Secure) -> None:

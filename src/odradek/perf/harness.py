@@ -72,6 +72,33 @@ def brokers_cpu_seconds(cluster: LocalCluster) -> float:
     return sum(process_cpu_seconds(b.pid) for b in cluster.brokers.values() if b.pid is not None)
 
 
+def read_partitions_to_end(config: dict[str, object], topic: str, partitions: int,
+                           timeout_s: float = 600) -> tuple[int, float]:
+    """Read partitions ``0..partitions-1`` of ``topic`` from offset 0 to their end (EOF) with a
+    confluent-kafka consumer of ``config`` (assigned, no group rebalance): (records, seconds)."""
+    ck = import_confluent_kafka()
+    consumer = ck.Consumer({**config, "enable.auto.commit": False, "enable.partition.eof": True,
+                            "fetch.queue.backoff.ms": 1, "log_level": 0})
+    consumer.assign([ck.TopicPartition(topic, p, 0) for p in range(partitions)])
+    at_end: set[int] = set()
+    count = 0
+    start = time.perf_counter()
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(at_end) < partitions:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{topic}: not read to its end in {timeout_s:.0f} s")
+            for m in consumer.consume(10_000, 0.5):
+                error = m.error()
+                if error is None:
+                    count += 1
+                elif error.code() == ck.KafkaError._PARTITION_EOF:
+                    at_end.add(m.partition())
+        return count, time.perf_counter() - start
+    finally:
+        consumer.close()
+
+
 def code_version() -> dict[str, object]:
     """The commit a benchmark measured, and the source files that differed from it (the
     working tree may hold others' uncommitted changes)."""
