@@ -10,7 +10,10 @@ consumer only sees records below the high watermark) p50/p99/p99.9, and the brok
 (seconds of CPU per second of the phase, all three brokers). The first --warmup-s seconds of
 each phase are sent but not counted. The end-to-end consumer is bench/replicated_kreps.py's.
 
-    .venv/bin/python bench/replicated_latency.py [--rates 1000,3000,5000,10000] [--duration 15]
+With ``--profile RATE`` one more phase at RATE runs with py-spy on broker 0 (it leads a third of
+the partitions and follows the rest), and its top functions are printed.
+
+    .venv/bin/python bench/replicated_latency.py [--rates 1000,3000,5000,10000] [--duration 15] [--profile 5000]
 """
 
 from __future__ import annotations
@@ -32,7 +35,14 @@ from replicated_kreps import STAMP, _e2e_consumer
 
 from odradek.local.cluster import LocalCluster
 from odradek.perf.common import percentile
-from odradek.perf.harness import brokers_cpu_seconds, code_version, create_topic_zk, wait_full_isr
+from odradek.perf.harness import (
+    brokers_cpu_seconds,
+    code_version,
+    create_topic_zk,
+    pyspy_record,
+    summarize_speedscope,
+    wait_full_isr,
+)
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PARTITIONS = 6
@@ -116,6 +126,8 @@ def main() -> None:
     ap.add_argument("--rates", default="1000,3000,5000,10000", help="comma-separated records/s")
     ap.add_argument("--duration", type=float, default=15, help="seconds measured per rate")
     ap.add_argument("--warmup-s", type=float, default=2, help="seconds sent but not counted per rate")
+    ap.add_argument("--profile", type=float, default=None, metavar="RATE",
+                    help="one more phase at RATE records/s under py-spy (broker 0)")
     ap.add_argument("--dir", help="working directory (default: a temporary one, removed afterwards)")
     args = ap.parse_args()
     rates = [float(r) for r in args.rates.split(",")]
@@ -134,13 +146,25 @@ def main() -> None:
             rows.append(row)
             print(f"  {rate:,.0f}/s: achieved {row['achieved_rate']:,.0f}/s, produce p99 {row['produce_p99_ms']:.1f} ms, "
                   f"e2e p50/p99 {row['e2e_p50_ms']:.1f}/{row['e2e_p99_ms']:.1f} ms", flush=True)
+        profile = None
+        if args.profile:
+            create_topic_zk(cluster.zookeeper_connect, "latency-profile", PARTITIONS, RF)
+            pid = cluster.brokers[0].pid
+            assert pid is not None
+            with pyspy_record(pid, base / "profile.speedscope.json") as recorded:
+                phase(cluster, "latency-profile", args.profile, args.duration, args.warmup_s)
+            profile = summarize_speedscope(recorded, 25).format(f"broker 0 at {args.profile:,.0f} records/s")
     if not args.dir:
         shutil.rmtree(base, ignore_errors=True)
     print()
     print(report(rows))
+    if profile:
+        print()
+        print(profile)
     out = RESULTS / f"replicated-latency-{stamp}.json"
     out.write_text(json.dumps({"started": stamp, "code": code, "cpu_count": os.cpu_count(),
-                               "python": sys.version.split()[0], "rows": rows}, indent=2) + "\n")
+                               "python": sys.version.split()[0], "rows": rows,
+                               "profile": profile}, indent=2) + "\n")
     print(f"\nwrote {out}")
 
 
