@@ -17,14 +17,15 @@ The ZooKeeper watches only wake one asyncio task per change path; all reads happ
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from kazoo.exceptions import ConnectionLoss, SessionExpiredError
-
-from odradek import tasks
+from odradek.broker.change_notifications import (
+    NotificationFollower,
+    purge_executed,
+    sequence_number,
+)
 from odradek.config import KafkaConfig
 from odradek.security.acls import (
     ACL_CHANGES_SEQUENCE_PREFIX,
@@ -40,11 +41,11 @@ from odradek.security.acls import (
     resource_path,
     resource_type_path,
 )
-from odradek.zk.client import KafkaZkClient, NoNodeError, ZkConnectionError
+from odradek.zk.client import KafkaZkClient
 from odradek.zk.zk_data import now_ms
 
 if TYPE_CHECKING:
-    from kazoo.protocol.states import WatchedEvent
+    pass
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +55,7 @@ __all__ = ["ACL_AUTHORIZER_CLASS_NAMES", "AclCacheError", "ZkAclCache", "authori
 # pre-2.4 name it replaced, which Kafka still accepted as an alias).
 ACL_AUTHORIZER_CLASS_NAMES = frozenset({"kafka.security.authorizer.AclAuthorizer",
                                         "kafka.security.auth.SimpleAclAuthorizer"})
-CHANGE_EXPIRATION_MS = 15 * 60 * 1000  # ZkNodeChangeNotificationListener's changeExpirationMs
 _PATTERN_TYPES = (PatternType.LITERAL, PatternType.PREFIXED)
-_RETRY_S = 1.0
 
 
 class AclCacheError(RuntimeError):
@@ -77,10 +76,7 @@ def authorizer_enabled(config: KafkaConfig) -> bool:
 
 def sequence_of(name: str) -> int | None:
     """The sequence number of an ``acl_changes_<seq>`` child, or None for other names."""
-    suffix = name[len(ACL_CHANGES_SEQUENCE_PREFIX):]
-    if not name.startswith(ACL_CHANGES_SEQUENCE_PREFIX) or not suffix.isdigit():
-        return None
-    return int(suffix)
+    return sequence_number(name, ACL_CHANGES_SEQUENCE_PREFIX)
 
 
 class ZkAclCache:
@@ -163,49 +159,23 @@ class _ChangeListener:
         self.pattern_type = pattern_type
         self.path = acl_change_path(pattern_type)
         self.last_executed = -1
-        self._wakeup = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self.follower = NotificationFollower(cache.zk, self.process_notifications,
+                                             f"acl-change-listener-{pattern_type.name.lower()}",
+                                             f"ACL change notifications in {self.path}")
 
     async def skip_existing(self) -> None:
         children = await self.cache.zk.get_children(self.path) or []
         self.last_executed = max((s for s in map(sequence_of, children) if s is not None), default=-1)
 
     def start(self) -> None:
-        self.cache.zk.add_state_listener(self._on_zk_state)
-        self._task = tasks.start(self._run(), f"acl-change-listener-{self.pattern_type.name.lower()}")
-        self._wakeup.set()
+        self.follower.start()
 
     async def stop(self) -> None:
-        task, self._task = self._task, None
-        await tasks.cancel_and_wait(task)
-
-    def _on_change(self, _event: WatchedEvent) -> None:
-        self._wakeup.set()
-
-    def _on_zk_state(self, state: str) -> None:
-        # A new session has no watches: re-read (and re-watch) the notifications.
-        if state == "CONNECTED":
-            self._wakeup.set()
-
-    async def _run(self) -> None:
-        while True:
-            await self._wakeup.wait()
-            self._wakeup.clear()
-            try:
-                await self.process_notifications()
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:
-                level = logging.INFO if isinstance(
-                    e, (ZkConnectionError, ConnectionError, SessionExpiredError, ConnectionLoss)) else logging.ERROR
-                log.log(level, "processing ACL change notifications in %s failed (retrying): %r", self.path, e,
-                        exc_info=level == logging.ERROR)
-                await asyncio.sleep(_RETRY_S)
-                self._wakeup.set()
+        await self.follower.stop()
 
     async def process_notifications(self) -> None:
         zk = self.cache.zk
-        children = await zk.get_children(self.path, watch=self._on_change) or []
+        children = await zk.get_children(self.path, watch=self.follower.on_change) or []
         numbered = sorted((seq, name) for name in children if (seq := sequence_of(name)) is not None)
         for seq, name in numbered:
             if seq <= self.last_executed:
@@ -219,18 +189,5 @@ class _ChangeListener:
                 else:
                     await self.cache.reload(pattern)
             self.last_executed = seq
-        await self._purge_obsolete([name for seq, name in numbered if seq <= self.last_executed])
-
-    async def _purge_obsolete(self, names: list[str]) -> None:
-        zk = self.cache.zk
-        now = self.cache._time_ms()
-        for name in names:
-            stat = await zk.exists(f"{self.path}/{name}")
-            if stat is None:
-                continue
-            if stat.ctime + CHANGE_EXPIRATION_MS >= now:
-                break
-            try:
-                await zk.delete(f"{self.path}/{name}")
-            except NoNodeError:
-                pass
+        await purge_executed(zk, self.path, [name for seq, name in numbered if seq <= self.last_executed],
+                             self.cache._time_ms())

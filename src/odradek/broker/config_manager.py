@@ -30,16 +30,17 @@ The ZooKeeper watch only wakes one asyncio task; all reads happen there.
 
 from __future__ import annotations
 
-import asyncio
 import logging
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from kazoo.exceptions import ConnectionLoss, SessionExpiredError
-
-from odradek import tasks
+from odradek.broker.change_notifications import (
+    NotificationFollower,
+    purge_executed,
+    sequence_number,
+)
 from odradek.config import TOPIC_CONFIG, ConfigError, KafkaConfig, validate_dynamic_broker_config
-from odradek.zk.client import KafkaZkClient, NoNodeError, ZkConnectionError
+from odradek.zk.client import KafkaZkClient
 from odradek.zk.zk_data import (
     ConfigEntityChangeNotificationSequenceZNode,
     ConfigEntityChangeNotificationZNode,
@@ -50,7 +51,6 @@ from odradek.zk.zk_data import (
 )
 
 if TYPE_CHECKING:
-    from kazoo.protocol.states import WatchedEvent
 
     from odradek.log.log_manager import LogManager
 
@@ -61,17 +61,12 @@ __all__ = ["DynamicConfigManager"]
 TOPICS = "topics"
 BROKERS = "brokers"
 USERS = "users"
-CHANGE_EXPIRATION_MS = 15 * 60 * 1000
-_RETRY_S = 1.0
 _UNCLEAN = "unclean.leader.election.enable"
 
 
 def notification_sequence(name: str) -> int | None:
     """The sequence number of a ``config_change_<seq>`` child, or None for other names."""
-    prefix = ConfigEntityChangeNotificationSequenceZNode.PREFIX
-    if not name.startswith(prefix) or not name[len(prefix):].isdigit():
-        return None
-    return int(name[len(prefix):])
+    return sequence_number(name, ConfigEntityChangeNotificationSequenceZNode.PREFIX)
 
 
 def _no_op(_config: KafkaConfig) -> None:
@@ -98,13 +93,12 @@ class DynamicConfigManager:
         self.enable_unclean_election = enable_unclean_election
         self._time_ms = time_ms
         self.last_executed = -1
-        self._wakeup: asyncio.Event | None = None
-        self._task: asyncio.Task[None] | None = None
+        self._follower = NotificationFollower(zk, self.process_notifications, "dynamic-config-manager",
+                                              "config change notifications")
 
     async def startup(self) -> None:
         """Apply the stored broker configs and every stored topic config, then follow
         ``/config/changes``."""
-        self._wakeup = asyncio.Event()
         # Notifications up to the newest one now present describe configs the bootstrap reads.
         children = await self.zk.get_children(ConfigEntityChangeNotificationZNode.path) or []
         self.last_executed = max((s for s in map(notification_sequence, children) if s is not None), default=-1)
@@ -116,48 +110,17 @@ class DynamicConfigManager:
         topics = sorted({lg.topic for lg in self.log_manager.all_logs()} & with_config)
         for topic, overrides in (await self.zk.get_topic_configs(topics)).items():
             self._apply(topic, overrides)
-        self.zk.add_state_listener(self._on_zk_state)
-        self._task = tasks.start(self._run(), "dynamic-config-manager")
-        self._wakeup.set()
+        self._follower.start()
 
     async def shutdown(self) -> None:
-        task, self._task = self._task, None
-        await tasks.cancel_and_wait(task)
-
-    # ------------------------------------------------------------------ watch -> task
-
-    def _on_change(self, _event: WatchedEvent) -> None:
-        if self._wakeup is not None:
-            self._wakeup.set()
-
-    def _on_zk_state(self, state: str) -> None:
-        # A new session has no watches: re-read (and re-watch) the notifications.
-        if state == "CONNECTED" and self._wakeup is not None:
-            self._wakeup.set()
-
-    async def _run(self) -> None:
-        assert self._wakeup is not None
-        while True:
-            await self._wakeup.wait()
-            self._wakeup.clear()
-            try:
-                await self.process_notifications()
-            except asyncio.CancelledError:
-                raise
-            except Exception as e:
-                level = logging.INFO if isinstance(e, (ZkConnectionError, ConnectionError, SessionExpiredError, ConnectionLoss)) \
-                    else logging.ERROR
-                log.log(level, "processing config change notifications failed (retrying): %r", e,
-                        exc_info=level == logging.ERROR)
-                await asyncio.sleep(_RETRY_S)
-                self._wakeup.set()
+        await self._follower.stop()
 
     # ------------------------------------------------------------------ processing
 
     async def process_notifications(self) -> None:
         """Execute the notifications newer than the last executed one, then purge old ones."""
         parent = ConfigEntityChangeNotificationZNode.path
-        children = await self.zk.get_children(parent, watch=self._on_change) or []
+        children = await self.zk.get_children(parent, watch=self._follower.on_change) or []
         numbered = sorted((seq, name) for name in children if (seq := notification_sequence(name)) is not None)
         changed: list[str] = []
         users_changed: list[str] = []
@@ -193,7 +156,8 @@ class DynamicConfigManager:
         for user in users_changed:
             await self._apply_user(user)
         self.last_executed = newest
-        await self._purge_obsolete([name for seq, name in numbered if seq <= newest])
+        await purge_executed(self.zk, ConfigEntityChangeNotificationZNode.path,
+                             [name for seq, name in numbered if seq <= newest], self._time_ms())
 
     async def _apply_broker_configs(self, *, at_startup: bool) -> None:
         """Re-read ``/config/brokers/<default>`` and this broker's entry and apply the
@@ -249,19 +213,3 @@ class DynamicConfigManager:
             return False
         self.log_manager.update_config(topic, log_config)
         return True
-
-    async def _purge_obsolete(self, names: list[str]) -> None:
-        """Delete executed notifications older than CHANGE_EXPIRATION_MS (every broker tries;
-        the first one wins).  Names are in creation order, so stop at the first young one."""
-        parent = ConfigEntityChangeNotificationZNode.path
-        now = self._time_ms()
-        for name in names:
-            stat = await self.zk.exists(f"{parent}/{name}")
-            if stat is None:
-                continue
-            if stat.ctime + CHANGE_EXPIRATION_MS >= now:
-                break
-            try:
-                await self.zk.delete(f"{parent}/{name}")
-            except NoNodeError:
-                pass

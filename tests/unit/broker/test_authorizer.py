@@ -13,12 +13,12 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from odradek.broker.authorizer import (
-    CHANGE_EXPIRATION_MS,
     AclCacheError,
     ZkAclCache,
     authorizer_enabled,
     sequence_of,
 )
+from odradek.broker.change_notifications import CHANGE_EXPIRATION_MS
 from odradek.config import KafkaConfig
 from odradek.security.acls import (
     ANONYMOUS,

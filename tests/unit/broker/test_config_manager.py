@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from odradek.broker.change_notifications import CHANGE_EXPIRATION_MS
 from odradek.broker.config_manager import (
-    CHANGE_EXPIRATION_MS,
     DynamicConfigManager,
     notification_sequence,
 )
