@@ -136,6 +136,8 @@ class ReplicaManager:
         self.logger = StateChangeLogger(broker_id)
         self.produce_purgatory = Purgatory()
         self.fetch_purgatory = Purgatory()
+        self._fetch_wakeups: set[TopicPartition] = set()  # see wake_fetches
+        self._fetch_wakeup_scheduled = False
         self.fetchers = ReplicaFetcherManager(broker_id, config, metadata_cache, self.logger.info,
                                               security=inter_broker_security)
         self.alter_partition = AlterPartitionManager(broker_id, broker_epoch, metadata_cache,
@@ -498,7 +500,7 @@ class ReplicaManager:
                                           record_errors=tuple(getattr(e, "record_errors", ())))
         if not info.duplicate:
             # Followers waiting for data; read_committed fetches when a marker moved the LSO.
-            self.fetch_purgatory.check_and_complete(tp)
+            self.wake_fetches(tp)
             if partition.maybe_increment_high_watermark():
                 self._complete_delayed_requests(tp)
         return ProducePartitionResult(ErrorCode.none, info.first_offset, info.log_append_time,
@@ -694,5 +696,26 @@ class ReplicaManager:
         """The high watermark or leadership of ``tp`` changed: try what waits on it (Kafka's
         tryCompleteDelayedRequests)."""
         self.produce_purgatory.check_and_complete(tp)
-        self.fetch_purgatory.check_and_complete(tp)
+        self.wake_fetches(tp)
+
+    def wake_fetches(self, tp: TopicPartition) -> None:
+        """Try the fetches waiting on ``tp`` once this turn of the event loop is over, with
+        every other partition that changed in it: the requests read from the sockets in one
+        turn (a producer's pipelined batches, the followers' acknowledgements) then reach a
+        waiting follower or consumer as one response instead of one each."""
+        self._fetch_wakeups.add(tp)
+        if not self._fetch_wakeup_scheduled:
+            try:
+                loop = asyncio.get_running_loop()
+            except RuntimeError:  # no loop (tools and tests that drive the manager directly)
+                self._wake_waiting_fetches()
+                return
+            self._fetch_wakeup_scheduled = True
+            loop.call_soon(self._wake_waiting_fetches)
+
+    def _wake_waiting_fetches(self) -> None:
+        self._fetch_wakeup_scheduled = False
+        woken, self._fetch_wakeups = self._fetch_wakeups, set()
+        for tp in woken:
+            self.fetch_purgatory.check_and_complete(tp)
 

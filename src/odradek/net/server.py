@@ -56,6 +56,10 @@ _TLS_READ_BYTES = 64 * 1024
 # requests, mostly) are read straight into a buffer of their own.
 _SCRATCH_BYTES = 64 * 1024
 
+# File regions (fetched record batches) up to this size are read and written with the rest of
+# their response in one socket write; larger ones are sent with sendfile.
+_INLINE_FILE_BYTES = 64 * 1024
+
 # Stop reading from a connection with this many responses outstanding (Kafka's clients
 # pipeline at most max.in.flight.requests.per.connection, 5 by default, so this only bites
 # a misbehaving peer).
@@ -369,13 +373,21 @@ class Connection(asyncio.BufferedProtocol):
         except Exception as e:
             self._handler_failed(request, e)
             return
-        if inspect.isawaitable(result):
+        if result is None or isinstance(result, (bytes, list)):
+            self._enqueue(result)
+            return
+        if isinstance(result, asyncio.Future):
+            fut = result
+        elif inspect.iscoroutine(result):
+            fut = self.server.loop.create_task(result)
+        elif inspect.isawaitable(result):
             fut = asyncio.ensure_future(result)
-            self._pending.append(fut)
-            fut.add_done_callback(self._on_done)
-            self._update_reading()
         else:
             self._enqueue(result)
+            return
+        self._pending.append(fut)
+        fut.add_done_callback(self._on_done)
+        self._update_reading()
 
     def _sasl_allows(self, auth: SaslAuthenticator, header: RequestHeaderInfo) -> bool:
         """The SASL gate (Kafka's SaslServerAuthenticator and Processor checks)."""
@@ -443,19 +455,34 @@ class Connection(asyncio.BufferedProtocol):
         self._update_reading()
 
     def _write(self, response: Response) -> None:
+        """Write one response with as few socket writes as possible: on loopback and LANs a
+        send costs more than the bytes (the receiver's TCP work runs in it), so the chunks of
+        a response go out in one ``writelines`` (one ``writev``), file regions up to
+        ``_INLINE_FILE_BYTES`` read into it; larger regions go by ``sendfile``."""
         transport = self.transport
         if response is None or transport is None or self.closed:
             return
         if isinstance(response, (bytes, bytearray, memoryview)):
             self._send(response)
-        else:
-            for chunk in response:
-                if isinstance(chunk, (bytes, bytearray, memoryview)):
-                    self._send(chunk)
-                elif self._tls is not None:
-                    self._send(_read_file_chunk(chunk))
-                else:  # a file region (FileChunk, or the log's FileRegion): fd, position, size
-                    self._write_file_region(chunk)
+            return
+        tls = self._tls is not None
+        parts: list[Any] = []
+        for chunk in response:
+            if isinstance(chunk, (bytes, bytearray, memoryview)):
+                parts.append(chunk)
+            elif tls or chunk.size <= _INLINE_FILE_BYTES:
+                parts.append(_read_file_chunk(chunk))
+            else:  # a large file region (FileChunk, or the log's FileRegion): fd, position, size
+                if parts:
+                    transport.writelines(parts)
+                    parts = []
+                self._write_file_region(chunk)
+        if tls:
+            self._send(b"".join(parts))
+        elif len(parts) == 1:
+            transport.write(parts[0])
+        elif parts:
+            transport.writelines(parts)
         auth = self.authenticator
         if auth is not None and auth.failed:
             # The refusal has been written: now close (the transport flushes it first).
@@ -536,10 +563,11 @@ class SocketServer:
         self.connections: set[Connection] = set()
         self._servers: list[asyncio.base_events.Server] = []
         self.bound_ports: dict[str, int] = {}
+        self.loop: asyncio.AbstractEventLoop | None = None  # set by start()
 
     async def start(self) -> dict[str, int]:
         """Bind every listener; returns listener name -> bound port (port 0 picks one)."""
-        loop = asyncio.get_running_loop()
+        loop = self.loop = asyncio.get_running_loop()
         for listener in self.listeners:
             server = await loop.create_server(
                 lambda name=listener.name: Connection(self, name, self.security.get(name, PLAINTEXT)),

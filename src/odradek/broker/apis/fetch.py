@@ -8,11 +8,12 @@ tells clients to send full fetch requests.
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from odradek.broker.apis.authorization import cluster_authorized, unauthorized_names
 from odradek.broker.apis.registry import api, decode_body
-from odradek.broker.delayed_fetch import DelayedFetch, FetchPartitionRequest
+from odradek.broker.delayed_fetch import DelayedFetch, FetchPartitionRequest, FetchPartitionResult
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.fetch_response import FetchedPartition, encode_fetch_response
@@ -20,11 +21,14 @@ from odradek.security.acls import Operation, ResourceType
 
 if TYPE_CHECKING:
     from odradek.broker.context import BrokerContext
+    from odradek.common import TopicPartition
     from odradek.net.server import Request, Response
 
 
 @api(ApiKey.FETCH, "Fetch", 4, 12)
-async def handle_fetch(broker: BrokerContext, request: Request) -> Response:
+def handle_fetch(broker: BrokerContext, request: Request) -> Response | asyncio.Future[Response]:
+    """Answered at once when there is data (or the fetch may not wait); otherwise a future of
+    the answer, completed by the DelayedFetch without a task in between."""
     body = decode_body(request)
     version = request.api_version
     correlation_id = request.header.correlation_id
@@ -44,13 +48,35 @@ async def handle_fetch(broker: BrokerContext, request: Request) -> Response:
         else:
             denied = unauthorized_names(broker, request, Operation.READ, ResourceType.TOPIC, (r.topic for r in requests))
     allowed = [r for r in requests if r.topic not in denied] if denied else requests
-    outcome = {}
-    if allowed:
-        max_wait_ms = int(body.max_wait.total_seconds() * 1000)
-        outcome = broker.replica_manager.fetch_messages(
-            body.replica_id, max_wait_ms, body.min_bytes, body.max_bytes, allowed, body.isolation_level)
-        if isinstance(outcome, DelayedFetch):
-            outcome = await outcome.future
+    if not allowed:
+        return _encode(correlation_id, version, requests, denied, {})
+    max_wait_ms = int(body.max_wait.total_seconds() * 1000)
+    outcome = broker.replica_manager.fetch_messages(
+        body.replica_id, max_wait_ms, body.min_bytes, body.max_bytes, allowed, body.isolation_level)
+    if not isinstance(outcome, DelayedFetch):
+        return _encode(correlation_id, version, requests, denied, outcome)
+    waited = outcome.future
+    answer: asyncio.Future[Response] = waited.get_loop().create_future()
+
+    def complete(done: asyncio.Future[dict[TopicPartition, FetchPartitionResult]]) -> None:
+        if answer.done():
+            return  # the connection closed meanwhile
+        if done.cancelled():
+            answer.cancel()
+        elif (error := done.exception()) is not None:
+            answer.set_exception(error)
+        else:
+            try:
+                answer.set_result(_encode(correlation_id, version, requests, denied, done.result()))
+            except Exception as e:  # surfaces through the connection, as a failed handler would
+                answer.set_exception(e)
+
+    waited.add_done_callback(complete)
+    return answer
+
+
+def _encode(correlation_id: int, version: int, requests: list[FetchPartitionRequest], denied: set[str],
+            outcome: dict[TopicPartition, FetchPartitionResult]) -> Response:
     topics: dict[str, list[FetchedPartition]] = {}
     for r in requests:
         if r.topic in denied:

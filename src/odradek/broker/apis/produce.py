@@ -5,7 +5,9 @@ Transactional batches need the request's transactional id; the replica manager v
 
 from __future__ import annotations
 
+import asyncio
 import datetime
+from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from odradek.broker.apis.authorization import cluster_authorized, unauthorized_names
@@ -17,6 +19,8 @@ from odradek.security.acls import Operation, ResourceType
 
 if TYPE_CHECKING:
     from odradek.broker.context import BrokerContext
+    from odradek.broker.delayed_produce import DelayedProduce, ProducePartitionResult
+    from odradek.common import TopicPartition
     from odradek.net.server import Request, Response
 
 _UTC = datetime.UTC
@@ -26,7 +30,9 @@ _PRODUCER_ID_AT = 43
 
 
 @api(ApiKey.PRODUCE, "Produce", 3, 9)
-async def handle_produce(broker: BrokerContext, request: Request) -> Response:
+def handle_produce(broker: BrokerContext, request: Request) -> Response | Awaitable[Response]:
+    """Answered at once unless acks=-1 has to wait for the ISR (then a future of the answer) or
+    a transactional batch needs KIP-890 verification (then a coroutine): no task per request."""
     body = parse_produce_request(request.frame, request.body_offset, request.api_version)
     acks = body.acks
     entries = body.partitions
@@ -64,18 +70,54 @@ async def handle_produce(broker: BrokerContext, request: Request) -> Response:
             request.connection.close()
             return None
         return respond(request, _error_response(request.api_version, refused))
-    if transactional_id is None:
-        results, delayed = broker.replica_manager.append_records(acks, timeout_ms, entries)
-    else:  # KIP-890 verification may ask the transaction coordinator
-        results, delayed = await broker.replica_manager.append_records_async(
-            acks, timeout_ms, entries, transactional_id=transactional_id)
+    if transactional_id is not None:  # KIP-890 verification may ask the transaction coordinator
+        return _produce_transactional(broker, request, acks, timeout_ms, entries, transactional_id, refused)
+    results, delayed = broker.replica_manager.append_records(acks, timeout_ms, entries)
+    return _answer(request, acks, results, delayed, refused)
+
+
+async def _produce_transactional(broker: BrokerContext, request: Request, acks: int, timeout_ms: int,
+                                 entries: list[tuple[str, int, memoryview | None]], transactional_id: str,
+                                 refused: dict[tuple[str, int], tuple[ErrorCode, str | None]]) -> Response:
+    results, delayed = await broker.replica_manager.append_records_async(
+        acks, timeout_ms, entries, transactional_id=transactional_id)
+    answer = _answer(request, acks, results, delayed, refused)
+    return await answer if isinstance(answer, asyncio.Future) else answer
+
+
+def _answer(request: Request, acks: int, results: dict[TopicPartition, ProducePartitionResult],
+            delayed: DelayedProduce | None, refused: dict[tuple[str, int], tuple[ErrorCode, str | None]]
+            ) -> Response | asyncio.Future[Response]:
+    """The response now, or (acks=-1 waiting for the ISR) a future of it, completed by the
+    DelayedProduce without a task in between."""
     if acks == 0:
         if refused or any(r.error != ErrorCode.none for r in results.values()):
             # Kafka closes the connection so an acks=0 producer notices and refreshes metadata.
             request.connection.close()
         return None
-    if delayed is not None:
-        results = await delayed.future
+    if delayed is None:
+        return _encode(request, results, refused)
+    answer: asyncio.Future[Response] = delayed.future.get_loop().create_future()
+
+    def complete(done: asyncio.Future[dict[TopicPartition, ProducePartitionResult]]) -> None:
+        if answer.done():
+            return  # the connection closed meanwhile
+        if done.cancelled():
+            answer.cancel()
+        elif (error := done.exception()) is not None:
+            answer.set_exception(error)
+        else:
+            try:
+                answer.set_result(_encode(request, done.result(), refused))
+            except Exception as e:  # surfaces through the connection, as a failed handler would
+                answer.set_exception(e)
+
+    delayed.future.add_done_callback(complete)
+    return answer
+
+
+def _encode(request: Request, results: dict[TopicPartition, ProducePartitionResult],
+            refused: dict[tuple[str, int], tuple[ErrorCode, str | None]]) -> bytes:
     m = response_module(ApiKey.PRODUCE, request.api_version)
     by_topic: dict[str, list[object]] = {}
     for (topic, partition), (error, message) in refused.items():
