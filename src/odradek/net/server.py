@@ -510,6 +510,10 @@ class Connection(asyncio.BufferedProtocol):
             log.info("Closing connection from %s: %s", self.peer, exc)
             self.close()
             return
+        if isinstance(exc, ProtocolError):  # a body the hand-written readers refused
+            log.info("Closing connection from %s: malformed request: %s", self.peer, exc)
+            self.close()
+            return
         what = (f"api key {request.api_key} v{request.api_version} correlation id {request.header.correlation_id}"
                 if request is not None else "a request")
         log.error("Error handling %s from %s; closing the connection", what, self.peer, exc_info=exc)

@@ -1,8 +1,8 @@
 """Fetch (key 1): consumers read up to the high watermark (read_committed: the last stable
 offset, with the aborted transactions in range), followers up to the log end offset.
 
-Responses are written by hand (``protocol.fetch_response``) so record batches go out as file
-regions.  Fetch sessions (KIP-227) are not kept: every response has session id 0, which
+Requests are read and responses written by hand (``protocol.fetch_request``,
+``protocol.fetch_response``), so record batches go out as file regions.  Fetch sessions (KIP-227) are not kept: every response has session id 0, which
 tells clients to send full fetch requests.
 """
 
@@ -12,10 +12,11 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from odradek.broker.apis.authorization import cluster_authorized, unauthorized_names
-from odradek.broker.apis.registry import api, decode_body
+from odradek.broker.apis.registry import api
 from odradek.broker.delayed_fetch import DelayedFetch, FetchPartitionRequest, FetchPartitionResult
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
+from odradek.protocol.fetch_request import parse_fetch_request
 from odradek.protocol.fetch_response import FetchedPartition, encode_fetch_response
 from odradek.security.acls import Operation, ResourceType
 
@@ -29,15 +30,13 @@ if TYPE_CHECKING:
 def handle_fetch(broker: BrokerContext, request: Request) -> Response | asyncio.Future[Response]:
     """Answered at once when there is data (or the fetch may not wait); otherwise a future of
     the answer, completed by the DelayedFetch without a task in between."""
-    body = decode_body(request)
     version = request.api_version
+    body = parse_fetch_request(request.frame, request.body_offset, version)
     correlation_id = request.header.correlation_id
     if version >= 7 and (body.session_id != 0 or body.session_epoch not in (-1, 0)):
         return encode_fetch_response(correlation_id, version, ErrorCode.fetch_session_id_not_found, 0, [])
-    requests = [
-        FetchPartitionRequest(t.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
-                              getattr(p, "current_leader_epoch", -1))
-        for t in body.topics for p in t.partitions]
+    requests = [FetchPartitionRequest(p.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
+                                      p.current_leader_epoch) for p in body.partitions]
     denied: set[str] = set()
     if broker.authorizer is not None:
         # KafkaApis.handleFetchRequest: a follower (replica id >= 0) needs ClusterAction on the
@@ -50,9 +49,8 @@ def handle_fetch(broker: BrokerContext, request: Request) -> Response | asyncio.
     allowed = [r for r in requests if r.topic not in denied] if denied else requests
     if not allowed:
         return _encode(correlation_id, version, requests, denied, {})
-    max_wait_ms = int(body.max_wait.total_seconds() * 1000)
     outcome = broker.replica_manager.fetch_messages(
-        body.replica_id, max_wait_ms, body.min_bytes, body.max_bytes, allowed, body.isolation_level)
+        body.replica_id, body.max_wait_ms, body.min_bytes, body.max_bytes, allowed, body.isolation_level)
     if not isinstance(outcome, DelayedFetch):
         return _encode(correlation_id, version, requests, denied, outcome)
     waited = outcome.future

@@ -1,20 +1,21 @@
 """Produce (key 0): leaders append record batches as bytes; acks 0, 1 or -1 (all ISR).
 
-Transactional batches need the request's transactional id; the replica manager verifies
-(KIP-890) that a batch starting a transaction is in it."""
+Requests are read and responses written by hand (``protocol.produce_request``,
+``protocol.produce_response``).  Transactional batches need the request's transactional id;
+the replica manager verifies (KIP-890) that a batch starting a transaction is in it."""
 
 from __future__ import annotations
 
 import asyncio
-import datetime
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from odradek.broker.apis.authorization import cluster_authorized, unauthorized_names
-from odradek.broker.apis.registry import api, build, respond, response_module
+from odradek.broker.apis.registry import api
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.produce_request import has_transactional_records, parse_produce_request
+from odradek.protocol.produce_response import ProducedPartition, encode_produce_response
 from odradek.security.acls import Operation, ResourceType
 
 if TYPE_CHECKING:
@@ -23,7 +24,6 @@ if TYPE_CHECKING:
     from odradek.common import TopicPartition
     from odradek.net.server import Request, Response
 
-_UTC = datetime.UTC
 # v2 record batch header: magic at byte 16, producer id at bytes 43-50.
 _MAGIC_AT = 16
 _PRODUCER_ID_AT = 43
@@ -42,10 +42,10 @@ def handle_produce(broker: BrokerContext, request: Request) -> Response | Awaita
         # transactional id; without one the whole request fails.
         results = {(t, p): (ErrorCode.transactional_id_authorization_failed,
                             "transactional records need a transactional id") for t, p, _ in entries}
-        return respond(request, _error_response(request.api_version, results))
+        return _error_response(request, results)
     if acks not in (0, 1, -1):
         results = {(t, p): (ErrorCode.invalid_required_acks, f"acks={acks} is not 0, 1 or -1") for t, p, _ in entries}
-        return respond(request, _error_response(request.api_version, results))
+        return _error_response(request, results)
     refused: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
     if broker.authorizer is not None:
         # KafkaApis.handleProduceRequest: Write on the transactional id for transactional
@@ -55,11 +55,11 @@ def handle_produce(broker: BrokerContext, request: Request) -> Response | Awaita
             if not broker.authorize(request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
                 results = {(t, p): (ErrorCode.transactional_id_authorization_failed,
                                     "Transactional Id authorization failed.") for t, p, _ in entries}
-                return respond(request, _error_response(request.api_version, results))
+                return _error_response(request, results)
         elif _has_idempotent_records(entries) and not cluster_authorized(broker, request, Operation.IDEMPOTENT_WRITE):
             results = {(t, p): (ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
                        for t, p, _ in entries}
-            return respond(request, _error_response(request.api_version, results))
+            return _error_response(request, results)
         denied = unauthorized_names(broker, request, Operation.WRITE, ResourceType.TOPIC, (t for t, _, _ in entries))
         if denied:
             refused = {(t, p): (ErrorCode.topic_authorization_failed, None) for t, p, _ in entries if t in denied}
@@ -69,7 +69,7 @@ def handle_produce(broker: BrokerContext, request: Request) -> Response | Awaita
         if acks == 0:
             request.connection.close()
             return None
-        return respond(request, _error_response(request.api_version, refused))
+        return _error_response(request, refused)
     if transactional_id is not None:  # KIP-890 verification may ask the transaction coordinator
         return _produce_transactional(broker, request, acks, timeout_ms, entries, transactional_id, refused)
     results, delayed = broker.replica_manager.append_records(acks, timeout_ms, entries)
@@ -118,21 +118,13 @@ def _answer(request: Request, acks: int, results: dict[TopicPartition, ProducePa
 
 def _encode(request: Request, results: dict[TopicPartition, ProducePartitionResult],
             refused: dict[tuple[str, int], tuple[ErrorCode, str | None]]) -> bytes:
-    m = response_module(ApiKey.PRODUCE, request.api_version)
-    by_topic: dict[str, list[object]] = {}
+    by_topic: dict[str, list[ProducedPartition]] = {}
     for (topic, partition), (error, message) in refused.items():
-        by_topic.setdefault(topic, []).append(build(
-            m.PartitionProduceResponse, index=partition, error_code=error, base_offset=-1, log_append_time=None,
-            log_start_offset=-1, record_errors=(), error_message=message))
+        by_topic.setdefault(topic, []).append(ProducedPartition(partition, error, -1, error_message=message))
     for (topic, partition), r in results.items():
-        by_topic.setdefault(topic, []).append(build(
-            m.PartitionProduceResponse, index=partition, error_code=r.error, base_offset=r.base_offset,
-            log_append_time=None if r.log_append_time < 0 else datetime.datetime.fromtimestamp(
-                r.log_append_time / 1000, _UTC),
-            log_start_offset=r.log_start_offset, record_errors=_record_errors(m, r.record_errors),
-            error_message=r.message))
-    return respond(request, build(m.ProduceResponse, responses=tuple(
-        build(m.TopicProduceResponse, name=t, partition_responses=tuple(ps)) for t, ps in by_topic.items())))
+        by_topic.setdefault(topic, []).append(ProducedPartition(
+            partition, r.error, r.base_offset, r.log_append_time, r.log_start_offset, r.record_errors, r.message))
+    return encode_produce_response(request.header.correlation_id, request.api_version, list(by_topic.items()))
 
 
 def _has_idempotent_records(entries: list[tuple[str, int, memoryview | None]]) -> bool:
@@ -145,20 +137,5 @@ def _has_idempotent_records(entries: list[tuple[str, int, memoryview | None]]) -
     return False
 
 
-def _record_errors(m: object, errors: tuple[tuple[int, str], ...]) -> tuple[object, ...]:
-    """ProduceResponse v8+ record_errors (KIP-467): the rejected records by batch index."""
-    if not errors or not hasattr(m, "BatchIndexAndErrorMessage"):
-        return ()
-    return tuple(build(m.BatchIndexAndErrorMessage, batch_index=index, batch_index_error_message=message)
-                 for index, message in errors)
-
-
-def _error_response(version: int, results: dict[tuple[str, int], tuple[ErrorCode, str]]) -> object:
-    m = response_module(ApiKey.PRODUCE, version)
-    by_topic: dict[str, list[object]] = {}
-    for (topic, partition), (error, message) in results.items():
-        by_topic.setdefault(topic, []).append(build(
-            m.PartitionProduceResponse, index=partition, error_code=error, base_offset=-1, log_append_time=None,
-            log_start_offset=-1, record_errors=(), error_message=message))
-    return build(m.ProduceResponse, responses=tuple(
-        build(m.TopicProduceResponse, name=t, partition_responses=tuple(ps)) for t, ps in by_topic.items()))
+def _error_response(request: Request, results: dict[tuple[str, int], tuple[ErrorCode, str | None]]) -> bytes:
+    return _encode(request, {}, results)
