@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from odradek.protocol.framing import MalformedResponseError
 from odradek.protocol.varint import VarintError, encode_uvarint, read_uvarint
 
-__all__ = ["FollowerFetchPartition", "encode_follower_fetch", "parse_follower_fetch_response"]
+__all__ = ["FetchPartitionSpec", "FollowerFetchPartition", "encode_follower_fetch", "parse_follower_fetch_response"]
 
 FETCH_API_KEY = 1
 FETCH_VERSION = 12
