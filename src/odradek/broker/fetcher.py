@@ -6,12 +6,15 @@ become a follower first truncates its log by leader epoch (OffsetForLeaderEpoch,
 KIP-279: never blindly to the high watermark, never keeping a tail that diverged from the
 leader), then fetches from its log end offset with its replica id, appends what it gets,
 and follows the leader's high watermark and log start offset.
+
+Fetching is this broker's steadiest traffic, so its Fetch v12 requests and responses go
+through the hand-written codec of :mod:`odradek.protocol.replica_fetch` (tested against
+kio's), with the fetched records appended straight from the response frame.
 """
 
 from __future__ import annotations
 
 import asyncio
-import datetime
 import logging
 import time
 import zlib
@@ -19,8 +22,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kio.schema.fetch.v12 import request as fetch_req
-from kio.schema.fetch.v12 import response as fetch_resp
 from kio.schema.list_offsets.v7 import request as lo_req
 from kio.schema.list_offsets.v7 import response as lo_resp
 from kio.schema.offset_for_leader_epoch.v3 import request as epoch_req
@@ -30,8 +31,15 @@ from odradek import tasks
 from odradek.broker.partition import Partition
 from odradek.common import TopicPartition
 from odradek.log.log import UnexpectedAppendOffsetError
-from odradek.net.client import BrokerConnection
+from odradek.net.client import BrokerConnection, ConnectionClosed
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.framing import MalformedResponseError
+from odradek.protocol.replica_fetch import (
+    FetchPartitionSpec,
+    FollowerFetchPartition,
+    encode_follower_fetch,
+    parse_follower_fetch_response,
+)
 from odradek.security.client import ClientSecurity
 
 if TYPE_CHECKING:
@@ -44,6 +52,15 @@ __all__ = ["ReplicaFetcherManager"]
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
+
+
+def _error_code(code: int) -> ErrorCode:
+    """A leader's error code; one this Kafka version does not know counts as
+    UNKNOWN_SERVER_ERROR, as in Kafka's Errors.forCode."""
+    try:
+        return ErrorCode(code)
+    except ValueError:
+        return ErrorCode.unknown_server_error
 
 
 @dataclass
@@ -205,44 +222,48 @@ class ReplicaFetcher:
 
     async def _fetch(self, conn: BrokerConnection, items: list[_Fetching]) -> None:
         config = self.manager.config
-        by_topic: dict[str, list[fetch_req.FetchPartition]] = {}
+        partition_max_bytes = config["replica.fetch.max.bytes"]
+        wait_ms = config["replica.fetch.wait.max.ms"]
+        specs: list[FetchPartitionSpec] = []
         asked: dict[TopicPartition, tuple[_Fetching, int]] = {}
         for item in items:
             p = item.partition
-            assert p.log is not None
-            offset = p.log.log_end_offset
-            latest = p.log.latest_epoch
-            by_topic.setdefault(p.topic, []).append(fetch_req.FetchPartition(
-                partition=p.partition, current_leader_epoch=item.leader_epoch, fetch_offset=offset,
-                last_fetched_epoch=latest if latest is not None else -1, log_start_offset=p.log.log_start_offset,
-                partition_max_bytes=config["replica.fetch.max.bytes"]))
+            lg = p.log
+            assert lg is not None
+            offset = lg.log_end_offset
+            latest = lg.latest_epoch
+            specs.append((p.topic, p.partition, item.leader_epoch, offset, latest if latest is not None else -1,
+                          lg.log_start_offset, partition_max_bytes))
             asked[TopicPartition(p.topic, p.partition)] = (item, offset)
-        request = fetch_req.FetchRequest(
-            replica_id=self.manager.broker_id,
-            max_wait=datetime.timedelta(milliseconds=config["replica.fetch.wait.max.ms"]),
-            min_bytes=config["replica.fetch.min.bytes"], max_bytes=config["replica.fetch.response.max.bytes"],
-            isolation_level=0, session_id=0, session_epoch=-1,
-            topics=tuple(fetch_req.FetchTopic(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
-            forgotten_topics_data=(), rack_id="")
-        timeout = self.manager.socket_timeout_s + config["replica.fetch.wait.max.ms"] / 1000
-        response = await conn.send(request, fetch_resp.FetchResponse, timeout)
-        if response.error_code != ErrorCode.none:
-            raise KafkaError(f"fetch from broker {self.leader_id} failed: {ErrorCode(response.error_code).name}")
-        for topic in response.responses:
-            for pd in topic.partitions:
-                tp = TopicPartition(topic.topic, pd.partition_index)
-                entry = asked.get(tp)
-                if entry is None or self.partitions.get(tp) is not entry[0]:
-                    continue  # reassigned while the fetch was in flight
-                self._handle_partition(*entry, pd)
+        correlation_id = conn.next_correlation_id()
+        request = encode_follower_fetch(
+            correlation_id, conn.client_id, self.manager.broker_id, wait_ms, config["replica.fetch.min.bytes"],
+            config["replica.fetch.response.max.bytes"], specs)
+        timeout = self.manager.socket_timeout_s + wait_ms / 1000
+        frame = await conn.send_frame(request, correlation_id, timeout)
+        try:
+            error_code, partitions = parse_follower_fetch_response(frame)
+        except MalformedResponseError as e:
+            # What the connection does with a response it cannot decode: drop the connection
+            # (the caller backs off and reconnects).
+            log.warning("closing connection to %s:%s: %r", conn.host, conn.port, e)
+            raise ConnectionClosed(f"bad response from {conn.host}:{conn.port}: {e!r}") from None
+        if error_code != ErrorCode.none:
+            raise KafkaError(f"fetch from broker {self.leader_id} failed: {_error_code(error_code).name}")
+        for pd in partitions:
+            tp = TopicPartition(pd.topic, pd.partition_index)
+            entry = asked.get(tp)
+            if entry is None or self.partitions.get(tp) is not entry[0]:
+                continue  # reassigned while the fetch was in flight
+            self._handle_partition(*entry, pd)
 
-    def _handle_partition(self, item: _Fetching, offset: int, pd: fetch_resp.PartitionData) -> None:
+    def _handle_partition(self, item: _Fetching, offset: int, pd: FollowerFetchPartition) -> None:
         p = item.partition
         lg = p.log
         assert lg is not None
         if lg.log_end_offset != offset or p.needs_truncation:
             return  # truncated meanwhile
-        error = ErrorCode(pd.error_code)
+        error = _error_code(pd.error_code)
         if error == ErrorCode.none:
             if pd.records:
                 try:

@@ -10,6 +10,10 @@ SASL as Kafka clients do from 1.0 on: SaslHandshake v1 naming the mechanism, the
 mechanism's tokens in SaslAuthenticate v2 requests.  When the broker gives the session a
 lifetime (KIP-368, ``connections.max.reauth.ms``), the connection re-authenticates on the
 same socket before a request that would go out after 85-95% of it (as Kafka's clients).
+
+Besides kio payloads, a caller with its own codec (the follower's fetcher, see
+:mod:`odradek.protocol.replica_fetch`) can send an encoded frame and get the raw response
+frame back (``send_frame``), skipping kio's dataclasses on both sides.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ import random
 import ssl
 import struct
 from collections import deque
-from typing import Any
+from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
 from kio.schema.sasl_authenticate.v2 import SaslAuthenticateRequest, SaslAuthenticateResponse
@@ -36,6 +40,8 @@ log = logging.getLogger(__name__)
 __all__ = ["AuthenticationFailed", "BrokerConnection", "ConnectionClosed"]
 
 _SIZE = struct.Struct(">i")
+# In the pending queue, in place of a response type: hand back the response frame as it came.
+_RAW_FRAME: Final = bytes
 _CLOSE_TIMEOUT_S = 2.0
 # Over TLS, closing waits for the peer's close_notify after ours, which many servers never send
 # (Kafka's clients do not wait for it): our data is flushed by then, so wait only briefly.
@@ -64,6 +70,7 @@ class BrokerConnection:
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._read_task: asyncio.Task[None] | None = None
+        # (correlation id, response type or _RAW_FRAME, future), in request order
         self._pending: deque[tuple[int, type[Any], asyncio.Future[Any]]] = deque()
         self._correlation = itertools.count(1)
         self._closed_error: BaseException | None = None
@@ -136,12 +143,30 @@ class BrokerConnection:
         """Send one request and await its response (None when ``response_type`` is None,
         i.e. the request expects no response)."""
         if self._reauth_at is not None and asyncio.get_running_loop().time() >= self._reauth_at:
-            try:
-                await self._maybe_reauthenticate(timeout_s)
-            except AuthenticationFailed as e:
-                await self.close(e)
-                raise
+            await self._reauthenticate_before_request(timeout_s)
         return await self._send(payload, response_type, timeout_s)
+
+    def next_correlation_id(self) -> int:
+        """A correlation id for a frame to pass to :meth:`send_frame`."""
+        return next(self._correlation) & 0x7FFFFFFF
+
+    async def send_frame(self, frame: bytes, correlation_id: int, timeout_s: float) -> bytes:
+        """Send a complete request frame (size prefix included) whose header carries
+        ``correlation_id`` (from :meth:`next_correlation_id`) and await the response frame:
+        without its size prefix, with its response header, undecoded.  Fails as
+        :meth:`send` does (TimeoutError closes the connection)."""
+        if self._reauth_at is not None and asyncio.get_running_loop().time() >= self._reauth_at:
+            await self._reauthenticate_before_request(timeout_s)
+        if not self.connected:
+            raise ConnectionClosed(f"not connected to {self.host}:{self.port}")
+        return await self._request(frame, correlation_id, _RAW_FRAME, timeout_s)
+
+    async def _reauthenticate_before_request(self, timeout_s: float) -> None:
+        try:
+            await self._maybe_reauthenticate(timeout_s)
+        except AuthenticationFailed as e:
+            await self.close(e)
+            raise
 
     async def _send(self, payload: Any, response_type: type[Any] | None, timeout_s: float) -> Any:
         if not self.connected:
@@ -153,16 +178,28 @@ class BrokerConnection:
             self._writer.write(frame)
             await self._writer.drain()
             return None
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        return await self._request(frame, correlation_id, response_type, timeout_s)
+
+    async def _request(self, frame: bytes, correlation_id: int, response_type: type[Any],
+                       timeout_s: float) -> Any:
+        writer = self._writer
+        assert writer is not None
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Any] = loop.create_future()
         self._pending.append((correlation_id, response_type, fut))
-        self._writer.write(frame)
-        await self._writer.drain()
+        writer.write(frame)
+        await writer.drain()
+        # A timer on the future rather than asyncio.wait_for, which costs a task-like
+        # wrapper per request; follower fetches are sent back to back.
+        timer = loop.call_later(timeout_s, _expire, fut)
         try:
-            return await asyncio.wait_for(fut, timeout_s)
+            return await fut
         except TimeoutError:
             # A late response would misalign the pipeline: start over on a fresh connection.
             await self.close(ConnectionClosed(f"request to {self.host}:{self.port} timed out"))
             raise
+        finally:
+            timer.cancel()
 
     async def _read_loop(self) -> None:
         reader = self._reader
@@ -179,7 +216,10 @@ class BrokerConnection:
                 # Left queued until the response is known good, so that a response that
                 # fails below fails its request too (with the others), not only the rest.
                 correlation_id, response_type, fut = self._pending[0]
-                got_id, response = decode_response(frame, response_type)
+                if response_type is _RAW_FRAME:
+                    got_id, response = _SIZE.unpack_from(frame)[0], frame
+                else:
+                    got_id, response = decode_response(frame, response_type)
                 if got_id != correlation_id:
                     raise ConnectionClosed(
                         f"correlation id mismatch from {self.host}:{self.port}: expected {correlation_id}, got {got_id}")
@@ -227,3 +267,8 @@ class BrokerConnection:
                 writer.transport.abort()
             except (ConnectionError, OSError):
                 pass
+
+
+def _expire(fut: asyncio.Future[Any]) -> None:
+    if not fut.done():
+        fut.set_exception(TimeoutError())

@@ -41,6 +41,7 @@ class FakeLeader:
     def __init__(self) -> None:
         self.epochs: dict[int, tuple[int, int] | ErrorCode] = {}
         self.fetch_error = ErrorCode.none
+        self.garbled_fetches = 0  # how many Fetch answers to cut short (a malformed response)
         self.high_watermark = 0
         self.records: dict[int, bytes] = {}
         self.asked_epochs: list[tuple[int, int]] = []  # (leader epoch asked about, current leader epoch)
@@ -68,13 +69,18 @@ class FakeLeader:
         records = self.records.get(p.fetch_offset) if self.fetch_error == ErrorCode.none else None
         if records is None:
             await asyncio.sleep(body.max_wait.total_seconds())  # the leader's long poll (DelayedFetch)
-        return encode_response(build(fetch_resp.FetchResponse, throttle_time=0, error_code=ErrorCode.none,
+        response = encode_response(build(fetch_resp.FetchResponse, throttle_time=0, error_code=ErrorCode.none,
                                      session_id=0, responses=(build(fetch_resp.FetchableTopicResponse, topic=TOPIC,
                                      partitions=(build(
                                          fetch_resp.PartitionData, partition_index=0, error_code=self.fetch_error,
                                          high_watermark=self.high_watermark, last_stable_offset=self.high_watermark,
                                          log_start_offset=0, aborted_transactions=None, preferred_read_replica=-1,
                                          records=records),)),)), correlation_id)
+        if self.garbled_fetches:
+            self.garbled_fetches -= 1
+            cut = response[4:-3]
+            return len(cut).to_bytes(4, "big") + cut
+        return response
 
     async def until(self, condition: Callable[[], object], timeout_s: float = 10.0) -> None:
         """Wait until ``condition`` holds, re-checking after every request the leader gets."""
@@ -242,3 +248,21 @@ def test_a_fenced_answer_changes_nothing_and_is_retried_after_the_backoff(logs: 
             assert lg.log_end_offset == 2 and lg.high_watermark == 0
 
     asyncio.run(scenario())
+
+
+def test_a_malformed_answer_drops_the_connection_and_fetching_resumes(
+        logs: LogManager, caplog: pytest.LogCaptureFixture) -> None:
+    async def scenario() -> None:
+        lg = logs.get_or_create_log(TOPIC, 0)
+        leader = FakeLeader()
+        leader.records[0] = build_batch([SimpleRecord(value=b"a")], partition_leader_epoch=1)
+        leader.high_watermark = 1
+        leader.garbled_fetches = 1
+        async with follow(leader, lg, leader_epoch=1) as _:
+            await leader.until(lambda: lg.log_end_offset == 1)
+            assert [offset for offset, _ in leader.fetches[:2]] == [0, 0]
+            assert lg.high_watermark == 1
+
+    with caplog.at_level("INFO", logger="odradek.broker.fetcher"):
+        asyncio.run(scenario())
+    assert any("bad response" in r.getMessage() and "backing off" in r.getMessage() for r in caplog.records)

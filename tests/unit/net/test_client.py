@@ -13,7 +13,13 @@ from kio.schema.errors import ErrorCode
 
 from odradek.net.client import BrokerConnection, ConnectionClosed
 from odradek.protocol import control as c
-from odradek.protocol.framing import FrameBuffer, decode_request, encode_response
+from odradek.protocol.framing import (
+    FrameBuffer,
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+)
 
 _SIZE = struct.Struct(">i")
 TIMEOUT_S = 10.0
@@ -177,18 +183,93 @@ def test_a_request_without_response_returns_at_once() -> None:
     asyncio.run(with_broker(lambda _cid, _request: [], body))
 
 
-def test_a_request_that_times_out_closes_the_connection() -> None:
+async def send_frame(conn: BrokerConnection, request: c.ControlledShutdownRequest, timeout_s: float = TIMEOUT_S
+                     ) -> c.ControlledShutdownResponse:
+    """``request`` through send_frame, encoded and decoded here."""
+    correlation_id = conn.next_correlation_id()
+    frame = await conn.send_frame(encode_request(request, correlation_id, conn.client_id), correlation_id, timeout_s)
+    got_id, response = decode_response(frame, c.ControlledShutdownResponse)
+    assert got_id == correlation_id
+    return response
+
+
+def test_encoded_frames_pipeline_with_payloads() -> None:
+    async def body(conn: BrokerConnection, broker: FakeBroker) -> None:
+        responses = await asyncio.gather(
+            send_frame(conn, shutdown_request(21)),
+            conn.send(shutdown_request(22), c.ControlledShutdownResponse),
+            send_frame(conn, shutdown_request(23)))
+        assert [r.remaining_partitions[0].partition_index for r in responses] == [21, 22, 23]
+        assert len({correlation_id for correlation_id, _, _ in broker.received}) == 3
+
+    asyncio.run(with_broker(echo, body))
+
+
+def test_a_wrong_correlation_id_for_an_encoded_frame_closes_the_connection() -> None:
+    def answer(correlation_id: int, request: c.ControlledShutdownRequest) -> list[bytes]:
+        return [shutdown_response(correlation_id + 1, request.broker_id)]
+
+    async def body(conn: BrokerConnection, broker: FakeBroker) -> None:
+        with pytest.raises(ConnectionClosed, match="correlation id mismatch"):
+            await send_frame(conn, shutdown_request(1))
+        assert not conn.connected
+        with pytest.raises(ConnectionClosed, match="not connected"):
+            await send_frame(conn, shutdown_request(2))
+
+    asyncio.run(with_broker(answer, body))
+
+
+@pytest.mark.parametrize("raw", [False, True], ids=["payload", "frame"])
+def test_a_request_that_times_out_closes_the_connection(raw: bool) -> None:
     """A late response would be matched to the wrong request: start over instead."""
 
     async def body(conn: BrokerConnection, broker: FakeBroker) -> None:
         with pytest.raises(TimeoutError):
-            await conn.send(shutdown_request(1), c.ControlledShutdownResponse, timeout_s=0.05)
+            if raw:
+                await send_frame(conn, shutdown_request(1), timeout_s=0.05)
+            else:
+                await conn.send(shutdown_request(1), c.ControlledShutdownResponse, timeout_s=0.05)
         assert not conn.connected
         with pytest.raises(ConnectionClosed, match="not connected"):
             await conn.send(shutdown_request(2), c.ControlledShutdownResponse)
         assert len(broker.received) == 1
 
     asyncio.run(with_broker(lambda _cid, _request: [], body))
+
+
+def test_a_response_within_the_timeout_cancels_the_timer() -> None:
+    """The timer set for a request that was answered fires into nothing: the connection
+    stays usable long after."""
+
+    async def body(conn: BrokerConnection, broker: FakeBroker) -> None:
+        await send_frame(conn, shutdown_request(1), timeout_s=0.05)
+        await conn.send(shutdown_request(2), c.ControlledShutdownResponse, timeout_s=0.05)
+        await asyncio.sleep(0.1)
+        assert conn.connected
+        assert (await send_frame(conn, shutdown_request(3))).remaining_partitions[0].partition_index == 3
+
+    asyncio.run(with_broker(echo, body))
+
+
+def test_a_cancelled_request_leaves_the_pipeline_aligned() -> None:
+    """The caller gives up (cancelled, not timed out): its response, when it comes, is
+    dropped and the next request gets its own."""
+    held: list[bytes] = []
+
+    def answer(correlation_id: int, request: c.ControlledShutdownRequest) -> list[bytes]:
+        held.append(shutdown_response(correlation_id, request.broker_id))
+        return [] if len(held) < 2 else held
+
+    async def body(conn: BrokerConnection, broker: FakeBroker) -> None:
+        first = asyncio.ensure_future(send_frame(conn, shutdown_request(1)))
+        await asyncio.wait_for(broker.got_request.wait(), TIMEOUT_S)
+        first.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await first
+        assert (await send_frame(conn, shutdown_request(2))).remaining_partitions[0].partition_index == 2
+        assert conn.connected
+
+    asyncio.run(with_broker(answer, body))
 
 
 def test_the_peer_closing_fails_every_pending_request() -> None:

@@ -18,7 +18,13 @@ from tests.support.tls import TlsMaterial, tls_material
 
 from odradek.net.client import AuthenticationFailed, BrokerConnection
 from odradek.protocol import control as c
-from odradek.protocol.framing import FrameBuffer, decode_request, encode_response
+from odradek.protocol.framing import (
+    FrameBuffer,
+    decode_request,
+    decode_response,
+    encode_request,
+    encode_response,
+)
 from odradek.security import tls
 from odradek.security.client import ClientSecurity
 from odradek.security.scram import ScramAuthenticationError, ScramCredential, ScramServer
@@ -165,17 +171,29 @@ def test_unsupported_mechanism_names_the_enabled_ones() -> None:
         asyncio.run(_with(broker, ClientSecurity("SASL_PLAINTEXT", None, "PLAIN", "alice", "alice-secret"), body))
 
 
-def test_reauthenticates_on_the_same_connection_when_the_session_expires() -> None:
+async def _shutdown_frame(conn: BrokerConnection) -> c.ControlledShutdownResponse:
+    """The same request, encoded here and sent with send_frame."""
+    correlation_id = conn.next_correlation_id()
+    frame = encode_request(c.ControlledShutdownRequest(broker_id=1, broker_epoch=1), correlation_id, conn.client_id)
+    got_id, response = decode_response(await conn.send_frame(frame, correlation_id, TIMEOUT_S),
+                                       c.ControlledShutdownResponse)
+    assert got_id == correlation_id
+    return response
+
+
+@pytest.mark.parametrize("send", [_shutdown, _shutdown_frame], ids=["payload", "frame"])
+def test_reauthenticates_on_the_same_connection_when_the_session_expires(
+        send: Callable[[BrokerConnection], Awaitable[c.ControlledShutdownResponse]]) -> None:
     broker = SaslBroker(("SCRAM-SHA-256",), lifetime_ms=200)
 
     async def body(conn: BrokerConnection) -> None:
-        await _shutdown(conn)
+        await send(conn)
         assert broker.logins == ["alice"]
         loop = asyncio.get_running_loop()
         deadline = loop.time() + TIMEOUT_S
         while len(broker.logins) < 2:  # each request after 85-95% of 200 ms re-authenticates first
             assert loop.time() < deadline
-            assert (await _shutdown(conn)).error_code == ErrorCode.none
+            assert (await send(conn)).error_code == ErrorCode.none
             await asyncio.sleep(0.05)
         assert conn.connected
 
