@@ -83,6 +83,8 @@ class DelayedFetch(DelayedOperation):
             if bound < r.fetch_offset or r.fetch_offset < p.log.log_start_offset:
                 return self.force_complete()  # truncated or out of range: answer with the error now
             if bound > r.fetch_offset:
+                if self.min_bytes <= 1:
+                    return self.force_complete()  # a whole batch is at least a byte
                 try:
                     available += p.log.read(r.fetch_offset, r.max_bytes, bound, True).size
                 except KafkaError:

@@ -470,6 +470,7 @@ class Log:
             try:
                 os.ftruncate(segment.fd, before)
                 segment.size = before
+                segment.forget_tail()
             except OSError:
                 pass
             raise KafkaStorageError(f"error appending to {segment.log_path}: {e}") from e

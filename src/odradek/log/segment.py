@@ -12,6 +12,7 @@ headers; nothing here parses records.
 from __future__ import annotations
 
 import os
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 
@@ -35,6 +36,7 @@ DELETED_SUFFIX = ".deleted"
 
 _INT32_MAX = 2**31 - 1
 _HEADER_CHUNK = 16 * 1024  # bytes read at a time when walking batch headers
+_TAIL_BATCHES = 1024  # at most this many recently appended batches remembered per segment
 _RECOVERY_CHUNK = 1024 * 1024  # bytes read at a time when checking whole batches
 
 # (position in the appended bytes, batch size, last offset, max timestamp) per batch
@@ -115,6 +117,14 @@ class LogSegment:
         self._max_timestamp: tuple[int, int] | None = None
         self._rolling_based_timestamp: int | None = None
         self._next_offset: int | None = None
+        # The batches appended since the last offset index entry, as (last offset, position)
+        # in two lists, covering the segment from the batch at _tail_base to its end: the
+        # tail reads of caught-up followers and consumers find their batch here by bisection
+        # instead of walking headers from the index entry.  Appends only; anything else
+        # that changes the file clears it.
+        self._tail_last: list[int] = []
+        self._tail_positions: list[int] = []
+        self._tail_base = 0
 
     def __repr__(self) -> str:
         return f"LogSegment(base_offset={self.base_offset}, size={self.size})"
@@ -192,24 +202,51 @@ class LogSegment:
             self._rolling_based_timestamp = batches[0][3]
         _pwrite_all(self.fd, records, position)
         self.size = position + len(records)
-        self._index_batches(position, batches)
+        indexed = self._index_batches(position, batches)
         if batches:
             self._next_offset = batches[-1][2] + 1
+            self._remember_tail(records, position, batches, indexed)
 
-    def _index_batches(self, position: int, batches: Sequence[BatchInfo]) -> None:
+    def _remember_tail(self, records: bytes | bytearray | memoryview, position: int,
+                       batches: Sequence[BatchInfo], indexed: int) -> None:
+        tail_last, tail_positions = self._tail_last, self._tail_positions
+        if not tail_last:
+            rel = batches[0][0]
+            self._tail_base = int.from_bytes(records[rel:rel + 8], "big", signed=True)
+        for rel, _, last_offset, _ in batches:
+            tail_last.append(last_offset)
+            tail_positions.append(position + rel)
+        # Keep what translate_offset would otherwise walk: from the last indexed batch on.
+        drop = bisect_left(tail_positions, indexed) if indexed >= 0 else 0
+        if len(tail_last) - drop > _TAIL_BATCHES:
+            drop = len(tail_last) - _TAIL_BATCHES
+        if drop:
+            self._tail_base = tail_last[drop - 1] + 1
+            del tail_last[:drop], tail_positions[:drop]
+
+    def forget_tail(self) -> None:
+        self._tail_last.clear()
+        self._tail_positions.clear()
+
+    def _index_batches(self, position: int, batches: Sequence[BatchInfo]) -> int:
+        """Index the batches as the interval says; returns the position of the last batch
+        indexed, or -1."""
         max_ts, max_ts_offset = self._max_ts()
         since = self._bytes_since_last_index_entry
         interval = self.index_interval_bytes
+        indexed = -1
         for rel, size, last_offset, batch_max_ts in batches:
             if batch_max_ts > max_ts:
                 max_ts, max_ts_offset = batch_max_ts, last_offset
             if since > interval:
-                self.index.append(last_offset, position + rel)
+                indexed = position + rel
+                self.index.append(last_offset, indexed)
                 self.time_index.maybe_append(max_ts, max_ts_offset)
                 since = 0
             since += size
         self._bytes_since_last_index_entry = since
         self._max_timestamp = (max_ts, max_ts_offset)
+        return indexed
 
     def update_txn_index(self, aborted_txn: AbortedTxn) -> None:
         """Record a transaction aborted by a marker in this segment (Kafka's
@@ -222,6 +259,7 @@ class LogSegment:
         found = self.translate_offset(offset)
         if found is None:
             return 0
+        self.forget_tail()
         position, header = found
         self.index.truncate_to(header.base_offset)
         self.time_index.truncate_to(header.base_offset)
@@ -241,6 +279,7 @@ class LogSegment:
         offsets); truncate at the first bad batch. Returns the number of bytes removed.
         The transaction index needs the producer state before this segment: the log
         rebuilds it (``Log`` replays the producers, see Kafka's ``LogSegment.recover``)."""
+        self.forget_tail()
         self.index.reset()
         self.time_index.reset()
         self._max_timestamp = (NO_TIMESTAMP, self.base_offset)
@@ -299,6 +338,13 @@ class LogSegment:
                          ) -> tuple[int, RecordBatchHeader] | None:
         """The first batch at or after ``starting_position`` whose last offset is >=
         ``offset``: ``(position, header)``, or None if there is none."""
+        tail_last = self._tail_last
+        if tail_last and offset >= self._tail_base and starting_position <= self._tail_positions[0]:
+            i = bisect_left(tail_last, offset)
+            if i == len(tail_last):
+                return None
+            position = self._tail_positions[i]
+            return position, parse_header(os.pread(self.fd, HEADER_SIZE, position))
         start = max(self.index.lookup(offset).position, starting_position)
         for position, header in scan_headers(self.fd, start, self.size):
             if header.last_offset >= offset:

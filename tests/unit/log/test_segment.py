@@ -111,3 +111,40 @@ def test_recover_stops_at_crc_mismatch(tmp_path: Path) -> None:
         f.write(bytes([byte[0] ^ 0xFF]))
     assert segment.recover() == sum(size for _, size in regions[6:])
     assert segment.next_offset == 12
+
+
+def test_tail_lookups_agree_with_the_index_walk(tmp_path: Path) -> None:
+    """translate_offset answers the recently appended batches from memory; a segment opened
+    afresh (no memory, index and header walk only) must give the same answer for every
+    offset, after single- and multi-batch appends and after a truncation."""
+    import random
+
+    rng = random.Random(7)
+    live = make_segment(tmp_path, base=100, interval=300)
+    offset = 100
+    for _ in range(120):
+        raws = []
+        for _ in range(rng.choice((1, 1, 2, 5))):
+            raw = bytearray(batch(rng.randint(1, 4), size=rng.randint(1, 90)))
+            set_base_offset(raw, 0, offset)
+            offset = parse_header(raw).next_offset
+            raws.append(raw)
+        data = b"".join(raws)
+        infos, rel = [], 0
+        for raw in raws:
+            header = parse_header(raw)
+            infos.append((rel, len(raw), header.last_offset, header.max_timestamp))
+            rel += len(raw)
+        live.append(data, infos)
+        if rng.random() < 0.05:
+            live.truncate_to(rng.randint(100, offset - 1))
+            offset = live.next_offset
+    assert live._tail_last, "the tail memory is in use"
+    live.index.flush()
+    fresh = LogSegment(tmp_path, 100, index_interval_bytes=300, max_index_size=4096, now_ms=T0)
+    assert not fresh._tail_last
+    positions = sorted({live.translate_offset(o)[0] for o in range(100, offset)})
+    for o in range(95, offset + 3):
+        assert live.translate_offset(o) == fresh.translate_offset(o), o
+        for start in (0, positions[len(positions) // 2], positions[-1]):
+            assert live.translate_offset(o, start) == fresh.translate_offset(o, start), (o, start)
