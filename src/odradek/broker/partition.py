@@ -147,10 +147,13 @@ class Partition:
             replica.last_caught_up_time_ms = now_ms
         elif fetch_offset >= replica.last_fetch_leader_log_end_offset:
             replica.last_caught_up_time_ms = max(replica.last_caught_up_time_ms, replica.last_fetch_time_ms)
+        moved = replica.log_end_offset != fetch_offset
         replica.log_end_offset = fetch_offset
         replica.last_fetch_leader_log_end_offset = leader_leo
         replica.last_fetch_time_ms = now_ms
-        return self.maybe_increment_high_watermark()
+        # Only a replica that moved can move the high watermark (the leader's own appends
+        # and ISR changes try it themselves).
+        return moved and self.maybe_increment_high_watermark()
 
     def maybe_increment_high_watermark(self) -> bool:
         """High watermark = the smallest log end offset among the (maximal) ISR."""

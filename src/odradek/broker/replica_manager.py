@@ -564,6 +564,11 @@ class ReplicaManager:
                 results[tp] = FetchPartitionResult(ErrorCode.not_leader_or_follower)
                 continue
             lso = lg.last_stable_offset
+            if follower and r.fetch_offset == lg.log_end_offset:
+                # A caught-up follower (most partitions, most of the time): nothing to read.
+                self._record_follower_fetch(p, tp, replica_id, r.fetch_offset, now)
+                results[tp] = FetchPartitionResult(ErrorCode.none, lg.high_watermark, lg.log_start_offset, (), lso)
+                continue
             bound = None if follower else lso if committed else lg.high_watermark
             try:
                 data = lg.read(r.fetch_offset, min(r.max_bytes, remaining) if remaining > 0 else 0, bound,
@@ -588,16 +593,21 @@ class ReplicaManager:
                 first_with_data = False
                 remaining -= size
             if follower:
-                if p.update_follower_fetch_state(replica_id, r.fetch_offset, now):
-                    self._complete_delayed_requests(tp)
-                if p.isr_expansion_candidate(replica_id):
-                    new_isr = (*p.isr, replica_id)
-                    if self.alter_partition.submit(p, new_isr):
-                        self.logger.info(f"Expanding ISR of partition {p.name} from "
-                                         f"[{','.join(map(str, p.isr))}] to [{','.join(map(str, new_isr))}]")
+                self._record_follower_fetch(p, tp, replica_id, r.fetch_offset, now)
             results[tp] = FetchPartitionResult(ErrorCode.none, lg.high_watermark, lg.log_start_offset, data.regions,
                                                lso, aborted)
         return results
+
+    def _record_follower_fetch(self, p: Partition, tp: TopicPartition, replica_id: int, fetch_offset: int,
+                               now: int) -> None:
+        """A follower's position: maybe a new high watermark, maybe a replica back in the ISR."""
+        if p.update_follower_fetch_state(replica_id, fetch_offset, now):
+            self._complete_delayed_requests(tp)
+        if p.isr_expansion_candidate(replica_id):
+            new_isr = (*p.isr, replica_id)
+            if self.alter_partition.submit(p, new_isr):
+                self.logger.info(f"Expanding ISR of partition {p.name} from "
+                                 f"[{','.join(map(str, p.isr))}] to [{','.join(map(str, new_isr))}]")
 
     # ------------------------------------------------------------------ offsets
 
