@@ -83,7 +83,7 @@ def test_request_frame_is_kios(seed: int) -> None:
         assert encode_follower_fetch(correlation_id, client_id, *args, partitions) == expected
         # With a fetch session: its id and epoch, and partitions to forget.
         session = (rng.randint(0, I32[1]), rng.choice([-1, 0, 1, rng.randint(1, I32[1]), I32[1]]))
-        forgotten = [(rng.choice(topics + [_name(rng)]), rng.randint(0, I32[1]))
+        forgotten = [(rng.choice([*topics, _name(rng)]), rng.randint(0, I32[1]))
                      for _ in range(rng.choice([0, 1, 2, 7, 40]))]
         expected = encode_request(_kio_request(*args, partitions, *session, forgotten), correlation_id, client_id)
         assert encode_follower_fetch(correlation_id, client_id, *args, partitions, *session, forgotten) == expected
