@@ -374,6 +374,7 @@ def _broker_keys() -> list[ConfigKey]:
         k("replica.fetch.wait.max.ms", Type.INT, 500, at_least(0)),
         k("replica.fetch.response.max.bytes", Type.INT, 10485760, at_least(0)),
         k("replica.fetch.backoff.ms", Type.INT, 1000, at_least(0)),
+        k("max.incremental.fetch.session.cache.slots", Type.INT, 1000, at_least(0)),
         k("replica.socket.timeout.ms", Type.INT, 30000, at_least(1)),
         k("replica.high.watermark.checkpoint.interval.ms", Type.LONG, 5000, at_least(1)),
         k("num.replica.fetchers", Type.INT, 1, at_least(1)),

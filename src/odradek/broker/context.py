@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
+    from odradek.broker.fetch_session import FetchSessionCache
     from odradek.broker.group.coordinator import GroupCoordinator
     from odradek.broker.metadata_cache import MetadataCache
     from odradek.broker.producer_id_manager import ProducerIdManager
@@ -35,6 +36,7 @@ class BrokerContext(Protocol):
     zk: KafkaZkClient
     metadata_cache: MetadataCache
     replica_manager: ReplicaManager
+    fetch_sessions: FetchSessionCache
     group_coordinator: GroupCoordinator
     transaction_coordinator: TransactionCoordinator
     producer_ids: ProducerIdManager

@@ -15,6 +15,7 @@ from odradek.broker.apis.api_versions import unsupported_api_versions
 from odradek.broker.authorizer import AclCacheError, ZkAclCache, authorizer_enabled
 from odradek.broker.config_manager import DynamicConfigManager
 from odradek.broker.credentials import CredentialCache
+from odradek.broker.fetch_session import FetchSessionCache
 from odradek.broker.group.coordinator import GroupCoordinator
 from odradek.broker.group.group_config import GroupConfig
 from odradek.broker.group.group_metadata_manager import GroupMetadataManager
@@ -79,6 +80,7 @@ class KafkaServer:
                                               lambda: self.broker_epoch,
                                               lambda _topic, overrides: self.config.log_config(overrides),
                                               inter_broker_security=self.inter_broker_security)
+        self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self.topic_admin = AdminZkClient(self.zk)
         self.producer_ids = ProducerIdManager(self.broker_id, self.zk)
         # Consumer groups: follows leadership of __consumer_offsets through the replica manager's hooks.

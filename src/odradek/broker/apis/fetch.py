@@ -2,18 +2,21 @@
 offset, with the aborted transactions in range), followers up to the log end offset.
 
 Requests are read and responses written by hand (``protocol.fetch_request``,
-``protocol.fetch_response``), so record batches go out as file regions.  Fetch sessions (KIP-227) are not kept: every response has session id 0, which
-tells clients to send full fetch requests.
+``protocol.fetch_response``), so record batches go out as file regions.  Version 7 and up
+may use fetch sessions (KIP-227, ``broker.fetch_session``): an incremental fetch reads every
+partition of its session and answers only those with news.
 """
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING
 
 from odradek.broker.apis.authorization import cluster_authorized, unauthorized_names
 from odradek.broker.apis.registry import api
 from odradek.broker.delayed_fetch import DelayedFetch, FetchPartitionRequest, FetchPartitionResult
+from odradek.broker.fetch_session import FetchContext
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.fetch_request import parse_fetch_request
@@ -33,10 +36,15 @@ def handle_fetch(broker: BrokerContext, request: Request) -> Response | asyncio.
     version = request.api_version
     body = parse_fetch_request(request.frame, request.body_offset, version)
     correlation_id = request.header.correlation_id
-    if version >= 7 and (body.session_id != 0 or body.session_epoch not in (-1, 0)):
-        return encode_fetch_response(correlation_id, version, ErrorCode.fetch_session_id_not_found, 0, [])
     requests = [FetchPartitionRequest(p.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
                                       p.current_leader_epoch) for p in body.partitions]
+    if version >= 7:  # fetch sessions (KIP-227)
+        context = broker.fetch_sessions.new_context(body, requests, _now_ms())
+        if context.error != ErrorCode.none:
+            return encode_fetch_response(correlation_id, version, context.error, 0, [])
+    else:
+        context = FetchContext(requests)
+    requests = context.partitions
     denied: set[str] = set()
     if broker.authorizer is not None:
         # KafkaApis.handleFetchRequest: a follower (replica id >= 0) needs ClusterAction on the
@@ -48,11 +56,11 @@ def handle_fetch(broker: BrokerContext, request: Request) -> Response | asyncio.
             denied = unauthorized_names(broker, request, Operation.READ, ResourceType.TOPIC, (r.topic for r in requests))
     allowed = [r for r in requests if r.topic not in denied] if denied else requests
     if not allowed:
-        return _encode(correlation_id, version, requests, denied, {})
+        return _encode(correlation_id, version, context, denied, {})
     outcome = broker.replica_manager.fetch_messages(
         body.replica_id, body.max_wait_ms, body.min_bytes, body.max_bytes, allowed, body.isolation_level)
     if not isinstance(outcome, DelayedFetch):
-        return _encode(correlation_id, version, requests, denied, outcome)
+        return _encode(correlation_id, version, context, denied, outcome)
     waited = outcome.future
     answer: asyncio.Future[Response] = waited.get_loop().create_future()
 
@@ -65,7 +73,7 @@ def handle_fetch(broker: BrokerContext, request: Request) -> Response | asyncio.
             answer.set_exception(error)
         else:
             try:
-                answer.set_result(_encode(correlation_id, version, requests, denied, done.result()))
+                answer.set_result(_encode(correlation_id, version, context, denied, done.result()))
             except Exception as e:  # surfaces through the connection, as a failed handler would
                 answer.set_exception(e)
 
@@ -73,17 +81,21 @@ def handle_fetch(broker: BrokerContext, request: Request) -> Response | asyncio.
     return answer
 
 
-def _encode(correlation_id: int, version: int, requests: list[FetchPartitionRequest], denied: set[str],
+def _encode(correlation_id: int, version: int, context: FetchContext, denied: set[str],
             outcome: dict[TopicPartition, FetchPartitionResult]) -> Response:
-    topics: dict[str, list[FetchedPartition]] = {}
-    for r in requests:
+    results: dict[tuple[str, int], FetchPartitionResult] = dict(outcome)  # type: ignore[arg-type]
+    for r in context.partitions:
         if r.topic in denied:
-            topics.setdefault(r.topic, []).append(FetchedPartition(
-                r.partition, ErrorCode.topic_authorization_failed, -1, -1, -1))
-            continue
-        res = outcome[(r.topic, r.partition)]
+            results[(r.topic, r.partition)] = FetchPartitionResult(ErrorCode.topic_authorization_failed)
+    topics: dict[str, list[FetchedPartition]] = {}
+    for r in context.select(results):
+        res = results[(r.topic, r.partition)]
         aborted = res.aborted_transactions
         topics.setdefault(r.topic, []).append(FetchedPartition(
             r.partition, res.error, res.high_watermark, res.last_stable_offset, res.log_start_offset,
             res.regions, aborted_transactions_null=aborted is None, aborted_transactions=aborted or ()))
-    return encode_fetch_response(correlation_id, version, ErrorCode.none, 0, list(topics.items()))
+    return encode_fetch_response(correlation_id, version, ErrorCode.none, context.session_id, list(topics.items()))
+
+
+def _now_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
