@@ -9,7 +9,11 @@ and follows the leader's high watermark and log start offset.
 
 Fetching is this broker's steadiest traffic, so its Fetch v12 requests and responses go
 through the hand-written codec of :mod:`odradek.protocol.replica_fetch` (tested against
-kio's), with the fetched records appended straight from the response frame.
+kio's), with the fetched records appended straight from the response frame.  Each fetcher
+keeps a fetch session with its leader (KIP-227,
+:class:`~odradek.protocol.fetch_session_client.FollowerFetchSession`): once the leader has
+made one, a request lists only the partitions whose fetch position changed and a response
+only the partitions with something new; a partition a response leaves out had nothing.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from odradek.common import TopicPartition
 from odradek.log.log import UnexpectedAppendOffsetError
 from odradek.net.client import BrokerConnection, ConnectionClosed
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.fetch_session_client import FollowerFetchSession
 from odradek.protocol.framing import MalformedResponseError
 from odradek.protocol.replica_fetch import (
     FetchPartitionSpec,
@@ -82,6 +87,9 @@ class ReplicaFetcher:
         self.partitions: dict[TopicPartition, _Fetching] = {}
         self._changed = asyncio.Event()
         self._conn: BrokerConnection | None = None
+        # The fetch session with the leader and the connection its last request went on.
+        self.session = FollowerFetchSession()
+        self._session_conn: BrokerConnection | None = None
         self._task = tasks.start(self._run(), f"replica-fetcher-{manager.broker_id}-from-{leader_id}-{fetcher_id}")
 
     def add(self, partition: Partition) -> None:
@@ -224,6 +232,12 @@ class ReplicaFetcher:
         config = self.manager.config
         partition_max_bytes = config["replica.fetch.max.bytes"]
         wait_ms = config["replica.fetch.wait.max.ms"]
+        if conn is not self._session_conn:
+            if self._session_conn is not None:
+                # A new connection: whatever the old one left in flight is lost; as Kafka
+                # does after a send error, close the session and ask for a new one.
+                self.session.on_send_error()
+            self._session_conn = conn
         specs: list[FetchPartitionSpec] = []
         asked: dict[TopicPartition, tuple[_Fetching, int]] = {}
         for item in items:
@@ -235,21 +249,50 @@ class ReplicaFetcher:
             specs.append((p.topic, p.partition, item.leader_epoch, offset, latest if latest is not None else -1,
                           lg.log_start_offset, partition_max_bytes))
             asked[TopicPartition(p.topic, p.partition)] = (item, offset)
+        # Partitions left out of this round (backing off) leave the session as forgotten.
+        session = self.session
+        built = session.build(specs)
         correlation_id = conn.next_correlation_id()
         request = encode_follower_fetch(
             correlation_id, conn.client_id, self.manager.broker_id, wait_ms, config["replica.fetch.min.bytes"],
-            config["replica.fetch.response.max.bytes"], specs)
+            config["replica.fetch.response.max.bytes"], built.partitions, built.session_id, built.session_epoch,
+            built.forgotten)
         timeout = self.manager.socket_timeout_s + wait_ms / 1000
-        frame = await conn.send_frame(request, correlation_id, timeout)
         try:
-            error_code, partitions = parse_follower_fetch_response(frame)
+            frame = await conn.send_frame(request, correlation_id, timeout)
+        except BaseException:
+            session.on_send_error()
+            raise
+        try:
+            throttle_ms, error_code, session_id, partitions = parse_follower_fetch_response(frame)
         except MalformedResponseError as e:
             # What the connection does with a response it cannot decode: drop the connection
             # (the caller backs off and reconnects).
+            session.on_send_error()
             log.warning("closing connection to %s:%s: %r", conn.host, conn.port, e)
             raise ConnectionClosed(f"bad response from {conn.host}:{conn.port}: {e!r}") from None
-        if error_code != ErrorCode.none:
-            raise KafkaError(f"fetch from broker {self.leader_id} failed: {_error_code(error_code).name}")
+        if not session.on_response(session_id, error_code, [(pd.topic, pd.partition_index) for pd in partitions],
+                                   throttle_ms):
+            if error_code != ErrorCode.none:
+                if not built.is_full and error_code in (ErrorCode.fetch_session_id_not_found,
+                                                        ErrorCode.invalid_fetch_session_epoch):
+                    # The leader lost or disowned the session: the next round, at once, is full.
+                    log.info("Fetch session %d (epoch %d) with broker %d ended: %s", built.session_id,
+                             built.session_epoch, self.leader_id, _error_code(error_code).name)
+                    return
+                raise KafkaError(f"fetch from broker {self.leader_id} failed: {_error_code(error_code).name}")
+            if built.is_full and not partitions and throttle_ms > 0:
+                await asyncio.sleep(throttle_ms / 1000)  # KIP-219: an empty answer that only throttles
+                return
+            # Partitions that do not fit the session: Kafka ignores the whole response, and
+            # the next round is a full fetch (after a backoff if this one was full already).
+            message = (f"fetch response from broker {self.leader_id} does not fit the "
+                       f"{'full' if built.is_full else 'incremental'} fetch request of session {built.session_id}")
+            if built.is_full:
+                raise KafkaError(message)
+            log.info("%s; ignored", message)
+            return
+        # An incremental response leaves out the partitions with nothing new: no change.
         for pd in partitions:
             tp = TopicPartition(pd.topic, pd.partition_index)
             entry = asked.get(tp)

@@ -45,10 +45,13 @@ FetchPartitionSpec = tuple[str, int, int, int, int, int, int]
 
 
 def encode_follower_fetch(correlation_id: int, client_id: str | None, replica_id: int, max_wait_ms: int,
-                          min_bytes: int, max_bytes: int, partitions: Sequence[FetchPartitionSpec]) -> bytes:
+                          min_bytes: int, max_bytes: int, partitions: Sequence[FetchPartitionSpec],
+                          session_id: int = 0, session_epoch: int = -1,
+                          forgotten: Sequence[tuple[str, int]] = ()) -> bytes:
     """The complete Fetch v12 request frame (size prefix, request header v2, body) a follower
-    sends: read_uncommitted, no fetch session (id 0, epoch -1), no forgotten topics, no
-    rack id; the partitions grouped by topic in the order the topics first appear."""
+    sends: read_uncommitted, no rack id; the partitions grouped by topic in the order the
+    topics first appear, and so the forgotten (topic, partition) pairs.  Without a session
+    id and epoch it is a sessionless fetch (id 0, epoch -1)."""
     by_topic: dict[str, list[bytes]] = {}
     for topic, partition, leader_epoch, fetch_offset, last_fetched_epoch, log_start, partition_max in partitions:
         packed = _REQUEST_PARTITION.pack(partition, leader_epoch, fetch_offset, last_fetched_epoch, log_start,
@@ -68,7 +71,7 @@ def encode_follower_fetch(correlation_id: int, client_id: str | None, replica_id
         out += _I16.pack(len(raw))
         out += raw
     out += b"\x00"  # header tagged fields
-    out += _REQUEST_HEAD.pack(replica_id, max_wait_ms, min_bytes, max_bytes, 0, 0, -1)
+    out += _REQUEST_HEAD.pack(replica_id, max_wait_ms, min_bytes, max_bytes, 0, session_id, session_epoch)
     out += encode_uvarint(len(by_topic) + 1)
     for topic, group in by_topic.items():
         raw = topic.encode()
@@ -78,7 +81,25 @@ def encode_follower_fetch(correlation_id: int, client_id: str | None, replica_id
         for packed in group:
             out += packed
         out += b"\x00"  # topic tagged fields
-    out += b"\x01\x01\x00"  # no forgotten topics, rack id "", no tagged fields (cluster id unset)
+    if forgotten:
+        forgotten_by_topic: dict[str, list[int]] = {}
+        for topic, partition in forgotten:
+            indexes = forgotten_by_topic.get(topic)
+            if indexes is None:
+                forgotten_by_topic[topic] = [partition]
+            else:
+                indexes.append(partition)
+        out += encode_uvarint(len(forgotten_by_topic) + 1)
+        for topic, indexes in forgotten_by_topic.items():
+            raw = topic.encode()
+            out += encode_uvarint(len(raw) + 1)
+            out += raw
+            out += encode_uvarint(len(indexes) + 1)
+            out += struct.pack(f">{len(indexes)}i", *indexes)
+            out += b"\x00"  # forgotten topic tagged fields
+    else:
+        out += b"\x01"  # no forgotten topics
+    out += b"\x01\x00"  # rack id "", no tagged fields (cluster id unset)
     _I32.pack_into(out, 0, len(out) - 4)
     return bytes(out)
 
@@ -117,10 +138,11 @@ def _skip_tagged_fields(view: memoryview, pos: int, end: int) -> int:
 
 
 def parse_follower_fetch_response(frame: bytes | bytearray | memoryview
-                                  ) -> tuple[int, list[FollowerFetchPartition]]:
+                                  ) -> tuple[int, int, int, list[FollowerFetchPartition]]:
     """Read a FetchResponse v12 frame (without its size prefix, with its response header v1,
-    as :meth:`~odradek.net.client.BrokerConnection.send_frame` returns it): the top-level
-    error code and every partition in response order.  Matching the correlation id is the
+    as :meth:`~odradek.net.client.BrokerConnection.send_frame` returns it): the throttle
+    time (ms), the top-level error code, the fetch session id and every partition in
+    response order.  Matching the correlation id is the
     connection's job; bytes after the body are ignored, as Kafka's parser does."""
     view = memoryview(frame)
     end = len(view)
@@ -131,7 +153,7 @@ def parse_follower_fetch_response(frame: bytes | bytearray | memoryview
         pos = _skip_tagged_fields(view, 4, end)  # after the correlation id
         if end - pos < _RESPONSE_HEAD.size:
             raise _malformed("truncated")
-        _throttle_ms, error_code, _session_id = _RESPONSE_HEAD.unpack_from(view, pos)
+        throttle_ms, error_code, session_id = _RESPONSE_HEAD.unpack_from(view, pos)
         pos += _RESPONSE_HEAD.size
         topic_count, pos = read_uvarint(view, pos, end)
         topic_count -= 1
@@ -185,4 +207,4 @@ def parse_follower_fetch_response(frame: bytes | bytearray | memoryview
         _skip_tagged_fields(view, pos, end)  # response
     except VarintError as e:
         raise _malformed(str(e)) from None
-    return error_code, partitions
+    return throttle_ms, error_code, session_id, partitions

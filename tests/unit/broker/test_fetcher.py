@@ -46,6 +46,14 @@ class FakeLeader:
         self.records: dict[int, bytes] = {}
         self.asked_epochs: list[tuple[int, int]] = []  # (leader epoch asked about, current leader epoch)
         self.fetches: list[tuple[int, int]] = []  # (fetch offset, current leader epoch)
+        # Fetch sessions (KIP-227), for one partition: the id a full fetch gets (0: none made),
+        # a top-level error for the next fetch, every fetch's (session id, epoch, partitions
+        # listed), and the session's fetch position and the high watermark last answered.
+        self.session_id = 0
+        self.session_error: ErrorCode | None = None
+        self.session_requests: list[tuple[int, int, int]] = []
+        self.session_fetch: tuple[int, int] | None = None
+        self.session_high_watermark: int | None = None
         self.changed = asyncio.Event()
         self.server = SocketServer([Listener("PLAINTEXT", "127.0.0.1", 0)], self.dispatch)
 
@@ -64,18 +72,39 @@ class FakeLeader:
                     epoch_resp.EpochEndOffset, error_code=error, partition=0, leader_epoch=epoch,
                     end_offset=end),)),)), correlation_id)
         assert request.api_key == ApiKey.FETCH
-        p = body.topics[0].partitions[0]
-        self.fetches.append((p.fetch_offset, p.current_leader_epoch))
-        records = self.records.get(p.fetch_offset) if self.fetch_error == ErrorCode.none else None
+        listed = sum(len(t.partitions) for t in body.topics)
+        self.session_requests.append((body.session_id, body.session_epoch, listed))
+        full = body.session_epoch in (0, -1)
+        if self.session_error is not None:
+            error, self.session_error = self.session_error, None
+            return encode_response(build(fetch_resp.FetchResponse, throttle_time=0, error_code=error,
+                                         session_id=0, responses=()), correlation_id)
+        if listed:
+            p = body.topics[0].partitions[0]
+            self.session_fetch = (p.fetch_offset, p.current_leader_epoch)
+        elif full:
+            self.session_fetch = None
+        if full:
+            self.session_high_watermark = None
+        if self.session_fetch is None:  # an incremental fetch of nothing
+            await asyncio.sleep(body.max_wait.total_seconds())
+            return encode_response(build(fetch_resp.FetchResponse, throttle_time=0, error_code=ErrorCode.none,
+                                         session_id=self.session_id, responses=()), correlation_id)
+        fetch_offset, current_leader_epoch = self.session_fetch
+        self.fetches.append((fetch_offset, current_leader_epoch))
+        records = self.records.get(fetch_offset) if self.fetch_error == ErrorCode.none else None
         if records is None:
             await asyncio.sleep(body.max_wait.total_seconds())  # the leader's long poll (DelayedFetch)
+        answer = full or records is not None or self.fetch_error != ErrorCode.none \
+            or self.high_watermark != self.session_high_watermark
+        self.session_high_watermark = self.high_watermark
         response = encode_response(build(fetch_resp.FetchResponse, throttle_time=0, error_code=ErrorCode.none,
-                                     session_id=0, responses=(build(fetch_resp.FetchableTopicResponse, topic=TOPIC,
-                                     partitions=(build(
+                                     session_id=self.session_id, responses=(build(
+                                         fetch_resp.FetchableTopicResponse, topic=TOPIC, partitions=(build(
                                          fetch_resp.PartitionData, partition_index=0, error_code=self.fetch_error,
                                          high_watermark=self.high_watermark, last_stable_offset=self.high_watermark,
                                          log_start_offset=0, aborted_transactions=None, preferred_read_replica=-1,
-                                         records=records),)),)), correlation_id)
+                                         records=records),)),) if answer else ()), correlation_id)
         if self.garbled_fetches:
             self.garbled_fetches -= 1
             cut = response[4:-3]
@@ -266,3 +295,45 @@ def test_a_malformed_answer_drops_the_connection_and_fetching_resumes(
     with caplog.at_level("INFO", logger="odradek.broker.fetcher"):
         asyncio.run(scenario())
     assert any("bad response" in r.getMessage() and "backing off" in r.getMessage() for r in caplog.records)
+
+
+def test_with_a_fetch_session_idle_rounds_list_nothing_and_a_missing_partition_is_unchanged(
+        logs: LogManager) -> None:
+    async def scenario() -> None:
+        lg = logs.get_or_create_log(TOPIC, 0)
+        leader = FakeLeader()
+        leader.session_id = 9
+        leader.records[0] = build_batch([SimpleRecord(value=b"a"), SimpleRecord(value=b"b")],
+                                        partition_leader_epoch=1)
+        leader.high_watermark = 1
+        async with follow(leader, lg, leader_epoch=1) as _:
+            await leader.until(lambda: len(leader.session_requests) >= 4)
+            # Full (asks for a session), then the new fetch offset, then nothing to list.
+            assert leader.session_requests[:4] == [(0, 0, 1), (9, 1, 1), (9, 2, 0), (9, 3, 0)]
+            assert lg.log_end_offset == 2 and lg.high_watermark == 1  # not reset by the empty answers
+            leader.high_watermark = 2  # a change: the partition is in the answer again
+            await leader.until(lambda: lg.high_watermark == 2)
+            leader.session_error = ErrorCode.invalid_fetch_session_epoch
+            seen = len(leader.session_requests)
+            await leader.until(lambda: len(leader.session_requests) >= seen + 3)
+            # The error, then a full fetch closing session 9 and asking for a new one.
+            assert leader.session_requests[seen][0] == 9
+            assert leader.session_requests[seen + 1] == (9, 0, 1)
+            assert leader.session_requests[seen + 2][:2] == (9, 1)
+            leader.session_error = ErrorCode.fetch_session_id_not_found
+            seen = len(leader.session_requests)
+            await leader.until(lambda: len(leader.session_requests) >= seen + 2)
+            assert leader.session_requests[seen + 1] == (0, 0, 1)
+            assert lg.log_end_offset == 2 and lg.high_watermark == 2
+
+    asyncio.run(scenario())
+
+
+def test_a_leader_without_sessions_gets_full_fetches(logs: LogManager) -> None:
+    async def scenario() -> None:
+        leader = FakeLeader()
+        async with follow(leader, logs.get_or_create_log(TOPIC, 0), leader_epoch=1) as _:
+            await leader.until(lambda: len(leader.session_requests) >= 3)
+            assert set(leader.session_requests) == {(0, 0, 1)}
+
+    asyncio.run(scenario())

@@ -45,18 +45,26 @@ def _i64(rng: random.Random) -> int:
 
 
 def _kio_request(replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
-                 partitions: list[FetchPartitionSpec]) -> fetch_req.FetchRequest:
-    """The request as broker/fetcher.py built it with kio before the hand-written encoder."""
+                 partitions: list[FetchPartitionSpec], session_id: int = 0, session_epoch: int = -1,
+                 forgotten: list[tuple[str, int]] | None = None) -> fetch_req.FetchRequest:
+    """The request as broker/fetcher.py built it with kio before the hand-written encoder
+    (with the fetch session's id, epoch and forgotten partitions, grouped by topic)."""
     by_topic: dict[str, list[fetch_req.FetchPartition]] = {}
     for topic, partition, leader_epoch, offset, last_epoch, log_start, partition_max in partitions:
         by_topic.setdefault(topic, []).append(fetch_req.FetchPartition(
             partition=partition, current_leader_epoch=leader_epoch, fetch_offset=offset,
             last_fetched_epoch=last_epoch, log_start_offset=log_start, partition_max_bytes=partition_max))
+    forgotten_by_topic: dict[str, list[int]] = {}
+    for topic, partition in forgotten or ():
+        forgotten_by_topic.setdefault(topic, []).append(partition)
     return fetch_req.FetchRequest(
         replica_id=replica_id, max_wait=datetime.timedelta(milliseconds=max_wait_ms),
-        min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=0, session_id=0, session_epoch=-1,
+        min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=0, session_id=session_id,
+        session_epoch=session_epoch,
         topics=tuple(fetch_req.FetchTopic(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
-        forgotten_topics_data=(), rack_id="")
+        forgotten_topics_data=tuple(fetch_req.ForgottenTopic(topic=t, partitions=tuple(ps))
+                                    for t, ps in forgotten_by_topic.items()),
+        rack_id="")
 
 
 @pytest.mark.parametrize("seed", range(4))
@@ -73,6 +81,12 @@ def test_request_frame_is_kios(seed: int) -> None:
         args = (rng.randint(0, I32[1]), rng.randint(0, I32[1]), _i32(rng), _i32(rng))
         expected = encode_request(_kio_request(*args, partitions), correlation_id, client_id)
         assert encode_follower_fetch(correlation_id, client_id, *args, partitions) == expected
+        # With a fetch session: its id and epoch, and partitions to forget.
+        session = (rng.randint(0, I32[1]), rng.choice([-1, 0, 1, rng.randint(1, I32[1]), I32[1]]))
+        forgotten = [(rng.choice([*topics, _name(rng)]), rng.randint(0, I32[1]))
+                     for _ in range(rng.choice([0, 1, 2, 7, 40]))]
+        expected = encode_request(_kio_request(*args, partitions, *session, forgotten), correlation_id, client_id)
+        assert encode_follower_fetch(correlation_id, client_id, *args, partitions, *session, forgotten) == expected
 
 
 def _kio_partition(rng: random.Random) -> fetch_resp.PartitionData:
@@ -112,8 +126,9 @@ def test_response_reader_agrees_with_kio(seed: int) -> None:
     for _ in range(CASES):
         frame = _frame(_kio_response(rng), rng.randint(0, I32[1]))
         _, decoded = decode_response(frame, fetch_resp.FetchResponse)
-        error_code, partitions = parse_follower_fetch_response(frame)
-        assert error_code == decoded.error_code
+        throttle_ms, error_code, session_id, partitions = parse_follower_fetch_response(frame)
+        assert (throttle_ms, error_code, session_id) == (
+            decoded.throttle_time // datetime.timedelta(milliseconds=1), decoded.error_code, decoded.session_id)
         expected = [(t.topic, p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset,
                      p.log_start_offset, p.records) for t in decoded.responses for p in t.partitions]
         assert [(p.topic, p.partition_index, p.error_code, p.high_watermark, p.last_stable_offset,
@@ -126,7 +141,7 @@ def test_records_are_views_into_the_frame() -> None:
         responses=(fetch_resp.FetchableTopicResponse(topic="t", partitions=(fetch_resp.PartitionData(
             partition_index=0, error_code=ErrorCode.none, high_watermark=5, aborted_transactions=None,
             records=b"abcdef"),)),)))
-    records = parse_follower_fetch_response(frame)[1][0].records
+    records = parse_follower_fetch_response(frame)[3][0].records
     assert isinstance(records, memoryview) and records.obj is frame and bytes(records) == b"abcdef"
 
 
@@ -190,6 +205,6 @@ def test_unknown_tagged_fields_are_skipped() -> None:
     at = _RECORDS_LENGTH_AT + 1 + 3
     assert frame[at] == 0
     extended = frame[:at] + b"\x01\x09\x03abc" + frame[at + 1:]
-    _, partitions = parse_follower_fetch_response(extended)
+    partitions = parse_follower_fetch_response(extended)[3]
     assert partitions[0].records is not None and bytes(partitions[0].records) == b"xyz"
     assert struct.unpack_from(">i", extended)[0] == 7
