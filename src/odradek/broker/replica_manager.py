@@ -173,9 +173,12 @@ class ReplicaManager:
         while True:
             await asyncio.sleep(0.1)
             try:
-                self.log_manager.tick()
+                checkpoints = self.log_manager.tick_without_checkpoint_writes()
                 created = self.log_manager.take_created_logs()
-                if created:  # their fsyncs wait in a worker thread, not in the event loop
+                # Their fsyncs wait in a worker thread, not in the event loop.
+                if checkpoints:
+                    await asyncio.to_thread(self.log_manager.write_checkpoints, checkpoints)
+                if created:
                     await asyncio.to_thread(self.log_manager.flush_created_logs, created)
             except Exception:
                 log.exception("log maintenance failed")

@@ -17,13 +17,15 @@
 from __future__ import annotations
 
 import fcntl
+import itertools
 import logging
 import os
 import re
 import shutil
+import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -82,6 +84,15 @@ class LogDirLockedError(RuntimeError):
 
 
 @dataclass(frozen=True, slots=True)
+class CheckpointWrite:
+    """A checkpoint file's contents as of one moment, to write later (see LogManager.tick)."""
+
+    path: Path
+    seq: int
+    offsets: Mapping[TopicPartition, int]
+
+
+@dataclass(frozen=True, slots=True)
 class LogManagerConfig:
     """The broker settings the log manager acts on (Kafka's names in the comments)."""
 
@@ -130,6 +141,12 @@ class LogManager:
         # (see flush_created_logs).
         self._unflushed: list[Log] = []
         self._locks: list[int] = []
+        # Checkpoint files are written (with their fsyncs) by the maintenance loop in a worker
+        # thread: each write is a snapshot taken on the loop with a sequence number, and a
+        # write never replaces a newer snapshot of the same file.
+        self._checkpoint_lock = threading.Lock()
+        self._checkpoint_seq = itertools.count()
+        self._checkpoint_written: dict[Path, int] = {}
         now = time_ms()
         self._next = {
             "retention": now + config.retention_check_interval_ms,
@@ -305,6 +322,12 @@ class LogManager:
 
     def tick(self, now_ms: int | None = None) -> None:
         """Do whatever periodic work is due. Cheap when nothing is; call it every ~100 ms."""
+        self.write_checkpoints(self.tick_without_checkpoint_writes(now_ms))
+
+    def tick_without_checkpoint_writes(self, now_ms: int | None = None) -> list[CheckpointWrite]:
+        """``tick``, except that the checkpoints due are returned as snapshots for
+        :meth:`write_checkpoints` (which the broker runs in a worker thread: a checkpoint's
+        fsyncs can take long on a busy disk, and must not stall the event loop)."""
         now = self._time_ms() if now_ms is None else now_ms
         retention = self._due("retention", now, self.config.retention_check_interval_ms)
         expiry = self._due("expiry", now, self.config.producer_id_expiration_check_interval_ms)
@@ -318,13 +341,15 @@ class LogManager:
                     lg.producer_state.remove_expired_producers(now)
             except (OSError, KafkaStorageError):
                 log.exception("periodic maintenance of %s failed", lg)
+        due: list[CheckpointWrite] = []
         if self._due("recovery", now, self.config.recovery_point_checkpoint_interval_ms):
-            self.checkpoint_recovery_points()
+            due += self._snapshots(RECOVERY_POINT_CHECKPOINT, lambda lg: lg.recovery_point)
         if self._due("start", now, self.config.log_start_offset_checkpoint_interval_ms):
-            self.checkpoint_log_start_offsets()
+            due += self._snapshots(LOG_START_OFFSET_CHECKPOINT, lambda lg: lg.log_start_offset)
         if self._due("hw", now, self.config.high_watermark_checkpoint_interval_ms):
-            self.checkpoint_high_watermarks()
+            due += self._snapshots(REPLICATION_OFFSET_CHECKPOINT, lambda lg: lg.high_watermark)
         self._delete_due_dirs(now)
+        return due
 
     def _due(self, name: str, now: int, interval: int) -> bool:
         if now < self._next[name]:
@@ -359,26 +384,35 @@ class LogManager:
         return ((tp, lg) for tp, lg in self._logs.items() if lg.dir.parent == log_dir)
 
     def checkpoint_recovery_points(self) -> None:
-        for log_dir in self.log_dirs:
-            OffsetCheckpointFile(log_dir / RECOVERY_POINT_CHECKPOINT).write(
-                {tp: lg.recovery_point for tp, lg in self._logs_in(log_dir)})
+        self.write_checkpoints(self._snapshots(RECOVERY_POINT_CHECKPOINT, lambda lg: lg.recovery_point))
 
     def checkpoint_log_start_offsets(self) -> None:
-        for log_dir in self.log_dirs:
-            OffsetCheckpointFile(log_dir / LOG_START_OFFSET_CHECKPOINT).write(
-                {tp: lg.log_start_offset for tp, lg in self._logs_in(log_dir)})
+        self.write_checkpoints(self._snapshots(LOG_START_OFFSET_CHECKPOINT, lambda lg: lg.log_start_offset))
 
     def checkpoint_high_watermarks(self) -> None:
-        for log_dir in self.log_dirs:
-            OffsetCheckpointFile(log_dir / REPLICATION_OFFSET_CHECKPOINT).write(
-                {tp: lg.high_watermark for tp, lg in self._logs_in(log_dir)})
+        self.write_checkpoints(self._snapshots(REPLICATION_OFFSET_CHECKPOINT, lambda lg: lg.high_watermark))
+
+    def _snapshots(self, name: str, value: Callable[[Log], int], log_dirs: Iterable[Path] | None = None
+                   ) -> list[CheckpointWrite]:
+        return [CheckpointWrite(log_dir / name, next(self._checkpoint_seq),
+                                {tp: value(lg) for tp, lg in self._logs_in(log_dir)})
+                for log_dir in (self.log_dirs if log_dirs is None else log_dirs)]
+
+    def write_checkpoints(self, writes: Iterable[CheckpointWrite]) -> None:
+        """Write checkpoint snapshots (from any thread), skipping any older than what a file
+        already holds."""
+        for w in writes:
+            with self._checkpoint_lock:
+                if self._checkpoint_written.get(w.path, -1) > w.seq:
+                    continue
+                OffsetCheckpointFile(w.path).write(w.offsets)
+                self._checkpoint_written[w.path] = w.seq
 
     def _write_checkpoints(self, log_dir: Path) -> None:
-        logs = dict(self._logs_in(log_dir))
-        for name, value in ((RECOVERY_POINT_CHECKPOINT, lambda lg: lg.recovery_point),
-                            (LOG_START_OFFSET_CHECKPOINT, lambda lg: lg.log_start_offset),
-                            (REPLICATION_OFFSET_CHECKPOINT, lambda lg: lg.high_watermark)):
-            OffsetCheckpointFile(log_dir / name).write({tp: value(lg) for tp, lg in logs.items()})
+        self.write_checkpoints(
+            self._snapshots(RECOVERY_POINT_CHECKPOINT, lambda lg: lg.recovery_point, [log_dir])
+            + self._snapshots(LOG_START_OFFSET_CHECKPOINT, lambda lg: lg.log_start_offset, [log_dir])
+            + self._snapshots(REPLICATION_OFFSET_CHECKPOINT, lambda lg: lg.high_watermark, [log_dir]))
 
     # ------------------------------------------------------------------ shutdown
 

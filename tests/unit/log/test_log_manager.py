@@ -234,3 +234,24 @@ def test_new_default_config_reaches_every_log_and_keeps_topic_overrides(tmp_path
     # A log created later without an explicit config takes the new defaults too.
     assert mgr.get_or_create_log("later", 0).config.segment_bytes == 7000
     mgr.shutdown()
+
+
+def test_checkpoint_snapshots_are_written_later_and_never_over_newer_ones(tmp_path: Path, clock: Clock) -> None:
+    """The broker writes due checkpoints in a worker thread: tick_without_checkpoint_writes
+    returns snapshots; an older snapshot written after a newer one leaves the newer one."""
+    from odradek.log.checkpoints import REPLICATION_OFFSET_CHECKPOINT
+
+    mgr = manager([tmp_path], clock)
+    lg = mgr.get_or_create_log("t", 0)
+    for _ in range(3):
+        lg.append_as_leader(batch(1, ts=clock.now), leader_epoch=0)
+    lg.update_high_watermark(1)
+    clock.advance(10 * 60_000)
+    old = [w for w in mgr.tick_without_checkpoint_writes() if w.path.name == REPLICATION_OFFSET_CHECKPOINT]
+    assert old and old[0].offsets[("t", 0)] == 1
+    path = old[0].path
+    assert not path.exists()  # not written yet
+    lg.update_high_watermark(3)
+    mgr.checkpoint_high_watermarks()  # a newer snapshot, written at once
+    mgr.write_checkpoints(old)  # the old one arrives late: skipped
+    assert path.read_text() == "0\n1\nt 0 3\n"
