@@ -464,7 +464,15 @@ class Connection(asyncio.BufferedProtocol):
             return
         if isinstance(response, (bytes, bytearray, memoryview)):
             self._send(response)
-            return
+        else:
+            self._write_chunks(transport, response)
+        auth = self.authenticator
+        if auth is not None and auth.failed:
+            # The refusal has been written: now close (the transport flushes it first).
+            log.info("Failed authentication with /%s (%s)", self.client_host, auth.failure)
+            self.close()
+
+    def _write_chunks(self, transport: asyncio.Transport, response: Sequence[ResponseChunk]) -> None:
         tls = self._tls is not None
         parts: list[Any] = []
         for chunk in response:
@@ -483,11 +491,6 @@ class Connection(asyncio.BufferedProtocol):
             transport.write(parts[0])
         elif parts:
             transport.writelines(parts)
-        auth = self.authenticator
-        if auth is not None and auth.failed:
-            # The refusal has been written: now close (the transport flushes it first).
-            log.info("Failed authentication with /%s (%s)", self.client_host, auth.failure)
-            self.close()
 
     def _write_file_region(self, chunk: Any) -> None:
         """``sendfile`` straight from the segment file when nothing is queued before it (so
