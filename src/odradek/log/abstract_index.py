@@ -56,6 +56,11 @@ class AbstractIndex:
     def _open(self) -> int:
         return os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
 
+    def load(self) -> None:
+        """Read the entries (creating the file if there is none yet), if not done already."""
+        if not self._loaded:
+            self._ensure_loaded()
+
     def _ensure_loaded(self) -> None:
         if self._loaded:
             return

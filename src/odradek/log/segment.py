@@ -200,6 +200,10 @@ class LogSegment:
         position = self.size
         if position == 0 and batches:
             self._rolling_based_timestamp = batches[0][3]
+            # A segment with data has its index files from the start (as Kafka creates them
+            # with the segment), even if tail reads never look an offset up in them.
+            self.index.load()
+            self.time_index.load()
         _pwrite_all(self.fd, records, position)
         self.size = position + len(records)
         indexed = self._index_batches(position, batches)

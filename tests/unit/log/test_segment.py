@@ -148,3 +148,14 @@ def test_tail_lookups_agree_with_the_index_walk(tmp_path: Path) -> None:
         assert live.translate_offset(o) == fresh.translate_offset(o), o
         for start in (0, positions[len(positions) // 2], positions[-1]):
             assert live.translate_offset(o, start) == fresh.translate_offset(o, start), (o, start)
+
+
+def test_a_segment_with_data_has_its_index_files(tmp_path: Path) -> None:
+    """Tail reads need no index lookup, so the files are made on the first append (a segment
+    with data but no index files would be rebuilt as corrupt at the next start)."""
+    segment = make_segment(tmp_path, base=7)
+    assert not segment.index.path.exists() and not segment.time_index.path.exists()
+    fill(segment, 1)
+    assert segment.translate_offset(7) is not None
+    assert segment.index.path.exists() and segment.time_index.path.exists()
+    segment.sanity_check()
