@@ -14,7 +14,7 @@ import time
 from typing import TYPE_CHECKING
 
 from odradek.broker.apis.authorization import cluster_authorized, unauthorized_names
-from odradek.broker.apis.registry import api
+from odradek.broker.apis.registry import answer_when_done, api
 from odradek.broker.delayed_fetch import DelayedFetch, FetchPartitionRequest, FetchPartitionResult
 from odradek.broker.fetch_session import FetchContext
 from odradek.protocol.api_keys import ApiKey
@@ -61,24 +61,7 @@ def handle_fetch(broker: BrokerContext, request: Request) -> Response | asyncio.
         body.replica_id, body.max_wait_ms, body.min_bytes, body.max_bytes, allowed, body.isolation_level)
     if not isinstance(outcome, DelayedFetch):
         return _encode(correlation_id, version, context, denied, outcome)
-    waited = outcome.future
-    answer: asyncio.Future[Response] = waited.get_loop().create_future()
-
-    def complete(done: asyncio.Future[dict[TopicPartition, FetchPartitionResult]]) -> None:
-        if answer.done():
-            return  # the connection closed meanwhile
-        if done.cancelled():
-            answer.cancel()
-        elif (error := done.exception()) is not None:
-            answer.set_exception(error)
-        else:
-            try:
-                answer.set_result(_encode(correlation_id, version, context, denied, done.result()))
-            except Exception as e:  # surfaces through the connection, as a failed handler would
-                answer.set_exception(e)
-
-    waited.add_done_callback(complete)
-    return answer
+    return answer_when_done(outcome.future, lambda done: _encode(correlation_id, version, context, denied, done))
 
 
 def _encode(correlation_id: int, version: int, context: FetchContext, denied: set[str],

@@ -11,7 +11,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
 from odradek.broker.apis.authorization import cluster_authorized, unauthorized_names
-from odradek.broker.apis.registry import api
+from odradek.broker.apis.registry import answer_when_done, api
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.produce_request import has_transactional_records, parse_produce_request
@@ -97,23 +97,7 @@ def _answer(request: Request, acks: int, results: dict[TopicPartition, ProducePa
         return None
     if delayed is None:
         return _encode(request, results, refused)
-    answer: asyncio.Future[Response] = delayed.future.get_loop().create_future()
-
-    def complete(done: asyncio.Future[dict[TopicPartition, ProducePartitionResult]]) -> None:
-        if answer.done():
-            return  # the connection closed meanwhile
-        if done.cancelled():
-            answer.cancel()
-        elif (error := done.exception()) is not None:
-            answer.set_exception(error)
-        else:
-            try:
-                answer.set_result(_encode(request, done.result(), refused))
-            except Exception as e:  # surfaces through the connection, as a failed handler would
-                answer.set_exception(e)
-
-    delayed.future.add_done_callback(complete)
-    return answer
+    return answer_when_done(delayed.future, lambda done: _encode(request, done, refused))
 
 
 def _encode(request: Request, results: dict[TopicPartition, ProducePartitionResult],

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from odradek.protocol.framing import decode_request, encode_response
 from odradek.protocol.messages import build, response_module
@@ -15,7 +16,9 @@ if TYPE_CHECKING:
 
 Handler = Callable[["BrokerContext", "Request"], "Response | Awaitable[Response]"]
 
-__all__ = ["REGISTRY", "ApiSpec", "api", "build", "decode_body", "respond", "response_module"]
+__all__ = ["REGISTRY", "ApiSpec", "answer_when_done", "api", "build", "decode_body", "respond", "response_module"]
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +44,30 @@ def api(api_key: int, name: str, min_version: int, max_version: int) -> Callable
 def decode_body(request: Request) -> Any:
     """The request's payload (kio or control-plane dataclass)."""
     return decode_request(request.frame)[1]
+
+
+def answer_when_done(waited: asyncio.Future[T], encode: Callable[[T], Response]) -> asyncio.Future[Response]:
+    """A future of the response that ``encode`` makes of ``waited``'s result, completed by a
+    callback when ``waited`` is (a delayed operation's future), without a task in between.
+    An exception (from ``waited`` or ``encode``) surfaces through the connection, as a
+    failed handler's would; once the connection is gone, ``waited``'s result is dropped."""
+    answer: asyncio.Future[Response] = waited.get_loop().create_future()
+
+    def complete(done: asyncio.Future[T]) -> None:
+        if answer.done():
+            return  # cancelled: the connection closed meanwhile
+        if done.cancelled():
+            answer.cancel()
+        elif (error := done.exception()) is not None:
+            answer.set_exception(error)
+        else:
+            try:
+                answer.set_result(encode(done.result()))
+            except Exception as e:
+                answer.set_exception(e)
+
+    waited.add_done_callback(complete)
+    return answer
 
 
 def respond(request: Request, payload: Any) -> bytes:
