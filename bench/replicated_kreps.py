@@ -138,6 +138,20 @@ def _e2e_consumer(bootstrap: str, topic: str, expected: int, ready: mp.Event,  #
              "warmup_seen": warmups, "errors": errors})  # type: ignore[attr-defined]
 
 
+def start_e2e_consumer(bootstrap: str, topic: str, expected: int
+                       ) -> tuple[mp.Process, mp.Queue]:  # type: ignore[type-arg]
+    """The end-to-end consumer in a process of its own, sitting at the tail: (process, the
+    queue its result arrives on)."""
+    ctx = mp.get_context("spawn")
+    ready, out = ctx.Event(), ctx.Queue()
+    reader = ctx.Process(target=_e2e_consumer, args=(bootstrap, topic, expected, ready, out, 15.0))
+    reader.start()
+    if not ready.wait(60):
+        reader.kill()
+        raise SystemExit("end-to-end consumer did not start")
+    return reader, out  # type: ignore[return-value]
+
+
 def end_to_end(cluster: LocalCluster, topic: str, rate: float, duration_s: float,
                warmup_s: float, linger_ms: int) -> dict[str, object]:
     import confluent_kafka as ck
@@ -145,13 +159,7 @@ def end_to_end(cluster: LocalCluster, topic: str, rate: float, duration_s: float
     wait_full_isr(cluster, topic)
     measured = int(rate * duration_s)
     warm = int(rate * warmup_s)
-    ctx = mp.get_context("spawn")
-    ready, out = ctx.Event(), ctx.Queue()
-    reader = ctx.Process(target=_e2e_consumer, args=(cluster.bootstrap_servers, topic, measured, ready, out, 15.0))
-    reader.start()
-    if not ready.wait(60):
-        reader.kill()
-        raise SystemExit("end-to-end consumer did not start")
+    reader, out = start_e2e_consumer(cluster.bootstrap_servers, topic, measured)
 
     failed = 0
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import shutil
 import sys
@@ -31,7 +30,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from replicated_kreps import STAMP, _e2e_consumer
+from replicated_kreps import STAMP, start_e2e_consumer
 
 from odradek.local.cluster import LocalCluster
 from odradek.perf.common import percentile
@@ -55,13 +54,7 @@ def phase(cluster: LocalCluster, topic: str, rate: float, duration_s: float, war
 
     wait_full_isr(cluster, topic, PARTITIONS, RF)
     measured, warm = int(rate * duration_s), int(rate * warmup_s)
-    ctx = mp.get_context("spawn")
-    ready, out = ctx.Event(), ctx.Queue()
-    reader = ctx.Process(target=_e2e_consumer, args=(cluster.bootstrap_servers, topic, measured, ready, out, 15.0))
-    reader.start()
-    if not ready.wait(60):
-        reader.kill()
-        raise SystemExit("end-to-end consumer did not start")
+    reader, out = start_e2e_consumer(cluster.bootstrap_servers, topic, measured)
 
     produce_ms = array("d")
     failed = 0
