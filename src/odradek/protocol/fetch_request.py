@@ -13,13 +13,11 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 
+from odradek.protocol.body_reader import BodyReader
 from odradek.protocol.framing import MalformedRequestError
-from odradek.protocol.varint import VarintError, read_uvarint
 
 __all__ = ["FetchPartitionView", "FetchRequestView", "parse_fetch_request"]
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
 # replica id, max wait (ms), min bytes, max bytes, isolation level (v4+)
 _HEAD_V4 = struct.Struct(">iiiib")
 # ... then session id, session epoch (v7+)
@@ -62,66 +60,19 @@ class FetchRequestView:
     cluster_id: str | None = None  # v12+, tagged field 0
 
 
-class _Reader:
-    __slots__ = ("end", "flexible", "pos", "view")
-
-    def __init__(self, view: memoryview, pos: int, end: int, flexible: bool) -> None:
-        self.view = view
-        self.pos = pos
-        self.end = end
-        self.flexible = flexible
-
-    def need(self, n: int) -> int:
-        pos = self.pos
-        if n < 0 or pos + n > self.end:
-            raise MalformedRequestError("fetch request: truncated or bad length")
-        self.pos = pos + n
-        return pos
-
-    def uvarint(self) -> int:
-        try:
-            value, self.pos = read_uvarint(self.view, self.pos, self.end)
-        except VarintError as e:
-            raise MalformedRequestError(f"fetch request: {e}") from None
-        return value
-
-    def string(self, nullable: bool = False) -> str | None:
-        n = self.uvarint() - 1 if self.flexible else _I16.unpack_from(self.view, self.need(2))[0]
-        if n < 0:
-            if nullable and n == -1:
-                return None
-            raise MalformedRequestError("fetch request: bad string length")
-        start = self.need(n)
-        try:
-            return str(self.view[start:start + n], "utf-8")
-        except UnicodeDecodeError:
-            raise MalformedRequestError("fetch request: string is not UTF-8") from None
-
-    def count(self, item_size: int = 1) -> int:
-        """An array's item count; ``item_size`` is the least number of bytes an item takes."""
-        n = self.uvarint() - 1 if self.flexible else _I32.unpack_from(self.view, self.need(4))[0]
-        if n < 0 or n * item_size > self.end - self.pos:
-            raise MalformedRequestError("fetch request: bad array count")
-        return n
-
-    def skip_tagged_fields(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()  # tag
-            self.need(self.uvarint())
-
-    def request_tagged_fields(self) -> str | None:
-        """Skip the request's tagged fields; return the cluster id (tag 0), if any."""
-        cluster_id = None
-        for _ in range(self.uvarint()):
-            tag = self.uvarint()
-            size = self.uvarint()
-            start = self.need(size)
-            if tag == _CLUSTER_ID_TAG:
-                inner = _Reader(self.view, start, start + size, True)
-                cluster_id = inner.string(nullable=True)
-                if inner.pos != inner.end:
-                    raise MalformedRequestError("fetch request: cluster id does not fill its tagged field")
-        return cluster_id
+def _request_tagged_fields(r: BodyReader) -> str | None:
+    """Skip the request's tagged fields; return the cluster id (tag 0), if any."""
+    cluster_id = None
+    for _ in range(r.uvarint()):
+        tag = r.uvarint()
+        size = r.uvarint()
+        start = r.need(size)
+        if tag == _CLUSTER_ID_TAG:
+            inner = BodyReader(r.view, start, start + size, True, r.what)
+            cluster_id = inner.string(nullable=True)
+            if inner.pos != inner.end:
+                raise r.malformed("cluster id does not fill its tagged field")
+    return cluster_id
 
 
 def parse_fetch_request(frame: bytes | bytearray | memoryview, body_offset: int, version: int) -> FetchRequestView:
@@ -134,7 +85,7 @@ def parse_fetch_request(frame: bytes | bytearray | memoryview, body_offset: int,
         raise MalformedRequestError(f"fetch request version {version} is not supported here")
     flexible = version >= 12
     view = memoryview(frame)
-    r = _Reader(view, body_offset, len(view), flexible)
+    r = BodyReader(view, body_offset, len(view), flexible, "fetch request")
     if version >= 7:
         replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level, session_id, session_epoch = (
             _HEAD_V7.unpack_from(view, r.need(_HEAD_V7.size)))
@@ -192,5 +143,5 @@ def parse_fetch_request(frame: bytes | bytearray | memoryview, body_offset: int,
         assert rack_id is not None
         request.rack_id = rack_id
     if flexible:
-        request.cluster_id = r.request_tagged_fields()
+        request.cluster_id = _request_tagged_fields(r)
     return request

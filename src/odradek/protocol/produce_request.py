@@ -8,16 +8,13 @@ that lies about its sizes is malformed, never a crash or an over-read.
 
 from __future__ import annotations
 
-import struct
 from dataclasses import dataclass
 
+from odradek.protocol.body_reader import BodyReader
 from odradek.protocol.framing import MalformedRequestError
-from odradek.protocol.varint import VarintError, read_uvarint
 
 __all__ = ["ProduceRequestView", "has_transactional_records", "parse_produce_request"]
 
-_I16 = struct.Struct(">h")
-_I32 = struct.Struct(">i")
 # Record batch v2: magic at byte 16, attributes (int16) at 21; bit 4 marks a transactional batch.
 _MAGIC_AT = 16
 _ATTRIBUTES_LOW_BYTE_AT = 22
@@ -33,84 +30,23 @@ class ProduceRequestView:
     partitions: list[tuple[str, int, memoryview | None]]
 
 
-class _Reader:
-    __slots__ = ("end", "pos", "view")
-
-    def __init__(self, view: memoryview, pos: int) -> None:
-        self.view = view
-        self.pos = pos
-        self.end = len(view)
-
-    def need(self, n: int) -> int:
-        pos = self.pos
-        if n < 0 or pos + n > self.end:
-            raise MalformedRequestError("produce request: truncated or bad length")
-        self.pos = pos + n
-        return pos
-
-    def int16(self) -> int:
-        return _I16.unpack_from(self.view, self.need(2))[0]
-
-    def int32(self) -> int:
-        return _I32.unpack_from(self.view, self.need(4))[0]
-
-    def uvarint(self) -> int:
-        try:
-            value, self.pos = read_uvarint(self.view, self.pos, self.end)
-        except VarintError as e:
-            raise MalformedRequestError(f"produce request: {e}") from None
-        return value
-
-    def string(self, flexible: bool, nullable: bool = False) -> str | None:
-        n = self.uvarint() - 1 if flexible else self.int16()
-        if n < 0:
-            if nullable and n == -1:
-                return None
-            raise MalformedRequestError("produce request: bad string length")
-        start = self.need(n)
-        try:
-            return str(self.view[start:start + n], "utf-8")
-        except UnicodeDecodeError:
-            raise MalformedRequestError("produce request: string is not UTF-8") from None
-
-    def count(self, flexible: bool) -> int:
-        n = self.uvarint() - 1 if flexible else self.int32()
-        # Every element takes at least one byte: a larger count is a lie.
-        if n < 0 or n > self.end - self.pos:
-            raise MalformedRequestError("produce request: bad array count")
-        return n
-
-    def records(self, flexible: bool) -> memoryview | None:
-        n = self.uvarint() - 1 if flexible else self.int32()
-        if n < 0:
-            if n == -1:
-                return None
-            raise MalformedRequestError("produce request: bad records length")
-        start = self.need(n)
-        return self.view[start:start + n]
-
-    def skip_tagged_fields(self) -> None:
-        for _ in range(self.uvarint()):
-            self.uvarint()  # tag
-            self.need(self.uvarint())
-
-
 def parse_produce_request(frame: bytes | bytearray | memoryview, offset: int, version: int) -> ProduceRequestView:
     """Parse the body of a Produce request that starts at ``offset`` of ``frame``."""
     if not 3 <= version <= 9:
         raise MalformedRequestError(f"produce request version {version} is not supported here")
     flexible = version >= 9
-    r = _Reader(memoryview(frame), offset)
-    transactional_id = r.string(flexible, nullable=True)
+    view = memoryview(frame)
+    r = BodyReader(view, offset, len(view), flexible, "produce request")
+    transactional_id = r.string(nullable=True)
     acks = r.int16()
     timeout_ms = r.int32()
     partitions: list[tuple[str, int, memoryview | None]] = []
-    for _ in range(r.count(flexible)):
-        topic = r.string(flexible)
+    for _ in range(r.count()):
+        topic = r.string()
         assert topic is not None
-        for _ in range(r.count(flexible)):
+        for _ in range(r.count()):
             index = r.int32()
-            partitions.append((topic, index, r.records(flexible)))
+            partitions.append((topic, index, r.nullable_bytes()))
             if flexible:
                 r.skip_tagged_fields()
         if flexible:

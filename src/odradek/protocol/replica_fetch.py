@@ -74,9 +74,7 @@ def encode_follower_fetch(correlation_id: int, client_id: str | None, replica_id
     out += _REQUEST_HEAD.pack(replica_id, max_wait_ms, min_bytes, max_bytes, 0, session_id, session_epoch)
     out += encode_uvarint(len(by_topic) + 1)
     for topic, group in by_topic.items():
-        raw = topic.encode()
-        out += encode_uvarint(len(raw) + 1)
-        out += raw
+        _put_compact_string(out, topic)
         out += encode_uvarint(len(group) + 1)
         for packed in group:
             out += packed
@@ -91,9 +89,7 @@ def encode_follower_fetch(correlation_id: int, client_id: str | None, replica_id
                 indexes.append(partition)
         out += encode_uvarint(len(forgotten_by_topic) + 1)
         for topic, indexes in forgotten_by_topic.items():
-            raw = topic.encode()
-            out += encode_uvarint(len(raw) + 1)
-            out += raw
+            _put_compact_string(out, topic)
             out += encode_uvarint(len(indexes) + 1)
             out += struct.pack(f">{len(indexes)}i", *indexes)
             out += b"\x00"  # forgotten topic tagged fields
@@ -102,6 +98,12 @@ def encode_follower_fetch(correlation_id: int, client_id: str | None, replica_id
     out += b"\x01\x00"  # rack id "", no tagged fields (cluster id unset)
     _I32.pack_into(out, 0, len(out) - 4)
     return bytes(out)
+
+
+def _put_compact_string(out: bytearray, text: str) -> None:
+    raw = text.encode()
+    out += encode_uvarint(len(raw) + 1)
+    out += raw
 
 
 @dataclass(slots=True)
