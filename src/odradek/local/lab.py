@@ -225,6 +225,8 @@ class Lab:
         conflict = self.network.conflicts()
         if conflict:
             raise LabError(f"{conflict}; take it down (`odradek lab down`) or choose another --name/--subnet")
+        for host in self._zookeeper_hosts():
+            self._zookeeper(host)  # an ensemble this odradek cannot run fails here, before anything is made
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / CLUSTER_JSON).unlink(missing_ok=True)
         self.faults = []
