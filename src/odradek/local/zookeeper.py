@@ -8,6 +8,7 @@ The jars come from the ``pyspark`` wheel (which ships ZooKeeper and what it need
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import socket
@@ -313,22 +314,33 @@ class EmbeddedZooKeeper:
                 f"(logs in {self.data_dir}): {tail.splitlines()[-1] if tail else ''}"
             )
 
-    def mode(self) -> str | None:
-        """What ``srvr`` says it is (standalone, leader, follower, observer), None when it does
-        not serve (down, or a member outside a quorum)."""
+    def four_letter(self, command: str) -> str | None:
+        """ZooKeeper's answer to a four-letter command (``srvr``, ``cons``...), None if unreachable."""
         try:
             with socket.create_connection((self.host, self.port), timeout=1) as s:
-                s.sendall(b"srvr")
+                s.sendall(command.encode())
                 reply = b""
                 while chunk := s.recv(4096):
                     reply += chunk
         except OSError:
             return None
-        for line in reply.decode(errors="replace").splitlines():
+        return reply.decode(errors="replace")
+
+    def mode(self) -> str | None:
+        """What ``srvr`` says it is (standalone, leader, follower, observer), None when it does
+        not serve (down, or a member outside a quorum)."""
+        reply = self.four_letter("srvr")
+        if reply is None:
+            return None
+        for line in reply.splitlines():
             if line.startswith("Mode:"):
                 mode = line.partition(":")[2].strip()
                 return mode if mode in SERVING_MODES else None
         return None
+
+    def session_ids(self) -> set[int]:
+        """The sessions connected to this server now (``cons``)."""
+        return {int(sid, 16) for sid in re.findall(r"sid=0x([0-9a-fA-F]+)", self.four_letter("cons") or "")}
 
     def serving(self) -> bool:
         """True when the server accepts sessions: standalone, or a member of a quorum."""
