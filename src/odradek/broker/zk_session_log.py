@@ -22,6 +22,9 @@ class ZkSession(Protocol):
     @property
     def server(self) -> str | None: ...
 
+    @property
+    def closed(self) -> bool: ...
+
 
 class ZkSessionStateLog:
     """A KafkaZkClient state listener writing one state-change line per session event."""
@@ -40,6 +43,9 @@ class ZkSessionStateLog:
             was = f" (was {self._was})" if self._was else ""
             self.logger.warn(f"ZooKeeper connection lost{was}; reconnecting, session "
                              f"{_hex(self._session_id)} is kept if it returns within the session timeout")
+        elif state == "LOST" and self.zk.closed:
+            self.logger.info(f"ZooKeeper session {_hex(self._session_id)} closed")
+            self._session_id = 0
         elif state == "LOST":
             self.logger.warn(f"ZooKeeper session {_hex(self._session_id)} expired; "
                              "re-registering with a new session")

@@ -23,6 +23,7 @@ _LINE = re.compile(r"^\[(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3})\] \w+ (.*)$")
 @dataclass(frozen=True)
 class Failover:
     member_id: int                 # the ZooKeeper member killed
+    was_leader: bool               # it led the ensemble (everyone reconnects during the election)
     sessions: dict[int, int]       # broker id -> session id, before the kill
     moved: dict[int, float]        # broker id -> seconds from the kill to "session ... resumed"
 
@@ -53,14 +54,18 @@ def session_lines(log_path: Path, since: float, text: str) -> list[tuple[float, 
     return found
 
 
-def kill_busiest_member(cluster: LocalCluster, timeout_s: float = 30.0) -> Failover:
-    """SIGKILL the member most brokers are connected to and wait until each of those brokers
-    logs its session resumed elsewhere; TimeoutError naming the brokers that did not."""
+def kill_busiest_member(cluster: LocalCluster, timeout_s: float = 30.0, *, member_id: int | None = None) -> Failover:
+    """SIGKILL the member most brokers are connected to (or ``member_id``) and wait until each
+    broker connected to it logs its session resumed; TimeoutError naming the brokers that did
+    not. Killing the ensemble's leader also drops the sessions on the other members while
+    they elect a new one: those brokers are timed too."""
     sessions = broker_sessions(cluster)
     members = {zk.server_id or 1: {b for b, s in sessions.items() if s in zk.session_ids()}
                for zk in cluster.zookeepers if zk.alive}
-    member_id = max(members, key=lambda m: len(members[m]))
-    connected = members[member_id]
+    if member_id is None:
+        member_id = max(members, key=lambda m: len(members[m]))
+    was_leader = cluster.zookeepers[member_id - 1].mode() == "leader"
+    connected = set(sessions) if was_leader else members[member_id]
     t0 = time.time()
     cluster.kill_zookeeper(member_id)
     moved: dict[int, float] = {}
@@ -75,4 +80,4 @@ def kill_busiest_member(cluster: LocalCluster, timeout_s: float = 30.0) -> Failo
     if set(moved) != connected:
         raise TimeoutError(f"brokers {sorted(connected - set(moved))} did not resume their ZooKeeper "
                            f"sessions within {timeout_s:.0f}s of member {member_id}'s death")
-    return Failover(member_id, sessions, moved)
+    return Failover(member_id, was_leader, sessions, moved)

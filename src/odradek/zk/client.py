@@ -157,6 +157,11 @@ class KafkaZkClient:
         return self._zk.client_id[0] if self._zk.client_id else 0
 
     @property
+    def closed(self) -> bool:
+        """close() was called (kazoo then reports LOST, which is no expiry)."""
+        return self._zk is None
+
+    @property
     def connected(self) -> bool:
         return self._zk is not None and self._zk.connected
 
