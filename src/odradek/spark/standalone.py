@@ -196,6 +196,8 @@ def cluster_session(
     executor_env: dict[str, str] | None = None,
     driver_host: str = "127.0.0.1",
     conf: dict[str, str] | None = None,
+    executors: int = 0,
+    timeout_s: float = 60.0,
 ) -> SparkSession:
     """A SparkSession on the standalone master ``master_url`` with the ``odradek`` data source
     registered, the driver's status UI on a free port (for ``stage_tasks``), one 512 MiB
@@ -206,7 +208,9 @@ def cluster_session(
     driver's ``PYSPARK_PYTHON`` names, so it must exist on every machine: the same install
     path on each worker, or a relative one such as ``./environment/bin/python`` inside an
     archive shipped with ``spark.archives`` (README, "Spark on a cluster").
-    ``executor_env`` sets executors' environment variables (``spark.executorEnv.*``)."""
+    ``executor_env`` sets executors' environment variables (``spark.executorEnv.*``).
+    With ``executors``, returns once that many executors have registered, so the first job's
+    tasks can spread over all of them."""
     from odradek.spark.session import _quiet_logging
 
     os.environ["PYSPARK_PYTHON"] = executor_python or sys.executable
@@ -233,8 +237,31 @@ def cluster_session(
         builder = builder.config(name, value)
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
-    odradek.spark.register(spark)
+    try:
+        odradek.spark.register(spark)
+        _wait_for_executors(spark, executors, timeout_s)
+    except BaseException:
+        spark.stop()
+        raise
     return spark
+
+
+def _executor_ids(spark: SparkSession) -> list[str]:
+    sc = spark.sparkContext
+    url = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/executors"
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return [e["id"] for e in json.load(response) if e["id"] != "driver" and e["isActive"]]
+
+
+def _wait_for_executors(spark: SparkSession, count: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while len(_executor_ids(spark)) < count:
+        if time.monotonic() > deadline:
+            raise StandaloneError(
+                f"{len(_executor_ids(spark))} of {count} executors registered within "
+                f"{timeout_s:.0f}s (the master's workers may lack free cores or memory)"
+            )
+        time.sleep(0.2)
 
 
 @dataclass(frozen=True)
