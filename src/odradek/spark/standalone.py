@@ -280,6 +280,8 @@ def stage_tasks(spark: SparkSession, job_group: str) -> list[TaskRun]:
     driver's status REST API (``/api/v1/applications/<app>/stages/<id>/<attempt>/taskList``),
     first stage first: executor ids are the cluster's (``"driver"`` only in local mode)."""
     sc = spark.sparkContext
+    if sc.uiWebUrl is None:
+        raise StandaloneError("stage_tasks needs the driver's status UI (spark.ui.enabled)")
     tracker = sc.statusTracker()
     stage_ids: list[int] = []
     for job_id in sorted(tracker.getJobIdsForGroup(job_group)):
