@@ -31,6 +31,7 @@ from odradek.broker.transaction.state_manager import TransactionStateManager
 from odradek.broker.transaction.state_topic import ReplicatedTransactionStateTopic
 from odradek.broker.transaction.txn_config import TxnConfig
 from odradek.broker.transaction.verifier import TxnVerifier
+from odradek.broker.zk_session_log import ZkSessionStateLog
 from odradek.config import KafkaConfig
 from odradek.controller.controller import KafkaController
 from odradek.log.cleaner.manager import LogCleaner
@@ -176,6 +177,7 @@ class KafkaServer:
             self.socket_server.security = listener_security(self.config, self.credential_cache.get)
         except ListenerSecurityError as e:
             raise BrokerStartupError(str(e)) from None
+        self.zk.add_state_listener(ZkSessionStateLog(self.broker_id, self.zk))
         await self.zk.start()
         stale = await self._check_existing_registration()
         await self.zk.create_top_level_paths()

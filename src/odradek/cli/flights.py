@@ -3,11 +3,13 @@ pipeline's steps (``odradek.spark.flights``) against a running cluster (the topi
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 
 import click
 from rich.console import Console
 
+from odradek.cli.common import fail
 from odradek.cli.flights_view import LoadBar, delay_stats_table
 
 __all__ = ["flights"]
@@ -46,27 +48,49 @@ def load(bootstrap: str, topic: str, results: str, start: int, stop: int | None)
     )
 
 
+def _master_option(command: Callable[..., None]) -> Callable[..., None]:
+    return click.option(
+        "--master", default="local[2]", show_default=True,
+        help="Spark master: local[N], or spark://host:port for a standalone cluster (its "
+             "executors need odradek[spark]; README, 'Spark on a cluster').",
+    )(command)
+
+
 @flights.command()
 @_cluster_options
+@_master_option
 @click.option("--checkpoint", default="flight-delays-checkpoint", show_default=True)
-def stats(bootstrap: str, topic: str, results: str, checkpoint: str) -> None:
+def stats(bootstrap: str, topic: str, results: str, master: str, checkpoint: str) -> None:
     """Run the streaming delay statistics over new flights, then show the results table."""
-    _with_spark(bootstrap, topic, results, checkpoint)
+    _with_spark(bootstrap, topic, results, master, checkpoint)
 
 
 @flights.command()
 @_cluster_options
-def show(bootstrap: str, topic: str, results: str) -> None:
+@_master_option
+def show(bootstrap: str, topic: str, results: str, master: str) -> None:
     """Show the results table."""
-    _with_spark(bootstrap, topic, results, None)
+    _with_spark(bootstrap, topic, results, master, None)
 
 
-def _with_spark(bootstrap: str, topic: str, results: str, checkpoint: str | None) -> None:
-    from odradek.spark.flights import read_delay_stats, run_delay_stats
+def _session(master: str):  # type: ignore[no-untyped-def]
+    if master.startswith("spark://"):
+        from odradek.spark.standalone import cluster_session
+
+        return cluster_session(master, "odradek-flights")
+    match = re.fullmatch(r"local\[(\d+)\]", master)
+    if match is None or int(match[1]) < 1:
+        fail(f"--master {master!r}: expected local[N] or spark://host:port")
     from odradek.spark.session import local_session
 
+    return local_session("odradek-flights", cores=int(match[1]))
+
+
+def _with_spark(bootstrap: str, topic: str, results: str, master: str, checkpoint: str | None) -> None:
+    from odradek.spark.flights import read_delay_stats, run_delay_stats
+
     console = Console()
-    spark = local_session("odradek-flights")
+    spark = _session(master)
     try:
         if checkpoint is not None:
             run = run_delay_stats(spark, bootstrap, checkpoint, topic, results)

@@ -1,4 +1,5 @@
-"""``odradek up``: an embedded ZooKeeper and N brokers in one command; Ctrl-C stops them.
+"""``odradek up``: an embedded ZooKeeper (or a local ensemble, ``--zookeepers 3``) and N
+brokers in one command; Ctrl-C stops them.
 ``--security`` makes a secure cluster (see odradek.local.security)."""
 
 from __future__ import annotations
@@ -25,14 +26,16 @@ __all__ = ["up"]
 @click.option("--dir", "directory", type=click.Path(file_okay=False), default=None,
               help="Cluster directory (default: a new temporary directory).")
 @click.option("--zookeeper-port", type=int, default=0, help="Embedded ZooKeeper port (0 picks a free one).")
+@click.option("--zookeepers", "num_zookeepers", type=click.IntRange(1, 9), default=1, show_default=True,
+              help="ZooKeeper members: 1 runs a standalone server, 3 or 5 a local ensemble (free ports).")
 @click.option("--ports", default=None, help="Comma-separated broker ports (default: free ports).")
 @click.option("--override", multiple=True, metavar="KEY=VALUE", help="Broker config for every broker.")
 @click.option("--security", type=click.Choice(["ssl", "sasl_plaintext", "sasl_ssl"], case_sensitive=False),
               default=None, help="Secure listeners (client and inter-broker), ACL authorizer, an admin "
                                  "super-user and an unprivileged client user.")
-def up(num_brokers: int, racks: str | None, directory: str | None, zookeeper_port: int, ports: str | None,
-       override: tuple[str, ...], security: str | None) -> None:
-    """Start an embedded ZooKeeper and N brokers; Ctrl-C stops everything.
+def up(num_brokers: int, racks: str | None, directory: str | None, zookeeper_port: int, num_zookeepers: int,
+       ports: str | None, override: tuple[str, ...], security: str | None) -> None:
+    """Start an embedded ZooKeeper (or ensemble) and N brokers; Ctrl-C stops everything.
 
     DIR/cluster.json appears once every broker is registered and knows the whole cluster."""
     from odradek.local.cluster import CLUSTER_JSON, LocalCluster
@@ -46,6 +49,8 @@ def up(num_brokers: int, racks: str | None, directory: str | None, zookeeper_por
         fail(f"--ports must be comma-separated integers, got {ports!r}")
     if port_list is not None and len(port_list) != num_brokers:
         fail(f"--ports names {len(port_list)} ports for {num_brokers} brokers")
+    if num_zookeepers > 1 and zookeeper_port:
+        fail("--zookeeper-port is for a single ZooKeeper; an ensemble picks free ports")
     overrides = parse_overrides(override)
     try:
         KafkaConfig.from_props({"zookeeper.connect": "x:1", "broker.id": "0", **overrides})
@@ -53,7 +58,8 @@ def up(num_brokers: int, racks: str | None, directory: str | None, zookeeper_por
         fail(str(e))
     cluster_dir = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="odradek-"))
     cluster = LocalCluster(cluster_dir, num_brokers, racks=rack_list, zookeeper_port=zookeeper_port,
-                           ports=port_list, overrides=overrides, security=security)
+                           ports=port_list, overrides=overrides, security=security,
+                           zookeepers=num_zookeepers)
     stop = {"flag": False}
 
     def handler(signum: int, _frame: object) -> None:
@@ -67,6 +73,9 @@ def up(num_brokers: int, racks: str | None, directory: str | None, zookeeper_por
         cluster.stop()
         fail(f"cluster did not start: {e}")
     click.echo(f"ZooKeeper: {cluster.zookeeper_connect}")
+    if len(cluster.zookeepers) > 1:
+        for zk in cluster.zookeepers:
+            click.echo(f"ZooKeeper {zk.server_id}: {zk.connect_string} (pid {zk.pid}, {zk.mode()}, dir {zk.data_dir})")
     for b in cluster.brokers.values():
         rack = f" rack {b.rack}" if b.rack else ""
         click.echo(f"Broker {b.broker_id}: 127.0.0.1:{b.port}{rack} (pid {b.pid}, config {b.config_path})")

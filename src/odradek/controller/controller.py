@@ -111,6 +111,7 @@ class KafkaController:
         self._watchers: dict[object, Callable[[WatchedEvent], None]] = {}
         self._rebalance_task: asyncio.Task[None] | None = None
         self._session_lost = False
+        self._zk_unreachable = False
         # Tests and tools wait on this: set whenever this broker finishes a failover.
         self.failover_count = 0
 
@@ -137,12 +138,27 @@ class KafkaController:
             self.event_manager.put(TopicUncleanLeaderElectionEnable(topic))
 
     def _on_zk_state(self, state: str) -> None:
+        self._log_zk_reachability(state)
         if state == "LOST":
             self._session_lost = True
             self.event_manager.clear_and_put(Expire())
         elif state == "CONNECTED" and self._session_lost:
             self._session_lost = False
             self.event_manager.put(RegisterBrokerAndReelect())
+
+    def _log_zk_reachability(self, state: str) -> None:
+        """While ZooKeeper is unreachable no controller write can succeed and no watch fires:
+        the active controller says so, and says when it can act again."""
+        if state == "SUSPENDED" and self.is_active and not self._zk_unreachable:
+            self._zk_unreachable = True
+            StateChangeLogger(self.broker_id, controller_epoch=self.ctx.epoch).warn(
+                "ZooKeeper unreachable: no controller changes until it returns")
+        elif state in ("CONNECTED", "LOST") and self._zk_unreachable:
+            self._zk_unreachable = False
+            outcome = ("session kept, the controller carries on" if state == "CONNECTED"
+                       else "session expired, resigning and re-electing")
+            StateChangeLogger(self.broker_id, controller_epoch=self.ctx.epoch).info(
+                f"ZooKeeper reachable again: {outcome}")
 
     # ------------------------------------------------------------------ watch callbacks
 

@@ -1,8 +1,10 @@
-"""A local cluster: an embedded ZooKeeper (or an external one) plus N broker processes.
+"""A local cluster: an embedded ZooKeeper (standalone, or an ensemble of ``zookeepers``
+members on 127.0.0.1; or an external one) plus N broker processes.
 
 Each broker gets ``<dir>/broker-<id>/server.properties`` (so it can be restarted by hand with
 ``odradek broker --config ...``) and logs there; ``<dir>/cluster.json`` describes the cluster
-(ZooKeeper connect string, bootstrap servers, each broker's id, pid, port and config).
+(ZooKeeper connect string, bootstrap servers, each broker's id, pid, port and config, each
+embedded ZooKeeper member's id, host, port, directory and pid).
 
 ``cluster.json`` is a readiness signal: it appears only once every broker is registered in
 ZooKeeper (``/brokers/ids/<id>``) and answers Metadata listing every broker of the cluster
@@ -87,15 +89,22 @@ class LocalCluster:
                  racks: Sequence[str | None] | None = None, zookeeper_connect: str | None = None,
                  zookeeper_port: int = 0, ports: Sequence[int] | None = None,
                  overrides: Mapping[str, str] | None = None, first_broker_id: int = 0,
-                 security: str | None = None) -> None:
+                 security: str | None = None, zookeepers: int = 1) -> None:
+        if zookeepers < 1:
+            raise ValueError(f"a cluster needs at least one ZooKeeper, not {zookeepers}")
+        if zookeepers > 1 and (zookeeper_connect or zookeeper_port):
+            raise ValueError("an embedded ensemble picks its own ports and cannot use an external ZooKeeper")
         if racks is not None and len(racks) != num_brokers:
             raise ValueError(f"--racks names {len(racks)} racks for {num_brokers} brokers")
         if ports is not None and len(ports) != num_brokers:
             raise ValueError(f"{len(ports)} ports given for {num_brokers} brokers")
         self.dir = Path(directory).resolve()
+        # The embedded ZooKeeper (member 1 of an ensemble); ``zookeepers`` lists every member.
         self.zookeeper: EmbeddedZooKeeper | None = None
+        self.zookeepers: list[EmbeddedZooKeeper] = []
         self._external_zk = zookeeper_connect
         self._zk_port = zookeeper_port
+        self._zk_count = zookeepers
         # Kafka's offsets.topic.replication.factor (3) would leave a smaller cluster without a
         # group coordinator (no __consumer_offsets): cap it at the broker count.  The same for
         # the transaction coordinator's __transaction_state (and its min.insync.replicas, 2).
@@ -123,8 +132,8 @@ class LocalCluster:
     def zookeeper_connect(self) -> str:
         if self._external_zk:
             return self._external_zk
-        assert self.zookeeper is not None, "ZooKeeper is not started"
-        return self.zookeeper.connect_string
+        assert self.zookeepers, "ZooKeeper is not started"
+        return ",".join(zk.connect_string for zk in self.zookeepers)
 
     @property
     def bootstrap_servers(self) -> str:
@@ -172,8 +181,7 @@ class LocalCluster:
     def start(self, timeout_s: float = 60.0) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
         if self._external_zk is None:
-            self.zookeeper = EmbeddedZooKeeper(self.dir / "zookeeper", port=self._zk_port)
-            self.zookeeper.start()
+            self._start_zookeepers(timeout_s)
         if self.security_protocol is not None:
             self._set_up_security(self.security_protocol)
         for broker in self.brokers.values():
@@ -187,6 +195,49 @@ class LocalCluster:
             self.start_broker(broker_id, wait=False)
         self.wait_for_brokers(timeout_s=timeout_s)
         self.write_cluster_json()
+
+    def _start_zookeepers(self, timeout_s: float) -> None:
+        """One standalone server in ``zookeeper/``, or members 1..N of an ensemble in
+        ``zookeeper-<id>/``: every JVM first (a member serves only once a majority is up),
+        then wait for each."""
+        if self._zk_count == 1:
+            self.zookeepers = [EmbeddedZooKeeper(self.dir / "zookeeper", port=self._zk_port)]
+        else:
+            servers = [f"127.0.0.1:{free_port()}:{free_port()}" for _ in range(self._zk_count)]
+            self.zookeepers = [EmbeddedZooKeeper(self.dir / f"zookeeper-{n}", server_id=n, servers=servers)
+                               for n in range(1, self._zk_count + 1)]
+        self.zookeeper = self.zookeepers[0]
+        for zk in self.zookeepers:
+            zk.start(wait_for_quorum=False)
+        for zk in self.zookeepers:
+            zk.wait_serving(timeout_s)
+
+    def _member(self, server_id: int) -> EmbeddedZooKeeper:
+        if not 1 <= server_id <= len(self.zookeepers):
+            raise ValueError(f"no ZooKeeper member {server_id} (members 1..{len(self.zookeepers)})")
+        return self.zookeepers[server_id - 1]
+
+    def kill_zookeeper(self, server_id: int) -> None:
+        """SIGKILL ZooKeeper member ``server_id`` (1..N; 1 is the standalone server)."""
+        self._member(server_id).kill()
+        self._write_cluster_json_if_up()
+
+    def start_zookeeper(self, server_id: int, *, wait: bool = True, timeout_s: float = 60.0) -> None:
+        """(Re)start member ``server_id`` from its data; with ``wait``, until it serves (for an
+        ensemble member: until it is back in a quorum, which needs a majority up)."""
+        self._member(server_id).start(timeout_s, wait_for_quorum=wait)
+        self._write_cluster_json_if_up()
+
+    def zookeeper_for_session(self, session_id: int) -> EmbeddedZooKeeper | None:
+        """The member a ZooKeeper session is connected to now (its ``cons`` lists it), if any."""
+        for zk in self.zookeepers:
+            if zk.alive and session_id in zk.session_ids():
+                return zk
+        return None
+
+    def _write_cluster_json_if_up(self) -> None:
+        if (self.dir / CLUSTER_JSON).exists():
+            self.write_cluster_json()
 
     def start_broker(self, broker_id: int, *, wait: bool = True, timeout_s: float = 60.0) -> None:
         """(Re)start one broker from its server.properties. With ``wait``, wait until it is
@@ -206,8 +257,7 @@ class LocalCluster:
             )
         if wait:
             self.wait_for_brokers([broker_id], timeout_s=timeout_s)
-            if (self.dir / CLUSTER_JSON).exists():
-                self.write_cluster_json()
+            self._write_cluster_json_if_up()
 
     def _set_up_security(self, protocol: str) -> None:
         """Certificates, SCRAM users in ZooKeeper (before any broker starts, so the brokers'
@@ -313,8 +363,8 @@ class LocalCluster:
                 self._zk.stop()
                 self._zk.close()
             self._zk = None
-        if self.zookeeper is not None:
-            self.zookeeper.stop()
+        for zk in self.zookeepers:
+            zk.stop()
 
     def __enter__(self) -> LocalCluster:
         try:
@@ -339,6 +389,11 @@ class LocalCluster:
                 for b in self.brokers.values()
             ],
         }
+        if self.zookeepers:
+            data["zookeepers"] = [
+                {"id": zk.server_id or 1, "host": zk.host, "port": zk.port, "dir": str(zk.data_dir), "pid": zk.pid}
+                for zk in self.zookeepers
+            ]
         if self.security is not None:
             data.update({
                 "security": self.security.protocol,

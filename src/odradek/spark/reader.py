@@ -12,11 +12,12 @@ from odradek.spark.consumer import read_range
 from odradek.spark.offset_reader import KafkaOffsetReader
 from odradek.spark.offsets import plan_ranges, split_ranges
 from odradek.spark.options import OptionError, SourceOptions
+from odradek.spark.worker_python import ExecutorChecked
 
 log = logging.getLogger("odradek.spark")
 
 
-class KafkaBatchReader(DataSourceReader):
+class KafkaBatchReader(ExecutorChecked, DataSourceReader):
     """Plans one input partition per offset range (large ranges cut into pieces) between
     startingOffsets and endingOffsets, resolved once, on the driver."""
 

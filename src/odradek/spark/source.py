@@ -15,10 +15,11 @@ from odradek.spark.options import OptionError, parse_sink_options, parse_source_
 from odradek.spark.reader import KafkaBatchReader
 from odradek.spark.schema import check_sink_schema, check_user_schema, source_schema
 from odradek.spark.stream_reader import KafkaStreamReader
+from odradek.spark.worker_python import ExecutorChecked
 from odradek.spark.writer import KafkaBatchWriter, KafkaStreamWriter
 
 
-class OdradekDataSource(DataSource):
+class OdradekDataSource(ExecutorChecked, DataSource):
     """Reads and writes Kafka topics of odradek or any Kafka-compatible cluster.
 
     Pickled to Spark's Python workers: it holds only its options.

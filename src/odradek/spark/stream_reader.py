@@ -26,11 +26,12 @@ from odradek.spark.offsets import (
     split_ranges,
 )
 from odradek.spark.options import SourceOptions
+from odradek.spark.worker_python import ExecutorChecked
 
 log = logging.getLogger("odradek.spark")
 
 
-class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+class KafkaStreamReader(ExecutorChecked, DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches over Kafka offsets, checkpointed as ``{"topic": {"partition": offset}}``.
 
     Spark keeps one driver-side Python process per query for this object, so the cached

@@ -20,6 +20,7 @@ from pyspark.sql.datasource import (
 )
 
 from odradek.spark.options import OptionError, SinkOptions
+from odradek.spark.worker_python import ExecutorChecked
 
 POLL_WHEN_FULL_S = 0.1
 
@@ -116,7 +117,7 @@ def _where(partition: object) -> str:
     return "" if partition is None else f" partition {partition}"
 
 
-class KafkaBatchWriter(DataSourceArrowWriter):
+class KafkaBatchWriter(ExecutorChecked, DataSourceArrowWriter):
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
 
@@ -124,7 +125,7 @@ class KafkaBatchWriter(DataSourceArrowWriter):
         return write_batches(iterator, self.options)
 
 
-class KafkaStreamWriter(DataSourceStreamArrowWriter):
+class KafkaStreamWriter(ExecutorChecked, DataSourceStreamArrowWriter):
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
 

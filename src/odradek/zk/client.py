@@ -87,6 +87,16 @@ class ControllerRegistration:
     epoch_zk_version: int
 
 
+def _connected_server(zk: KazooClient | None) -> str | None:
+    """``host:port`` of the server kazoo is connected to (kazoo keeps it only in its
+    connection's socket, a private attribute: None if that ever changes)."""
+    try:
+        host, port = zk._connection._socket.getpeername()[:2]  # type: ignore[union-attr]
+    except (AttributeError, OSError, TypeError, ValueError):
+        return None
+    return f"{host}:{port}"
+
+
 def split_chroot(connect: str) -> tuple[str, str]:
     """``"h1:2181,h2:2181/kafka"`` -> ``("h1:2181,h2:2181", "/kafka")``."""
     hosts, slash, chroot = connect.partition("/")
@@ -105,6 +115,9 @@ class KafkaZkClient:
         self._zk: KazooClient | None = None
         self._state_listeners: list[Callable[[str], None]] = []
         self._last_state: str | None = None
+        # The member the session is connected to (host:port), None before the first
+        # connection or when the socket cannot say.
+        self.server: str | None = None
         self._watch_wrappers: dict[Callable[[WatchedEvent], None], Callable[[WatchedEvent], None]] = {}
 
     # ------------------------------------------------------------------ lifecycle
@@ -144,6 +157,11 @@ class KafkaZkClient:
         return self._zk.client_id[0] if self._zk.client_id else 0
 
     @property
+    def closed(self) -> bool:
+        """close() was called (kazoo then reports LOST, which is no expiry)."""
+        return self._zk is None
+
+    @property
     def connected(self) -> bool:
         return self._zk is not None and self._zk.connected
 
@@ -153,6 +171,9 @@ class KafkaZkClient:
         self._state_listeners.append(listener)
 
     def _on_kazoo_state(self, state: str) -> None:  # kazoo thread
+        if state == "CONNECTED":
+            # Read here, on kazoo's thread, while the socket just handshaken is current.
+            self.server = _connected_server(self._zk)
         loop = self._loop
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self._dispatch_state, state)

@@ -1,0 +1,139 @@
+"""The data source on a Spark standalone cluster (one master, two workers, one core each):
+executors, not the driver, read the Kafka partitions; a batch read and a streaming
+``availableNow`` query each see every record exactly once, also after a restart from the
+checkpoint; an executor whose Python lacks odradek fails the job with one line saying so.
+
+The drivers run as separate processes (tests/spark/cluster_driver.py): this process's
+SparkContext is the run's ``local[2]`` session."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from confluent_kafka import Producer
+
+from odradek.spark.standalone import StandaloneCluster
+from odradek.spark.worker_python import EXECUTOR_FIXES
+from support import OdradekBroker
+
+WORKERS = 2
+PARTITIONS = 6
+RECORDS = 3000
+MORE = 1000
+DRIVER = Path(__file__).with_name("cluster_driver.py")
+
+
+@pytest.fixture(scope="module")
+def spark_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+    cluster = StandaloneCluster(tmp_path_factory.mktemp("spark-standalone"), WORKERS, cores=1, memory="1g")
+    try:
+        cluster.start()
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+def run_driver(directory: Path, spec: dict) -> dict:
+    """Run cluster_driver.py with ``spec`` in ``directory`` (its working directory); its result."""
+    spec_file, result_file = directory / "spec.json", directory / "result.json"
+    spec_file.write_text(json.dumps(spec))
+    done = subprocess.run([sys.executable, str(DRIVER), str(spec_file), str(result_file)], cwd=directory,
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, f"driver failed:\n{done.stderr[-4000:]}"
+    return json.loads(result_file.read_text())
+
+
+def produce(bootstrap: str, topic: str, records: list[tuple[str, str]]) -> None:
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True})
+    for i, (key, value) in enumerate(records):
+        producer.produce(topic, value.encode(), key.encode(), partition=i % PARTITIONS)
+    assert producer.flush(60) == 0
+
+
+@pytest.fixture(scope="module")
+def cluster_read(spark_cluster: StandaloneCluster, odradek_broker: OdradekBroker,
+                 tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """One driver application: a batch read, then two availableNow runs of one streaming query."""
+    directory = tmp_path_factory.mktemp("cluster-read")
+    topic = odradek_broker.new_topic("cluster-read", PARTITIONS)
+    first = [(f"k{i % 17}", f"v{i}") for i in range(RECORDS)]
+    more = [(f"k{i % 17}", f"v{i}") for i in range(RECORDS, RECORDS + MORE)]
+    produce(odradek_broker.bootstrap, topic, first)
+    result = run_driver(directory, {
+        "job": "read", "master": spark_cluster.master_url, "workers": WORKERS,
+        "bootstrap": odradek_broker.bootstrap, "topic": topic, "more": more,
+        "output": str(directory / "out"), "checkpoint": str(directory / "checkpoint"),
+    })
+    return {**result, "first": first, "more": more, "output": directory / "out"}
+
+
+def test_executors_read_every_partition(cluster_read: dict) -> None:
+    scan = [t for t in cluster_read["tasks"] if t[0] == min(s for s, _, _ in cluster_read["tasks"])]
+    assert sorted(partition for _, partition, _ in scan) == list(range(PARTITIONS))
+    executors = {executor for _, _, executor in scan}
+    assert "driver" not in executors
+    assert len(executors) == WORKERS, f"tasks ran on executors {executors}, not on both workers'"
+
+
+def test_batch_read_sees_every_record_once(cluster_read: dict) -> None:
+    read = Counter((key, value) for key, value, _ in cluster_read["rows"])
+    assert read == Counter(cluster_read["first"])
+    assert {p for _, _, p in cluster_read["rows"]} == set(range(PARTITIONS))
+
+
+def test_streaming_available_now_exactly_once_across_a_restart(cluster_read: dict) -> None:
+    assert cluster_read["stream_input_rows"] == [RECORDS, MORE]
+    table = pq.ParquetDataset(cluster_read["output"]).read()
+    written = Counter(zip(table.column("key").to_pylist(), table.column("value").to_pylist(), strict=True))
+    assert written == Counter(cluster_read["first"] + cluster_read["more"])
+
+
+def _shell_python(path: Path, body: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(f"#!/bin/sh\n{body}\n")
+    path.chmod(0o755)
+
+
+def test_an_executor_without_odradek_fails_with_one_line(
+    spark_cluster: StandaloneCluster, odradek_broker: OdradekBroker, tmp_path: Path
+) -> None:
+    """The executors run /usr/bin/python3, shipped as ``spark.archives`` (the packed-virtualenv
+    route), with Spark's own needs (pyarrow, numpy) but neither odradek nor confluent-kafka;
+    the driver's Python workers run this interpreter, from ``./environment`` in its directory."""
+    system_python = Path("/usr/bin/python3")
+    if not system_python.exists():
+        pytest.skip("no /usr/bin/python3 to run executors without odradek")
+    topic = odradek_broker.new_topic("bare-executors", 2)
+    produce(odradek_broker.bootstrap, topic, [("k", "v")] * 4)
+    site_packages = Path(sys.modules["pyarrow"].__file__).parent.parent
+    deps = tmp_path / "deps"
+    deps.mkdir()
+    for module in ("pyarrow", "numpy"):
+        (deps / module).symlink_to(site_packages / module)
+    # Keep only Spark's own PYTHONPATH entries (pyspark.zip, py4j): the job's src/ would bring odradek.
+    spark_paths = "$(echo \"$PYTHONPATH\" | tr ':' '\\n' | grep -E '[.](zip|jar)$' | paste -sd:)"
+    _shell_python(tmp_path / "bare" / "bin" / "python",
+                  f'PYTHONPATH="{deps}:{spark_paths}" exec {system_python} "$@"')
+    archive = tmp_path / "bare.tar.gz"
+    subprocess.run(["tar", "-czf", str(archive), "-C", str(tmp_path / "bare"), "bin"], check=True)
+    driver_dir = tmp_path / "driver"
+    _shell_python(driver_dir / "environment" / "bin" / "python", f'exec {sys.executable} "$@"')
+
+    result = run_driver(driver_dir, {
+        "job": "bare-executors", "master": spark_cluster.master_url,
+        "bootstrap": odradek_broker.bootstrap, "topic": topic, "executor_archive": str(archive),
+    })
+
+    assert result["error"] is not None, "the read succeeded on executors without odradek"
+    lines = [line for line in result["error"].splitlines() if line.startswith("RuntimeError: odradek")]
+    assert len(lines) == 1, result["error"][-3000:]
+    assert f"the executor's Python {system_python} " in lines[0]
+    assert "cannot import odradek, confluent_kafka;" in lines[0]
+    assert lines[0].endswith(EXECUTOR_FIXES)
