@@ -1,4 +1,4 @@
-"""`odradek lab` as a user runs it: one lab (1 ZooKeeper, 3 brokers, a client) for the module,
+"""`odradek lab` as a user runs it: one lab (3 ZooKeeper nodes, 3 brokers, a client) for the module,
 faults checked link by link, and a clean `lab down`.
 
 The whole module runs under a hostile host firewall: a forward-hook nftables table in the root
@@ -12,6 +12,7 @@ import json
 import os
 import re
 import shutil
+import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -59,7 +60,7 @@ def running(tmp_path_factory: pytest.TempPathFactory, lab_identity: Callable[[],
     root_before = _root_network()
     _hostile_firewall(name, subnet, True)
     try:
-        up = run_odradek("lab", "up", "-n", "3", "--zookeepers", "1", "--dir", str(directory), "--name", name,
+        up = run_odradek("lab", "up", "-n", "3", "--zookeepers", "3", "--dir", str(directory), "--name", name,
                          "--subnet", subnet, timeout=120)
         assert up.returncode == 0, up.stderr
         assert "Bootstrap servers: " in up.stdout
@@ -71,6 +72,15 @@ def running(tmp_path_factory: pytest.TempPathFactory, lab_identity: Callable[[],
 
 def _lab(running: Running, *args: str) -> subprocess.CompletedProcess[str]:
     return run_odradek("lab", args[0], "--dir", str(running.dir), *args[1:])
+
+
+def _zookeeper_mode(address: str) -> str:
+    """What ZooKeeper's ``srvr`` says the member at ``address`` is (over the management leg)."""
+    with socket.create_connection((address, 2181), timeout=5) as sock:
+        sock.sendall(b"srvr")
+        reply = b"".join(iter(lambda: sock.recv(4096), b""))
+    return next((line.split(":", 1)[1].strip() for line in reply.decode().splitlines()
+                 if line.startswith("Mode:")), "")
 
 
 def _namespaces() -> list[str]:
@@ -100,7 +110,9 @@ def test_brokers_on_their_own_hosts(running: Running) -> None:
     cluster = json.loads((running.dir / "cluster.json").read_text())
     addresses = [lab.hosts[f"broker{i}"].address for i in range(3)]
     assert cluster["bootstrap_servers"] == ",".join(f"{a}:9092" for a in addresses)
-    assert cluster["zookeeper"] == f"{lab.hosts['zk1'].address}:2181"
+    assert cluster["zookeeper"] == ",".join(f"{lab.hosts[f'zk{n}'].address}:2181" for n in (1, 2, 3))
+    modes = sorted(_zookeeper_mode(lab.hosts[f"zk{n}"].address) for n in (1, 2, 3))
+    assert modes == ["follower", "follower", "leader"]
     props = (running.dir / "broker1" / "server.properties").read_text()
     assert f"advertised.listeners=PLAINTEXT://{addresses[1]}:9092" in props
     assert "broker.rack=broker1" in props
@@ -186,6 +198,13 @@ def test_kill_and_restart(running: Running) -> None:
     new = Lab.load(running.dir).pid("broker2")
     assert new is not None and new != old
     assert json.loads((running.dir / "cluster.json").read_text())["brokers"][2]["pid"] == new
+    # A ZooKeeper member too: it rejoins the ensemble.
+    old_zk = Lab.load(running.dir).pid("zk2")
+    assert _lab(running, "kill", "zk2").returncode == 0
+    assert Lab.load(running.dir).pid("zk2") is None
+    assert _lab(running, "restart", "zk2").returncode == 0
+    assert Lab.load(running.dir).pid("zk2") not in (None, old_zk)
+    assert _zookeeper_mode(running.lab.hosts["zk2"].address) in ("follower", "leader")
 
 
 @pytest.mark.parametrize(("args", "message"), [
@@ -226,7 +245,7 @@ def test_down_leaves_nothing(running: Running) -> None:
     """Last in the module: `lab down` removes every namespace, link and process, and twice is fine."""
     lab = Lab.load(running.dir)
     pids = [p for p in (lab.pid(h) for h in lab.hosts) if p]
-    assert len(pids) == 4
+    assert len(pids) == 6
     assert _lab(running, "down").returncode == 0
     assert not [ns for ns in _namespaces() if ns.startswith(f"{lab.name}-")]
     links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True).stdout

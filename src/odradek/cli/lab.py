@@ -68,7 +68,7 @@ def lab() -> None:
 
 @lab.command()
 @click.option("-n", "--brokers", "num_brokers", type=click.IntRange(1, 50), default=3, show_default=True)
-@click.option("--zookeepers", type=click.IntRange(1, 9), default=1, show_default=True,
+@click.option("--zookeepers", type=click.IntRange(1, 9), default=3, show_default=True,
               help="ZooKeeper nodes (an ensemble when more than one).")
 @_dir_option
 @click.option("--subnet", default="10.213.77.0/24", show_default=True, help="The lab's private /24.")

@@ -225,8 +225,6 @@ class Lab:
         conflict = self.network.conflicts()
         if conflict:
             raise LabError(f"{conflict}; take it down (`odradek lab down`) or choose another --name/--subnet")
-        for host in self._zookeeper_hosts():
-            self._zookeeper(host)  # an ensemble this odradek cannot run fails here, before anything is made
         self.dir.mkdir(parents=True, exist_ok=True)
         (self.dir / CLUSTER_JSON).unlink(missing_ok=True)
         self.faults = []
@@ -410,25 +408,21 @@ class Lab:
             self._processes[host] = proc
 
     def _zookeeper(self, h: LabHost) -> EmbeddedZooKeeper:
+        """The host's ZooKeeper: standalone when it is the only one, else member N of zk1..zkN."""
         zookeepers = self._zookeeper_hosts()
-        if len(zookeepers) == 1:
-            return EmbeddedZooKeeper(self.dir / h.name, port=ZOOKEEPER_PORT, host=h.address)
-        try:
-            return EmbeddedZooKeeper(self.dir / h.name, port=ZOOKEEPER_PORT, host=h.address,  # type: ignore[call-arg]
-                                     server_id=zookeepers.index(h) + 1,
-                                     servers=[f"{z.address}:2888:3888" for z in zookeepers])
-        except TypeError:
-            raise LabError("a ZooKeeper ensemble in the lab needs EmbeddedZooKeeper's quorum mode, "
-                           "which this odradek lacks: use --zookeepers 1") from None
+        ensemble: dict[str, Any] = {}
+        if len(zookeepers) > 1:
+            ensemble = {"server_id": zookeepers.index(h) + 1,
+                        "servers": [f"{z.address}:2888:3888" for z in zookeepers]}
+        return EmbeddedZooKeeper(self.dir / h.name, port=ZOOKEEPER_PORT, host=h.address,
+                                 command_prefix=["ip", "netns", "exec", h.namespace], **ensemble)
 
     def _start_zookeeper(self, h: LabHost) -> None:
+        """Start it without waiting: an ensemble member serves only once a majority runs."""
         zk = self._zookeeper(h)
         zk.data_dir.mkdir(parents=True, exist_ok=True)
-        zk.write_config()
-        with open(zk.data_dir / "zookeeper.out", "ab") as out:
-            self._processes[h.name] = subprocess.Popen(
-                ["ip", "netns", "exec", h.namespace, *zk.command()], stdout=out, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True)
+        zk.start(wait_for_quorum=False)
+        self._processes[h.name] = zk.process
 
     def _wait_zookeeper(self, h: LabHost, timeout_s: float) -> None:
         zk = self._zookeeper(h)
