@@ -23,6 +23,7 @@ Times are wall-clock (``time.time()``), the clock the workload stamps its histor
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -122,7 +123,7 @@ def unavailability(acks: Sequence[Ack], start: float, end: float, partitions: in
     longest = {}
     for p, ts in times.items():
         points = [start, *sorted(ts), end]
-        longest[p] = max(b - a for a, b in zip(points, points[1:], strict=False))
+        longest[p] = max(b - a for a, b in itertools.pairwise(points))
     return longest
 
 
