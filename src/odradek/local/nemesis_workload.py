@@ -149,7 +149,10 @@ class Workload:
                     self.history.event("send", value=value, partition=partition)
                 seq += 1
             next_tick += interval
-            producer.poll(max(0.0, next_tick - time.monotonic()))
+            producer.poll(0)
+            # poll() returns as soon as it has served a delivery report: waited out in a loop
+            while (wait := next_tick - time.monotonic()) > 0 and not self.stop.is_set():
+                producer.poll(wait)
         left = producer.flush(60)
         if left:
             self.history.event("error", where=f"producer-{n}", error=f"{left} records undelivered at exit")
