@@ -1,5 +1,5 @@
 """The ``odradek`` command and its subcommands, one module each: ``zookeeper``, ``broker``,
-``up``, ``topics``, ``configs``, ``acls``, ``transactions``, ``reassign-partitions``, ``perf`` and ``demo``."""
+``up``, ``lab``, ``topics``, ``configs``, ``acls``, ``transactions``, ``reassign-partitions``, ``perf`` and ``demo``."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from odradek.cli.acls import acls
 from odradek.cli.broker import broker
 from odradek.cli.configs import configs
 from odradek.cli.demo import demo
+from odradek.cli.lab import lab
 from odradek.cli.perf import perf
 from odradek.cli.reassign_partitions import reassign_partitions
 from odradek.cli.topics import topics
@@ -25,5 +26,5 @@ def main() -> None:
     """odradek: a Kafka-compatible, replicated, partitioned commit log."""
 
 
-for _command in (zookeeper, broker, up, topics, configs, acls, transactions, reassign_partitions, perf, demo):
+for _command in (zookeeper, broker, up, lab, topics, configs, acls, transactions, reassign_partitions, perf, demo):
     main.add_command(_command)

@@ -128,7 +128,15 @@ class LocalCluster:
 
     @property
     def bootstrap_servers(self) -> str:
-        return ",".join(f"127.0.0.1:{b.port}" for b in self.brokers.values())
+        return ",".join(f"{self.broker_address(b)}:{b.port}" for b in self.brokers.values())
+
+    def broker_address(self, broker: BrokerProcess) -> str:
+        """The address a broker listens on and advertises (a lab host's own; see local/lab.py)."""
+        return "127.0.0.1"
+
+    def broker_command_prefix(self, broker: BrokerProcess) -> list[str]:
+        """What the broker's command runs under (a lab runs it in its host's network namespace)."""
+        return []
 
     def client_security(self, user: str = ADMIN) -> ClientSecurity | None:
         """How odradek's own connections reach the CLIENT listener as ``user`` (None: plain)."""
@@ -146,8 +154,8 @@ class LocalCluster:
     def broker_properties(self, broker: BrokerProcess) -> dict[str, str]:
         props = {
             "broker.id": str(broker.broker_id),
-            "listeners": f"PLAINTEXT://127.0.0.1:{broker.port}",
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{broker.port}",
+            "listeners": f"PLAINTEXT://{self.broker_address(broker)}:{broker.port}",
+            "advertised.listeners": f"PLAINTEXT://{self.broker_address(broker)}:{broker.port}",
             "log.dirs": str(broker.config_path.parent / "data"),
             "zookeeper.connect": self.zookeeper_connect,
         }
@@ -191,7 +199,8 @@ class LocalCluster:
         broker.started_ms = int(time.time() * 1000)
         with open(log_path, "ab") as out:
             broker.process = subprocess.Popen(
-                [sys.executable, "-m", "odradek", "broker", "--config", str(broker.config_path)],
+                [*self.broker_command_prefix(broker),
+                 sys.executable, "-m", "odradek", "broker", "--config", str(broker.config_path)],
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
@@ -255,7 +264,7 @@ class LocalCluster:
         controller and every broker in ``expected``; before its first UpdateMetadata it
         answers with no brokers, and clients back off for a long while."""
         try:
-            brokers, controller = metadata_probe("127.0.0.1", broker.port, security=self.client_security())
+            brokers, controller = metadata_probe(self.broker_address(broker), broker.port, security=self.client_security())
         except (OSError, ValueError):
             return False
         return controller >= 0 and expected | {broker.broker_id} <= brokers
