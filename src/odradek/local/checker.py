@@ -15,6 +15,7 @@ jumps over holes, nowhere else.
 
 from __future__ import annotations
 
+import itertools
 import json
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
@@ -25,7 +26,7 @@ from odradek.protocol.records import LOG_OVERHEAD, iter_batches
 __all__ = [
     "Ack", "Commit", "History", "Poll", "Verdict", "batches_below", "check", "committed_offsets_backwards",
     "divergent_replicas", "duplicated_values", "lost_writes", "misplaced_acks", "parse_history",
-    "poll_order_anomalies", "vanished_reads",
+    "poll_order_anomalies", "unavailability", "vanished_reads",
 ]
 
 _EXAMPLES = 10  # per anomaly kind in the summary
@@ -210,6 +211,20 @@ def divergent_replicas(logs: Mapping[int, Mapping[int, bytes]], ends: Mapping[in
             divergent.append(f"p{partition}: replicas differ below the high watermark "
                              f"{ends.get(partition)} (bytes per broker {sizes})")
     return divergent
+
+
+def unavailability(acks: Iterable[Ack], start: float, end: float, partitions: int) -> dict[int, float]:
+    """Per partition, the longest stretch of [start, end] (a fault, until its ISRs are full
+    again) without a successful ack; the whole window for a partition with none."""
+    times: dict[int, list[float]] = {p: [] for p in range(partitions)}
+    for ack in acks:
+        if start < ack.t < end and ack.partition in times:
+            times[ack.partition].append(ack.t)
+    longest = {}
+    for p, ts in times.items():
+        points = [start, *sorted(ts), end]
+        longest[p] = max(b - a for a, b in itertools.pairwise(points))
+    return longest
 
 
 # ---------------------------------------------------------------------- the verdict

@@ -23,7 +23,6 @@ Times are wall-clock (``time.time()``), the clock the workload stamps its histor
 
 from __future__ import annotations
 
-import itertools
 import json
 import logging
 import os
@@ -41,9 +40,9 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from kazoo.exceptions import KazooException, NoNodeError
 
-from odradek.local.checker import Ack, Verdict, check, parse_history
+from odradek.local.checker import Verdict, check, parse_history, unavailability
 
-__all__ = ["FAULT_KINDS", "FaultRecord", "NemesisReport", "NemesisRun", "summarize", "unavailability"]
+__all__ = ["FAULT_KINDS", "FaultRecord", "NemesisReport", "NemesisRun", "summarize"]
 
 FAULT_KINDS = ("zombie", "controller", "zk-cut", "minority", "bridge", "loss", "zk-kill", "zk-majority",
                "pause-partition")
@@ -112,19 +111,6 @@ def _median(values: Sequence[float]) -> str:
 
 def _max(values: Sequence[float]) -> str:
     return f"{max(values):.1f}" if values else "-"
-
-
-def unavailability(acks: Sequence[Ack], start: float, end: float, partitions: int) -> dict[int, float]:
-    """Per partition, the longest stretch of [start, end] without a successful ack."""
-    times: dict[int, list[float]] = {p: [] for p in range(partitions)}
-    for ack in acks:
-        if start < ack.t < end and ack.partition in times:
-            times[ack.partition].append(ack.t)
-    longest = {}
-    for p, ts in times.items():
-        points = [start, *sorted(ts), end]
-        longest[p] = max(b - a for a, b in itertools.pairwise(points))
-    return longest
 
 
 class NemesisRun:

@@ -13,6 +13,7 @@ from odradek.local.checker import (
     check,
     divergent_replicas,
     parse_history,
+    unavailability,
 )
 from odradek.protocol.records import SimpleRecord, build_batch
 
@@ -109,3 +110,11 @@ def test_parse_history_reads_each_event_and_ignores_a_torn_last_line() -> None:
     assert len(history.errors) == 1
     assert history.polls == [Poll("s", 0, 0, "v0", 1.3)]
     assert history.commits == [Commit("g", 0, 1, 4, 1.4)]
+
+
+def test_unavailability_is_the_longest_stretch_without_an_ack_per_partition() -> None:
+    acks = [Ack("a", 0, 0, 9.0),  # before the window: not counted
+            Ack("b", 0, 1, 11.0), Ack("c", 0, 2, 16.0), Ack("d", 0, 3, 17.0),
+            Ack("e", 1, 0, 10.5), Ack("f", 1, 1, 19.5)]
+    longest = unavailability(acks, 10.0, 20.0, 3)
+    assert longest == {0: 5.0, 1: 9.0, 2: 10.0}  # p0: 11→16; p1: 10.5→19.5; p2: no ack at all
