@@ -372,6 +372,8 @@ class NemesisRun:
             data = _log_dir(broker.config_path)
             for p in range(self.partitions):
                 directory = data / f"{self.topic}-{p}"
+                if not directory.is_dir():  # every broker holds every partition (RF 3 on 3 brokers)
+                    raise RuntimeError(f"broker {broker_id} has no {directory}: the replica check would be empty")
                 logs[p][broker_id] = b"".join(path.read_bytes() for path in sorted(directory.glob("*.log")))
         return logs
 
