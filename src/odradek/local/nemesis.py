@@ -11,7 +11,8 @@ The fault catalog (``FAULT_KINDS``), after Jepsen's Kafka analysis:
 - ``controller``: the controller isolated from every host, the client too;
 - ``zk-cut``: every ZooKeeper node cut off from every broker past the session timeout;
 - ``minority``: one broker against the other brokers and ZooKeeper (the client sees both);
-- ``bridge``: two brokers that cannot see each other, both seeing the third and ZooKeeper;
+- ``bridge``: two brokers (one of them the busiest leader) that cannot see each other, both
+  seeing the third and ZooKeeper;
 - ``loss``: 25% of the packets every broker sends dropped;
 - ``zk-kill``: one ZooKeeper node killed, then restarted (an ensemble of 3 or more only);
 - ``zk-majority``: a majority of the ZooKeeper nodes killed, then restarted (3 or more only);
@@ -247,7 +248,9 @@ class NemesisRun:
             lab.partition([lone], [h for h in self.broker_hosts if h != lone] + self.zk_hosts)
             time.sleep(past_session)
         elif kind == "bridge":
-            a, b = self.rng.sample(self.broker_hosts, 2)
+            # One side leads partitions: between two followers of a third leader a bridge cuts nothing used.
+            a = self._busiest_leader()
+            b = self.rng.choice([h for h in self.broker_hosts if h != a])
             record.description = f"{a} and {b} cannot see each other, both see the rest"
             self._begin(record, n)
             lab.partition([a], [b])
