@@ -41,3 +41,23 @@ def test_each_fault_once_loses_nothing(tmp_path: os.PathLike[str],
     assert report.brokers_alive == {"broker0": True, "broker1": True, "broker2": True}
     assert report.workload_exit == 0
     print(report.table())  # shown with -s: the figures of this short run
+
+
+def test_acks_1_under_a_zombie_leader_loses_writes_and_the_checker_sees_it(
+        tmp_path: os.PathLike[str], lab_identity: Callable[[], tuple[str, str]]) -> None:
+    """The contrast Kafka documents: with acks=1 the zombie leader acknowledges writes that the
+    new leader never had. Shows that the checker is not vacuous on a real history."""
+    name, subnet = lab_identity()
+    lab = Lab.create(tmp_path / "lab", brokers=3, zookeepers=1, name=name, subnet=subnet,
+                     overrides={"zookeeper.session.timeout.ms": "4000", "replica.lag.time.max.ms": "4000"})
+    try:
+        lab.up()
+        report = NemesisRun(lab, tmp_path / "nemesis", faults=1, kinds=["zombie"], seed=15, rate=100,
+                            acks="1", isr_timeout_s=60).run()
+    finally:
+        lab.down()
+    verdict = report.verdict
+    assert verdict.lost, report.table()
+    assert all(" acked at " in line and "found at None" in line for line in verdict.lost[:10]), verdict.lost[:10]
+    assert verdict.duplicated == [] and verdict.divergent == [] and verdict.commits_backwards == []
+    assert all(report.brokers_alive.values()) and report.workload_exit == 0
