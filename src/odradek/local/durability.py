@@ -43,6 +43,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from kazoo.exceptions import NoNodeError
 
 from odradek.broker.transaction.transaction_state import coordinator_partition
+from odradek.local.checker import misplaced_acks
 from odradek.local.cluster import LocalCluster
 
 __all__ = ["DurabilityReport", "DurabilityRun", "misplaced_acks", "transaction_verdict"]
@@ -532,23 +533,6 @@ class DurabilityRun:
                     self.report.divergent_replicas.append(f"partition {p}: log sizes {sizes}")
                     break
                 time.sleep(0.2)
-
-
-def misplaced_acks(acked: Mapping[str, tuple[int, int | None]],
-                   positions: Mapping[str, list[tuple[int, int]]]) -> list[str]:
-    """Acknowledged ids not in the final log exactly once where acknowledged: at the
-    acknowledged (partition, offset), or anywhere in the partition when the acknowledgement
-    carried no offset. ``positions`` maps each id to every (partition, offset) holding it."""
-    misplaced = []
-    for record_id, (partition, offset) in acked.items():
-        found = positions.get(record_id)
-        if offset is None:
-            ok = found is not None and len(found) == 1 and found[0][0] == partition
-        else:
-            ok = found == [(partition, offset)]
-        if not ok:
-            misplaced.append(f"{record_id} acked at {(partition, offset)}, found at {found}")
-    return misplaced
 
 
 def transaction_verdict(txn_of: Mapping[str, int], outcome: Mapping[int, str], visible: Set[str],

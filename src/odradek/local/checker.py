@@ -1,0 +1,278 @@
+"""The nemesis checker: the anomalies Jepsen's Kafka checker names, judged over plain data
+(no sockets, no clients), each returned with concrete examples.
+
+Inputs:
+- a history: the workload's JSONL events (``send``, ``ack``, ``error``, ``poll``, ``commit``,
+  ``session``), parsed by :func:`parse_history`;
+- the final read: every record of every partition after the run, ``{partition: {offset: value}}``,
+  with each partition's high watermark (``ends``);
+- the replicas' log bytes per partition and broker (the concatenated ``*.log`` segment files).
+
+An offset below a partition's end that holds no record in the final read is a *hole*: a
+control batch (transaction marker) or a record the cleaner removed. A consumer legitimately
+jumps over holes, nowhere else.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from odradek.protocol.records import LOG_OVERHEAD, iter_batches
+
+__all__ = [
+    "Ack", "Commit", "History", "Poll", "Verdict", "batches_below", "check", "committed_offsets_backwards",
+    "divergent_replicas", "duplicated_values", "lost_writes", "misplaced_acks", "parse_history",
+    "poll_order_anomalies", "unavailability", "vanished_reads",
+]
+
+_EXAMPLES = 10  # per anomaly kind in the summary
+
+
+@dataclass(frozen=True, slots=True)
+class Ack:
+    value: str
+    partition: int
+    offset: int | None  # librdkafka's implicit acks carry none (see local/durability.py)
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
+class Poll:
+    session: str  # a consumer instance; a restart or a seek starts a new session
+    partition: int
+    offset: int
+    value: str
+    t: float
+
+
+@dataclass(frozen=True, slots=True)
+class Commit:
+    group: str
+    partition: int
+    offset: int  # the next offset to read, as Kafka stores it
+    generation: int
+    t: float
+
+
+@dataclass
+class History:
+    sends: int = 0
+    acks: list[Ack] = field(default_factory=list)
+    errors: list[dict[str, object]] = field(default_factory=list)
+    polls: list[Poll] = field(default_factory=list)
+    commits: list[Commit] = field(default_factory=list)
+
+
+def parse_history(lines: Iterable[str]) -> History:
+    """A workload's JSONL history. A torn last line (the writer was killed) is ignored."""
+    history = History()
+    for line in lines:
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        kind = event.get("type")
+        if kind == "send":
+            history.sends += 1
+        elif kind == "ack":
+            history.acks.append(Ack(event["value"], event["partition"], event.get("offset"), event["t"]))
+        elif kind == "error":
+            history.errors.append(event)
+        elif kind == "poll":
+            history.polls.append(Poll(event["session"], event["partition"], event["offset"], event["value"],
+                                      event["t"]))
+        elif kind == "commit":
+            history.commits.append(Commit(event["group"], event["partition"], event["offset"],
+                                          event.get("generation", -1), event["t"]))
+    return history
+
+
+# ---------------------------------------------------------------------- the anomalies
+
+def misplaced_acks(acked: Mapping[str, tuple[int, int | None]],
+                   positions: Mapping[str, list[tuple[int, int]]]) -> list[str]:
+    """Acknowledged ids not in the final log exactly once where acknowledged: at the
+    acknowledged (partition, offset), or anywhere in the partition when the acknowledgement
+    carried no offset. ``positions`` maps each id to every (partition, offset) holding it."""
+    misplaced = []
+    for record_id, (partition, offset) in acked.items():
+        found = positions.get(record_id)
+        if offset is None:
+            ok = found is not None and len(found) == 1 and found[0][0] == partition
+        else:
+            ok = found == [(partition, offset)]
+        if not ok:
+            misplaced.append(f"{record_id} acked at {(partition, offset)}, found at {found}")
+    return misplaced
+
+
+def _positions(final: Mapping[int, Mapping[int, str]]) -> dict[str, list[tuple[int, int]]]:
+    positions: dict[str, list[tuple[int, int]]] = defaultdict(list)
+    for partition, records in sorted(final.items()):
+        for offset, value in sorted(records.items()):
+            positions[value].append((partition, offset))
+    return positions
+
+
+def lost_writes(acks: Iterable[Ack], final: Mapping[int, Mapping[int, str]]) -> list[str]:
+    """Acknowledged values missing from the final log, or not exactly once at their
+    acknowledged offset (anywhere in their partition for an ack without an offset). A value
+    acknowledged twice (it cannot be: values are unique) keeps its last acknowledgement."""
+    return misplaced_acks({a.value: (a.partition, a.offset) for a in acks}, _positions(final))
+
+
+def duplicated_values(final: Mapping[int, Mapping[int, str]]) -> list[str]:
+    """Values present more than once in the final log, with where."""
+    return [f"{value} at {where}" for value, where in _positions(final).items() if len(where) > 1]
+
+
+def _holes(final: Mapping[int, Mapping[int, str]], ends: Mapping[int, int]) -> dict[int, set[int]]:
+    """Per partition, the offsets below its end that hold no record (markers, cleaned records)."""
+    return {p: set(range(end)) - set(final.get(p, {})) for p, end in ends.items()}
+
+
+def poll_order_anomalies(polls: Iterable[Poll], final: Mapping[int, Mapping[int, str]],
+                         ends: Mapping[int, int]) -> tuple[list[str], list[str]]:
+    """(nonmonotonic, skipped): within one session and partition, each read offset must be
+    the previous one plus one, except over holes. An offset at or below the previous one is
+    nonmonotonic; a jump over an offset that holds a record is a skip."""
+    holes = _holes(final, ends)
+    last: dict[tuple[str, int], int] = {}
+    nonmonotonic, skipped = [], []
+    for poll in polls:
+        key = (poll.session, poll.partition)
+        previous = last.get(key)
+        last[key] = poll.offset
+        if previous is None:
+            continue
+        if poll.offset <= previous:
+            nonmonotonic.append(f"session {poll.session} p{poll.partition}: {previous} then {poll.offset}")
+            continue
+        missed = [o for o in range(previous + 1, poll.offset) if o not in holes.get(poll.partition, set())]
+        if missed:
+            skipped.append(f"session {poll.session} p{poll.partition}: {previous} then {poll.offset} "
+                           f"(skipped {len(missed)} records from {missed[0]})")
+    return nonmonotonic, skipped
+
+
+def vanished_reads(polls: Iterable[Poll], final: Mapping[int, Mapping[int, str]]) -> list[str]:
+    """Records a consumer read that the final log no longer holds at that offset."""
+    vanished = []
+    for poll in polls:
+        now = final.get(poll.partition, {}).get(poll.offset)
+        if now != poll.value:
+            vanished.append(f"p{poll.partition}@{poll.offset}: read {poll.value} (session {poll.session}), "
+                            f"final log has {now}")
+    return vanished
+
+
+def committed_offsets_backwards(commits: Iterable[Commit]) -> list[str]:
+    """Per group and partition, in the order the commits succeeded, an offset below the
+    previous committed one."""
+    last: dict[tuple[str, int], Commit] = {}
+    backwards = []
+    for commit in sorted(commits, key=lambda c: c.t):
+        key = (commit.group, commit.partition)
+        previous = last.get(key)
+        if previous is not None and commit.offset < previous.offset:
+            backwards.append(f"group {commit.group} p{commit.partition}: committed {previous.offset} "
+                             f"(generation {previous.generation}) then {commit.offset} "
+                             f"(generation {commit.generation})")
+        last[key] = commit if previous is None or commit.offset >= previous.offset else previous
+    return backwards
+
+
+def batches_below(log: bytes, high_watermark: int) -> bytes:
+    """The record batches of a log whose last offset is below ``high_watermark``, byte for
+    byte (a torn batch at the end is not one)."""
+    end = 0
+    for position, header in iter_batches(log, partial_tail_ok=True):
+        if header.base_offset + header.last_offset_delta >= high_watermark:
+            break
+        end = position + header.batch_length + LOG_OVERHEAD
+    return log[:end]
+
+
+def divergent_replicas(logs: Mapping[int, Mapping[int, bytes]], ends: Mapping[int, int]) -> list[str]:
+    """Partitions whose replicas' logs differ below the high watermark. ``logs`` maps each
+    partition to each broker's log bytes."""
+    divergent = []
+    for partition, per_broker in sorted(logs.items()):
+        prefixes = {broker: batches_below(data, ends.get(partition, 0)) for broker, data in per_broker.items()}
+        if len(set(prefixes.values())) > 1:
+            sizes = {broker: len(data) for broker, data in sorted(prefixes.items())}
+            divergent.append(f"p{partition}: replicas differ below the high watermark "
+                             f"{ends.get(partition)} (bytes per broker {sizes})")
+    return divergent
+
+
+def unavailability(acks: Iterable[Ack], start: float, end: float, partitions: int) -> dict[int, float]:
+    """Per partition, the longest stretch of [start, end] (a fault, until its ISRs are full
+    again) without a successful ack; the whole window for a partition with none."""
+    times: dict[int, list[float]] = {p: [] for p in range(partitions)}
+    for ack in acks:
+        if start < ack.t < end and ack.partition in times:
+            times[ack.partition].append(ack.t)
+    longest = {}
+    for p, ts in times.items():
+        points = [start, *sorted(ts), end]
+        longest[p] = max(b - a for a, b in itertools.pairwise(points))
+    return longest
+
+
+# ---------------------------------------------------------------------- the verdict
+
+@dataclass
+class Verdict:
+    sends: int = 0
+    acknowledged: int = 0
+    acknowledged_without_offset: int = 0
+    polls: int = 0
+    commits: int = 0
+    errors: int = 0
+    lost: list[str] = field(default_factory=list)
+    duplicated: list[str] = field(default_factory=list)
+    nonmonotonic: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    vanished: list[str] = field(default_factory=list)
+    commits_backwards: list[str] = field(default_factory=list)
+    divergent: list[str] = field(default_factory=list)
+
+    @property
+    def anomalies(self) -> int:
+        """Every anomaly but lost and duplicated writes (counted on their own)."""
+        return (len(self.nonmonotonic) + len(self.skipped) + len(self.vanished) + len(self.commits_backwards)
+                + len(self.divergent))
+
+    @property
+    def ok(self) -> bool:
+        return not (self.lost or self.duplicated or self.anomalies)
+
+    def examples(self) -> dict[str, list[str]]:
+        """Up to a few examples of each anomaly kind present."""
+        kinds = {"lost": self.lost, "duplicated": self.duplicated, "nonmonotonic": self.nonmonotonic,
+                 "skipped": self.skipped, "vanished": self.vanished, "commits_backwards": self.commits_backwards,
+                 "divergent": self.divergent}
+        return {kind: found[:_EXAMPLES] for kind, found in kinds.items() if found}
+
+
+def check(history: History, final: Mapping[int, Mapping[int, str]], ends: Mapping[int, int],
+          replica_logs: Mapping[int, Mapping[int, bytes]] | None = None) -> Verdict:
+    """Every check over one run."""
+    nonmonotonic, skipped = poll_order_anomalies(history.polls, final, ends)
+    return Verdict(
+        sends=history.sends, acknowledged=len(history.acks),
+        acknowledged_without_offset=sum(1 for a in history.acks if a.offset is None),
+        polls=len(history.polls), commits=len(history.commits), errors=len(history.errors),
+        lost=lost_writes(history.acks, final), duplicated=duplicated_values(final),
+        nonmonotonic=nonmonotonic, skipped=skipped, vanished=vanished_reads(history.polls, final),
+        commits_backwards=committed_offsets_backwards(history.commits),
+        divergent=divergent_replicas(replica_logs or {}, ends),
+    )

@@ -1,0 +1,120 @@
+"""The nemesis checker over hand-built histories: a clean one, and one per anomaly."""
+
+from __future__ import annotations
+
+import json
+
+from odradek.local.checker import (
+    Ack,
+    Commit,
+    History,
+    Poll,
+    batches_below,
+    check,
+    divergent_replicas,
+    parse_history,
+    unavailability,
+)
+from odradek.protocol.records import SimpleRecord, build_batch
+
+
+def clean_run() -> tuple[History, dict[int, dict[int, str]], dict[int, int]]:
+    """Two partitions; p1 has a marker (hole) at offset 2; every read in order."""
+    final = {0: {0: "v0", 1: "v1", 2: "v2"}, 1: {0: "v3", 1: "v4", 3: "v5"}}
+    ends = {0: 3, 1: 4}
+    history = History(
+        sends=6,
+        acks=[Ack("v0", 0, 0, 1.0), Ack("v1", 0, 1, 1.1), Ack("v2", 0, None, 1.2),
+              Ack("v3", 1, 0, 1.0), Ack("v4", 1, 1, 1.1), Ack("v5", 1, 3, 1.3)],
+        polls=[Poll("a", 0, 0, "v0", 2.0), Poll("a", 0, 1, "v1", 2.1), Poll("a", 0, 2, "v2", 2.2),
+               Poll("a", 1, 0, "v3", 2.0), Poll("a", 1, 1, "v4", 2.1), Poll("a", 1, 3, "v5", 2.3),
+               # a new session starts wherever it is told to
+               Poll("b", 0, 1, "v1", 3.0), Poll("b", 0, 2, "v2", 3.1)],
+        commits=[Commit("g", 0, 1, 1, 2.0), Commit("g", 0, 3, 2, 3.0), Commit("g", 1, 4, 2, 3.0)],
+    )
+    return history, final, ends
+
+
+def test_a_clean_history_has_no_anomaly() -> None:
+    history, final, ends = clean_run()
+    verdict = check(history, final, ends)
+    assert verdict.ok, verdict.examples()
+    assert (verdict.acknowledged, verdict.acknowledged_without_offset, verdict.polls) == (6, 1, 8)
+
+
+def test_a_lost_write_is_an_ack_not_where_acknowledged() -> None:
+    history, final, ends = clean_run()
+    del final[0][1]  # v1 gone
+    final[1][3] = "other"  # v5 replaced
+    verdict = check(history, final, ends)
+    assert verdict.lost == ["v1 acked at (0, 1), found at None", "v5 acked at (1, 3), found at None"]
+
+
+def test_a_value_twice_in_the_log_is_duplicated() -> None:
+    history, final, ends = clean_run()
+    final[0][3] = "v0"
+    ends[0] = 4
+    verdict = check(history, final, ends)
+    assert verdict.duplicated == ["v0 at [(0, 0), (0, 3)]"]
+    assert verdict.lost == ["v0 acked at (0, 0), found at [(0, 0), (0, 3)]"]
+
+
+def test_polls_going_back_are_nonmonotonic_and_jumps_over_records_are_skips() -> None:
+    history, final, ends = clean_run()
+    history.polls += [Poll("a", 0, 1, "v1", 4.0),  # back from 2 to 1 in session a
+                      Poll("c", 1, 0, "v3", 4.0), Poll("c", 1, 3, "v5", 4.1)]  # jumps over v4 at 1 (2 is a hole)
+    verdict = check(history, final, ends)
+    assert verdict.nonmonotonic == ["session a p0: 2 then 1"]
+    assert verdict.skipped == ["session c p1: 0 then 3 (skipped 1 records from 1)"]
+    assert verdict.anomalies == 2 and not verdict.ok
+
+
+def test_a_read_record_that_later_vanishes() -> None:
+    history, final, ends = clean_run()
+    history.polls.append(Poll("d", 0, 3, "ghost", 5.0))  # read beyond what survived
+    verdict = check(history, final, ends)
+    assert verdict.vanished == ["p0@3: read ghost (session d), final log has None"]
+
+
+def test_committed_offsets_going_backwards() -> None:
+    history, final, ends = clean_run()
+    history.commits += [Commit("g", 0, 2, 3, 4.0), Commit("g", 0, 3, 3, 5.0), Commit("other", 0, 0, 1, 6.0)]
+    verdict = check(history, final, ends)
+    assert verdict.commits_backwards == ["group g p0: committed 3 (generation 2) then 2 (generation 3)"]
+
+
+def test_replicas_must_match_below_the_high_watermark_only() -> None:
+    first = build_batch([SimpleRecord(b"a"), SimpleRecord(b"b")], base_offset=0)
+    second = build_batch([SimpleRecord(b"c")], base_offset=2)
+    other = build_batch([SimpleRecord(b"X")], base_offset=2)
+    assert batches_below(first + second, 2) == first
+    assert batches_below(first + second + second[:20], 3) == first + second  # a torn tail is not a batch
+    # Below HW 3 both batches count: a different record at offset 2 diverges; below HW 2 it does not.
+    logs = {0: {0: first + second, 1: first + other, 2: first + second}}
+    assert divergent_replicas(logs, {0: 2}) == []
+    found = divergent_replicas(logs, {0: 3})
+    assert len(found) == 1 and found[0].startswith("p0: replicas differ below the high watermark 3")
+
+
+def test_parse_history_reads_each_event_and_ignores_a_torn_last_line() -> None:
+    lines = [json.dumps(e) for e in (
+        {"type": "send", "t": 1.0, "value": "v0", "partition": 0},
+        {"type": "ack", "t": 1.1, "value": "v0", "partition": 0, "offset": None},
+        {"type": "error", "t": 1.2, "where": "producer", "error": "timed out"},
+        {"type": "poll", "t": 1.3, "session": "s", "partition": 0, "offset": 0, "value": "v0"},
+        {"type": "commit", "t": 1.4, "group": "g", "partition": 0, "offset": 1, "generation": 4},
+    )] + ['{"type": "ack", "t"']
+    history = parse_history(lines)
+    assert history.sends == 1
+    assert history.acks == [Ack("v0", 0, None, 1.1)]
+    assert len(history.errors) == 1
+    assert history.polls == [Poll("s", 0, 0, "v0", 1.3)]
+    assert history.commits == [Commit("g", 0, 1, 4, 1.4)]
+
+
+def test_unavailability_is_the_longest_stretch_without_an_ack_per_partition() -> None:
+    acks = [Ack("a", 0, 0, 9.0),  # before the window: not counted
+            Ack("b", 0, 1, 11.0), Ack("c", 0, 2, 16.0), Ack("d", 0, 3, 17.0),
+            Ack("e", 1, 0, 10.5), Ack("f", 1, 1, 19.5)]
+    longest = unavailability(acks, 10.0, 20.0, 3)
+    assert longest == {0: 5.0, 1: 9.0, 2: 10.0}  # p0: 11→16; p1: 10.5→19.5; p2: no ack at all
