@@ -18,7 +18,6 @@ import json
 import os
 import re
 import shlex
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -195,12 +194,7 @@ def guide(tmp_path_factory: pytest.TempPathFactory, lab_identity: Callable[[], t
                 outputs.append((block, host, done.stdout))
         yield Guide(lab, root, outputs, translate, env)
     finally:
-        for hosts, unit in ((("broker0", "broker1", "broker2"), "odradek-broker"),
-                            (("zk1", "zk2", "zk3"), "odradek-zookeeper")):
-            stops = [lab.popen(h, ["systemctl", "stop", unit], env=env(h), stdout=subprocess.DEVNULL) for h in hosts]
-            for stop in stops:
-                stop.wait(150)
-        lab.network.destroy()
+        lab.network.destroy(grace_s=1.0)  # SIGTERM to every process on the hosts, SIGKILL after 1 s
 
 
 def _output(guide: Guide, needle: str, host: str = "client") -> str:

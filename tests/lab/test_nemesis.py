@@ -1,27 +1,22 @@
-"""The partition nemesis, short: each fault kind once on a fresh lab (3 brokers; a ZooKeeper
-ensemble of 3 where odradek has quorum mode, else 1 and the ZooKeeper-kill faults are skipped,
-saying so), with short session and ISR-lag timeouts; then 0 lost, 0 duplicated, 0 anomalies
+"""The partition nemesis, short: each fault kind once on a fresh lab (3 brokers, a ZooKeeper
+ensemble of 3), with short session and ISR-lag timeouts; then 0 lost, 0 duplicated, 0 anomalies
 and every broker alive. The long run (100+ faults) is bench/nemesis.py."""
 
 from __future__ import annotations
 
-import inspect
 import os
 from collections.abc import Callable
 
 from odradek.local.lab import Lab
 from odradek.local.nemesis import FAULT_KINDS, NemesisRun
-from odradek.local.zookeeper import EmbeddedZooKeeper
-
-_ENSEMBLE = "servers" in inspect.signature(EmbeddedZooKeeper.__init__).parameters
 
 
 def test_each_fault_once_loses_nothing(tmp_path: os.PathLike[str],
                                        lab_identity: Callable[[], tuple[str, str]]) -> None:
     name, subnet = lab_identity()
-    lab = Lab.create(tmp_path / "lab", brokers=3, zookeepers=3 if _ENSEMBLE else 1, name=name, subnet=subnet,
+    lab = Lab.create(tmp_path / "lab", brokers=3, zookeepers=3, name=name, subnet=subnet,
                      overrides={"zookeeper.session.timeout.ms": "4000", "replica.lag.time.max.ms": "4000"})
-    expected = [k for k in FAULT_KINDS if _ENSEMBLE or k not in ("zk-kill", "zk-majority")]
+    expected = list(FAULT_KINDS)
     lines: list[str] = []
     try:
         lab.up()
@@ -31,8 +26,7 @@ def test_each_fault_once_loses_nothing(tmp_path: os.PathLike[str],
         lab.down()
     log = "\n".join(lines)
     assert [f.kind for f in report.faults] == expected, log
-    if not _ENSEMBLE:
-        assert [s.split(":")[0] for s in report.skipped] == ["zk-kill", "zk-majority"]
+    assert report.skipped == []
     verdict = report.verdict
     assert verdict.acknowledged > 500 and verdict.polls > 0 and verdict.commits > 0, log
     assert verdict.lost == [] and verdict.duplicated == [], verdict.examples()
