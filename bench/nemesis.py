@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import logging
 import signal
 import sys
 import tempfile
@@ -42,6 +43,8 @@ def main() -> int:
     parser.add_argument("--name", default="nem", help="lab name (namespaces and bridge are named after it)")
     parser.add_argument("--subnet", default="10.213.78.0/24")
     args = parser.parse_args()
+    # kazoo logs every dropped connection of this runner's own ZooKeeper client: the faults cause them.
+    logging.getLogger("kazoo").setLevel(logging.ERROR)
     kinds = FAULT_KINDS if args.only is None else [k.strip() for k in args.only.split(",") if k.strip()]
     unknown = sorted(set(kinds) - set(FAULT_KINDS))
     if unknown or args.faults < 1:
