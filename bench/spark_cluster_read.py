@@ -34,7 +34,7 @@ from contextlib import ExitStack
 from pathlib import Path
 from types import SimpleNamespace
 
-from spark_read import PARTITIONS, create_topic, produce
+from spark_read import PARTITIONS, create_topic, produce, read_with_spark
 
 from odradek.local.cluster import LocalCluster
 from odradek.spark.session import local_session
@@ -42,24 +42,6 @@ from odradek.spark.standalone import StandaloneCluster, cluster_session, stage_t
 
 RESULTS = Path(__file__).resolve().parent / "results"
 WORKERS = 2
-
-
-def read(spark, bootstrap: str, topic: str, records: int, job: str) -> dict[str, float]:  # type: ignore[no-untyped-def]
-    from pyspark.sql import functions as F
-
-    df = (spark.read.format("odradek").option("kafka.bootstrap.servers", bootstrap)
-          .option("subscribe", topic).load())
-    start = time.perf_counter()
-    if job == "count":
-        counted = df.count()
-    else:
-        rows = df.groupBy("partition").agg(F.count(F.lit(1)).alias("n"),
-                                           F.sum(F.length("value")).alias("bytes")).collect()
-        counted = sum(r["n"] for r in rows)
-    seconds = time.perf_counter() - start
-    if counted != records:
-        raise RuntimeError(f"spark {job} read {counted} of {records} records")
-    return {"records": counted, "seconds": seconds, "records_per_s": counted / seconds}
 
 
 def warm_up(spark, bootstrap: str, topic: str) -> None:  # type: ignore[no-untyped-def]
@@ -76,8 +58,8 @@ def measure(make_session: Callable[[], object], name: str, bootstrap: str, topic
     try:
         warm_up(spark, bootstrap, topic)
         spark.sparkContext.setJobGroup("timed", "timed reads")  # type: ignore[attr-defined]
-        runs = {job: [read(spark, bootstrap, topic, records, job) for _ in range(rounds)]
-                for job in ("count", "aggregate")}
+        runs = {job: [read_with_spark(spark, bootstrap, topic, records, job) for _ in range(rounds)]
+                for job in ("count", "bytes")}
         # local_session has no status UI; its tasks all run in the driver's executor anyway.
         tasks = stage_tasks(spark, "timed") if report_tasks else []  # type: ignore[arg-type]
     finally:
@@ -130,9 +112,9 @@ def main() -> None:
           f"median of {args.rounds} rounds\n")
     print(f"{'reader':40} {'count rec/s':>14} {'aggregate rec/s':>16}")
     for name, jobs in medians.items():
-        print(f"{name:40} {jobs['count']:>14,.0f} {jobs['aggregate']:>16,.0f}")
-    ratio = {job: medians[cluster_name][job] / medians[local_name][job] for job in ("count", "aggregate")}
-    print(f"{'ratio standalone / local[2]':40} {ratio['count']:>14.2f} {ratio['aggregate']:>16.2f}")
+        print(f"{name:40} {jobs['count']:>14,.0f} {jobs['bytes']:>16,.0f}")
+    ratio = {job: medians[cluster_name][job] / medians[local_name][job] for job in ("count", "bytes")}
+    print(f"{'ratio standalone / local[2]':40} {ratio['count']:>14.2f} {ratio['bytes']:>16.2f}")
 
     RESULTS.mkdir(exist_ok=True)
     out = RESULTS / f"spark_cluster_read-{time.strftime('%Y%m%d-%H%M%S')}.json"

@@ -144,6 +144,12 @@ def read_with_spark(spark, bootstrap: str, topic: str, records: int, job: str) -
     start = time.perf_counter()
     if job == "count":
         counted = df.count()
+    elif job == "bytes":  # a light aggregation that touches every record's value
+        from pyspark.sql import functions as F
+
+        rows = df.groupBy("partition").agg(F.count(F.lit(1)).alias("n"),
+                                           F.sum(F.length("value")).alias("bytes")).collect()
+        counted = sum(r["n"] for r in rows)
     else:
         counted = sum(r["count"] for r in df.groupBy("partition").count().collect())
     seconds = time.perf_counter() - start

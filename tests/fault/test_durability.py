@@ -10,9 +10,9 @@ from support import create_topic
 def test_no_acknowledged_record_is_lost_under_broker_faults(cluster_factory) -> None:
     cluster = cluster_factory(3, overrides={"min.insync.replicas": "2", "replica.lag.time.max.ms": "5000"})
     create_topic(cluster, "durability", 3, 3)
-    report = DurabilityRun(cluster, faults=5, seed=7).run()
+    report = DurabilityRun(cluster, faults=4, seed=7).run()
     print(report.summary())
-    assert len(report.faults) == 5
+    assert len(report.faults) == 4
     assert report.acknowledged > 1000
     assert report.lost == []
     assert report.duplicated == []

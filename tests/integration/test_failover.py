@@ -116,7 +116,7 @@ def test_restarted_broker_replicas_come_back_online(cluster_factory) -> None:
 
 
 def test_unclean_election_only_when_the_topic_allows_it(cluster_factory) -> None:
-    cluster = cluster_factory(3)
+    cluster = cluster_factory(3, overrides={"zookeeper.session.timeout.ms": "4000"})  # two deaths to notice
     controller, _ = controller_of(cluster)
     a, b = (x for x in range(3) if x != controller)  # keep the controller alive throughout
     create_topic(cluster, "careful", assignment=[[a, b]])
@@ -253,7 +253,7 @@ def test_restarted_broker_answers_nothing_until_it_is_registered(cluster_factory
     before it registers, and only then can the controller send it metadata.  Requests that
     arrive meanwhile wait (Kafka's startProcessingRequests): answered from the empty cache, an
     all-topics Metadata would tell the client that every topic is gone."""
-    cluster = cluster_factory(2, overrides={"zookeeper.session.timeout.ms": "15000"})
+    cluster = cluster_factory(2, overrides={"zookeeper.session.timeout.ms": "10000"})
     create_topic(cluster, "kept", assignment=[[0, 1]])
     controller, _ = controller_of(cluster)
     other = 1 - controller

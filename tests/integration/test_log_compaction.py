@@ -258,7 +258,7 @@ def restart_with(cluster: LocalCluster, broker: int, key: str, value: str) -> No
     cluster.start_broker(broker)
 
 
-@pytest.mark.parametrize("kill_after_s", [0.0, 0.6, 1.2, 2.0])
+@pytest.mark.parametrize("kill_after_s", [0.0, 1.0, 2.0])
 def test_sigkill_during_cleaning_leaves_the_old_or_the_new_log(cluster_factory, kill_after_s: float) -> None:
     cluster = cluster_factory(1, overrides={**CLEANER, "log.cleaner.enable": "false",
                                             "log.cleaner.io.max.bytes.per.second": "5000000"})
@@ -348,7 +348,7 @@ def test_leader_epoch_truncation_on_a_compacted_partition(cluster_factory) -> No
     """KIP-101 on cleaned logs: records only the old leader had are truncated when it
     returns as a follower, and every replica ends with the same latest value per key."""
     cluster = cluster_factory(3, overrides={**CLEANER, "replica.lag.time.max.ms": "30000",
-                                            "zookeeper.session.timeout.ms": "20000",
+                                            "zookeeper.session.timeout.ms": "8000",
                                             "replica.fetch.wait.max.ms": "100"})
     topic = unique_topic("compacted-diverge")
     leader, follower = 0, 1

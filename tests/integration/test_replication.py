@@ -153,8 +153,11 @@ def test_killed_follower_catches_up_and_rejoins(cluster_factory, producer) -> No
 def test_divergent_tail_is_truncated_by_leader_epoch(cluster_factory, producer) -> None:
     """KIP-101: records only the old leader had (acks=1, never replicated) are truncated when
     it comes back as a follower; no replica keeps a tail that diverged from the leader."""
+    # The follower is stopped for about a second (in the ISR, in its ZooKeeper session); the
+    # killed leader's session must expire before the follower is elected: 8 s covers one and
+    # bounds the other.
     cluster = cluster_factory(3, overrides={"replica.lag.time.max.ms": "30000",
-                                            "zookeeper.session.timeout.ms": "20000",
+                                            "zookeeper.session.timeout.ms": "8000",
                                             "replica.fetch.wait.max.ms": "100"})
     controller, _ = controller_of(cluster)
     old_leader, follower = (x for x in range(3) if x != controller)

@@ -1,29 +1,37 @@
-"""The partition nemesis, short: each fault kind once on a fresh lab (3 brokers, a ZooKeeper
-ensemble of 3), with short session and ISR-lag timeouts; then 0 lost, 0 duplicated, 0 anomalies
-and every broker alive. The long run (100+ faults) is bench/nemesis.py."""
+"""The partition nemesis, short: each fault kind once on a lab (3 brokers, a ZooKeeper ensemble
+of 3) with short session and ISR-lag timeouts, then 0 lost, 0 duplicated, 0 anomalies and every
+broker alive; then, on the same lab, the acks=1 contrast. The long run (100+ faults) is
+bench/nemesis.py."""
 
 from __future__ import annotations
 
-import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
 
 from odradek.local.lab import Lab
 from odradek.local.nemesis import FAULT_KINDS, NemesisRun
 
 
-def test_each_fault_once_loses_nothing(tmp_path: os.PathLike[str],
-                                       lab_identity: Callable[[], tuple[str, str]]) -> None:
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory: pytest.TempPathFactory, lab_identity: Callable[[], tuple[str, str]]) -> Iterator[Lab]:
+    """One lab for the module (3 brokers, an ensemble of 3), with short session and ISR-lag timeouts."""
     name, subnet = lab_identity()
-    lab = Lab.create(tmp_path / "lab", brokers=3, zookeepers=3, name=name, subnet=subnet,
-                     overrides={"zookeeper.session.timeout.ms": "4000", "replica.lag.time.max.ms": "4000"})
-    expected = list(FAULT_KINDS)
-    lines: list[str] = []
+    lab = Lab.create(tmp_path_factory.mktemp("nemesis") / "lab", brokers=3, zookeepers=3, name=name, subnet=subnet,
+                     overrides={"zookeeper.session.timeout.ms": "3000", "replica.lag.time.max.ms": "3000"})
     try:
         lab.up()
-        report = NemesisRun(lab, tmp_path / "nemesis", faults=len(expected), seed=15, rate=100,
-                            hold_s=1.0, isr_timeout_s=60, log=lines.append).run()
+        yield lab
     finally:
         lab.down()
+
+
+def test_each_fault_once_loses_nothing(lab: Lab, tmp_path: Path) -> None:
+    expected = list(FAULT_KINDS)
+    lines: list[str] = []
+    report = NemesisRun(lab, tmp_path / "nemesis", faults=len(expected), seed=15, rate=100,
+                        hold_s=1.0, past_session_s=1.0, isr_timeout_s=60, log=lines.append).run()
     log = "\n".join(lines)
     assert [f.kind for f in report.faults] == expected, log
     assert report.skipped == []
@@ -37,19 +45,11 @@ def test_each_fault_once_loses_nothing(tmp_path: os.PathLike[str],
     print(report.table())  # shown with -s: the figures of this short run
 
 
-def test_acks_1_under_a_zombie_leader_loses_writes_and_the_checker_sees_it(
-        tmp_path: os.PathLike[str], lab_identity: Callable[[], tuple[str, str]]) -> None:
+def test_acks_1_under_a_zombie_leader_loses_writes_and_the_checker_sees_it(lab: Lab, tmp_path: Path) -> None:
     """The contrast Kafka documents: with acks=1 the zombie leader acknowledges writes that the
     new leader never had. Shows that the checker is not vacuous on a real history."""
-    name, subnet = lab_identity()
-    lab = Lab.create(tmp_path / "lab", brokers=3, zookeepers=1, name=name, subnet=subnet,
-                     overrides={"zookeeper.session.timeout.ms": "4000", "replica.lag.time.max.ms": "4000"})
-    try:
-        lab.up()
-        report = NemesisRun(lab, tmp_path / "nemesis", faults=1, kinds=["zombie"], seed=15, rate=100,
-                            acks="1", isr_timeout_s=60).run()
-    finally:
-        lab.down()
+    report = NemesisRun(lab, tmp_path / "nemesis", faults=1, kinds=["zombie"], seed=15, rate=100,
+                        acks="1", topic="nemesis-acks1", isr_timeout_s=60).run()
     verdict = report.verdict
     assert verdict.lost, report.table()
     assert all(" acked at " in line and "found at None" in line for line in verdict.lost[:10]), verdict.lost[:10]

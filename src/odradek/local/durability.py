@@ -46,7 +46,7 @@ from odradek.broker.transaction.transaction_state import coordinator_partition
 from odradek.local.checker import misplaced_acks
 from odradek.local.cluster import LocalCluster
 
-__all__ = ["DurabilityReport", "DurabilityRun", "misplaced_acks", "transaction_verdict"]
+__all__ = ["DurabilityReport", "DurabilityRun", "misplaced_acks", "read_to_the_end", "transaction_verdict"]
 
 
 @dataclass
@@ -416,32 +416,9 @@ class DurabilityRun:
 
     def _read_final(self) -> dict[int, dict[int, bytes]]:
         """Every record a read_committed consumer reads, per partition and offset."""
-        consumer = Consumer({
-            **self.cluster.client_properties(), "group.id": "durability-verifier",
-            "enable.auto.commit": False, "log_level": 0, "isolation.level": "read_committed",
-            "enable.partition.eof": self.transactional,
-        })
-        final: dict[int, dict[int, bytes]] = defaultdict(dict)
-        try:
-            ends = {p: consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=30)[1]
-                    for p in range(self.partitions)}
-            consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
-            remaining = {p for p, end in ends.items() if end > 0}
-            deadline = time.monotonic() + 300
-            while remaining and time.monotonic() < deadline:
-                for msg in consumer.consume(1000, 1.0):
-                    if msg.error() is not None:
-                        # Transactional logs may end with a marker, no record: the end is the EOF.
-                        if msg.error().code() == KafkaError._PARTITION_EOF and self.transactional:
-                            remaining.discard(msg.partition())
-                        continue
-                    final[msg.partition()][msg.offset()] = msg.value()
-                    if msg.offset() >= ends[msg.partition()] - 1:
-                        remaining.discard(msg.partition())
-            if remaining:
-                raise TimeoutError(f"could not read partitions {sorted(remaining)} to their end")
-        finally:
-            consumer.close()
+        final, _ = read_to_the_end(
+            {**self.cluster.client_properties(), "group.id": "durability-verifier", "isolation.level": "read_committed"},
+            self.topic, self.partitions, transactional=self.transactional)
         return final
 
     def _verify(self) -> None:
@@ -556,3 +533,34 @@ def transaction_verdict(txn_of: Mapping[str, int], outcome: Mapping[int, str], v
 
 def _log_bytes(directory: Path) -> bytes:
     return b"".join(path.read_bytes() for path in sorted(directory.glob("*.log")))
+
+
+def read_to_the_end(config: Mapping[str, object], topic: str, partitions: int, *,
+                    transactional: bool = False, timeout_s: float = 300.0,
+                    ) -> tuple[dict[int, dict[int, bytes]], dict[int, int]]:
+    """Every record of ``topic``'s partitions up to the end offsets found first, per partition
+    and offset (values as bytes), and those end offsets. ``transactional``: a log may end with
+    a marker, not a record, so a partition's EOF also ends it."""
+    consumer = Consumer({**config, "enable.auto.commit": False, "log_level": 0,
+                         "enable.partition.eof": transactional})
+    final: dict[int, dict[int, bytes]] = {p: {} for p in range(partitions)}
+    try:
+        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
+                for p in range(partitions)}
+        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        remaining = {p for p, end in ends.items() if end > 0}
+        deadline = time.monotonic() + timeout_s
+        while remaining and time.monotonic() < deadline:
+            for msg in consumer.consume(1000, 1.0):
+                if msg.error() is not None:
+                    if msg.error().code() == KafkaError._PARTITION_EOF and transactional:
+                        remaining.discard(msg.partition())
+                    continue
+                final[msg.partition()][msg.offset()] = msg.value()
+                if msg.offset() >= ends[msg.partition()] - 1:
+                    remaining.discard(msg.partition())
+        if remaining:
+            raise TimeoutError(f"could not read partitions {sorted(remaining)} to their end")
+    finally:
+        consumer.close()
+    return final, ends

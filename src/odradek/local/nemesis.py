@@ -38,10 +38,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import KafkaException
 from kazoo.exceptions import KazooException, NoNodeError
 
 from odradek.local.checker import Verdict, check, parse_history, unavailability
+from odradek.local.durability import read_to_the_end
 
 __all__ = ["FAULT_KINDS", "FaultRecord", "NemesisReport", "NemesisRun", "summarize"]
 
@@ -122,7 +123,7 @@ class NemesisRun:
     def __init__(self, lab: Any, workdir: str | os.PathLike[str], *, faults: int = len(FAULT_KINDS),
                  kinds: Sequence[str] = FAULT_KINDS, seed: int | None = None, acks: str = "all",
                  topic: str = "nemesis", partitions: int = 6, rate: int = 200, hold_s: float = 2.0,
-                 isr_timeout_s: float = 120.0, log: Callable[[str], None] | None = None) -> None:
+                 past_session_s: float = 2.0, isr_timeout_s: float = 120.0, log: Callable[[str], None] | None = None) -> None:
         unknown = set(kinds) - set(FAULT_KINDS)
         if unknown:
             raise ValueError(f"unknown fault kinds {sorted(unknown)} (known: {', '.join(FAULT_KINDS)})")
@@ -136,6 +137,7 @@ class NemesisRun:
         self.partitions = partitions
         self.rate = rate
         self.hold_s = hold_s  # how long a fault that needs no session expiry lasts
+        self.past_session_s = past_session_s  # a fault is held this long (plus up to 1 s) past the session timeout
         self.isr_timeout_s = isr_timeout_s
         self.log = log if log is not None else logging.getLogger(__name__).info
         self.session_timeout_s = int(lab.cluster.overrides.get("zookeeper.session.timeout.ms", "6000")) / 1000
@@ -220,7 +222,7 @@ class NemesisRun:
     # ------------------------------------------------------------------ faults
 
     def _inject(self, kind: str, n: int) -> FaultRecord:
-        past_session = self.session_timeout_s + 2 + self.rng.random()
+        past_session = self.session_timeout_s + self.past_session_s + self.rng.random()
         lab = self.lab
         record = FaultRecord(kind, "", time.time())
         if kind == "zombie":
@@ -344,29 +346,12 @@ class NemesisRun:
 
     def _read_final(self) -> tuple[dict[int, dict[int, str]], dict[int, int]]:
         """Every record of every partition, read to the high watermark over the management leg."""
-        consumer = Consumer({"bootstrap.servers": self.lab.bootstrap_servers, "group.id": "nemesis-final",
-                             "enable.auto.commit": False, "log_level": 0})
-        final: dict[int, dict[int, str]] = {p: {} for p in range(self.partitions)}
         try:
-            ends = {p: consumer.get_watermark_offsets(TopicPartition(self.topic, p), timeout=30)[1]
-                    for p in range(self.partitions)}
-            consumer.assign([TopicPartition(self.topic, p, 0) for p in range(self.partitions)])
-            remaining = {p for p, end in ends.items() if end > 0}
-            deadline = time.monotonic() + 300
-            while remaining and time.monotonic() < deadline:
-                for msg in consumer.consume(1000, 1.0):
-                    if msg.error() is not None:
-                        continue
-                    final[msg.partition()][msg.offset()] = msg.value().decode()
-                    if msg.offset() >= ends[msg.partition()] - 1:
-                        remaining.discard(msg.partition())
-            if remaining:
-                raise TimeoutError(f"could not read partitions {sorted(remaining)} to their end")
+            final, ends = read_to_the_end({"bootstrap.servers": self.lab.bootstrap_servers,
+                                           "group.id": "nemesis-final"}, self.topic, self.partitions)
         except KafkaException as e:
             raise RuntimeError(f"the final read failed: {e}") from e
-        finally:
-            consumer.close()
-        return final, ends
+        return {p: {o: v.decode() for o, v in records.items()} for p, records in final.items()}, ends
 
     def _replica_logs(self) -> dict[int, dict[int, bytes]]:
         """Each partition's log bytes on each broker (its segment files in order)."""
