@@ -8,7 +8,8 @@ from support import create_topic
 
 
 def test_no_acknowledged_record_is_lost_under_broker_faults(cluster_factory) -> None:
-    cluster = cluster_factory(3, overrides={"min.insync.replicas": "2", "replica.lag.time.max.ms": "5000"})
+    cluster = cluster_factory(3, overrides={"min.insync.replicas": "2", "replica.lag.time.max.ms": "5000",
+                                               "zookeeper.session.timeout.ms": "4000"})
     create_topic(cluster, "durability", 3, 3)
     report = DurabilityRun(cluster, faults=4, seed=7).run()
     print(report.summary())
@@ -24,7 +25,8 @@ def test_no_acknowledged_record_is_lost_under_broker_faults(cluster_factory) -> 
 def test_no_acknowledged_record_is_lost_on_a_sasl_ssl_cluster(cluster_factory) -> None:
     """The same on SASL_SSL listeners (clients and inter-broker), with the ACL authorizer on:
     leader and controller kills, replication and the clients all over TLS with SCRAM logins."""
-    cluster = cluster_factory(3, overrides={"min.insync.replicas": "2", "replica.lag.time.max.ms": "5000"},
+    cluster = cluster_factory(3, overrides={"min.insync.replicas": "2", "replica.lag.time.max.ms": "5000",
+                                               "zookeeper.session.timeout.ms": "4000"},
                               security="sasl_ssl")
     create_topic(cluster, "durability", 3, 3)
     report = DurabilityRun(cluster, faults=4, seed=2).run()  # seed 2: leader and controller kills

@@ -20,7 +20,8 @@ from odradek.local.durability import DurabilityRun
 from support import ClusterFactory, create_topic, partition_state, unique_topic, wait_until
 from support.transactions import TXN_OVERRIDES, read_topic, wait_lso_reaches_hw
 
-FAULT_OVERRIDES = {**TXN_OVERRIDES, "min.insync.replicas": "2", "replica.lag.time.max.ms": "5000"}
+FAULT_OVERRIDES = {**TXN_OVERRIDES, "min.insync.replicas": "2", "replica.lag.time.max.ms": "5000",
+                   "zookeeper.session.timeout.ms": "4000"}
 PARTITIONS = 3
 RECORDS_PER_PARTITION = 4
 

@@ -414,7 +414,7 @@ def test_kafka_python_admin_client(cluster: LocalCluster) -> None:
 
 
 def test_enabling_unclean_election_elects_an_out_of_sync_replica(cluster_factory) -> None:
-    cluster = ready(cluster_factory(3))
+    cluster = ready(cluster_factory(3, overrides={"zookeeper.session.timeout.ms": "4000"}))  # deaths noticed sooner
     controller, _ = controller_of(cluster)
     a, b = (x for x in range(3) if x != controller)  # keep the controller alive throughout
     client = admin(cluster)

@@ -189,7 +189,7 @@ def test_divergent_tail_is_truncated_by_leader_epoch(cluster_factory, producer) 
 
 @pytest.mark.parametrize("acks", ["1", "all"])
 def test_leader_failover_mid_traffic_loses_no_acknowledged_record(cluster_factory, producer, acks: str) -> None:
-    cluster = cluster_factory(3)
+    cluster = cluster_factory(3, overrides={"zookeeper.session.timeout.ms": "4000"})  # a dead leader noticed sooner
     controller, _ = controller_of(cluster)
     create_topic(cluster, "failover", 3, 3, {"min.insync.replicas": "2"})
     p = producer(cluster, acks=acks, **{"enable.idempotence": acks == "all"})

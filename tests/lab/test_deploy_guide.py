@@ -219,6 +219,7 @@ def test_brokers_advertise_their_hosts_and_replicas_span_the_racks(guide: Guide)
     describe = _output(guide, "--describe --topic orders")
     replicas = re.findall(r"Replicas: ([\d,]+)", describe)
     assert len(replicas) == 6 and all(len(set(r.split(","))) == 3 for r in replicas)
+    assert "orders" in _output(guide, "/odradek --list").split()  # the chroot holds the cluster
     for i in range(3):
         props = (guide.root / f"broker{i}" / "etc/odradek/server.properties").read_text()
         assert f"broker.rack=broker{i}" in props and f"broker.id={i}" in props
