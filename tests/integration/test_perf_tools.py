@@ -81,7 +81,7 @@ def test_consume_more_than_there_is(cluster_with_topic) -> None:  # type: ignore
     ["produce", "--topic", "t", "--num-records", "10", "--record-size", "100", "--bootstrap-server",
      "127.0.0.1:1", "--producer-props", "no.such.property=1"],
     ["consume", "--topic", "t", "--messages", "x", "--bootstrap-server", "127.0.0.1:1"],
-    ["consume", "--topic", "t", "--messages", "10", "--bootstrap-server", "127.0.0.1:1"],
+    ["consume", "--topic", "t", "--messages", "10", "--bootstrap-server", "127.0.0.1:1", "--timeout", "2000"],
     ["nonsense"],
 ])
 def test_bad_arguments_one_line(args: list[str]) -> None:

@@ -136,7 +136,7 @@ def produce(topic: str, num_records: int, record_size: int, throughput: float,
               help="confluent-kafka properties, e.g. fetch.wait.max.ms=100 (several may follow).")
 @click.option("--bootstrap-server", help="host:port[,...] (or bootstrap.servers in --consumer-props).")
 @click.option("--timeout", "timeout_ms", type=click.IntRange(min=1), default=10000, show_default=True,
-              help="Give up after this many ms without a record.")
+              help="Give up after this many ms without a record (the wait for metadata included).")
 @click.option("--from-latest", is_flag=True, help="Start at the log end instead of the beginning.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
 @click.option("-v", "--verbose", is_flag=True, help="Show the client's log lines on stderr.")

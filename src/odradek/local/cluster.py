@@ -55,9 +55,11 @@ ADMIN_PROPERTIES = "client.properties"
 USER_PROPERTIES = "client-user.properties"
 
 # Faster failure detection than Kafka's 18 s default: local clusters are for trying things.
+# When the whole cluster stops, the last broker's controlled shutdown has no one to hand its
+# leaderships to and spends all its retries, so the backoff is short (Kafka's is 5 s).
 LOCAL_DEFAULTS = {
     "zookeeper.session.timeout.ms": "6000",
-    "controlled.shutdown.retry.backoff.ms": "500",
+    "controlled.shutdown.retry.backoff.ms": "200",
     "log.segment.delete.delay.ms": "1000",
     "file.delete.delay.ms": "1000",
     "replica.lag.time.max.ms": "10000",

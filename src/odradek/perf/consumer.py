@@ -21,7 +21,7 @@ from odradek.perf.common import (
     import_confluent_kafka,
     no_cyclic_gc,
 )
-from odradek.perf.producer import METADATA_TIMEOUT_S, wait_for_topic
+from odradek.perf.producer import wait_for_topic
 
 __all__ = ["ConsumerPerfResult", "run_consumer"]
 
@@ -92,7 +92,8 @@ def run_consumer(bootstrap_servers: str, topic: str, messages: int, *, fetch_siz
     except (ck.KafkaException, ValueError, TypeError) as e:
         raise PerfError(f"bad consumer properties: {error_text(e)}") from e
     try:
-        partitions = wait_for_topic(consumer, topic, METADATA_TIMEOUT_S, logs)
+        # As in Kafka's consumer perf test, the wait covers the first fetch's metadata too.
+        partitions = wait_for_topic(consumer, topic, timeout_s, logs)
         start_offset = ck.OFFSET_END if from_latest else ck.OFFSET_BEGINNING
         with no_cyclic_gc():
             cpu0 = time.process_time()
