@@ -104,12 +104,11 @@ def _shell_python(path: Path, body: str) -> None:
 def test_an_executor_without_odradek_fails_with_one_line(
     spark_cluster: StandaloneCluster, odradek_broker: OdradekBroker, tmp_path: Path
 ) -> None:
-    """The executors run /usr/bin/python3, shipped as ``spark.archives`` (the packed-virtualenv
-    route), with Spark's own needs (pyarrow, numpy) but neither odradek nor confluent-kafka;
-    the driver's Python workers run this interpreter, from ``./environment`` in its directory."""
-    system_python = Path("/usr/bin/python3")
-    if not system_python.exists():
-        pytest.skip("no /usr/bin/python3 to run executors without odradek")
+    """The executors run this interpreter with ``-S`` (no site-packages, so neither odradek
+    nor confluent-kafka), shipped as ``spark.archives`` (the packed-virtualenv route), with
+    Spark's own needs (pyarrow, numpy) on its path; the driver's Python workers run this
+    interpreter as it is, from ``./environment`` in its directory."""
+    bare_python = Path(sys.executable)
     topic = odradek_broker.new_topic("bare-executors", 2)
     produce(odradek_broker.bootstrap, topic, [("k", "v")] * 4)
     site_packages = Path(sys.modules["pyarrow"].__file__).parent.parent
@@ -120,7 +119,7 @@ def test_an_executor_without_odradek_fails_with_one_line(
     # Keep only Spark's own PYTHONPATH entries (pyspark.zip, py4j): the job's src/ would bring odradek.
     spark_paths = "$(echo \"$PYTHONPATH\" | tr ':' '\\n' | grep -E '[.](zip|jar)$' | paste -sd:)"
     _shell_python(tmp_path / "bare" / "bin" / "python",
-                  f'PYTHONPATH="{deps}:{spark_paths}" exec {system_python} "$@"')
+                  f'PYTHONPATH="{deps}:{spark_paths}" exec {bare_python} -S "$@"')
     archive = tmp_path / "bare.tar.gz"
     subprocess.run(["tar", "-czf", str(archive), "-C", str(tmp_path / "bare"), "bin"], check=True)
     driver_dir = tmp_path / "driver"
@@ -134,6 +133,6 @@ def test_an_executor_without_odradek_fails_with_one_line(
     assert result["error"] is not None, "the read succeeded on executors without odradek"
     lines = [line for line in result["error"].splitlines() if line.startswith("RuntimeError: odradek")]
     assert len(lines) == 1, result["error"][-3000:]
-    assert f"the executor's Python {system_python} " in lines[0]
+    assert f"the executor's Python {bare_python} " in lines[0]
     assert "cannot import odradek, confluent_kafka;" in lines[0]
     assert lines[0].endswith(EXECUTOR_FIXES)
