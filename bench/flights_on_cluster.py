@@ -20,7 +20,6 @@ import json
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import pandas as pd
@@ -33,26 +32,10 @@ from odradek.spark.flights import (
     reference_delay_stats,
     run_delay_stats,
 )
-from odradek.spark.standalone import StandaloneCluster, cluster_session
+from odradek.spark.standalone import StandaloneCluster, cluster_session, stage_tasks
 from odradek.zk.admin_zk_client import RackAwareMode
 
 PARTITIONS = 6
-
-
-def completed_stages(spark) -> list[tuple[int, str, list[dict]]]:  # type: ignore[no-untyped-def]
-    """Every completed stage of the application so far, first first: (id, name, its tasks),
-    from the driver's status REST API."""
-    sc = spark.sparkContext
-    base = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/stages"
-    with urllib.request.urlopen(f"{base}?status=complete", timeout=10) as response:
-        stages = sorted(json.load(response), key=lambda s: (s["stageId"], s["attemptId"]))
-    found = []
-    for stage in stages:
-        url = f"{base}/{stage['stageId']}/{stage['attemptId']}/taskList?length=100000"
-        with urllib.request.urlopen(url, timeout=10) as response:
-            tasks = [t for t in json.load(response) if t.get("status") == "SUCCESS"]
-        found.append((stage["stageId"], stage["name"], tasks))
-    return found
 
 
 def main() -> int:
@@ -86,7 +69,7 @@ def main() -> int:
                 began = time.monotonic()
                 run = run_delay_stats(spark, bootstrap, str(Path(tmp) / "checkpoint"), source, sink)
                 seconds = time.monotonic() - began
-                stages = completed_stages(spark)  # the streaming query's, before any other job
+                tasks = stage_tasks(spark)  # every completed stage: the streaming query's, before any other job
                 table = read_delay_stats(spark, bootstrap, sink)
             finally:
                 spark.stop()
@@ -95,12 +78,14 @@ def main() -> int:
 
     print(f"master {cluster.master_url}, 2 workers; streaming job: {run.batches} micro-batch(es), "
           f"{run.input_rows:,} rows in {seconds:.1f}s")
-    for stage_id, name, tasks in stages:
-        executors = sorted({t["executorId"] for t in tasks})
-        print(f"stage {stage_id} ({name}): {len(tasks)} tasks on executors {', '.join(executors)}")
-    scan = [t for t in stages[0][2]]  # the micro-batch's first stage reads the Kafka partitions
-    for t in sorted(scan, key=lambda t: t["index"]):
-        print(f"  scan split {t['index']}: executor {t['executorId']} on {t['host']}")
+    for stage_id in sorted({t.stage_id for t in tasks}):
+        stage = [t for t in tasks if t.stage_id == stage_id]
+        executors = sorted({t.executor_id for t in stage})
+        print(f"stage {stage_id} ({stage[0].stage_name}): {len(stage)} tasks on executors {', '.join(executors)}")
+    # the micro-batch's first stage reads the Kafka partitions
+    scan = [t for t in tasks if t.stage_id == min(t.stage_id for t in tasks)]
+    for t in sorted(scan, key=lambda t: t.partition):
+        print(f"  scan split {t.partition}: executor {t.executor_id} on {t.host}")
     expected = reference_delay_stats(flights_frame(0, args.flights))
     try:
         pd.testing.assert_frame_equal(table, expected, check_dtype=False, rtol=1e-9)
@@ -108,7 +93,7 @@ def main() -> int:
     except AssertionError:
         same = False
     print(f"results table: {len(table)} rows, equal to pandas on the loaded flights: {same}")
-    on_driver = [t for t in scan if t["executorId"] == "driver"]
+    on_driver = [t for t in scan if t.executor_id == "driver"]
     return 0 if same and not on_driver and run.input_rows == loaded.acknowledged else 1
 
 

@@ -31,16 +31,7 @@ def main() -> None:
             LocalCluster(directory, 3, zookeepers=3) as cluster:
         for round_no in range(1, args.rounds + 1):
             for kind in ("follower", "leader"):
-                modes = {zk.server_id: zk.mode() for zk in cluster.zookeepers}
-                sessions = broker_sessions(cluster)
-                member = None
-                if kind == "leader":
-                    member = next(m for m, mode in modes.items() if mode == "leader")
-                else:
-                    busy = {zk.server_id: len(set(sessions.values()) & zk.session_ids())
-                            for zk in cluster.zookeepers if modes[zk.server_id] == "follower"}
-                    member = max(busy, key=lambda m: busy[m])
-                failover = kill_busiest_member(cluster, member_id=member)
+                failover = kill_busiest_member(cluster, mode=kind)
                 assert broker_sessions(cluster) == failover.sessions, "a broker lost its session"
                 for broker_id, seconds in sorted(failover.moved.items()):
                     times[kind].append(seconds)

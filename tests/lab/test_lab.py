@@ -12,7 +12,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -22,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from odradek.local.lab import Lab
+from odradek.local.zookeeper import server_mode
 from support import run_odradek
 
 
@@ -76,11 +76,7 @@ def _lab(running: Running, *args: str) -> subprocess.CompletedProcess[str]:
 
 def _zookeeper_mode(address: str) -> str:
     """What ZooKeeper's ``srvr`` says the member at ``address`` is (over the management leg)."""
-    with socket.create_connection((address, 2181), timeout=5) as sock:
-        sock.sendall(b"srvr")
-        reply = b"".join(iter(lambda: sock.recv(4096), b""))
-    return next((line.split(":", 1)[1].strip() for line in reply.decode().splitlines()
-                 if line.startswith("Mode:")), "")
+    return server_mode(address, 2181) or ""
 
 
 def _namespaces() -> list[str]:

@@ -14,8 +14,8 @@ import click
 
 from odradek.security.client import ClientSecurity
 
-__all__ = ["client_security", "command_config_option", "fail", "parse_overrides", "read_properties",
-           "wait_for_signal"]
+__all__ = ["StopSignals", "client_security", "command_config_option", "fail", "parse_overrides",
+           "read_properties"]
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -105,14 +105,19 @@ async def over_bootstrap(bootstrap: str, action: Callable[[], Awaitable[object]]
     return 1
 
 
-def wait_for_signal() -> None:
-    """Block until SIGTERM or SIGINT (Ctrl-C)."""
-    stop = {"flag": False}
+class StopSignals:
+    """Notes SIGTERM and SIGINT (Ctrl-C) from the moment it is made: ``requested`` says whether
+    one came, so a command can finish what it is doing (start-up, say) and then stop cleanly."""
 
-    def handler(signum: int, _frame: object) -> None:
-        stop["flag"] = True
+    def __init__(self) -> None:
+        self.requested = False
+        signal.signal(signal.SIGTERM, self._handler)
+        signal.signal(signal.SIGINT, self._handler)
 
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
-    while not stop["flag"]:
-        signal.pause()
+    def _handler(self, signum: int, _frame: object) -> None:
+        self.requested = True
+
+    def wait(self) -> None:
+        """Block until one came."""
+        while not self.requested:
+            signal.pause()

@@ -4,14 +4,13 @@ brokers in one command; Ctrl-C stops them.
 
 from __future__ import annotations
 
-import signal
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from odradek.cli.common import fail, parse_overrides
+from odradek.cli.common import StopSignals, fail, parse_overrides
 from odradek.config import ConfigError, KafkaConfig
 
 if TYPE_CHECKING:
@@ -60,13 +59,7 @@ def up(num_brokers: int, racks: str | None, directory: str | None, zookeeper_por
     cluster = LocalCluster(cluster_dir, num_brokers, racks=rack_list, zookeeper_port=zookeeper_port,
                            ports=port_list, overrides=overrides, security=security,
                            zookeepers=num_zookeepers)
-    stop = {"flag": False}
-
-    def handler(signum: int, _frame: object) -> None:
-        stop["flag"] = True
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
+    stop = StopSignals()
     try:
         cluster.start()
     except Exception as e:
@@ -85,8 +78,7 @@ def up(num_brokers: int, racks: str | None, directory: str | None, zookeeper_por
         _echo_security(cluster)
     click.echo("Press Ctrl-C to stop.")
     try:
-        while not stop["flag"]:
-            signal.pause()
+        stop.wait()
     finally:
         click.echo("Stopping brokers and ZooKeeper...")
         cluster.stop()

@@ -3,14 +3,13 @@
 
 from __future__ import annotations
 
-import signal
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
 
-from odradek.cli.common import fail
+from odradek.cli.common import StopSignals, fail
 
 if TYPE_CHECKING:
     from odradek.local.zookeeper import EmbeddedZooKeeper
@@ -35,33 +34,23 @@ def zookeeper(port: int, directory: str | None, host: str, server_id: int | None
     from odradek.local.zookeeper import ZooKeeperError
 
     zk = _member(port, directory, host, server_id, servers, config)
-    stop = {"flag": False}
-
-    def handler(signum: int, _frame: object) -> None:
-        stop["flag"] = True
-
-    signal.signal(signal.SIGTERM, handler)
-    signal.signal(signal.SIGINT, handler)
+    stop = StopSignals()
     try:
         zk.start(wait_for_quorum=not zk.quorum)
         if zk.quorum:
             member = f"member {zk.server_id}" if zk.server_id else f"({zk.config_path})"
             click.echo(f"ZooKeeper {member} started (pid {zk.pid}); waiting for a majority "
                        f"of the ensemble to form a quorum before serving on {zk.connect_string}")
-            while not stop["flag"] and not zk.serving():
-                zk.check_alive()
-                time.sleep(0.2)
+        announced = False
+        while not stop.requested:
+            zk.check_alive()
+            if not announced and (mode := zk.mode()) is not None:
+                click.echo(f"ZooKeeper serving on {zk.connect_string} as {mode} (data and logs in {zk.data_dir})")
+                announced = True
+            time.sleep(0.2)
     except ZooKeeperError as e:
         zk.stop()
         fail(str(e))
-    if not stop["flag"]:
-        mode = zk.mode() or "serving"
-        click.echo(f"ZooKeeper serving on {zk.connect_string} as {mode} (data and logs in {zk.data_dir})")
-    while not stop["flag"]:
-        if not zk.alive:
-            fail(f"ZooKeeper exited with code {zk.process.returncode if zk.process else '?'} "
-                 f"(logs in {zk.data_dir})")
-        time.sleep(0.2)
     zk.stop()
     click.echo("ZooKeeper stopped")
 
@@ -84,7 +73,7 @@ def _member(port: int, directory: str | None, host: str, server_id: int | None, 
             fail("--dir is required (the data directory), unless --config is given")
         if (servers is None) != (server_id is None):
             fail("an ensemble member needs both --id and --servers")
-    member_list = [s for s in servers.split(",")] if servers is not None else []
+    member_list = servers.split(",") if servers is not None else []
     try:
         return EmbeddedZooKeeper(directory, port=port, host=host, server_id=server_id, servers=member_list,
                                  config=config)

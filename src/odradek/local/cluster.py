@@ -230,13 +230,6 @@ class LocalCluster:
         self._member(server_id).start(timeout_s, wait_for_quorum=wait)
         self._write_cluster_json_if_up()
 
-    def zookeeper_for_session(self, session_id: int) -> EmbeddedZooKeeper | None:
-        """The member a ZooKeeper session is connected to now (its ``cons`` lists it), if any."""
-        for zk in self.zookeepers:
-            if zk.alive and session_id in zk.session_ids():
-                return zk
-        return None
-
     def _write_cluster_json_if_up(self) -> None:
         if (self.dir / CLUSTER_JSON).exists():
             self.write_cluster_json()

@@ -18,8 +18,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from odradek.config import parse_properties
+
 __all__ = ["EmbeddedZooKeeper", "QuorumServer", "ZooKeeperError", "find_java", "find_zookeeper_classpath",
-           "free_port", "read_client_address"]
+           "four_letter", "free_port", "read_client_address", "server_mode"]
 
 # What ZooKeeper 3.9's server needs beyond its own two jars (NIO connection factory; netty
 # is there because ZooKeeper links against it, snappy for snapshot names, metrics-core for
@@ -150,12 +152,7 @@ class QuorumServer:
 def read_client_address(config: Path) -> tuple[str, int]:
     """The (clientPortAddress, clientPort) a zoo.cfg serves clients on (host defaults to
     127.0.0.1 when the file leaves it to every interface); ValueError if it names no clientPort."""
-    props: dict[str, str] = {}
-    for line in config.read_text(encoding="utf-8").splitlines():
-        line = line.strip()
-        if line and not line.startswith("#") and "=" in line:
-            key, _, value = line.partition("=")
-            props[key.strip()] = value.strip()
+    props = parse_properties(config.read_text(encoding="utf-8"))  # zoo.cfg is a Java properties file
     if "clientPort" not in props:
         raise ValueError(f"{config} sets no clientPort")
     try:
@@ -164,6 +161,29 @@ def read_client_address(config: Path) -> tuple[str, int]:
         raise ValueError(f"{config}: clientPort {props['clientPort']!r} is not an integer") from None
     host = props.get("clientPortAddress") or "127.0.0.1"
     return ("127.0.0.1" if host in ("0.0.0.0", "::") else host), port
+
+
+def four_letter(host: str, port: int, command: str) -> str | None:
+    """A ZooKeeper server's answer to a four-letter command (``srvr``, ``cons``...), None if unreachable."""
+    try:
+        with socket.create_connection((host, port), timeout=1) as s:
+            s.sendall(command.encode())
+            reply = b""
+            while chunk := s.recv(4096):
+                reply += chunk
+    except OSError:
+        return None
+    return reply.decode(errors="replace")
+
+
+def server_mode(host: str, port: int) -> str | None:
+    """What ``srvr`` says the server is (standalone, leader, follower, observer), None when it
+    does not serve (down, or a member outside a quorum)."""
+    for line in (four_letter(host, port, "srvr") or "").splitlines():
+        if line.startswith("Mode:"):
+            mode = line.partition(":")[2].strip()
+            return mode if mode in SERVING_MODES else None
+    return None
 
 
 class EmbeddedZooKeeper:
@@ -314,33 +334,14 @@ class EmbeddedZooKeeper:
                 f"(logs in {self.data_dir}): {tail.splitlines()[-1] if tail else ''}"
             )
 
-    def four_letter(self, command: str) -> str | None:
-        """ZooKeeper's answer to a four-letter command (``srvr``, ``cons``...), None if unreachable."""
-        try:
-            with socket.create_connection((self.host, self.port), timeout=1) as s:
-                s.sendall(command.encode())
-                reply = b""
-                while chunk := s.recv(4096):
-                    reply += chunk
-        except OSError:
-            return None
-        return reply.decode(errors="replace")
-
     def mode(self) -> str | None:
-        """What ``srvr`` says it is (standalone, leader, follower, observer), None when it does
-        not serve (down, or a member outside a quorum)."""
-        reply = self.four_letter("srvr")
-        if reply is None:
-            return None
-        for line in reply.splitlines():
-            if line.startswith("Mode:"):
-                mode = line.partition(":")[2].strip()
-                return mode if mode in SERVING_MODES else None
-        return None
+        """What ``srvr`` says this server is; None when it does not serve."""
+        return server_mode(self.host, self.port)
 
     def session_ids(self) -> set[int]:
         """The sessions connected to this server now (``cons``)."""
-        return {int(sid, 16) for sid in re.findall(r"sid=0x([0-9a-fA-F]+)", self.four_letter("cons") or "")}
+        return {int(sid, 16) for sid in re.findall(r"sid=0x([0-9a-fA-F]+)",
+                                               four_letter(self.host, self.port, "cons") or "")}
 
     def serving(self) -> bool:
         """True when the server accepts sessions: standalone, or a member of a quorum."""

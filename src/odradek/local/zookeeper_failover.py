@@ -54,17 +54,21 @@ def session_lines(log_path: Path, since: float, text: str) -> list[tuple[float, 
     return found
 
 
-def kill_busiest_member(cluster: LocalCluster, timeout_s: float = 30.0, *, member_id: int | None = None) -> Failover:
-    """SIGKILL the member most brokers are connected to (or ``member_id``) and wait until each
-    broker connected to it logs its session resumed; TimeoutError naming the brokers that did
-    not. Killing the ensemble's leader also drops the sessions on the other members while
-    they elect a new one: those brokers are timed too."""
+def kill_busiest_member(cluster: LocalCluster, timeout_s: float = 30.0, *, mode: str | None = None) -> Failover:
+    """SIGKILL the member most brokers are connected to (among those whose ``srvr`` mode is
+    ``mode``, e.g. "leader" or "follower", if given) and wait until each broker connected to
+    it logs its session resumed; TimeoutError naming the brokers that did not. Killing the
+    ensemble's leader also drops the sessions on the other members while they elect a new
+    one: those brokers are timed too."""
     sessions = broker_sessions(cluster)
-    members = {zk.server_id or 1: {b for b, s in sessions.items() if s in zk.session_ids()}
-               for zk in cluster.zookeepers if zk.alive}
-    if member_id is None:
-        member_id = max(members, key=lambda m: len(members[m]))
-    was_leader = cluster.zookeepers[member_id - 1].mode() == "leader"
+    live = {n: zk for n, zk in enumerate(cluster.zookeepers, 1) if zk.alive}  # LocalCluster's member ids
+    modes = {n: zk.mode() for n, zk in live.items()}
+    members = {n: {b for b, s in sessions.items() if s in zk.session_ids()}
+               for n, zk in live.items() if mode in (None, modes[n])}
+    if not members:
+        raise ValueError(f"no live ZooKeeper member is a {mode}")
+    member_id = max(members, key=lambda m: len(members[m]))
+    was_leader = modes[member_id] == "leader"
     connected = set(sessions) if was_leader else members[member_id]
     t0 = time.time()
     cluster.kill_zookeeper(member_id)

@@ -1,4 +1,4 @@
-"""A local SparkSession for odradek's own jobs (the demo, benchmarks, trying things)."""
+"""SparkSessions for odradek's own jobs (the demo, benchmarks, trying things): local, or on a cluster (odradek.spark.standalone)."""
 
 from __future__ import annotations
 
@@ -6,13 +6,14 @@ import os
 import sys
 import tempfile
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-__all__ = ["local_session"]
+__all__ = ["local_session", "odradek_session"]
 
 # Spark's driver JVM is running before builder options apply, so its log configuration comes
 # in through the submit arguments: errors only, on stderr.
@@ -37,6 +38,33 @@ def _quiet_logging() -> None:
     warnings.filterwarnings("ignore", category=FutureWarning, module=r"pyspark\..*")
 
 
+def odradek_session(master: str, app_name: str, conf: Mapping[str, str]) -> SparkSession:
+    """A SparkSession on ``master`` with ``conf``, the ``odradek`` data source registered, no
+    console progress bars, UTC session time and Spark's own logging at ERROR. The caller sets
+    ``PYSPARK_PYTHON`` first: the interpreter the data source's Python workers run."""
+    _quiet_logging()
+    from pyspark.sql import SparkSession
+
+    import odradek.spark
+
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.session.timeZone", "UTC")
+    )
+    for name, value in conf.items():
+        builder = builder.config(name, value)
+    spark = builder.getOrCreate()
+    spark.sparkContext.setLogLevel("ERROR")
+    try:
+        odradek.spark.register(spark)
+    except BaseException:
+        spark.stop()
+        raise
+    return spark
+
+
 def local_session(
     app_name: str = "odradek", *, cores: int = 2, shuffle_partitions: int = 4
 ) -> SparkSession:
@@ -45,21 +73,8 @@ def local_session(
     # Spark starts the data source's Python workers with PYSPARK_PYTHON; they must run this
     # interpreter, which has odradek installed.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    _quiet_logging()
-    from pyspark.sql import SparkSession
-
-    import odradek.spark
-
-    spark = (
-        SparkSession.builder.master(f"local[{cores}]")
-        .appName(app_name)
-        .config("spark.sql.shuffle.partitions", str(shuffle_partitions))
-        .config("spark.default.parallelism", str(cores))
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .getOrCreate()
-    )
-    spark.sparkContext.setLogLevel("ERROR")
-    odradek.spark.register(spark)
-    return spark
+    return odradek_session(f"local[{cores}]", app_name, {
+        "spark.sql.shuffle.partitions": str(shuffle_partitions),
+        "spark.default.parallelism": str(cores),
+        "spark.ui.enabled": "false",
+    })

@@ -20,9 +20,10 @@ import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from odradek.local.zookeeper import find_java, free_port
+from odradek.spark.session import odradek_session
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -211,34 +212,18 @@ def cluster_session(
     ``executor_env`` sets executors' environment variables (``spark.executorEnv.*``).
     With ``executors``, returns once that many executors have registered, so the first job's
     tasks can spread over all of them."""
-    from odradek.spark.session import _quiet_logging
-
     os.environ["PYSPARK_PYTHON"] = executor_python or sys.executable
-    _quiet_logging()
-    from pyspark.sql import SparkSession
-
-    import odradek.spark
-
-    builder = (
-        SparkSession.builder.master(master_url)
-        .appName(app_name)
-        .config("spark.driver.host", driver_host)
-        .config("spark.driver.bindAddress", driver_host)
-        .config("spark.executor.memory", EXECUTOR_MEMORY)
-        .config("spark.executor.cores", "1")
-        .config("spark.ui.port", str(free_port(driver_host)))
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "4")
-        .config("spark.sql.session.timeZone", "UTC")
-    )
-    for name, value in (executor_env or {}).items():
-        builder = builder.config(f"spark.executorEnv.{name}", value)
-    for name, value in (conf or {}).items():
-        builder = builder.config(name, value)
-    spark = builder.getOrCreate()
-    spark.sparkContext.setLogLevel("ERROR")
+    spark = odradek_session(master_url, app_name, {
+        "spark.driver.host": driver_host,
+        "spark.driver.bindAddress": driver_host,
+        "spark.executor.memory": EXECUTOR_MEMORY,
+        "spark.executor.cores": "1",
+        "spark.ui.port": str(free_port(driver_host)),
+        "spark.sql.shuffle.partitions": "4",
+        **{f"spark.executorEnv.{name}": value for name, value in (executor_env or {}).items()},
+        **(conf or {}),
+    })
     try:
-        odradek.spark.register(spark)
         _wait_for_executors(spark, executors, timeout_s)
     except BaseException:
         spark.stop()
@@ -273,35 +258,41 @@ class TaskRun:
     executor_id: str
     host: str
     status: str
+    stage_name: str = ""
 
 
-def stage_tasks(spark: SparkSession, job_group: str) -> list[TaskRun]:
-    """The successful tasks of the jobs run under ``job_group`` (``setJobGroup``), from the
-    driver's status REST API (``/api/v1/applications/<app>/stages/<id>/<attempt>/taskList``),
-    first stage first: executor ids are the cluster's (``"driver"`` only in local mode)."""
+def _get_json(url: str) -> Any:
+    with urllib.request.urlopen(url, timeout=10) as response:
+        return json.load(response)
+
+
+def stage_tasks(spark: SparkSession, job_group: str | None = None) -> list[TaskRun]:
+    """The successful tasks of the completed stages of the jobs run under ``job_group``
+    (``setJobGroup``), or of every completed stage of the application when it is None (a
+    streaming query's jobs are in no group of the caller's), first stage first, from the
+    driver's status REST API (``/api/v1/applications/<app>/stages``): executor ids are the
+    cluster's (``"driver"`` only in local mode)."""
     sc = spark.sparkContext
     if sc.uiWebUrl is None:
         raise StandaloneError("stage_tasks needs the driver's status UI (spark.ui.enabled)")
-    tracker = sc.statusTracker()
-    stage_ids: list[int] = []
-    for job_id in sorted(tracker.getJobIdsForGroup(job_group)):
-        info = tracker.getJobInfo(job_id)
-        if info is not None:
-            stage_ids.extend(info.stageIds)
     base = f"{sc.uiWebUrl}/api/v1/applications/{sc.applicationId}/stages"
+    if job_group is None:
+        attempts = _get_json(f"{base}?status=complete")
+    else:
+        tracker = sc.statusTracker()
+        stage_ids: list[int] = []
+        for job_id in tracker.getJobIdsForGroup(job_group):
+            info = tracker.getJobInfo(job_id)
+            if info is not None:
+                stage_ids.extend(info.stageIds)
+        attempts = [a for stage_id in stage_ids for a in _get_json(f"{base}/{stage_id}")]
     runs: list[TaskRun] = []
-    for stage_id in sorted(stage_ids):
-        with urllib.request.urlopen(f"{base}/{stage_id}", timeout=10) as response:
-            attempts = json.load(response)
-        for attempt in attempts:
-            if attempt.get("status") != "COMPLETE":
-                continue
-            url = f"{base}/{stage_id}/{attempt['attemptId']}/taskList?length=100000"
-            with urllib.request.urlopen(url, timeout=10) as response:
-                tasks = json.load(response)
-            runs.extend(
-                TaskRun(stage_id, t["index"], t["executorId"], t["host"], t["status"])
-                for t in tasks if t["status"] == "SUCCESS"
-            )
+    for attempt in sorted(attempts, key=lambda a: (a["stageId"], a["attemptId"])):
+        if attempt.get("status") != "COMPLETE":
+            continue
+        tasks = _get_json(f"{base}/{attempt['stageId']}/{attempt['attemptId']}/taskList?length=100000")
+        runs.extend(
+            TaskRun(attempt["stageId"], t["index"], t["executorId"], t["host"], t["status"], attempt["name"])
+            for t in tasks if t["status"] == "SUCCESS"
+        )
     return runs
-
