@@ -153,10 +153,10 @@ def report(rows: list[dict]) -> str:
         lines.append((f"{r['rate']:,.0f}", r["code"], *(fmt.format(r[key]) for _, key, fmt in FIGURES),
                       f"{r['missing']:.0f}"))
         usage.append((f"{r['rate']:,.0f}", r["code"], *usage_cells(r["usage"])))
-        before = next((b for b in rows if b["rate"] == r["rate"] and b["code"] == "baseline"), None)
-        if r["code"] == "current" and before is not None:
+        after = next((a for a in rows if a["rate"] == r["rate"] and a["code"] == "current"), None)
+        if r["code"] == "baseline" and after is not None:
             lines.append((f"{r['rate']:,.0f}", "after/before",
-                          *(f"{ratio(r[key], before[key]):.2f}" for _, key, _ in FIGURES), ""))
+                          *(f"{ratio(after[key], r[key]):.2f}" for _, key, _ in FIGURES), ""))
     note = "\nafter/before: current / baseline, medians over the rounds (latency and CPU above 1: slower, costlier)"
     return _align(lines) + (note if len(lines) > len(usage) else "") + "\n\n" + _align(usage)
 
