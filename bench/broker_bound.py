@@ -15,9 +15,17 @@ Phases, on each broker in turn (100-byte records, a topic of --partitions partit
 Requests are counted by the clients themselves (librdkafka's statistics: requests sent per
 broker and type), the broker's CPU from /proc. Reported per phase: requests/s, records/s, broker
 CPU seconds per second, requests per broker CPU-second, broker CPU microseconds per request,
-and odradek / Tansu ratios.
+and odradek / Tansu ratios; and where the machine's CPU went (perf/sysstat.py): the broker's,
+ZooKeeper's, the other idle servers', the clients' and everyone else's CPU-seconds per second,
+steal and the load average.
+
+With ``--baseline REF`` the brokers of commit REF (a temporary git worktree, perf/baseline.py)
+run beside the current ones; --rounds rounds (default 3) take turns between them phase by
+phase, and every figure is reported as the median over the rounds with after/before ratios.
+``--no-tansu`` leaves Tansu out.
 
     .venv/bin/python bench/broker_bound.py [--clients 3] [--seconds 10] [--partitions 6]
+        [--baseline REF [--rounds 3] [--no-tansu]]
 """
 
 from __future__ import annotations
@@ -34,15 +42,28 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from odradek.local.cluster import LocalCluster
-from odradek.perf.harness import TansuBroker, code_version, create_topic_admin, process_cpu_seconds
+from odradek.perf.baseline import BaselineCluster, checkout, in_turn, median_figures, ratio
+from odradek.perf.harness import TansuBroker, code_version, create_topic_admin
+from odradek.perf.sysstat import (
+    USAGE_HEAD,
+    UsageWindow,
+    cluster_groups,
+    format_usage,
+    measured_groups,
+    usage_cells,
+)
 
-RESULTS = Path(__file__).resolve().parent / "results"
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "results"
 RECORD_SIZE = 100
 UNBATCHED = {"linger.ms": 0, "acks": "1"}
 ONE_RECORD = {"linger.ms": 0, "acks": "1", "batch.num.messages": 1}
 BATCHED = {"linger.ms": 5, "acks": "1", "batch.size": 1_000_000, "batch.num.messages": 10_000}
 SMALL_FETCH = {"fetch.max.bytes": 16384, "max.partition.fetch.bytes": 16384, "message.max.bytes": 16384,
                "fetch.wait.max.ms": 100}
+# Phase -> producer settings (None: consumers, reading what the unbatched phase wrote).
+PHASES: dict[str, dict | None] = {"unbatched produce": UNBATCHED, "one-record produce": ONE_RECORD,
+                                  "batched produce": BATCHED, "fetch": None}
 
 
 def _requests(stats: dict, kind: str) -> int:
@@ -99,46 +120,63 @@ def _consumer(bootstrap: str, topic: str, seconds: float, out: mp.Queue, index: 
     c.close()
 
 
-def run_clients(target: str, pid: int, topic: str, clients: int, seconds: float, settings: dict | None) -> dict:
+def run_clients(target: str, groups: dict[str, list[int]], topic: str, clients: int, seconds: float,
+                settings: dict | None) -> dict:
     """``clients`` processes (producers with ``settings``, consumers when None) against one
-    broker; the broker's CPU over the phase."""
+    broker; the CPU of the broker (``groups["brokers"]``) and of everything else over the phase."""
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     procs = [ctx.Process(target=_producer, args=(target, topic, settings, seconds, out)) if settings is not None
              else ctx.Process(target=_consumer, args=(target, topic, seconds, out, i)) for i in range(clients)]
-    cpu0, t0 = process_cpu_seconds(pid), time.perf_counter()
+    window = UsageWindow(groups)
     for proc in procs:
         proc.start()
     results = [out.get(timeout=seconds + 120) for _ in procs]
-    elapsed = time.perf_counter() - t0
-    cpu = process_cpu_seconds(pid) - cpu0
+    usage = window.stop()
     for proc in procs:
         proc.join(30)
     records = sum(r["records"] for r in results)
     requests = sum(r["requests"] for r in results)
+    elapsed, cpu = usage.seconds, usage.cpu_s["brokers"]
     return {"records": records, "requests": requests, "seconds": elapsed, "broker_cpu_s": cpu,
             "records_per_s": records / elapsed, "requests_per_s": requests / elapsed,
             "requests_per_cpu_s": requests / cpu if cpu else 0.0, "cpu_us_per_request": cpu * 1e6 / requests
-            if requests else 0.0, "records_per_cpu_s": records / cpu if cpu else 0.0}
+            if requests else 0.0, "records_per_cpu_s": records / cpu if cpu else 0.0, "usage": usage.as_dict()}
+
+
+def _figures(r: dict) -> tuple[float, ...]:
+    return (r["records_per_s"], r["requests_per_s"], r["broker_cpu_s"] / r["seconds"], r["requests_per_cpu_s"],
+            r["cpu_us_per_request"], r["records_per_cpu_s"])
+
+
+def _align(rows: list[tuple[str, ...]]) -> str:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.rjust(w) if i > 1 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
+                     for r in rows)
 
 
 def report(results: dict[str, dict[str, dict]]) -> str:
+    """The figures of each broker per phase, odradek/Tansu and after/before (current/baseline)
+    ratios of each, then where the CPU went."""
     rows = [("phase", "broker", "records/s", "requests/s", "CPU s/s", "req per CPU-s", "CPU us/req",
              "records per CPU-s")]
-    for phase in ("unbatched produce", "one-record produce", "batched produce", "fetch"):
-        for broker in ("odradek", "tansu"):
+    comparisons = [(label, a, b) for label, a, b in (("odradek/tansu", "odradek", "tansu"),
+                                                    ("after/before", "odradek", "baseline"))
+                   if a in results and b in results]
+    for phase in PHASES:
+        for broker in results:
             r = results[broker][phase]
             rows.append((phase, broker, f"{r['records_per_s']:,.0f}", f"{r['requests_per_s']:,.0f}",
                          f"{r['broker_cpu_s'] / r['seconds']:.2f}", f"{r['requests_per_cpu_s']:,.0f}",
                          f"{r['cpu_us_per_request']:,.0f}", f"{r['records_per_cpu_s']:,.0f}"))
-        o, t = results["odradek"][phase], results["tansu"][phase]
-        rows.append((phase, "odradek/tansu", f"{o['records_per_s'] / t['records_per_s']:.2f}",
-                     f"{o['requests_per_s'] / t['requests_per_s']:.2f}", "",
-                     f"{o['requests_per_cpu_s'] / t['requests_per_cpu_s']:.2f}", "",
-                     f"{o['records_per_cpu_s'] / t['records_per_cpu_s']:.2f}"))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.rjust(w) if i > 1 else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
-                     for r in rows)
+        for label, a, b in comparisons:
+            rows.append((phase, label, *(f"{ratio(x, y):.2f}" for x, y in
+                                         zip(_figures(results[a][phase]), _figures(results[b][phase]), strict=True))))
+    usage = [("phase", "broker (CPU s/s)", *USAGE_HEAD)]
+    usage += [(phase, broker, *usage_cells(results[broker][phase]["usage"])) for phase in PHASES for broker in results]
+    note = ("\nafter/before: current / baseline, medians over the rounds (above 1: more per second, more per "
+            "CPU-second; for CPU s/s and CPU us/req, more CPU)" if "baseline" in results else "")
+    return _align(rows) + note + "\n\n" + _align(usage)
 
 
 def main() -> None:
@@ -146,42 +184,61 @@ def main() -> None:
     ap.add_argument("--clients", type=int, default=3, help="client processes per phase")
     ap.add_argument("--seconds", type=float, default=10, help="seconds per phase")
     ap.add_argument("--partitions", type=int, default=6)
+    ap.add_argument("--baseline", metavar="REF", help="also run the brokers of commit REF, in turns with the current ones")
+    ap.add_argument("--rounds", type=int, help="rounds of every phase on every broker (default: 3 with --baseline, else 1)")
+    ap.add_argument("--no-tansu", action="store_true", help="leave Tansu out (with --baseline)")
     ap.add_argument("--dir", help="working directory (default: a temporary one, removed afterwards)")
     args = ap.parse_args()
+    if args.no_tansu and not args.baseline:
+        ap.error("--no-tansu leaves nothing to compare with without --baseline")
+    rounds = args.rounds or (3 if args.baseline else 1)
     RESULTS.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     base = Path(args.dir or tempfile.mkdtemp(prefix="odradek-bound-bench-"))
     code = code_version()
-    print(f"{args.clients} client processes, {args.seconds:.0f} s per phase, {args.partitions} partitions, "
-          f"{RECORD_SIZE}-byte records; load average {os.getloadavg()[0]:.2f}; code {code['commit']}", flush=True)
-    results: dict[str, dict[str, dict]] = {}
+    baseline = None
+    per_round: dict[str, dict[str, list[dict]]] = {}
     with ExitStack() as stack:
+        servers: dict[str, tuple[str, dict[str, list[int]]]] = {}
         cluster = stack.enter_context(LocalCluster(base / "odradek", 1))
-        tansu = TansuBroker(base / "tansu.log")
-        tansu.start()
-        stack.callback(tansu.stop)
-        targets = {"odradek": (cluster.bootstrap_servers, cluster.brokers[0].pid),
-                   "tansu": (tansu.bootstrap_servers, tansu.pid)}
-        for name, (bootstrap, pid) in targets.items():
-            assert pid is not None
-            results[name] = {}
-            for phase, settings in (("unbatched produce", UNBATCHED), ("one-record produce", ONE_RECORD),
-                                    ("batched produce", BATCHED)):
-                topic = f"bound-{phase.split()[0]}"
-                create_topic_admin(bootstrap, topic, args.partitions, 1)
-                results[name][phase] = run_clients(bootstrap, pid, topic, args.clients, args.seconds, settings)
-                print(f"  {name} {phase}: {results[name][phase]['requests_per_cpu_s']:,.0f} requests per CPU-s",
-                      flush=True)
-            results[name]["fetch"] = run_clients(bootstrap, pid, "bound-unbatched", args.clients, args.seconds, None)
-            print(f"  {name} fetch: {results[name]['fetch']['requests_per_cpu_s']:,.0f} requests per CPU-s", flush=True)
+        servers["odradek"] = (cluster.bootstrap_servers, cluster_groups(cluster))
+        if args.baseline:
+            baseline = stack.enter_context(checkout(REPO, args.baseline))
+            old = stack.enter_context(BaselineCluster(baseline, base / "baseline", 1))
+            servers["baseline"] = (old.bootstrap_servers, cluster_groups(old))
+        if not args.no_tansu:
+            tansu = stack.enter_context(TansuBroker(base / "tansu.log"))
+            servers["tansu"] = (tansu.bootstrap_servers, {"brokers": [tansu.pid]})
+        print(f"{args.clients} client processes, {args.seconds:.0f} s per phase, {args.partitions} partitions, "
+              f"{RECORD_SIZE}-byte records, {rounds} round(s); load average {os.getloadavg()[0]:.2f}; "
+              f"code {code['commit']}" + (f", baseline {baseline.ref} = {baseline.commit}" if baseline else ""),
+              flush=True)
+        for r in range(rounds):
+            for phase, settings in PHASES.items():
+                for name in in_turn(list(servers), r):
+                    bootstrap = servers[name][0]
+                    groups = measured_groups({n: g for n, (_, g) in servers.items()}, name)
+                    if settings is None:
+                        topic = f"bound-unbatched-{r}"  # what this round's unbatched phase wrote
+                    else:
+                        topic = f"bound-{phase.split()[0]}-{r}"
+                        create_topic_admin(bootstrap, topic, args.partitions, 1)
+                    result = run_clients(bootstrap, groups, topic, args.clients, args.seconds, settings)
+                    per_round.setdefault(name, {}).setdefault(phase, []).append(result)
+                    print(f"  round {r + 1} {name} {phase}: {result['requests_per_cpu_s']:,.0f} requests per "
+                          f"broker CPU-s; {format_usage(result['usage'])}", flush=True)
     if not args.dir:
         shutil.rmtree(base, ignore_errors=True)
+    results = {name: {phase: median_figures(runs) for phase, runs in phases.items()}
+               for name, phases in per_round.items()}
     print()
     print(report(results))
     out = RESULTS / f"broker-bound-{stamp}.json"
     out.write_text(json.dumps({"started": stamp, "code": code, "clients": args.clients, "seconds": args.seconds,
                                "partitions": args.partitions, "cpu_count": os.cpu_count(),
-                               "python": sys.version.split()[0], "results": results}, indent=2) + "\n")
+                               "python": sys.version.split()[0], "rounds": rounds,
+                               "baseline": {"ref": baseline.ref, "commit": baseline.commit} if baseline else None,
+                               "results": results, "per_round": per_round}, indent=2) + "\n")
     print(f"\nwrote {out}")
 
 

@@ -10,10 +10,20 @@ consumer only sees records below the high watermark) p50/p99/p99.9, and the brok
 (seconds of CPU per second of the phase, all three brokers). The first --warmup-s seconds of
 each phase are sent but not counted. The end-to-end consumer is bench/replicated_kreps.py's.
 
+Where the CPU went in each phase is printed beside it and in a table at the end
+(perf/sysstat.py): CPU-seconds per second of the brokers, ZooKeeper, other idle servers, the
+clients (this process, which produces, and the end-to-end consumer) and the rest of the
+machine, steal time and the load average -- what tells a slower run from a busier machine.
+
+With ``--baseline REF`` a second cluster runs the brokers of commit REF (a temporary git
+worktree, perf/baseline.py); at each rate --rounds rounds (default 3) take turns between the
+clusters, and each figure is reported as the median over the rounds with after/before ratios.
+
 With ``--profile RATE`` one more phase at RATE runs with py-spy on broker 0 (it leads a third of
 the partitions and follows the rest), and its top functions are printed.
 
     .venv/bin/python bench/replicated_latency.py [--rates 1000,3000,5000,10000] [--duration 15] [--profile 5000]
+        [--baseline REF [--rounds 3]]
 """
 
 from __future__ import annotations
@@ -26,6 +36,7 @@ import sys
 import tempfile
 import time
 from array import array
+from contextlib import ExitStack
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -33,23 +44,34 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from replicated_kreps import STAMP, start_e2e_consumer
 
 from odradek.local.cluster import LocalCluster
+from odradek.perf.baseline import BaselineCluster, checkout, in_turn, median_figures, ratio
 from odradek.perf.common import percentile
 from odradek.perf.harness import (
-    brokers_cpu_seconds,
     code_version,
     create_topic_zk,
     pyspy_record,
     summarize_speedscope,
     wait_full_isr,
 )
+from odradek.perf.sysstat import (
+    USAGE_HEAD,
+    UsageWindow,
+    cluster_groups,
+    format_usage,
+    measured_groups,
+    usage_cells,
+)
 
-RESULTS = Path(__file__).resolve().parent / "results"
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "bench" / "results"
 PARTITIONS = 6
 RF = 3
 RECORD_SIZE = 100
 
 
-def phase(cluster: LocalCluster, topic: str, rate: float, duration_s: float, warmup_s: float) -> dict[str, object]:
+def phase(cluster: LocalCluster, topic: str, rate: float, duration_s: float, warmup_s: float,
+          groups: dict[str, list[int]]) -> dict[str, object]:
+    """One rate on one cluster; the CPU of ``groups`` (``brokers``, ...) and of the rest."""
     import confluent_kafka as ck
 
     wait_full_isr(cluster, topic, PARTITIONS, RF)
@@ -74,7 +96,7 @@ def phase(cluster: LocalCluster, topic: str, rate: float, duration_s: float, war
     pad = b"x" * (RECORD_SIZE - STAMP.size)
     pack, produce, poll, sleep = STAMP.pack, p.produce, p.poll, time.sleep
     interval = 1.0 / rate
-    cpu0, wall0 = brokers_cpu_seconds(cluster), time.perf_counter()
+    window = UsageWindow(groups)
     start = time.perf_counter()
     for i in range(warm + measured):
         while (ahead := start + i * interval - time.perf_counter()) > 0:
@@ -94,7 +116,7 @@ def phase(cluster: LocalCluster, topic: str, rate: float, duration_s: float, war
         poll(0)
     send_s = time.perf_counter() - start
     p.flush(120)
-    cpu_per_s = (brokers_cpu_seconds(cluster) - cpu0) / (time.perf_counter() - wall0)
+    usage = window.stop()
     result = out.get(timeout=180)
     reader.join(30)
     e2e = sorted(array("d", result.pop("latencies_ms")))
@@ -105,19 +127,38 @@ def phase(cluster: LocalCluster, topic: str, rate: float, duration_s: float, war
         "failed_sends": failed, **result,
         "produce_p50_ms": percentile(prod, 0.5), "produce_p99_ms": percentile(prod, 0.99),
         "e2e_p50_ms": percentile(e2e, 0.5), "e2e_p99_ms": percentile(e2e, 0.99),
-        "e2e_p999_ms": percentile(e2e, 0.999), "brokers_cpu_per_s": cpu_per_s,
+        "e2e_p999_ms": percentile(e2e, 0.999), "brokers_cpu_per_s": usage.cpu_s["brokers"] / usage.seconds,
+        "usage": usage.as_dict(),
     }
 
 
-def report(rows: list[dict[str, object]]) -> str:
-    head = ("rate/s", "achieved", "produce p50", "p99", "e2e p50", "p99", "p99.9", "brokers CPU s/s", "lost")
-    lines = [head]
-    for r in rows:
-        lines.append((f"{r['rate']:,.0f}", f"{r['achieved_rate']:,.0f}", f"{r['produce_p50_ms']:.1f} ms",
-                      f"{r['produce_p99_ms']:.1f} ms", f"{r['e2e_p50_ms']:.1f} ms", f"{r['e2e_p99_ms']:.1f} ms",
-                      f"{r['e2e_p999_ms']:.1f} ms", f"{r['brokers_cpu_per_s']:.2f}", str(r["missing"])))
-    widths = [max(len(line[i]) for line in lines) for i in range(len(head))]
+# The figures compared, as (column, key, format); "lost" is a count, not compared.
+FIGURES = (("achieved", "achieved_rate", "{:,.0f}"), ("produce p50", "produce_p50_ms", "{:.1f} ms"),
+           ("p99", "produce_p99_ms", "{:.1f} ms"), ("e2e p50", "e2e_p50_ms", "{:.1f} ms"),
+           ("p99", "e2e_p99_ms", "{:.1f} ms"), ("p99.9", "e2e_p999_ms", "{:.1f} ms"),
+           ("brokers CPU s/s", "brokers_cpu_per_s", "{:.2f}"))
+
+
+def _align(lines: list[tuple[str, ...]]) -> str:
+    widths = [max(len(line[i]) for line in lines) for i in range(len(lines[0]))]
     return "\n".join("  ".join(c.rjust(w) for c, w in zip(line, widths, strict=True)) for line in lines)
+
+
+def report(rows: list[dict]) -> str:
+    """One line per rate and code (current, baseline), after/before ratios of every figure
+    when both ran, then where the CPU went."""
+    lines = [("rate/s", "code", *(head for head, _, _ in FIGURES), "lost")]
+    usage = [("rate/s", "code (CPU s/s)", *USAGE_HEAD)]
+    for r in rows:
+        lines.append((f"{r['rate']:,.0f}", r["code"], *(fmt.format(r[key]) for _, key, fmt in FIGURES),
+                      f"{r['missing']:.0f}"))
+        usage.append((f"{r['rate']:,.0f}", r["code"], *usage_cells(r["usage"])))
+        after = next((a for a in rows if a["rate"] == r["rate"] and a["code"] == "current"), None)
+        if r["code"] == "baseline" and after is not None:
+            lines.append((f"{r['rate']:,.0f}", "after/before",
+                          *(f"{ratio(after[key], r[key]):.2f}" for _, key, _ in FIGURES), ""))
+    note = "\nafter/before: current / baseline, medians over the rounds (latency and CPU above 1: slower, costlier)"
+    return _align(lines) + (note if len(lines) > len(usage) else "") + "\n\n" + _align(usage)
 
 
 def main() -> None:
@@ -127,34 +168,54 @@ def main() -> None:
     ap.add_argument("--warmup-s", type=float, default=2, help="seconds sent but not counted per rate")
     ap.add_argument("--profile", type=float, default=None, metavar="RATE",
                     help="one more phase at RATE records/s under py-spy (broker 0)")
+    ap.add_argument("--baseline", metavar="REF", help="also run the brokers of commit REF, in turns with the current ones")
+    ap.add_argument("--rounds", type=int, help="rounds at each rate on each cluster (default: 3 with --baseline, else 1)")
     ap.add_argument("--dir", help="working directory (default: a temporary one, removed afterwards)")
     args = ap.parse_args()
     rates = [float(r) for r in args.rates.split(",")]
+    rounds = args.rounds or (3 if args.baseline else 1)
     RESULTS.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
     base = Path(args.dir or tempfile.mkdtemp(prefix="odradek-latency-bench-"))
     code = code_version()
-    print(f"3 brokers, {PARTITIONS} partitions, RF {RF}, acks=all, linger.ms=0, {RECORD_SIZE}-byte records, "
-          f"{args.duration:.0f} s per rate; load average {os.getloadavg()[0]:.2f}; code {code['commit']}", flush=True)
-    rows = []
-    with LocalCluster(base / "cluster", 3) as cluster:
+    baseline = None
+    per_round: list[dict] = []
+    with ExitStack() as stack:
+        clusters = {"current": stack.enter_context(LocalCluster(base / "cluster", 3))}
+        if args.baseline:
+            baseline = stack.enter_context(checkout(REPO, args.baseline))
+            clusters["baseline"] = stack.enter_context(BaselineCluster(baseline, base / "baseline", 3))
+        servers = {name: cluster_groups(c) for name, c in clusters.items()}
+        print(f"3 brokers, {PARTITIONS} partitions, RF {RF}, acks=all, linger.ms=0, {RECORD_SIZE}-byte records, "
+              f"{args.duration:.0f} s per rate, {rounds} round(s); load average {os.getloadavg()[0]:.2f}; "
+              f"code {code['commit']}" + (f", baseline {baseline.ref} = {baseline.commit}" if baseline else ""),
+              flush=True)
         for rate in rates:
-            topic = f"latency-{int(rate)}"
-            create_topic_zk(cluster.zookeeper_connect, topic, PARTITIONS, RF)
-            row = phase(cluster, topic, rate, args.duration, args.warmup_s)
-            rows.append(row)
-            print(f"  {rate:,.0f}/s: achieved {row['achieved_rate']:,.0f}/s, produce p99 {row['produce_p99_ms']:.1f} ms, "
-                  f"e2e p50/p99 {row['e2e_p50_ms']:.1f}/{row['e2e_p99_ms']:.1f} ms", flush=True)
+            for r in range(rounds):
+                for name in in_turn(list(clusters), r):
+                    cluster = clusters[name]
+                    topic = f"latency-{int(rate)}-{r}"
+                    create_topic_zk(cluster.zookeeper_connect, topic, PARTITIONS, RF)
+                    row = {"code": name, "round": r,
+                           **phase(cluster, topic, rate, args.duration, args.warmup_s, measured_groups(servers, name))}
+                    per_round.append(row)
+                    print(f"  {rate:,.0f}/s round {r + 1} {name}: achieved {row['achieved_rate']:,.0f}/s, produce "
+                          f"p99 {row['produce_p99_ms']:.1f} ms, e2e p50/p99 {row['e2e_p50_ms']:.1f}/"
+                          f"{row['e2e_p99_ms']:.1f} ms; {format_usage(row['usage'])}", flush=True)
         profile = None
         if args.profile:
+            cluster = clusters["current"]
             create_topic_zk(cluster.zookeeper_connect, "latency-profile", PARTITIONS, RF)
             pid = cluster.brokers[0].pid
             assert pid is not None
             with pyspy_record(pid, base / "profile.speedscope.json") as recorded:
-                phase(cluster, "latency-profile", args.profile, args.duration, args.warmup_s)
+                phase(cluster, "latency-profile", args.profile, args.duration, args.warmup_s,
+                      measured_groups(servers, "current"))
             profile = summarize_speedscope(recorded, 25).format(f"broker 0 at {args.profile:,.0f} records/s")
     if not args.dir:
         shutil.rmtree(base, ignore_errors=True)
+    rows = [median_figures([{k: v for k, v in row.items() if k != "round"} for row in per_round
+                            if row["rate"] == rate and row["code"] == name]) for rate in rates for name in clusters]
     print()
     print(report(rows))
     if profile:
@@ -162,8 +223,9 @@ def main() -> None:
         print(profile)
     out = RESULTS / f"replicated-latency-{stamp}.json"
     out.write_text(json.dumps({"started": stamp, "code": code, "cpu_count": os.cpu_count(),
-                               "python": sys.version.split()[0], "rows": rows,
-                               "profile": profile}, indent=2) + "\n")
+                               "python": sys.version.split()[0], "rounds": rounds,
+                               "baseline": {"ref": baseline.ref, "commit": baseline.commit} if baseline else None,
+                               "rows": rows, "per_round": per_round, "profile": profile}, indent=2) + "\n")
     print(f"\nwrote {out}")
 
 

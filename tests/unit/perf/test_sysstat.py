@@ -1,0 +1,134 @@
+"""The CPU accounting of perf/sysstat.py: /proc parsing on canned text, group accounting over
+fake snapshots (a reaped client, a server's child, a process that started in the window), and
+one real window over real processes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from odradek.perf.sysstat import (
+    CLIENTS,
+    OTHERS,
+    CpuTimes,
+    PidStat,
+    Snapshot,
+    UsageWindow,
+    format_usage,
+    measured_groups,
+    parse_cpu_times,
+    parse_loadavg,
+    parse_pid_stat,
+    usage_between,
+    usage_cells,
+)
+
+TICK = os.sysconf("SC_CLK_TCK")
+
+# stat(5): pid (comm) state ppid pgrp session tty tpgid flags minflt cminflt majflt cmajflt
+# utime stime cutime cstime priority ...
+PID_STAT = ("4242 (odd (name) here) S 17 4242 4242 0 -1 4194560 900 3 0 0 "
+            "120 30 7 2 20 0 3 0 56286 3133440 382 18446744073709551615 0 0\n")
+
+PROC_STAT = """cpu  69202 10 11566 28290 1134 5 378 1783 40 0
+cpu0 31279 5 5023 18777 159 0 87 872 20 0
+cpu1 37923 5 6542 9513 974 5 291 911 20 0
+intr 1234 0 0
+ctxt 99999
+"""
+
+
+def test_pid_stat_takes_ppid_and_all_four_cpu_times_past_a_command_with_parentheses() -> None:
+    assert parse_pid_stat(PID_STAT) == PidStat(4242, 17, 120 + 30 + 7 + 2)
+
+
+def test_cpu_line_splits_busy_idle_and_steal_and_counts_cpus() -> None:
+    cpu = parse_cpu_times(PROC_STAT)
+    assert cpu == CpuTimes(busy=69202 + 10 + 11566 + 5 + 378, idle=28290 + 1134, steal=1783, cpus=2)
+
+
+def test_cpu_line_of_an_old_kernel_without_steal_column() -> None:
+    assert parse_cpu_times("cpu  10 0 5 100 1\ncpu0 10 0 5 100 1\n") == CpuTimes(15, 101, 0, 1)
+
+
+def test_proc_stat_without_cpu_line_is_an_error() -> None:
+    with pytest.raises(ValueError):
+        parse_cpu_times("intr 1\n")
+
+
+def test_loadavg_is_the_one_minute_figure() -> None:
+    assert parse_loadavg("3.80 3.92 2.05 9/148 13923\n") == 3.80
+
+
+def _snapshot(at: float, ticks: dict[int, tuple[int, int]], busy: int, steal: int, load: float) -> Snapshot:
+    """``ticks``: pid -> (ppid, ticks)."""
+    return Snapshot(at, {pid: PidStat(pid, ppid, t) for pid, (ppid, t) in ticks.items()},
+                    CpuTimes(busy, 0, steal, 2), load)
+
+
+def test_groups_clients_and_others_over_a_window() -> None:
+    # 100 is the benchmark (clients root): it started broker 200 (with a helper child 201),
+    # ZooKeeper 300, an idle server 500, and clients 400 (with child 401) and, in the window, 450.
+    before = _snapshot(10.0, {1: (0, 0), 100: (1, 50), 200: (100, 1000), 201: (200, 10), 300: (100, 400),
+                              400: (100, 30), 401: (400, 5), 500: (100, 70), 900: (1, 2000)},
+                       busy=10_000, steal=0, load=1.0)
+    # Client 400 exited; 100 reaped it, so 100's ticks now hold 400's and 401's final 60 + 10.
+    after = _snapshot(12.0, {1: (0, 0), 100: (1, 50 + 20 + 60 + 10), 200: (100, 1200), 201: (200, 15),
+                             300: (100, 410), 450: (100, 40), 500: (100, 72), 900: (1, 2100)},
+                      busy=10_000 + 500, steal=8, load=2.5)
+    groups = {"brokers": [200], "zookeeper": [300], "other servers": [500]}
+    usage = usage_between(before, after, groups, clients_root=100)
+    assert usage.seconds == 2.0
+    assert usage.cpu_s["brokers"] == pytest.approx((1200 + 15 - 1000 - 10) / TICK)
+    assert usage.cpu_s["zookeeper"] == pytest.approx(10 / TICK)
+    assert usage.cpu_s["other servers"] == pytest.approx(2 / TICK)
+    # 100 itself 20, client 400 and its child 60 - 30 + 10 - 5, the new client 450 40.
+    assert usage.cpu_s[CLIENTS] == pytest.approx((20 + 35 + 40) / TICK)
+    assert usage.cpu_s[OTHERS] == pytest.approx((500 - 205 - 10 - 2 - 95) / TICK)
+    figures = usage.as_dict()
+    assert figures["other_servers_cpu_s"] == usage.cpu_s["other servers"]
+    assert figures["machine_busy_cpus"] == pytest.approx(500 / TICK / 2.0)
+    assert figures["steal_pct"] == pytest.approx(100 * 8 / TICK / (2.0 * 2))
+    assert (figures["load_before"], figures["load_after"]) == (1.0, 2.5)
+
+
+def test_measured_groups_put_every_other_server_together() -> None:
+    servers = {"current": {"brokers": [1, 2], "zookeeper": [3]}, "baseline": {"brokers": [4], "zookeeper": [5]},
+               "tansu": {"brokers": [6]}}
+    assert measured_groups(servers, "baseline") == {"brokers": [4], "zookeeper": [5], "other servers": [1, 2, 3, 6]}
+
+
+def test_usage_figures_read_as_cpu_seconds_per_second() -> None:
+    figures = {"seconds": 2.0, "brokers_cpu_s": 1.5, "other_servers_cpu_s": 0.1, "clients_cpu_s": 0.5,
+               "others_cpu_s": 1.0, "machine_busy_cpus": 1.55, "steal_pct": 2.25, "load_before": 1.0,
+               "load_after": 3.0}
+    assert usage_cells(figures) == ("0.75", "0.00", "0.05", "0.25", "0.50", "1.55", "2.2 %", "3.00")
+    line = format_usage(figures)
+    assert "brokers 1.50, other servers 0.10, clients 0.50, others 1.00" in line
+    assert "load 1.00 -> 3.00" in line
+
+
+BURN = "import sys, time\nt0 = time.process_time()\nwhile time.process_time() - t0 < float(sys.argv[1]): pass\n"
+
+
+def test_a_real_window_counts_a_server_apart_from_a_reaped_client() -> None:
+    server = subprocess.Popen([sys.executable, "-c", "import sys\nsys.stdin.readline()\n" + BURN
+                               + "print('burnt', flush=True)\nsys.stdin.read()", "0.3"],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    assert server.stdin is not None and server.stdout is not None
+    try:
+        window = UsageWindow({"brokers": [server.pid]})
+        server.stdin.write("go\n")
+        server.stdin.flush()
+        subprocess.run([sys.executable, "-c", BURN, "0.2"], check=True)  # a client, reaped by this process
+        assert server.stdout.readline() == "burnt\n"
+        usage = window.stop()
+    finally:
+        server.communicate("")
+    # The server's CPU is not a client's, though this process is its parent; the client's is
+    # counted although it exited (in this process's reaped-children time).
+    assert 0.29 <= usage.cpu_s["brokers"] < 0.5
+    assert 0.19 <= usage.cpu_s[CLIENTS] < 0.2 + 0.3
