@@ -1,9 +1,11 @@
-"""The nemesis checker: the anomalies Jepsen's Kafka checker names, judged over plain data
-(no sockets, no clients), each returned with concrete examples.
+"""The checker of the nemesis and durability runs: the anomalies Jepsen's Kafka checker
+names (and, for transactional runs, KIP-98's promises), judged over plain data (no sockets,
+no clients), each returned with concrete examples.
 
 Inputs:
-- a history: the workload's JSONL events (``send``, ``ack``, ``error``, ``poll``, ``commit``,
-  ``session``), parsed by :func:`parse_history`;
+- a history: the nemesis workload's JSONL events (``send``, ``ack``, ``error``, ``poll``,
+  ``commit``, ``session``), parsed by :func:`parse_history` and judged by :func:`check`; or a
+  durability run's writes, reads and transactions, judged by :func:`check_durability`;
 - the final read: every record of every partition after the run, ``{partition: {offset: value}}``,
   with each partition's high watermark (``ends``);
 - the replicas' log bytes per partition and broker (the concatenated ``*.log`` segment files).
@@ -18,15 +20,16 @@ from __future__ import annotations
 import itertools
 import json
 from collections import defaultdict
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Mapping, Sequence, Set
+from dataclasses import dataclass, field, replace
 
 from odradek.protocol.records import LOG_OVERHEAD, iter_batches
 
 __all__ = [
-    "Ack", "Commit", "History", "Poll", "Verdict", "batches_below", "check", "committed_offsets_backwards",
-    "divergent_replicas", "duplicated_values", "lost_writes", "misplaced_acks", "parse_history",
-    "poll_order_anomalies", "unavailability", "vanished_reads",
+    "Ack", "Commit", "History", "Poll", "Transactions", "Verdict", "batches_below", "check", "check_durability",
+    "committed_offsets_backwards", "divergent_replicas", "duplicated_values", "hanging_partitions",
+    "longest_ack_gaps", "lost_writes", "misplaced_acks", "parse_history", "poll_order_anomalies",
+    "transaction_verdict", "unavailability", "vanished_reads",
 ]
 
 _EXAMPLES = 10  # per anomaly kind in the summary
@@ -227,6 +230,51 @@ def unavailability(acks: Iterable[Ack], start: float, end: float, partitions: in
     return longest
 
 
+def longest_ack_gaps(acks: Iterable[Ack]) -> dict[int, float]:
+    """Per partition with acks, the longest time between two of them in a row."""
+    times: dict[int, list[float]] = defaultdict(list)
+    for ack in acks:
+        times[ack.partition].append(ack.t)
+    return {p: max((b - a for a, b in itertools.pairwise(sorted(ts))), default=0.0) for p, ts in times.items()}
+
+
+# ---------------------------------------------------------------------- transactions
+
+@dataclass(frozen=True, slots=True)
+class Transactions:
+    """What a transactional producer did: each record's transaction (``of``: value ->
+    transaction number) and each transaction's outcome as the client learnt it
+    (``committed``, ``aborted`` or ``unknown``)."""
+
+    of: Mapping[str, int]
+    outcome: Mapping[int, str]
+
+
+def transaction_verdict(txn_of: Mapping[str, int], outcome: Mapping[int, str], visible: Set[str],
+                        read: Set[str]) -> tuple[list[str], list[str]]:
+    """(aborted records visible, partly visible transactions): records of aborted transactions
+    a read_committed consumer finds in the final log (``visible``) or read during the run
+    (``read``), and transactions some but not all of whose records are visible, whatever the
+    client learnt of their outcome. ``txn_of`` maps each record to its transaction."""
+    aborted = {i for i, t in txn_of.items() if outcome.get(t) == "aborted"}
+    aborted_visible = sorted(aborted & visible) + sorted(f"{i} (read during the run)" for i in aborted & read)
+    members: dict[int, list[str]] = defaultdict(list)
+    for record_id, txn in txn_of.items():
+        members[txn].append(record_id)
+    partial = []
+    for txn, ids in sorted(members.items()):
+        present = sum(1 for i in ids if i in visible)
+        if 0 < present < len(ids):
+            partial.append(f"transaction {txn} ({outcome.get(txn, 'unknown')}): {present} of {len(ids)} records visible")
+    return aborted_visible, partial
+
+
+def hanging_partitions(end_offsets: Mapping[int, tuple[int, int]]) -> list[str]:
+    """Partitions whose last stable offset is not their high watermark once every
+    transaction should have completed; ``end_offsets`` maps each to (LSO, HW)."""
+    return [f"partition {p}: LSO {lso} < HW {hw}" for p, (lso, hw) in end_offsets.items() if lso != hw]
+
+
 # ---------------------------------------------------------------------- the verdict
 
 @dataclass
@@ -244,12 +292,17 @@ class Verdict:
     vanished: list[str] = field(default_factory=list)
     commits_backwards: list[str] = field(default_factory=list)
     divergent: list[str] = field(default_factory=list)
+    # transactional runs
+    aborted_visible: list[str] = field(default_factory=list)
+    partial_transactions: list[str] = field(default_factory=list)
+    hanging: list[str] = field(default_factory=list)
 
     @property
     def anomalies(self) -> int:
         """Every anomaly but lost and duplicated writes (counted on their own)."""
         return (len(self.nonmonotonic) + len(self.skipped) + len(self.vanished) + len(self.commits_backwards)
-                + len(self.divergent))
+                + len(self.divergent) + len(self.aborted_visible) + len(self.partial_transactions)
+                + len(self.hanging))
 
     @property
     def ok(self) -> bool:
@@ -259,20 +312,52 @@ class Verdict:
         """Up to a few examples of each anomaly kind present."""
         kinds = {"lost": self.lost, "duplicated": self.duplicated, "nonmonotonic": self.nonmonotonic,
                  "skipped": self.skipped, "vanished": self.vanished, "commits_backwards": self.commits_backwards,
-                 "divergent": self.divergent}
+                 "divergent": self.divergent, "aborted_visible": self.aborted_visible,
+                 "partial_transactions": self.partial_transactions, "hanging": self.hanging}
         return {kind: found[:_EXAMPLES] for kind, found in kinds.items() if found}
 
 
 def check(history: History, final: Mapping[int, Mapping[int, str]], ends: Mapping[int, int],
           replica_logs: Mapping[int, Mapping[int, bytes]] | None = None) -> Verdict:
-    """Every check over one run."""
+    """Every check over one nemesis run."""
     nonmonotonic, skipped = poll_order_anomalies(history.polls, final, ends)
-    return Verdict(
+    return replace(
+        _final_log_checks(final, ends, history.polls, replica_logs),
         sends=history.sends, acknowledged=len(history.acks),
         acknowledged_without_offset=sum(1 for a in history.acks if a.offset is None),
-        polls=len(history.polls), commits=len(history.commits), errors=len(history.errors),
-        lost=lost_writes(history.acks, final), duplicated=duplicated_values(final),
-        nonmonotonic=nonmonotonic, skipped=skipped, vanished=vanished_reads(history.polls, final),
-        commits_backwards=committed_offsets_backwards(history.commits),
-        divergent=divergent_replicas(replica_logs or {}, ends),
+        commits=len(history.commits), errors=len(history.errors), lost=lost_writes(history.acks, final),
+        nonmonotonic=nonmonotonic, skipped=skipped, commits_backwards=committed_offsets_backwards(history.commits),
     )
+
+
+def check_durability(writes: Mapping[str, tuple[int, int | None]], reads: Iterable[Poll],
+                     final: Mapping[int, Mapping[int, str]], ends: Mapping[int, int],
+                     replica_logs: Mapping[int, Mapping[int, bytes]], *, transactions: Transactions | None = None,
+                     end_offsets: Mapping[int, tuple[int, int]] | None = None) -> Verdict:
+    """The checks over one durability run (local/durability.py). ``writes``: each value that
+    must be in the final log exactly once where acknowledged, with its (partition, offset or
+    None) -- every acknowledged one; in a transactional run every one of a committed
+    transaction, with no offset where no delivery report came. ``reads``: what the run's
+    read_committed consumer read, one per offset. With ``transactions``: aborted records never
+    visible, every transaction all or nothing. ``end_offsets``: each partition's (LSO, HW)
+    after the run; they differ where a partition hangs. Poll order and commits are the nemesis
+    workload's to judge: this run's reader is not in a group."""
+    reads = list(reads)
+    verdict = replace(
+        _final_log_checks(final, ends, reads, replica_logs),
+        acknowledged=len(writes), acknowledged_without_offset=sum(1 for _, o in writes.values() if o is None),
+        lost=misplaced_acks(writes, _positions(final)), hanging=hanging_partitions(end_offsets or {}),
+    )
+    if transactions is not None:
+        visible = {value for records in final.values() for value in records.values()}
+        verdict.aborted_visible, verdict.partial_transactions = transaction_verdict(
+            transactions.of, transactions.outcome, visible, {r.value for r in reads})
+    return verdict
+
+
+def _final_log_checks(final: Mapping[int, Mapping[int, str]], ends: Mapping[int, int], polls: Sequence[Poll],
+                      replica_logs: Mapping[int, Mapping[int, bytes]] | None) -> Verdict:
+    """What both runs check of the final log: values twice, reads that vanished, replicas
+    that differ below the high watermark."""
+    return Verdict(polls=len(polls), duplicated=duplicated_values(final), vanished=vanished_reads(polls, final),
+                   divergent=divergent_replicas(replica_logs or {}, ends))

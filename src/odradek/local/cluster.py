@@ -38,15 +38,15 @@ from pathlib import Path
 from typing import Any
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import NoNodeError
 
+from odradek.local.child_process import ChildProcess
+from odradek.local.cluster_state import ClusterState
 from odradek.local.security import ADMIN, CLIENT_USER, LocalSecurity, properties_text
 from odradek.local.zookeeper import EmbeddedZooKeeper, free_port
 from odradek.log.checkpoints import write_atomically
 from odradek.net.client import BrokerConnection
 from odradek.security.client import ClientSecurity
 from odradek.zk.client import KafkaZkClient, ensure_chroot, split_chroot
-from odradek.zk.zk_data import BrokerIdZNode
 
 __all__ = ["BrokerProcess", "LocalCluster", "update_cluster_json_pid"]
 
@@ -68,7 +68,7 @@ LOCAL_DEFAULTS = {
 
 
 @dataclass
-class BrokerProcess:
+class BrokerProcess(ChildProcess):
     broker_id: int
     port: int
     config_path: Path
@@ -76,14 +76,6 @@ class BrokerProcess:
     broker_port: int | None = None  # the inter-broker listener's, on a secure cluster
     process: subprocess.Popen[bytes] | None = None
     started_ms: int = 0
-
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process is not None else None
-
-    @property
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
 
 
 class LocalCluster:
@@ -297,12 +289,14 @@ class LocalCluster:
             self._zk.start(timeout=30)
         return self._zk
 
+    def state(self) -> ClusterState:
+        """The cluster's state in ZooKeeper (partition states, controller, brokers), read
+        through ``zk_client()``."""
+        return ClusterState(self.zk_client())
+
     def _registered_since(self, broker_id: int, since_ms: int) -> bool:
-        try:
-            data, _ = self.zk_client().get(BrokerIdZNode.path(broker_id))
-        except NoNodeError:
-            return False
-        return BrokerIdZNode.decode(broker_id, data).timestamp_ms >= since_ms
+        registration = self.state().broker(broker_id)
+        return registration is not None and registration.timestamp_ms >= since_ms
 
     def _knows_cluster(self, broker: BrokerProcess, expected: set[int]) -> bool:
         """The broker's metadata cache (filled by the controller's UpdateMetadata) names a

@@ -22,31 +22,37 @@ record of an aborted transaction may be visible to a read_committed consumer (du
 or after), a transaction whose outcome the client could not learn must be wholly visible or
 wholly invisible, and no partition's last stable offset may stay below its high watermark.
 
-Used by the fault tests (short runs) and by ``bench/durability_runner.py`` (100+ faults).
+The faults are the table of local/durability_faults.py; ``local/checker.py`` judges the run
+(``check_durability``). Used by the fault tests (short runs) and by
+``bench/durability_runner.py`` (100+ faults).
 """
 
 from __future__ import annotations
 
-import itertools
-import json
 import logging
 import random
 import signal
 import threading
 import time
-from collections import defaultdict
-from collections.abc import Callable, Mapping, Set
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
-from kazoo.exceptions import NoNodeError
+from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
 
-from odradek.broker.transaction.transaction_state import coordinator_partition
-from odradek.local.checker import misplaced_acks
+from odradek.local.checker import (
+    Ack,
+    Poll,
+    Transactions,
+    Verdict,
+    check_durability,
+    longest_ack_gaps,
+)
 from odradek.local.cluster import LocalCluster
+from odradek.local.cluster_state import poll_until
+from odradek.local.durability_faults import DURABILITY_FAULTS, TRANSACTIONAL_FAULTS, BrokerTarget
+from odradek.local.final_read import read_to_the_end, settled_replica_logs
 
-__all__ = ["DurabilityReport", "DurabilityRun", "misplaced_acks", "read_to_the_end", "transaction_verdict"]
+__all__ = ["DurabilityReport", "DurabilityRun"]
 
 
 @dataclass
@@ -56,25 +62,47 @@ class DurabilityReport:
     produce_refused: int = 0  # produce() raised: the client refused the record locally
     acknowledged: int = 0
     acknowledged_without_offset: int = 0  # delivered, but the client was not told the offset
-    lost: list[str] = field(default_factory=list)  # acked ids missing or at another offset
-    duplicated: list[str] = field(default_factory=list)  # ids present more than once
     consumer_reads: int = 0
-    vanished_reads: list[str] = field(default_factory=list)  # read by a consumer, later gone
-    divergent_replicas: list[str] = field(default_factory=list)
     longest_unavailability_s: dict[int, float] = field(default_factory=dict)
     duration_s: float = 0.0
     # transactional mode
     transactions_committed: int = 0
     transactions_aborted: int = 0  # aborted on purpose, or after an error that required it
     transactions_unknown: int = 0  # the client could not learn the outcome: all or nothing
-    aborted_visible: list[str] = field(default_factory=list)  # aborted ids a read_committed reader saw
-    partial_transactions: list[str] = field(default_factory=list)  # partly visible transactions
-    hanging_partitions: list[str] = field(default_factory=list)  # LSO stayed below the HW
+    verdict: Verdict = field(default_factory=Verdict)  # the checker's
+
+    # The verdict in the report's words.
+    @property
+    def lost(self) -> list[str]:  # acked ids missing or at another offset
+        return self.verdict.lost
+
+    @property
+    def duplicated(self) -> list[str]:  # ids present more than once
+        return self.verdict.duplicated
+
+    @property
+    def vanished_reads(self) -> list[str]:  # read by a consumer, later gone
+        return self.verdict.vanished
+
+    @property
+    def divergent_replicas(self) -> list[str]:
+        return self.verdict.divergent
+
+    @property
+    def aborted_visible(self) -> list[str]:  # aborted ids a read_committed reader saw
+        return self.verdict.aborted_visible
+
+    @property
+    def partial_transactions(self) -> list[str]:  # partly visible transactions
+        return self.verdict.partial_transactions
+
+    @property
+    def hanging_partitions(self) -> list[str]:  # LSO stayed below the HW
+        return self.verdict.hanging
 
     @property
     def ok(self) -> bool:
-        return not (self.lost or self.duplicated or self.vanished_reads or self.divergent_replicas
-                    or self.aborted_visible or self.partial_transactions or self.hanging_partitions)
+        return self.verdict.ok
 
     def summary(self) -> str:
         worst = max(self.longest_unavailability_s.values(), default=0.0)
@@ -108,12 +136,10 @@ class DurabilityRun:
         # What the run does (each fault, refused records) goes to ``log``, else to this module's logger.
         self.log = log if log is not None else logging.getLogger(__name__).info
         self.report = DurabilityReport()
-        self.acked: dict[str, tuple[int, int | None]] = {}  # id -> (partition, offset or None)
-        self.ack_times: dict[int, list[float]] = defaultdict(list)
-        self.reads: dict[tuple[int, int], bytes] = {}
+        self.acks: list[Ack] = []  # every delivery report without an error (value: the record id)
+        self.reads: dict[tuple[int, int], Poll] = {}  # (partition, offset) -> what the consumer read there
         self._stop = threading.Event()
         self._errors: list[BaseException] = []
-        self.session_timeout_s = int(cluster.overrides.get("zookeeper.session.timeout.ms", "6000")) / 1000
         self.transactional = transactional
         self.txn_records = txn_records
         self.abort_ratio = abort_ratio
@@ -121,6 +147,7 @@ class DurabilityRun:
         self.txn_rng = random.Random(None if seed is None else seed + 1)  # the producer thread's own
         self.txn_of: dict[str, int] = {}  # record id -> transaction number
         self.txn_outcome: dict[int, str] = {}  # transaction number -> committed | aborted | unknown
+        self.target = BrokerTarget(cluster, self.rng, topic, partitions, self.transactional_id, self.log)
 
     # ------------------------------------------------------------------ run
 
@@ -141,10 +168,7 @@ class DurabilityRun:
         if self._errors:
             raise self._errors[0]
         self._restore_all()
-        if self.transactional:
-            self._verify_transactional()
-        else:
-            self._verify()
+        self._verify()
         self.report.duration_s = time.monotonic() - started
         return self.report
 
@@ -158,15 +182,17 @@ class DurabilityRun:
         return wrapped
 
     def _on_delivery(self, err, msg) -> None:
-        """Delivery report: an acknowledged record's id -> (partition, offset)."""
+        """Delivery report: an acknowledged record's id, partition and offset (or None)."""
         if err is None:
-            self.acked[msg.value().decode().split(":")[0]] = (msg.partition(), msg.offset())
-            self.ack_times[msg.partition()].append(time.monotonic())
+            self.acks.append(Ack(_record_id(msg.value()), msg.partition(), msg.offset(), time.monotonic()))
+
+    @property
+    def acked(self) -> dict[str, tuple[int, int | None]]:
+        """Each acknowledged record id -> (partition, offset or None)."""
+        return {a.value: (a.partition, a.offset) for a in self.acks}
 
     def _wait_first_acks(self) -> None:
-        deadline = time.monotonic() + 60
-        while len(self.acked) < 100 and time.monotonic() < deadline and not self._stop.is_set():
-            time.sleep(0.05)
+        poll_until(lambda: len(self.acks) >= 100, 60, interval_s=0.05, stop=self._stop)
 
     # ------------------------------------------------------------------ load
 
@@ -198,8 +224,9 @@ class DurabilityRun:
             producer.poll(0.01)
         producer.flush(150)
         self.report.produced = seq - self.report.produce_refused
-        self.report.acknowledged = len(self.acked)
-        self.report.acknowledged_without_offset = sum(1 for _, offset in self.acked.values() if offset is None)
+        acked = self.acked
+        self.report.acknowledged = len(acked)
+        self.report.acknowledged_without_offset = sum(1 for _, offset in acked.values() if offset is None)
 
     # ------------------------------------------------------------------ transactional load
 
@@ -262,10 +289,9 @@ class DurabilityRun:
         self.report.transactions_committed = outcomes.count("committed")
         self.report.transactions_aborted = outcomes.count("aborted")
         self.report.transactions_unknown = outcomes.count("unknown")
-        committed = {i for i, t in self.txn_of.items() if self.txn_outcome.get(t) == "committed"}
+        committed = self._committed_writes()
         self.report.acknowledged = len(committed)
-        self.report.acknowledged_without_offset = sum(
-            1 for i in committed if self.acked.get(i, (0, None))[1] is None)
+        self.report.acknowledged_without_offset = sum(1 for _, offset in committed.values() if offset is None)
 
     def _end_transaction(self, producer: Producer, commit: bool) -> str:
         """commit_transaction / abort_transaction, retried while the error is retriable; a
@@ -306,261 +332,104 @@ class DurabilityRun:
             while not self._stop.is_set():
                 for msg in consumer.consume(500, 0.2):
                     if msg.error() is None:
-                        self.reads[(msg.partition(), msg.offset())] = msg.value()
+                        self.reads[(msg.partition(), msg.offset())] = Poll(
+                            "durability-reader", msg.partition(), msg.offset(), _record_id(msg.value()),
+                            time.monotonic())
         finally:
             consumer.close()
         self.report.consumer_reads = len(self.reads)
 
     # ------------------------------------------------------------------ faults
 
-    def _controller(self) -> int | None:
-        try:  # the controller's node vanishes whenever it dies, also between two reads
-            return json.loads(self.cluster.zk_client().get("/controller")[0])["brokerid"]
-        except NoNodeError:
-            return None
-
-    def _transaction_coordinator(self) -> int | None:
-        """The leader of the transactional id's ``__transaction_state`` partition."""
-        count = int(self.cluster.overrides.get("transaction.state.log.num.partitions", "50"))
-        path = f"/brokers/topics/__transaction_state/partitions/{coordinator_partition(self.transactional_id, count)}/state"
-        try:
-            leader = json.loads(self.cluster.zk_client().get(path)[0])["leader"]
-        except NoNodeError:
-            return None
-        return leader if leader >= 0 else None
-
-    def _leaders(self) -> dict[int, int]:
-        zk = self.cluster.zk_client()
-        leaders = {}
-        for p in range(self.partitions):
-            path = f"/brokers/topics/{self.topic}/partitions/{p}/state"
-            if zk.exists(path):
-                leaders[p] = json.loads(zk.get(path)[0])["leader"]
-        return leaders
-
     def _inject_faults(self) -> None:
-        brokers = list(self.cluster.brokers)
+        table = TRANSACTIONAL_FAULTS if self.transactional else DURABILITY_FAULTS
         for n in range(self.target_faults):
             if self._stop.is_set():
                 return
-            kinds = ["kill-leader", "kill-controller", "kill-any", "pause"]
-            kind = self.rng.choice([*kinds, "kill-coordinator"] if self.transactional else kinds)
-            if kind == "kill-controller":
-                victim = self._controller()
-            elif kind == "kill-coordinator":
-                victim = self._transaction_coordinator()
-            elif kind == "kill-leader":
-                leaders = [b for b in self._leaders().values() if b >= 0]
-                victim = self.rng.choice(leaders) if leaders else None
-            else:
-                victim = None
-            if victim is None:
-                victim = self.rng.choice(brokers)
-            if kind == "pause":
-                self.log(f"fault {n + 1}: SIGSTOP broker {victim} past the session timeout")
-                self.cluster.signal_broker(victim, signal.SIGSTOP)
-                time.sleep(self.session_timeout_s + 2 + self.rng.random() * 2)
-                self.cluster.signal_broker(victim, signal.SIGCONT)
-            else:
-                self.log(f"fault {n + 1}: SIGKILL broker {victim} ({kind})")
-                self.cluster.kill_broker(victim)
-                time.sleep(self.rng.random() * 3)
-                try:
-                    self.cluster.start_broker(victim, timeout_s=120)
-                except TimeoutError:
-                    self._dump_task_stacks("broker did not come back")
-                    time.sleep(1)
-                    raise
-            self.report.faults.append(f"{kind} broker {victim}")
+            fault = self.rng.choice(table)(self.target)
+            self.log(f"fault {n + 1}: {fault.action}")
+            fault.inject()
+            time.sleep(fault.held_s())
+            fault.heal()
+            self.report.faults.append(fault.description)
             self._wait_healthy(timeout_s=90)
 
-    def _isr_full(self) -> bool:
-        zk = self.cluster.zk_client()
-        for p in range(self.partitions):
-            path = f"/brokers/topics/{self.topic}/partitions/{p}/state"
-            if not zk.exists(path):
-                return False
-            state = json.loads(zk.get(path)[0])
-            if state["leader"] < 0 or len(state["isr"]) < len(self.cluster.brokers):
-                return False
-        return len(zk.get_children("/brokers/ids")) == len(self.cluster.brokers)
+    def _wait_full_isr(self, timeout_s: float, stop: threading.Event | None = None) -> bool:
+        """Every broker registered and in the ISR of every partition, as ZooKeeper says."""
+        brokers = self.cluster.brokers
+        return self.cluster.state().wait_isr_full(self.topic, self.partitions, len(brokers), brokers=brokers,
+                                                  timeout_s=timeout_s, stop=stop, log=self.log)
 
     def _wait_healthy(self, timeout_s: float) -> None:
         """Before the next fault: every broker registered and every ISR full again."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and not self._stop.is_set():
-            if self._isr_full():
-                return
-            time.sleep(0.2)
-        if self._stop.is_set():
-            return
-        self._dump_task_stacks("warning: ISRs not full again before the next fault")
-
-    def _dump_task_stacks(self, why: str) -> None:
-        self.log(f"{why} (brokers log their task stacks: SIGUSR1)")
-        for broker_id in self.cluster.brokers:
-            self.cluster.signal_broker(broker_id, signal.SIGUSR1)
+        if not self._wait_full_isr(timeout_s, self._stop) and not self._stop.is_set():
+            self.target.dump_task_stacks("warning: ISRs not full again before the next fault")
 
     def _restore_all(self) -> None:
         for broker_id, broker in self.cluster.brokers.items():
             self.cluster.signal_broker(broker_id, signal.SIGCONT)
             if not broker.alive:
                 self.cluster.start_broker(broker_id, timeout_s=120)
-        deadline = time.monotonic() + 120
-        while not self._isr_full():
-            if time.monotonic() > deadline:
-                raise TimeoutError("ISRs did not recover after the run")
-            time.sleep(0.2)
+        if not self._wait_full_isr(120):
+            raise TimeoutError("ISRs did not recover after the run")
 
     # ------------------------------------------------------------------ verification
 
-    def _read_final(self) -> dict[int, dict[int, bytes]]:
-        """Every record a read_committed consumer reads, per partition and offset."""
-        final, _ = read_to_the_end(
+    def _verify(self) -> None:
+        """The checker's verdict over what was written, read and replicated: committed
+        records exactly once where acknowledged, nothing read that vanished, replicas equal;
+        in a transactional run also aborted ones never visible (now or during the run),
+        unknown outcomes all or nothing, no partition's LSO left behind."""
+        end_offsets = self._wait_stable() if self.transactional else None
+        final, ends = read_to_the_end(
             {**self.cluster.client_properties(), "group.id": "durability-verifier", "isolation.level": "read_committed"},
             self.topic, self.partitions, transactional=self.transactional)
-        return final
+        logs = settled_replica_logs(self.cluster, self.topic, self.partitions, ends, timeout_s=60)
+        self.report.verdict = check_durability(
+            self._committed_writes() if self.transactional else self.acked, self.reads.values(),
+            {p: {o: _record_id(v) for o, v in records.items()} for p, records in final.items()}, ends, logs,
+            transactions=Transactions(self.txn_of, self.txn_outcome) if self.transactional else None,
+            end_offsets=end_offsets)
+        self.report.longest_unavailability_s = longest_ack_gaps(self.acks)
 
-    def _verify(self) -> None:
-        final = self._read_final()
-        positions: dict[str, list[tuple[int, int]]] = defaultdict(list)
-        for p, records in final.items():
-            for offset, value in records.items():
-                positions[value.decode().split(":")[0]].append((p, offset))
-        self.report.lost = misplaced_acks(self.acked, positions)
-        self.report.duplicated = [i for i, ps in positions.items() if len(ps) > 1]
-        for (p, offset), value in self.reads.items():
-            if final.get(p, {}).get(offset) != value:
-                self.report.vanished_reads.append(f"p{p}@{offset}")
-        self._compare_replicas()
-        for p, times in self.ack_times.items():
-            times.sort()
-            gaps = [b - a for a, b in itertools.pairwise(times)]
-            self.report.longest_unavailability_s[p] = max(gaps, default=0.0)
-
-    def _verify_transactional(self) -> None:
-        """Committed records exactly once where acknowledged, aborted ones never visible (now
-        or during the run), unknown outcomes all or nothing, no partition's LSO left behind."""
-        self._wait_stable()
-        final = self._read_final()
-        positions: dict[str, list[tuple[int, int]]] = defaultdict(list)
-        for p, records in final.items():
-            for offset, value in records.items():
-                positions[value.decode().split(":")[0]].append((p, offset))
-        committed = {i: self.acked.get(i, (self._partition_of(i), None))
-                     for i, t in self.txn_of.items() if self.txn_outcome.get(t) == "committed"}
-        self.report.lost = misplaced_acks(committed, positions)
-        self.report.duplicated = [i for i, ps in positions.items() if len(ps) > 1]
-        read_ids = {value.decode().split(":")[0] for value in self.reads.values()}
-        self.report.aborted_visible, self.report.partial_transactions = transaction_verdict(
-            self.txn_of, self.txn_outcome, set(positions), read_ids)
-        for (p, offset), value in self.reads.items():
-            if final.get(p, {}).get(offset) != value:
-                self.report.vanished_reads.append(f"p{p}@{offset}")
-        self._compare_replicas()
-        for p, times in self.ack_times.items():
-            times.sort()
-            gaps = [b - a for a, b in itertools.pairwise(times)]
-            self.report.longest_unavailability_s[p] = max(gaps, default=0.0)
+    def _committed_writes(self) -> dict[str, tuple[int, int | None]]:
+        """Every record of a committed transaction -> (partition, offset), the offset None
+        where no delivery report came."""
+        acked = self.acked
+        return {i: acked.get(i, (self._partition_of(i), None))
+                for i, t in self.txn_of.items() if self.txn_outcome.get(t) == "committed"}
 
     def _partition_of(self, record_id: str) -> int:
         return int(record_id[-4:]) % self.partitions
 
-    def _wait_stable(self, timeout_s: float = 120.0) -> None:
+    def _wait_stable(self, timeout_s: float = 120.0) -> dict[int, tuple[int, int]]:
         """Wait until each partition's last stable offset reaches its high watermark (open
-        transactions completed); partitions still behind after ``timeout_s`` are hanging."""
+        transactions completed); (LSO, HW) per partition as last seen."""
         ends: dict[str, Consumer] = {}
         for isolation in ("read_committed", "read_uncommitted"):
             ends[isolation] = Consumer({**self.cluster.client_properties(),
                                         "group.id": "durability-lso", "isolation.level": isolation, "log_level": 0})
-        deadline = time.monotonic() + timeout_s
+        offsets: dict[int, tuple[int, int]] = {}
+
+        def stable() -> bool:
+            for p in range(self.partitions):
+                tp = TopicPartition(self.topic, p)
+                try:
+                    offsets[p] = (ends["read_committed"].get_watermark_offsets(tp, timeout=30)[1],
+                                  ends["read_uncommitted"].get_watermark_offsets(tp, timeout=30)[1])
+                except KafkaException as e:  # e.g. a leader just moved: asked again
+                    self.log(f"partition {p}: end offsets not known yet: {e}")
+                    offsets[p] = (-1, 0)
+            return all(lso == hw for lso, hw in offsets.values())
+
         try:
-            behind: dict[int, tuple[int, int]] = {}
-            while True:
-                behind = {}
-                for p in range(self.partitions):
-                    tp = TopicPartition(self.topic, p)
-                    try:
-                        lso = ends["read_committed"].get_watermark_offsets(tp, timeout=30)[1]
-                        hw = ends["read_uncommitted"].get_watermark_offsets(tp, timeout=30)[1]
-                    except KafkaException as e:  # e.g. a leader just moved: asked again
-                        self.log(f"partition {p}: end offsets not known yet: {e}")
-                        lso, hw = -1, 0
-                    if lso != hw:
-                        behind[p] = (lso, hw)
-                if not behind or time.monotonic() > deadline:
-                    break
-                time.sleep(0.5)
-            self.report.hanging_partitions = [f"partition {p}: LSO {lso} < HW {hw}" for p, (lso, hw) in behind.items()]
+            poll_until(stable, timeout_s, interval_s=0.5)
         finally:
             for consumer in ends.values():
                 consumer.close()
-
-    def _compare_replicas(self) -> None:
-        """Once every replica is in the ISR and caught up, their logs are byte-identical."""
-        deadline = time.monotonic() + 60
-        for p in range(self.partitions):
-            while True:
-                contents = {b: _log_bytes(broker.config_path.parent / "data" / f"{self.topic}-{p}")
-                            for b, broker in self.cluster.brokers.items()}
-                if len(set(contents.values())) == 1:
-                    break
-                if time.monotonic() > deadline:
-                    sizes = {b: len(c) for b, c in contents.items()}
-                    self.report.divergent_replicas.append(f"partition {p}: log sizes {sizes}")
-                    break
-                time.sleep(0.2)
+        return offsets
 
 
-def transaction_verdict(txn_of: Mapping[str, int], outcome: Mapping[int, str], visible: Set[str],
-                        read: Set[str]) -> tuple[list[str], list[str]]:
-    """(aborted records visible, partly visible transactions): ids of aborted transactions a
-    read_committed consumer finds in the final log (``visible``) or read during the run
-    (``read``), and transactions some but not all of whose records are visible, whatever the
-    client learnt of their outcome. ``txn_of`` maps each record id to its transaction."""
-    aborted = {i for i, t in txn_of.items() if outcome.get(t) == "aborted"}
-    aborted_visible = sorted(aborted & visible) + sorted(f"{i} (read during the run)" for i in aborted & read)
-    members: dict[int, list[str]] = defaultdict(list)
-    for record_id, txn in txn_of.items():
-        members[txn].append(record_id)
-    partial = []
-    for txn, ids in sorted(members.items()):
-        present = sum(1 for i in ids if i in visible)
-        if 0 < present < len(ids):
-            partial.append(f"transaction {txn} ({outcome.get(txn, 'unknown')}): {present} of {len(ids)} records visible")
-    return aborted_visible, partial
-
-
-def _log_bytes(directory: Path) -> bytes:
-    return b"".join(path.read_bytes() for path in sorted(directory.glob("*.log")))
-
-
-def read_to_the_end(config: Mapping[str, object], topic: str, partitions: int, *,
-                    transactional: bool = False, timeout_s: float = 300.0,
-                    ) -> tuple[dict[int, dict[int, bytes]], dict[int, int]]:
-    """Every record of ``topic``'s partitions up to the end offsets found first, per partition
-    and offset (values as bytes), and those end offsets. ``transactional``: a log may end with
-    a marker, not a record, so a partition's EOF also ends it."""
-    consumer = Consumer({**config, "enable.auto.commit": False, "log_level": 0,
-                         "enable.partition.eof": transactional})
-    final: dict[int, dict[int, bytes]] = {p: {} for p in range(partitions)}
-    try:
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30)[1]
-                for p in range(partitions)}
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        remaining = {p for p, end in ends.items() if end > 0}
-        deadline = time.monotonic() + timeout_s
-        while remaining and time.monotonic() < deadline:
-            for msg in consumer.consume(1000, 1.0):
-                if msg.error() is not None:
-                    if msg.error().code() == KafkaError._PARTITION_EOF and transactional:
-                        remaining.discard(msg.partition())
-                    continue
-                final[msg.partition()][msg.offset()] = msg.value()
-                if msg.offset() >= ends[msg.partition()] - 1:
-                    remaining.discard(msg.partition())
-        if remaining:
-            raise TimeoutError(f"could not read partitions {sorted(remaining)} to their end")
-    finally:
-        consumer.close()
-    return final, ends
+def _record_id(value: bytes) -> str:
+    """A record's unique id: its value up to the first colon."""
+    return value.decode().split(":")[0]

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from odradek.config import parse_properties
+from odradek.local.child_process import ChildProcess
 
 __all__ = ["EmbeddedZooKeeper", "QuorumServer", "ZooKeeperError", "find_java", "find_zookeeper_classpath",
            "four_letter", "free_port", "read_client_address", "server_mode"]
@@ -186,7 +187,7 @@ def server_mode(host: str, port: int) -> str | None:
     return None
 
 
-class EmbeddedZooKeeper:
+class EmbeddedZooKeeper(ChildProcess):
     """ZooKeeper's own server in a child JVM, serving ``host:port`` from ``data_dir``.
 
     Standalone by default. With ``server_id`` and ``servers`` (``host:peerPort:electionPort``
@@ -240,14 +241,6 @@ class EmbeddedZooKeeper:
     @property
     def config_path(self) -> Path:
         return self.config if self.config is not None else self.data_dir / "zoo.cfg"
-
-    @property
-    def pid(self) -> int | None:
-        return self.process.pid if self.process is not None else None
-
-    @property
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
 
     def command(self) -> list[str]:
         """The JVM's argv (without ``command_prefix``)."""

@@ -54,17 +54,8 @@ def wait_full_isr(cluster: LocalCluster, topic: str, partitions: int, replicatio
                   timeout_s: float = 120) -> None:
     """Until every partition of ``topic`` has a leader and a full ISR, as ZooKeeper says
     (benchmarks time steady state, not topic creation)."""
-    zk = cluster.zk_client()
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        states = []
-        for p in range(partitions):
-            path = f"/brokers/topics/{topic}/partitions/{p}/state"
-            states.append(json.loads(zk.get(path)[0]) if zk.exists(path) else None)
-        if all(s is not None and len(s["isr"]) == replication_factor and s["leader"] >= 0 for s in states):
-            return
-        time.sleep(0.2)
-    raise TimeoutError(f"{topic}: ISR not full after {timeout_s:.0f} s")
+    if not cluster.state().wait_isr_full(topic, partitions, replication_factor, timeout_s=timeout_s):
+        raise TimeoutError(f"{topic}: ISR not full after {timeout_s:.0f} s")
 
 
 def brokers_cpu_seconds(cluster: LocalCluster) -> float:
@@ -111,6 +102,16 @@ def code_version() -> dict[str, object]:
     except (OSError, subprocess.SubprocessError):
         return {"commit": None, "dirty": []}
     return {"commit": head or None, "dirty": [line[3:] for line in dirty if line.strip()]}
+
+
+def _stop_process(proc: subprocess.Popen[bytes], sig: int, timeout_s: float) -> None:
+    """Send ``sig`` and wait up to ``timeout_s`` for the process to exit; SIGKILL it after that."""
+    proc.send_signal(sig)
+    try:
+        proc.wait(timeout_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 def tansu_binary() -> str:
@@ -166,12 +167,7 @@ class TansuBroker:
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
+            _stop_process(self.process, signal.SIGTERM, 10)
 
     def __enter__(self) -> TansuBroker:
         self.start()
@@ -250,12 +246,7 @@ def pyspy_record(pid: int, output: Path, rate: int = 200) -> Iterator[Path]:
     try:
         yield output
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop_process(proc, signal.SIGINT, 60)
 
 
 @dataclass(frozen=True, slots=True)
@@ -333,12 +324,7 @@ def perf_record(pid: int, output: Path, frequency: int = 999) -> Iterator[Path |
     try:
         yield output
     finally:
-        proc.send_signal(signal.SIGINT)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        _stop_process(proc, signal.SIGINT, 60)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,5 @@
-"""The nemesis checker over hand-built histories: a clean one, and one per anomaly."""
+"""The checker over hand-built runs: nemesis histories (a clean one, and one per anomaly) and
+durability runs (acknowledgements with and without offsets, transactions)."""
 
 from __future__ import annotations
 
@@ -9,10 +10,15 @@ from odradek.local.checker import (
     Commit,
     History,
     Poll,
+    Transactions,
     batches_below,
     check,
+    check_durability,
     divergent_replicas,
+    longest_ack_gaps,
+    misplaced_acks,
     parse_history,
+    transaction_verdict,
     unavailability,
 )
 from odradek.protocol.records import SimpleRecord, build_batch
@@ -118,3 +124,95 @@ def test_unavailability_is_the_longest_stretch_without_an_ack_per_partition() ->
             Ack("e", 1, 0, 10.5), Ack("f", 1, 1, 19.5)]
     longest = unavailability(acks, 10.0, 20.0, 3)
     assert longest == {0: 5.0, 1: 9.0, 2: 10.0}  # p0: 11→16; p1: 10.5→19.5; p2: no ack at all
+
+
+def test_longest_ack_gap_per_partition_over_the_whole_run() -> None:
+    acks = [Ack("a", 0, 0, 3.0), Ack("b", 0, 1, 1.0), Ack("c", 0, 2, 7.0), Ack("d", 1, 0, 2.0)]
+    assert longest_ack_gaps(acks) == {0: 4.0, 1: 0.0}  # p0 in time order: 1, 3, 7
+
+
+# ---------------------------------------------------------------------- durability runs
+
+def test_an_ack_with_an_offset_must_be_found_there_exactly_once() -> None:
+    acked = {"a": (0, 5), "b": (0, 6), "c": (1, 0), "d": (2, 3)}
+    positions = {"a": [(0, 5)], "b": [(0, 7)], "c": [(1, 0), (1, 1)]}
+    assert misplaced_acks(acked, positions) == [
+        "b acked at (0, 6), found at [(0, 7)]",
+        "c acked at (1, 0), found at [(1, 0), (1, 1)]",
+        "d acked at (2, 3), found at None",
+    ]
+
+
+def test_an_ack_without_an_offset_must_be_found_once_in_its_partition() -> None:
+    # librdkafka reports an implicitly acknowledged record with no offset (None in Python).
+    acked = {"kept": (0, None), "gone": (0, None), "twice": (1, None), "elsewhere": (2, None)}
+    positions = {"kept": [(0, 18933)], "twice": [(1, 4), (1, 9)], "elsewhere": [(0, 2)]}
+    assert misplaced_acks(acked, positions) == [
+        "gone acked at (0, None), found at None",
+        "twice acked at (1, None), found at [(1, 4), (1, 9)]",
+        "elsewhere acked at (2, None), found at [(0, 2)]",
+    ]
+
+
+TXN_OF = {"c1": 0, "c2": 0, "a1": 1, "a2": 1, "u1": 2, "u2": 2, "u3": 2}
+OUTCOME = {0: "committed", 1: "aborted", 2: "unknown"}
+
+
+def test_a_clean_transactional_log_has_no_verdict() -> None:
+    assert transaction_verdict(TXN_OF, OUTCOME, {"c1", "c2", "u1", "u2", "u3"}, {"c1"}) == ([], [])
+    assert transaction_verdict(TXN_OF, OUTCOME, {"c1", "c2"}, set()) == ([], [])  # unknown: none visible
+
+
+def test_aborted_records_visible_at_the_end_or_during_the_run() -> None:
+    aborted, partial = transaction_verdict(TXN_OF, OUTCOME, {"c1", "c2", "a1", "a2"}, {"a2"})
+    assert aborted == ["a1", "a2", "a2 (read during the run)"]
+    assert partial == []
+
+
+def test_a_partly_visible_transaction_whatever_its_outcome() -> None:
+    aborted, partial = transaction_verdict(TXN_OF, OUTCOME, {"c1", "u1", "u3"}, set())
+    assert aborted == []
+    assert partial == ["transaction 0 (committed): 1 of 2 records visible",
+                       "transaction 2 (unknown): 2 of 3 records visible"]
+
+
+def durability_run() -> tuple[dict[str, tuple[int, int | None]], list[Poll], dict[int, dict[int, str]],
+                               dict[int, int], dict[int, dict[int, bytes]]]:
+    """Writes on two partitions (one acknowledged without an offset), a reader, equal replicas."""
+    writes = {"id0": (0, 0), "id1": (0, 1), "id2": (1, None)}
+    reads = [Poll("reader", 0, 0, "id0", 1.0), Poll("reader", 1, 0, "id2", 1.0)]
+    final = {0: {0: "id0", 1: "id1"}, 1: {0: "id2"}}
+    ends = {0: 2, 1: 1}
+    log = build_batch([SimpleRecord(b"id0"), SimpleRecord(b"id1")], base_offset=0)
+    return writes, reads, final, ends, {0: {0: log, 1: log}}
+
+
+def test_a_clean_durability_run_has_no_anomaly() -> None:
+    verdict = check_durability(*durability_run(), end_offsets={0: (2, 2), 1: (1, 1)})
+    assert verdict.ok, verdict.examples()
+    assert (verdict.acknowledged, verdict.acknowledged_without_offset, verdict.polls) == (3, 1, 2)
+
+
+def test_a_durability_run_loses_duplicates_and_loses_reads() -> None:
+    writes, reads, final, ends, logs = durability_run()
+    final[0] = {0: "id0", 2: "id0"}  # id1 gone, id0 twice
+    ends[0] = 3
+    reads.append(Poll("reader", 0, 1, "id1", 2.0))  # read, then gone
+    verdict = check_durability(writes, reads, final, ends, logs)
+    assert verdict.lost == ["id0 acked at (0, 0), found at [(0, 0), (0, 2)]", "id1 acked at (0, 1), found at None"]
+    assert verdict.duplicated == ["id0 at [(0, 0), (0, 2)]"]
+    assert verdict.vanished == ["p0@1: read id1 (session reader), final log has None"]
+    assert verdict.nonmonotonic == [] and verdict.skipped == []  # poll order is not this run's to judge
+
+
+def test_a_transactional_durability_run_judges_transactions_and_hanging_partitions() -> None:
+    writes, reads, final, ends, logs = durability_run()
+    final[1][1] = "a1"  # an aborted record visible
+    reads.append(Poll("reader", 1, 1, "a1", 2.0))
+    transactions = Transactions({"id0": 0, "id1": 0, "id2": 1, "a1": 2, "a2": 2}, {0: "committed", 1: "unknown", 2: "aborted"})
+    verdict = check_durability(writes, reads, final, ends, logs, transactions=transactions,
+                               end_offsets={0: (2, 2), 1: (0, 2)})
+    assert verdict.aborted_visible == ["a1", "a1 (read during the run)"]
+    assert verdict.partial_transactions == ["transaction 2 (aborted): 1 of 2 records visible"]
+    assert verdict.hanging == ["partition 1: LSO 0 < HW 2"]
+    assert verdict.anomalies == 4 and not verdict.ok
