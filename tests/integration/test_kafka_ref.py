@@ -4,14 +4,34 @@ shared one, serve confluent-kafka clients, survive a killed broker, and leave no
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import pytest
 
 from odradek.local.zookeeper import EmbeddedZooKeeper
 from odradek.perf.harness import create_topic_admin
-from odradek.perf.kafka_ref import KafkaRefCluster, jvm_settings
+from odradek.perf.kafka_ref import (
+    KafkaRefCluster,
+    KafkaRefError,
+    jvm_cache,
+    jvm_classpath,
+    jvm_settings,
+)
 from support import consume_all, create_topic, partition_state, produce, unique_chroot, wait_until
+
+
+def test_jars_fetched_for_another_pom_are_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    fetched = jvm_cache()
+    (tmp_path / "kafka-3.9" / "lib").mkdir(parents=True)
+    (tmp_path / "kafka-3.9" / "lib" / "kafka_2.13-3.9.0.jar").write_bytes(b"")
+    (tmp_path / "pom.xml").write_bytes((fetched / "pom.xml").read_bytes())
+    (tmp_path / "kafka-3.9" / "pom.xml").write_text("<project>an older pin</project>")
+    monkeypatch.setenv("ODRADEK_JVM_CACHE", str(tmp_path))
+    with pytest.raises(KafkaRefError, match=re.escape("fetched for another jvm/kafka-3.9/pom.xml")):
+        jvm_classpath("kafka-3.9")
+    with pytest.raises(KafkaRefError, match=re.escape("no jars of jvm/kafka-2.8")):
+        jvm_classpath("kafka-2.8")
 
 
 def gone(pid: int) -> bool:

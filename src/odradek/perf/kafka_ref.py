@@ -142,7 +142,8 @@ class KafkaRefCluster(LocalCluster):
 
     def describe(self) -> str:
         """What this cluster runs, in one line (for a benchmark's header)."""
-        return f"Apache Kafka {self.kafka_version} (ZooKeeper mode), {len(self.brokers)} brokers; {jvm_settings()}"
+        brokers = f"{len(self.brokers)} broker{'s' if len(self.brokers) != 1 else ''}"
+        return f"Apache Kafka {self.kafka_version} (ZooKeeper mode), {brokers}; {jvm_settings()}"
 
     def broker_command(self, broker: BrokerProcess) -> list[str]:
         """The broker's argv: kafka-run-class.sh's, with the broker's directory as LOG_DIR."""
