@@ -66,8 +66,12 @@ def test_one_broker_on_its_own_zookeeper(tmp_path: Path, version: str) -> None:
 @pytest.mark.slow
 def test_three_brokers_survive_a_killed_broker(zookeeper: EmbeddedZooKeeper, tmp_path: Path) -> None:
     chroot = unique_chroot(zookeeper, "kafka")
-    cluster = KafkaRefCluster(tmp_path, 3, zookeeper_connect=chroot, overrides={"min.insync.replicas": "2"})
+    # 2.8's inter-broker protocol, as in a cluster that mixes Kafka and odradek brokers.
+    cluster = KafkaRefCluster(tmp_path, 3, zookeeper_connect=chroot,
+                              overrides={"min.insync.replicas": "2", "inter.broker.protocol.version": "2.8"})
     with cluster:
+        config_dump = (tmp_path / "broker-0" / "server.log").read_text()  # KafkaConfig's, at start
+        assert re.search(r"^\s+inter\.broker\.protocol\.version = 2\.8$", config_dump, re.MULTILINE)
         pids = {b.broker_id: b.pid for b in cluster.brokers.values()}
         create_topic(cluster, "orders", replication_factor=3)
         round_trip(cluster, "orders", 100)
