@@ -60,6 +60,7 @@ __all__ = [
 # ----------------------------------------------------------------------------- collaborators
 
 
+@runtime_checkable
 class TopicCreator(Protocol):
     """Topic creation as AdminZkClient does it (validation, placement, the ZooKeeper write)."""
 
@@ -69,6 +70,7 @@ class TopicCreator(Protocol):
                            ) -> dict[int, list[int]]: ...
 
 
+@runtime_checkable
 class TopicAdmin(TopicCreator, Protocol):
     """CreateTopics, DeleteTopics and CreatePartitions' ZooKeeper writes (AdminZkClient)."""
 
@@ -79,6 +81,7 @@ class TopicAdmin(TopicCreator, Protocol):
                              *, validate_only: bool = False) -> dict[int, list[int]]: ...
 
 
+@runtime_checkable
 class TopicConfigAdmin(Protocol):
     """AlterConfigs' write of a topic's overrides (AdminZkClient)."""
 
@@ -86,6 +89,7 @@ class TopicConfigAdmin(Protocol):
                                  validate_only: bool = False) -> dict[str, str]: ...
 
 
+@runtime_checkable
 class ConfigStore(Protocol):
     """The configs' znodes that DescribeConfigs and AlterConfigs read and write (KafkaZkClient)."""
 
@@ -98,6 +102,7 @@ class ConfigStore(Protocol):
     async def set_broker_config(self, entity: str, config: Mapping[str, str]) -> None: ...
 
 
+@runtime_checkable
 class UserConfigStore(Protocol):
     """``/config/users``, where SCRAM credentials live (KafkaZkClient)."""
 
@@ -108,12 +113,14 @@ class UserConfigStore(Protocol):
     async def set_entity_config(self, entity_type: str, entity: str, config: Mapping[str, str]) -> None: ...
 
 
+@runtime_checkable
 class TopicConfigReader(Protocol):
     """The topic configs a LeaderAndIsr needs for the logs it creates (KafkaZkClient)."""
 
     async def get_topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]: ...
 
 
+@runtime_checkable
 class AclStore(Protocol):
     """The ACLs in ZooKeeper (zk.acl_store.ZkAclStore)."""
 
@@ -125,12 +132,14 @@ class AclStore(Protocol):
                               ) -> dict[AclBindingFilter, dict[ResourcePattern, frozenset[Acl]]]: ...
 
 
+@runtime_checkable
 class ProducerIds(Protocol):
     """Producer ids for idempotent producers (ProducerIdManager: blocks from ZooKeeper)."""
 
     async def next_id(self) -> int: ...
 
 
+@runtime_checkable
 class ControllerRole(Protocol):
     """Whether this broker's controller is the active one."""
 
@@ -138,10 +147,12 @@ class ControllerRole(Protocol):
     def is_active(self) -> bool: ...
 
 
+@runtime_checkable
 class _EventQueue(Protocol):
     def put(self, event: ControllerEvent) -> None: ...
 
 
+@runtime_checkable
 class ControllerInbox(ControllerRole, Protocol):
     """The controller as the requests it serves reach it: an event on its queue."""
 
