@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import datetime
 import time
+from collections.abc import Sequence
 
 from fake_broker import OTHER_BROKER, FakeBroker, FakeConnection, WithBroker, decode_answer
 from kio.schema.fetch.v12 import request as fetch_req
@@ -14,6 +15,7 @@ from kio.schema.produce.v9 import request as produce_req
 from kio.schema.produce.v9 import response as produce_resp
 from kio.static.primitive import i32
 
+from odradek.common import TopicPartition
 from odradek.protocol.errors import ErrorCode as E
 from odradek.protocol.records import SimpleRecord, build_batch, iter_batches
 from odradek.security.acls import KafkaPrincipal, Operation, ResourceType
@@ -146,6 +148,34 @@ def test_produce_needs_write_on_each_topic_and_idempotent_write_for_producer_ids
         assert [b.replica_manager.partitions[(t, 0)].log_end_offset for t in ("t", "secret")] == [1, 1]  # type: ignore[index]
 
     with_broker(body)
+
+
+class Verifier:
+    """The transaction coordinator's KIP-890 answers, recording what it was asked."""
+
+    def __init__(self, refused: set[TP]) -> None:
+        self.refused = refused
+        self.asked: list[tuple[str, list[TP]]] = []
+
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partitions: Sequence[TopicPartition]) -> dict[TopicPartition, E]:
+        self.asked.append((transactional_id, [tuple(tp) for tp in partitions]))
+        return {tp: E.invalid_txn_state if tuple(tp) in self.refused else E.none for tp in partitions}
+
+
+def test_transactional_produce_is_verified_with_the_coordinator_first(with_broker: WithBroker) -> None:
+    verifier = Verifier({("t", 1)})
+
+    async def body(b: FakeBroker) -> None:
+        await b.lead("t", [0, 1])
+        got = await produced(b, produce({("t", 0): batch(b"a", producer_id=7, transactional=True),
+                                         ("t", 1): batch(b"b", producer_id=7, transactional=True)},
+                                        transactional_id="tx"))
+        assert {tp: p.error_code for tp, p in got.items()} == {("t", 0): E.none, ("t", 1): E.invalid_txn_state}
+        assert [b.replica_manager.partitions[("t", p)].log_end_offset for p in (0, 1)] == [1, 0]  # type: ignore[index]
+
+    with_broker(body, txn_verifier=verifier)
+    assert verifier.asked == [("tx", [("t", 0), ("t", 1)])]
 
 
 # ----------------------------------------------------------------------------- fetch
