@@ -20,8 +20,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek import tasks
 from odradek.broker.alter_partition import AlterPartitionManager
@@ -59,7 +59,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-__all__ = ["ReplicaManager", "TimeSlice", "transactional_header", "verification_error"]
+__all__ = ["PartitionVerifier", "ReplicaManager", "TimeSlice", "transactional_header"]
 
 # StopReplica leader epochs that bypass the stale-epoch check: unknown, and "topic deleted".
 _NO_EPOCH = -1
@@ -86,21 +86,17 @@ def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-# Verification errors the producer could not act on, as Kafka 3.6's ReplicaManager maps them
-# for the Produce response: coordinator trouble becomes the retriable NOT_ENOUGH_REPLICAS, a
-# fenced producer INVALID_PRODUCER_EPOCH (what a Produce response reports for it).
-_VERIFICATION_ERRORS = {
-    ErrorCode.concurrent_transactions: ErrorCode.not_enough_replicas,
-    ErrorCode.coordinator_load_in_progress: ErrorCode.not_enough_replicas,
-    ErrorCode.coordinator_not_available: ErrorCode.not_enough_replicas,
-    ErrorCode.not_coordinator: ErrorCode.not_enough_replicas,
-    ErrorCode.producer_fenced: ErrorCode.invalid_producer_epoch,
-}
+class PartitionVerifier(Protocol):
+    """KIP-890 part 1 (Kafka 3.6's AddPartitionsToTxnManager): asks the transaction coordinator
+    whether partitions are in a producer's ongoing transaction, before a transactional batch
+    starts one there (transaction/verifier.py's TxnVerifier)."""
 
-
-def verification_error(error: ErrorCode) -> ErrorCode:
-    """The Produce error for a partition whose KIP-890 verification answered ``error``."""
-    return _VERIFICATION_ERRORS.get(error, error)
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partitions: Sequence[TopicPartition]) -> Mapping[TopicPartition, ErrorCode]:
+        """Each partition's error as a Produce response reports it (coordinator trouble as the
+        retriable NOT_ENOUGH_REPLICAS, a fenced producer as INVALID_PRODUCER_EPOCH); NONE for
+        a partition in the transaction."""
+        ...
 
 
 def transactional_header(records: bytes | bytearray | memoryview | None) -> RecordBatchHeader | None:
@@ -120,7 +116,8 @@ class ReplicaManager:
     def __init__(self, broker_id: int, config: KafkaConfig, metadata_cache: MetadataCache,
                  log_manager: LogManager, broker_epoch: Callable[[], int],
                  topic_log_config: Callable[[str, Mapping[str, str]], Any] | None = None, *,
-                 inter_broker_security: ClientSecurity | None = None) -> None:
+                 inter_broker_security: ClientSecurity | None = None,
+                 txn_verifier: PartitionVerifier | None = None) -> None:
         self.broker_id = broker_id
         self.config = config
         self.metadata_cache = metadata_cache
@@ -149,11 +146,8 @@ class ReplicaManager:
         self.on_become_leader: list[Callable[[list[Partition]], None]] = []
         self.on_become_follower: list[Callable[[list[Partition]], None]] = []
         self.on_stop_replica: list[Callable[[list[tuple[Partition | None, TopicPartition, bool]]], None]] = []
-        # KIP-890 part 1: checks with the transaction coordinator that a partition is in the
-        # producer's transaction before a transactional batch starts one there (None: no check).
-        # An object with ``async verify(transactional_id, producer_id, producer_epoch,
-        # partitions) -> dict[TopicPartition, ErrorCode]``; set by the server's wiring.
-        self.txn_verifier: Any = None
+        # None: transactional batches are appended unverified (transaction.partition.verification.enable=false).
+        self.txn_verifier = txn_verifier
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -193,6 +187,24 @@ class ReplicaManager:
 
     def get_partition(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get(TopicPartition(topic, partition))
+
+    def partition_or_error(self, tp: TopicPartition, current_leader_epoch: int = -1, *,
+                           followers_too: bool = False) -> Partition | ErrorCode:
+        """Kafka's getPartitionOrError with the leader-epoch check: the partition (with its
+        log) if this broker leads it, or hosts it with ``followers_too``, at
+        ``current_leader_epoch`` (-1: any; KIP-320); else the error to answer with.  Callers
+        test ``isinstance(result, Partition)``: an isinstance check against the ErrorCode enum
+        costs several times more, and produce and fetch make one per partition."""
+        p = self.partitions.get(tp)
+        if p is None or p.log is None:
+            known = self.metadata_cache.partition(tp.topic, tp.partition) is not None
+            return ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition
+        if not p.is_leader and not followers_too:
+            return ErrorCode.not_leader_or_follower
+        if current_leader_epoch >= 0 and current_leader_epoch != p.leader_epoch:
+            return ErrorCode.fenced_leader_epoch if current_leader_epoch < p.leader_epoch \
+                else ErrorCode.unknown_leader_epoch
+        return p
 
     def leader_partitions(self) -> list[Partition]:
         return [p for p in self.partitions.values() if p.is_leader]
@@ -402,7 +414,7 @@ class ReplicaManager:
     # ------------------------------------------------------------------ produce
 
     def append_records(self, acks: int, timeout_ms: int, entries: Iterable[tuple[str, int, bytes | None]], *,
-                       origin: AppendOrigin = AppendOrigin.CLIENT, transactional_id: str | None = None,
+                       origin: AppendOrigin = AppendOrigin.CLIENT,
                        verification_guards: Mapping[TopicPartition, object] | None = None
                        ) -> tuple[dict[TopicPartition, ProducePartitionResult], DelayedProduce | None]:
         """Append to the leaders here.  With acks=-1 a DelayedProduce is returned when some
@@ -442,7 +454,7 @@ class ReplicaManager:
         entries = list(entries)
         verifier = self.txn_verifier
         if verifier is None or origin is not AppendOrigin.CLIENT or transactional_id is None:
-            return self.append_records(acks, timeout_ms, entries, origin=origin, transactional_id=transactional_id)
+            return self.append_records(acks, timeout_ms, entries, origin=origin)
         guards: dict[TopicPartition, object] = {}
         to_verify: dict[tuple[int, int], list[TopicPartition]] = {}
         for topic, partition_id, records in entries:
@@ -450,9 +462,10 @@ class ReplicaManager:
             if header is None:
                 continue
             tp = TopicPartition(topic, partition_id)
-            p = self.partitions.get(tp)
-            if p is None or p.log is None or not p.is_leader:
+            p = self.partition_or_error(tp)
+            if not isinstance(p, Partition):
                 continue  # the append answers with the error
+            assert p.log is not None
             if p.log.has_ongoing_transaction(header.producer_id, header.producer_epoch):
                 continue
             guards[tp] = p.log.producer_state.create_verification_guard(header.producer_id)
@@ -465,15 +478,14 @@ class ReplicaManager:
                 log.warning("Could not verify partitions %s of transactional id %s: %s", tps, transactional_id, e)
                 answer = {tp: ErrorCode.not_enough_replicas for tp in tps}
             for tp in tps:
-                error = verification_error(ErrorCode(answer.get(tp, ErrorCode.none)))
+                error = ErrorCode(answer.get(tp, ErrorCode.none))
                 if error != ErrorCode.none:
                     failed[tp] = ProducePartitionResult(
                         error, message=f"partition {tp.topic}-{tp.partition} could not be verified to be in "
                                        f"the transaction of {transactional_id!r}")
         if failed:
             entries = [e for e in entries if (e[0], e[1]) not in failed]
-        results, delayed = self.append_records(acks, timeout_ms, entries, origin=origin,
-                                               transactional_id=transactional_id, verification_guards=guards)
+        results, delayed = self.append_records(acks, timeout_ms, entries, origin=origin, verification_guards=guards)
         # Shared with the DelayedProduce, which only waits on partitions that were appended.
         results.update(failed)
         return results, delayed
@@ -481,13 +493,9 @@ class ReplicaManager:
     def _append_to_leader(self, tp: TopicPartition, records: bytes | None, acks: int,
                           origin: AppendOrigin = AppendOrigin.CLIENT, guard: object = NO_GUARD_CHECK
                           ) -> ProducePartitionResult:
-        partition = self.partitions.get(tp)
-        if partition is None or partition.log is None:
-            known = self.metadata_cache.partition(tp.topic, tp.partition) is not None
-            return ProducePartitionResult(
-                ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition)
-        if not partition.is_leader:
-            return ProducePartitionResult(ErrorCode.not_leader_or_follower)
+        partition = self.partition_or_error(tp)
+        if not isinstance(partition, Partition):
+            return ProducePartitionResult(partition)
         if not records:
             return ProducePartitionResult(ErrorCode.corrupt_message, message="no record batches")
         if acks == -1 and len(partition.isr) < partition.min_insync_replicas():
@@ -544,24 +552,13 @@ class ReplicaManager:
         now = _now_ms()
         follower = replica_id >= 0
         committed = isolation_level == READ_COMMITTED and not follower
+        partition_or_error = self.partition_or_error
         for r in requests:
             tp = TopicPartition(r.topic, r.partition)
-            p = self.partitions.get(tp)
-            if p is None or p.log is None:
-                known = self.metadata_cache.partition(r.topic, r.partition) is not None
-                results[tp] = FetchPartitionResult(
-                    ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition)
+            p = partition_or_error(tp, r.current_leader_epoch)
+            if not isinstance(p, Partition):
+                results[tp] = FetchPartitionResult(p)
                 continue
-            if not p.is_leader:
-                results[tp] = FetchPartitionResult(ErrorCode.not_leader_or_follower)
-                continue
-            if r.current_leader_epoch >= 0:
-                if r.current_leader_epoch < p.leader_epoch:
-                    results[tp] = FetchPartitionResult(ErrorCode.fenced_leader_epoch)
-                    continue
-                if r.current_leader_epoch > p.leader_epoch:
-                    results[tp] = FetchPartitionResult(ErrorCode.unknown_leader_epoch)
-                    continue
             lg = p.log
             if follower and replica_id not in p.replicas:
                 results[tp] = FetchPartitionResult(ErrorCode.not_leader_or_follower)
@@ -614,28 +611,14 @@ class ReplicaManager:
 
     # ------------------------------------------------------------------ offsets
 
-    def _local_log_or_error(self, topic: str, partition: int, current_leader_epoch: int = -1, *,
-                            followers_too: bool = False) -> Partition | ErrorCode:
-        """The partition, if this broker leads it (or hosts it, with ``followers_too``) at
-        ``current_leader_epoch`` (-1: any; KIP-320); else the error to answer with."""
-        p = self.partitions.get(TopicPartition(topic, partition))
-        if p is None or p.log is None:
-            known = self.metadata_cache.partition(topic, partition) is not None
-            return ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition
-        if not p.is_leader and not followers_too:
-            return ErrorCode.not_leader_or_follower
-        if current_leader_epoch >= 0 and current_leader_epoch != p.leader_epoch:
-            return ErrorCode.fenced_leader_epoch if current_leader_epoch < p.leader_epoch \
-                else ErrorCode.unknown_leader_epoch
-        return p
-
     def offset_for_timestamp(self, topic: str, partition: int, timestamp: int, current_leader_epoch: int,
                              replica_id: int, isolation_level: int = 0) -> tuple[ErrorCode, int, int, int]:
         """ListOffsets: (error, timestamp, offset, leader epoch).  The debugging replica id
         (-2) may ask a follower.  Consumers see up to the high watermark, read_committed ones
         up to the last stable offset (Kafka's Partition.fetchOffsetForTimestamp)."""
-        p = self._local_log_or_error(topic, partition, current_leader_epoch, followers_too=replica_id == -2)
-        if isinstance(p, ErrorCode):
+        p = self.partition_or_error(TopicPartition(topic, partition), current_leader_epoch,
+                                    followers_too=replica_id == -2)
+        if not isinstance(p, Partition):
             return p, -1, -1, -1
         assert p.log is not None
         if replica_id >= 0:
@@ -653,8 +636,8 @@ class ReplicaManager:
     def active_producers(self, topic: str, partition: int) -> ErrorCode | list[Any]:
         """DescribeProducers: the producer state entries of a partition led here (Kafka's
         ReplicaManager.activeProducerState), or the error to answer with."""
-        p = self._local_log_or_error(topic, partition)
-        if isinstance(p, ErrorCode):
+        p = self.partition_or_error(TopicPartition(topic, partition))
+        if not isinstance(p, Partition):
             return p
         assert p.log is not None
         return list(p.log.producer_state.producers.values())
@@ -662,8 +645,8 @@ class ReplicaManager:
     def end_offset_for_epoch(self, topic: str, partition: int, current_leader_epoch: int, leader_epoch: int
                              ) -> tuple[ErrorCode, int, int]:
         """OffsetForLeaderEpoch on the leader: (error, epoch, end offset)."""
-        p = self._local_log_or_error(topic, partition, current_leader_epoch)
-        if isinstance(p, ErrorCode):
+        p = self.partition_or_error(TopicPartition(topic, partition), current_leader_epoch)
+        if not isinstance(p, Partition):
             return p, -1, -1
         assert p.log is not None
         epoch, end = p.log.end_offset_for_epoch(leader_epoch)
@@ -671,8 +654,8 @@ class ReplicaManager:
 
     def delete_records(self, topic: str, partition: int, offset: int) -> tuple[ErrorCode, int]:
         """DeleteRecords: advance the log start offset (up to the high watermark)."""
-        p = self._local_log_or_error(topic, partition)
-        if isinstance(p, ErrorCode):
+        p = self.partition_or_error(TopicPartition(topic, partition))
+        if not isinstance(p, Partition):
             return p, -1
         assert p.log is not None
         hw = p.log.high_watermark

@@ -44,8 +44,9 @@ from odradek.net.client import BrokerConnection
 from odradek.net.server import Request, Response, SocketServer
 from odradek.protocol import control
 from odradek.protocol.errors import ErrorCode
-from odradek.security.acls import AclAuthorizer, Operation, ResourceType
+from odradek.security.acls import AclAuthorizer
 from odradek.security.client import ClientSecurity
+from odradek.zk.acl_store import ZkAclStore
 from odradek.zk.admin_zk_client import AdminZkClient
 from odradek.zk.client import KafkaZkClient, NodeExistsError
 from odradek.zk.zk_data import BrokerIdZNode, BrokerInfo, EndPoint, now_ms
@@ -77,10 +78,20 @@ class KafkaServer:
         self.log_manager = LogManager(LogManagerConfig.from_kafka_config(config), config.log_config())
         self.log_cleaner = LogCleaner(config.cleaner_config(), self.log_manager.log_dirs,
                                       self.log_manager.all_logs, self.log_manager.get_log)
+        txn_config = TxnConfig.from_kafka_config(config)
+        # KIP-890: transactional produce checks its partition is in the transaction.  The
+        # coordinator writes through the replica manager, so it is built after it and the
+        # verifier finds it through a lambda (as Kafka's AddPartitionsToTxnManager does).
+        self.txn_verifier: TxnVerifier | None = None
+        if txn_config.partition_verification:
+            self.txn_verifier = TxnVerifier(lambda: self.transaction_coordinator, self.broker_id,
+                                            self.metadata_cache, config.inter_broker_listener_name,
+                                            security=self.inter_broker_security)
         self.replica_manager = ReplicaManager(self.broker_id, config, self.metadata_cache, self.log_manager,
                                               lambda: self.broker_epoch,
                                               lambda _topic, overrides: self.config.log_config(overrides),
-                                              inter_broker_security=self.inter_broker_security)
+                                              inter_broker_security=self.inter_broker_security,
+                                              txn_verifier=self.txn_verifier)
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self.topic_admin = AdminZkClient(self.zk)
         self.producer_ids = ProducerIdManager(self.broker_id, self.zk)
@@ -94,7 +105,6 @@ class KafkaServer:
         self.replica_manager.on_become_follower.append(self.group_coordinator.became_follower)
         self.replica_manager.on_stop_replica.append(self.group_coordinator.replicas_stopped)
         # Transactions: follows leadership of __transaction_state the same way.
-        txn_config = TxnConfig.from_kafka_config(config)
         self.txn_marker_channel = TransactionMarkerChannelManager(self.broker_id, self.metadata_cache,
                                                                   config.inter_broker_listener_name,
                                                                   security=self.inter_broker_security)
@@ -105,17 +115,11 @@ class KafkaServer:
         self.replica_manager.on_become_leader.append(self.transaction_coordinator.became_leader)
         self.replica_manager.on_become_follower.append(self.transaction_coordinator.became_follower)
         self.replica_manager.on_stop_replica.append(self.transaction_coordinator.replicas_stopped)
-        # KIP-890: transactional produce checks its partition is in the transaction.
-        self.txn_verifier: TxnVerifier | None = None
-        if txn_config.partition_verification:
-            self.txn_verifier = TxnVerifier(self.transaction_coordinator, self.broker_id, self.metadata_cache,
-                                            config.inter_broker_listener_name,
-                                            security=self.inter_broker_security)
-        self.replica_manager.txn_verifier = self.txn_verifier
         # Authorization (authorizer.class.name): None lets every request through, as Kafka
         # without an authorizer.  The ACL cache is loaded from ZooKeeper at start-up.
         self.authorizer: AclAuthorizer | None = None
         self.acl_cache: ZkAclCache | None = None
+        self.acl_store = ZkAclStore(self.zk)  # CreateAcls, DescribeAcls, DeleteAcls
         self.handlers = load_handlers()
         # SCRAM credentials from /config/users, kept current by the config manager.
         self.credential_cache = CredentialCache()
@@ -151,13 +155,6 @@ class KafkaServer:
         await self.serving.wait()
         result = handler(self, request)
         return await result if inspect.isawaitable(result) else result
-
-    def authorize(self, request: Request, operation: Operation, resource_type: ResourceType, name: str) -> bool:
-        authorizer = self.authorizer
-        if authorizer is None:
-            return True
-        conn = request.connection
-        return authorizer.authorize(conn.principal, conn.client_host, operation, resource_type, name)
 
     def apply_broker_config(self, new: KafkaConfig) -> None:
         """A dynamic broker config changed (DynamicConfigManager): new topic defaults for

@@ -16,7 +16,7 @@ from control_helpers import OTHER_TOPIC_ID, lai_state, leader_and_isr
 from odradek.broker.apis.txn_markers import marker_entries, write_txn_markers
 from odradek.broker.delayed_fetch import DelayedFetch, FetchPartitionRequest
 from odradek.broker.metadata_cache import MetadataCache
-from odradek.broker.replica_manager import ReplicaManager, transactional_header, verification_error
+from odradek.broker.replica_manager import PartitionVerifier, ReplicaManager, transactional_header
 from odradek.common import TopicPartition
 from odradek.config import KafkaConfig
 from odradek.log.log_manager import LogManager, LogManagerConfig
@@ -36,15 +36,17 @@ LATEST = -1
 R = TypeVar("R")
 
 
-def run(body: Callable[[ReplicaManager], Awaitable[R]], tmp_path: Path) -> R:
+def run(body: Callable[[ReplicaManager], Awaitable[R]], tmp_path: Path, verifier: PartitionVerifier | None = None
+        ) -> R:
     """Run ``body`` against a broker leading t-0, t-1 and __consumer_offsets-0 alone and
-    following t-2 (its leader 2 is not alive)."""
+    following t-2 (its leader 2 is not alive), checking transactions with ``verifier``."""
     async def main() -> R:
         config = KafkaConfig.from_props({"broker.id": str(BROKER), "zookeeper.connect": "unused:2181",
                                          "log.dirs": str(tmp_path / "logs")})
         log_manager = LogManager(LogManagerConfig.from_kafka_config(config), config.log_config())
         log_manager.startup()
-        rm = ReplicaManager(BROKER, config, MetadataCache(BROKER), log_manager, broker_epoch=lambda: -1)
+        rm = ReplicaManager(BROKER, config, MetadataCache(BROKER), log_manager, broker_epoch=lambda: -1,
+                            txn_verifier=verifier)
         offsets = control.LeaderAndIsrTopicState(
             topic_name=OFFSETS0.topic, topic_id=OTHER_TOPIC_ID,
             partition_states=(lai_state(0, leader=1, leader_epoch=0, isr=(1,), replicas=(1,)),))
@@ -134,14 +136,6 @@ def test_transactional_header_only_for_transactional_data_batches() -> None:
     assert transactional_header(control_batch) is None
 
 
-def test_verification_errors_the_producer_can_act_on() -> None:
-    assert verification_error(ErrorCode.not_coordinator) == ErrorCode.not_enough_replicas
-    assert verification_error(ErrorCode.concurrent_transactions) == ErrorCode.not_enough_replicas
-    assert verification_error(ErrorCode.producer_fenced) == ErrorCode.invalid_producer_epoch
-    assert verification_error(ErrorCode.invalid_txn_state) == ErrorCode.invalid_txn_state
-    assert verification_error(ErrorCode.none) == ErrorCode.none
-
-
 def test_marker_entries_are_one_end_txn_batch_per_partition() -> None:
     entries = marker_entries(marker(False, T0, T1, OFFSETS0), 1_700_000_000_000)
     assert [(t, p) for t, p, _ in entries] == [("t", 0), ("t", 1), ("__consumer_offsets", 0)]
@@ -159,7 +153,6 @@ def test_a_partition_that_fails_verification_gets_the_error_and_nothing_appended
     verifier = Verifier({T0: ErrorCode.invalid_txn_state})
 
     async def body(rm: ReplicaManager) -> None:
-        rm.txn_verifier = verifier
         results, delayed = await rm.append_records_async(
             -1, 1000, [("t", 0, bytearray(txn_batch())), ("t", 1, bytearray(txn_batch()))], transactional_id="tx")
         if delayed is not None:
@@ -168,23 +161,18 @@ def test_a_partition_that_fails_verification_gets_the_error_and_nothing_appended
         assert results[T1].error == ErrorCode.none and results[T1].base_offset == 0
         assert (leo(rm, T0), leo(rm, T1)) == (0, 1)
 
-    run(body, tmp_path)
+    run(body, tmp_path, verifier)
     assert verifier.calls == [("tx", PID, EPOCH, [T0, T1])]
 
 
-def test_coordinator_trouble_is_retriable_for_the_producer(tmp_path: Path) -> None:
+def test_an_unreachable_coordinator_is_retriable_for_the_producer(tmp_path: Path) -> None:
     async def body(rm: ReplicaManager) -> None:
-        rm.txn_verifier = Verifier({T0: ErrorCode.not_coordinator})
-        results, _ = await rm.append_records_async(1, 1000, [("t", 0, bytearray(txn_batch()))],
-                                                   transactional_id="tx")
-        assert results[T0].error == ErrorCode.not_enough_replicas
-        rm.txn_verifier = Verifier(fail=ConnectionError("coordinator gone"))
         results, _ = await rm.append_records_async(1, 1000, [("t", 0, bytearray(txn_batch()))],
                                                    transactional_id="tx")
         assert results[T0].error == ErrorCode.not_enough_replicas
         assert leo(rm, T0) == 0
 
-    run(body, tmp_path)
+    run(body, tmp_path, Verifier(fail=ConnectionError("coordinator gone")))
 
 
 def test_without_a_verifier_transactional_batches_are_appended_unverified(tmp_path: Path) -> None:
@@ -203,12 +191,11 @@ def test_non_leaders_are_not_verified(tmp_path: Path) -> None:
     verifier = Verifier()
 
     async def body(rm: ReplicaManager) -> None:
-        rm.txn_verifier = verifier
         results, _ = await rm.append_records_async(1, 1000, [("t", 2, bytearray(txn_batch()))],
                                                    transactional_id="tx")
         assert results[FOLLOWED].error == ErrorCode.not_leader_or_follower
 
-    run(body, tmp_path)
+    run(body, tmp_path, verifier)
     assert verifier.calls == []
 
 
@@ -251,7 +238,6 @@ def test_an_ongoing_transaction_is_not_verified_again(tmp_path: Path) -> None:
     verifier = Verifier()
 
     async def body(rm: ReplicaManager) -> None:
-        rm.txn_verifier = verifier
         for seq in range(2):
             results, _ = await rm.append_records_async(1, 1000, [("t", 0, bytearray(txn_batch(seq)))],
                                                        transactional_id="tx")
@@ -260,18 +246,17 @@ def test_an_ongoing_transaction_is_not_verified_again(tmp_path: Path) -> None:
         assert not isinstance(found, ErrorCode)
         assert [(e.producer_id, e.current_txn_first_offset) for e in found] == [(PID, 0)]
 
-    run(body, tmp_path)
+    run(body, tmp_path, verifier)
     assert verifier.calls == [("tx", PID, EPOCH, [T0])]
 
 
 def test_with_a_verifier_the_sync_path_cannot_start_a_transaction(tmp_path: Path) -> None:
     async def body(rm: ReplicaManager) -> None:
-        rm.txn_verifier = Verifier()
         results, _ = rm.append_records(1, 1000, [("t", 0, bytearray(txn_batch()))])
         assert results[T0].error == ErrorCode.invalid_txn_state
         assert leo(rm, T0) == 0
 
-    run(body, tmp_path)
+    run(body, tmp_path, Verifier())
 
 
 def test_read_committed_stops_at_the_lso_and_lists_aborted_transactions(tmp_path: Path) -> None:

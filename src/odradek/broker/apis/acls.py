@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from odradek.broker.apis.authorization import cluster_authorized
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -37,22 +38,18 @@ from odradek.security.acls import (
     ResourcePattern,
     ResourceType,
 )
-from odradek.zk.acl_store import AclUpdateConflict, ZkAclStore
+from odradek.zk.acl_store import AclUpdateConflict
 
 if TYPE_CHECKING:
-    from odradek.broker.context import BrokerContext
+    from odradek.broker.context import AclsContext
     from odradek.net.server import Request, Response
 
 NO_AUTHORIZER = "No Authorizer is configured on the broker"
 _CLUSTER_AUTHORIZATION = "Cluster authorization failed."
 
 
-def _authorizer_configured(broker: BrokerContext) -> bool:
+def _authorizer_configured(broker: AclsContext) -> bool:
     return broker.authorizer is not None
-
-
-def _authorized(broker: BrokerContext, request: Request, operation: Operation) -> bool:
-    return broker.authorize(request, operation, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME)
 
 
 def _binding_filter(item: Any) -> AclBindingFilter:
@@ -84,14 +81,14 @@ def _binding(creation: Any) -> tuple[ResourcePattern, Acl]:
 
 
 @api(ApiKey.CREATE_ACLS, "CreateAcls", 1, 2)
-async def handle_create_acls(broker: BrokerContext, request: Request) -> Response:
+async def handle_create_acls(broker: AclsContext, request: Request) -> Response:
     body = decode_body(request)
     m = response_module(ApiKey.CREATE_ACLS, request.api_version)
 
     def results(code: ErrorCode, message: str | None) -> tuple[Any, ...]:
         return tuple(build(m.AclCreationResult, error_code=code, error_message=message) for _ in body.creations)
 
-    if not _authorized(broker, request, Operation.ALTER):
+    if not cluster_authorized(broker, request, Operation.ALTER):
         out = results(ErrorCode.cluster_authorization_failed, _CLUSTER_AUTHORIZATION)
     elif not _authorizer_configured(broker):
         out = results(ErrorCode.security_disabled, NO_AUTHORIZER)
@@ -100,20 +97,20 @@ async def handle_create_acls(broker: BrokerContext, request: Request) -> Respons
     return respond(request, build(m.CreateAclsResponse, throttle_time=0, results=out))
 
 
-async def _create(broker: BrokerContext, m: Any, creation: Any) -> Any:
+async def _create(broker: AclsContext, m: Any, creation: Any) -> Any:
     try:
         pattern, acl = _binding(creation)
     except ValueError as e:
         return build(m.AclCreationResult, error_code=ErrorCode.invalid_request, error_message=str(e))
     try:
-        await ZkAclStore(broker.zk).add(pattern, (acl,))
+        await broker.acl_store.add(pattern, (acl,))
     except AclUpdateConflict as e:
         return build(m.AclCreationResult, error_code=ErrorCode.unknown_server_error, error_message=str(e))
     return build(m.AclCreationResult, error_code=ErrorCode.none, error_message=None)
 
 
 @api(ApiKey.DESCRIBE_ACLS, "DescribeAcls", 1, 2)
-async def handle_describe_acls(broker: BrokerContext, request: Request) -> Response:
+async def handle_describe_acls(broker: AclsContext, request: Request) -> Response:
     body = decode_body(request)
     m = response_module(ApiKey.DESCRIBE_ACLS, request.api_version)
 
@@ -121,7 +118,7 @@ async def handle_describe_acls(broker: BrokerContext, request: Request) -> Respo
         return respond(request, build(m.DescribeAclsResponse, throttle_time=0, error_code=code,
                                       error_message=message, resources=()))
 
-    if not _authorized(broker, request, Operation.DESCRIBE):
+    if not cluster_authorized(broker, request, Operation.DESCRIBE):
         return failed(ErrorCode.cluster_authorization_failed, _CLUSTER_AUTHORIZATION)
     if not _authorizer_configured(broker):
         return failed(ErrorCode.security_disabled, NO_AUTHORIZER)
@@ -129,7 +126,7 @@ async def handle_describe_acls(broker: BrokerContext, request: Request) -> Respo
         binding_filter = _binding_filter(body)
     except ValueError as e:
         return failed(ErrorCode.invalid_request, str(e))
-    found = await ZkAclStore(broker.zk).describe((binding_filter,))
+    found = await broker.acl_store.describe((binding_filter,))
     resources = tuple(
         build(m.DescribeAclsResource, resource_type=resource_type_code(pattern.resource_type),
               resource_name=pattern.name, pattern_type=pattern_type_code(pattern.pattern_type),
@@ -147,7 +144,7 @@ def _pattern_key(pattern: ResourcePattern) -> tuple[str, str, str]:
 
 
 @api(ApiKey.DELETE_ACLS, "DeleteAcls", 1, 2)
-async def handle_delete_acls(broker: BrokerContext, request: Request) -> Response:
+async def handle_delete_acls(broker: AclsContext, request: Request) -> Response:
     body = decode_body(request)
     m = response_module(ApiKey.DELETE_ACLS, request.api_version)
 
@@ -155,7 +152,7 @@ async def handle_delete_acls(broker: BrokerContext, request: Request) -> Respons
         return tuple(build(m.DeleteAclsFilterResult, error_code=code, error_message=message, matching_acls=())
                      for _ in body.filters)
 
-    if not _authorized(broker, request, Operation.ALTER):
+    if not cluster_authorized(broker, request, Operation.ALTER):
         out = results(ErrorCode.cluster_authorization_failed, _CLUSTER_AUTHORIZATION)
     elif not _authorizer_configured(broker):
         out = results(ErrorCode.security_disabled, NO_AUTHORIZER)
@@ -164,7 +161,7 @@ async def handle_delete_acls(broker: BrokerContext, request: Request) -> Respons
     return respond(request, build(m.DeleteAclsResponse, throttle_time=0, filter_results=out))
 
 
-async def _delete(broker: BrokerContext, m: Any, items: Any) -> tuple[Any, ...]:
+async def _delete(broker: AclsContext, m: Any, items: Any) -> tuple[Any, ...]:
     filters: list[AclBindingFilter | None] = []
     for item in items:
         try:
@@ -173,7 +170,7 @@ async def _delete(broker: BrokerContext, m: Any, items: Any) -> tuple[Any, ...]:
             filters.append(None)
     valid = [f for f in filters if f is not None]
     try:
-        removed = await ZkAclStore(broker.zk).delete_matching(valid) if valid else {}
+        removed = await broker.acl_store.delete_matching(valid) if valid else {}
     except AclUpdateConflict as e:
         return tuple(build(m.DeleteAclsFilterResult, error_code=ErrorCode.unknown_server_error,
                            error_message=str(e), matching_acls=()) for _ in filters)

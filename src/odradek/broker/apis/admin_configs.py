@@ -22,7 +22,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from odradek.broker.apis.admin_topics import Outcome, outcome_of
-from odradek.broker.apis.authorization import cluster_authorized
+from odradek.broker.apis.authorization import authorized, cluster_authorized
 from odradek.broker.apis.configs_describe import (
     ConfigEntry,
     ResourceType,
@@ -52,7 +52,7 @@ from odradek.security.acls import ResourceType as AclResourceType
 from odradek.zk.zk_data import ConfigEntityZNode, TopicZNode
 
 if TYPE_CHECKING:
-    from odradek.broker.context import BrokerContext
+    from odradek.broker.context import ConfigsContext
     from odradek.net.server import Request, Response
 
 log = logging.getLogger(__name__)
@@ -66,7 +66,7 @@ def _resource_name(resource_type: int) -> str:
         return str(resource_type)
 
 
-async def _require_topic(broker: BrokerContext, topic: str) -> None:
+async def _require_topic(broker: ConfigsContext, topic: str) -> None:
     """The topic must exist: in this broker's metadata cache or, if the cache has not heard
     of it yet, in ZooKeeper."""
     if broker.metadata_cache.contains_topic(topic):
@@ -75,7 +75,7 @@ async def _require_topic(broker: BrokerContext, topic: str) -> None:
         raise UnknownTopicOrPartitionError(f"Topic '{topic}' does not exist.")
 
 
-def _broker_resource_id(broker: BrokerContext, name: str) -> int | None:
+def _broker_resource_id(broker: ConfigsContext, name: str) -> int | None:
     """The broker id a BROKER resource names (None: the cluster-wide default, ``""``)."""
     if not name:
         return None
@@ -89,14 +89,14 @@ def _broker_resource_id(broker: BrokerContext, name: str) -> int | None:
     return broker_id
 
 
-def _refused(broker: BrokerContext, request: Request, operation: Operation, resource_type: int,
+def _refused(broker: ConfigsContext, request: Request, operation: Operation, resource_type: int,
              name: str) -> Outcome | None:
     """Kafka's configsAuthorizationApiError when ``operation`` on the resource is not allowed;
     None when it is (or the type is one the handler refuses anyway)."""
     if broker.authorizer is None:
         return None
     if resource_type == ResourceType.TOPIC:
-        if not broker.authorize(request, operation, AclResourceType.TOPIC, name):
+        if not authorized(broker, request, operation, AclResourceType.TOPIC, name):
             return ErrorCode.topic_authorization_failed, "Topic authorization failed."
     elif (resource_type in (ResourceType.BROKER, ResourceType.BROKER_LOGGER)
           and not cluster_authorized(broker, request, operation)):
@@ -108,7 +108,7 @@ def _refused(broker: BrokerContext, request: Request, operation: Operation, reso
 
 
 @api(ApiKey.DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4)
-async def handle_describe_configs(broker: BrokerContext, request: Request) -> Response:
+async def handle_describe_configs(broker: ConfigsContext, request: Request) -> Response:
     body = decode_body(request)
     m = response_module(ApiKey.DESCRIBE_CONFIGS, request.api_version)
     synonyms = getattr(body, "include_synonyms", False)
@@ -140,7 +140,7 @@ async def handle_describe_configs(broker: BrokerContext, request: Request) -> Re
     return respond(request, build(m.DescribeConfigsResponse, results=tuple(results)))
 
 
-async def _describe(broker: BrokerContext, resource_type: int, name: str, keys: Any) -> list[ConfigEntry]:
+async def _describe(broker: ConfigsContext, resource_type: int, name: str, keys: Any) -> list[ConfigEntry]:
     if resource_type == ResourceType.TOPIC:
         validate_topic_name(name)
         await _require_topic(broker, name)
@@ -156,7 +156,7 @@ async def _describe(broker: BrokerContext, resource_type: int, name: str, keys: 
 # ----------------------------------------------------------------------------- AlterConfigs
 
 
-async def _alter_responses(broker: BrokerContext, request: Request, api_key: int, incremental: bool) -> Any:
+async def _alter_responses(broker: ConfigsContext, request: Request, api_key: int, incremental: bool) -> Any:
     body = decode_body(request)
     m = response_module(api_key, request.api_version)
     api_name = "IncrementalAlterConfigs" if incremental else "AlterConfigs"
@@ -196,7 +196,7 @@ def _requested(current: dict[str, str], configs: Any, incremental: bool,
     return {c.name: c.value for c in configs}
 
 
-async def _alter_topic(broker: BrokerContext, name: str, configs: Any, incremental: bool,
+async def _alter_topic(broker: ConfigsContext, name: str, configs: Any, incremental: bool,
                        validate_only: bool, api_name: str) -> None:
     await _require_topic(broker, name)
     current = await broker.zk.get_topic_config(name) if incremental else {}
@@ -206,7 +206,7 @@ async def _alter_topic(broker: BrokerContext, name: str, configs: Any, increment
         log.info("%s set the config of topic %s to %s", api_name, name, config)
 
 
-async def _alter_broker(broker: BrokerContext, name: str, configs: Any, incremental: bool,
+async def _alter_broker(broker: ConfigsContext, name: str, configs: Any, incremental: bool,
                         validate_only: bool, api_name: str) -> None:
     """Kafka's ZkAdminManager.alterBrokerConfigs: validate the new dynamic config against
     this broker's (DynamicBrokerConfig.validate), then write it and notify every broker."""
@@ -230,13 +230,13 @@ async def _alter_broker(broker: BrokerContext, name: str, configs: Any, incremen
 
 
 @api(ApiKey.ALTER_CONFIGS, "AlterConfigs", 0, 2)
-async def handle_alter_configs(broker: BrokerContext, request: Request) -> Response:
+async def handle_alter_configs(broker: ConfigsContext, request: Request) -> Response:
     m, responses = await _alter_responses(broker, request, ApiKey.ALTER_CONFIGS, incremental=False)
     return respond(request, build(m.AlterConfigsResponse, responses=responses))
 
 
 @api(ApiKey.INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1)
-async def handle_incremental_alter_configs(broker: BrokerContext, request: Request) -> Response:
+async def handle_incremental_alter_configs(broker: ConfigsContext, request: Request) -> Response:
     m, responses = await _alter_responses(broker, request, ApiKey.INCREMENTAL_ALTER_CONFIGS, incremental=True)
     return respond(request, build(m.IncrementalAlterConfigsResponse, responses=responses))
 

@@ -30,7 +30,7 @@ from odradek.protocol.errors import (
 from odradek.security.acls import Operation, ResourceType
 
 if TYPE_CHECKING:
-    from odradek.broker.context import BrokerContext
+    from odradek.broker.context import TopicAdminContext
     from odradek.net.server import Request, Response
 
 log = logging.getLogger(__name__)
@@ -56,7 +56,7 @@ def _timeout_ms(body: Any) -> int:
     return int(body.timeout.total_seconds() * 1000)
 
 
-async def await_metadata(broker: BrokerContext, done: Callable[[], bool], timeout_ms: int) -> bool:
+async def await_metadata(broker: TopicAdminContext, done: Callable[[], bool], timeout_ms: int) -> bool:
     """Wait until ``done()`` holds for this broker's metadata cache; False on timeout.
 
     The cache changes only when an UpdateMetadata arrives, so re-checking after a short
@@ -76,14 +76,14 @@ async def await_metadata(broker: BrokerContext, done: Callable[[], bool], timeou
         await asyncio.sleep(min(_POLL_S, remaining))
 
 
-def _partitions_online(broker: BrokerContext, topic: str, count: int) -> bool:
+def _partitions_online(broker: TopicAdminContext, topic: str, count: int) -> bool:
     cache = broker.metadata_cache
     parts = cache.partitions_of(topic)
     alive = cache.alive_brokers
     return all(p in parts and parts[p].leader >= 0 and parts[p].leader in alive for p in range(count))
 
 
-async def _await_all(broker: BrokerContext, timeout_ms: int, pending: dict[str, Callable[[], bool]],
+async def _await_all(broker: TopicAdminContext, timeout_ms: int, pending: dict[str, Callable[[], bool]],
                      results: dict[str, Outcome], message: str) -> None:
     """Wait for every pending topic's condition; those still false at the deadline get
     REQUEST_TIMED_OUT."""
@@ -103,7 +103,7 @@ def _duplicates(names: Iterable[str | None]) -> set[str | None]:
 
 
 @api(ApiKey.CREATE_TOPICS, "CreateTopics", 2, 7)
-async def handle_create_topics(broker: BrokerContext, request: Request) -> Response:
+async def handle_create_topics(broker: TopicAdminContext, request: Request) -> Response:
     body = decode_body(request)
     timeout_ms = _timeout_ms(body)
     duplicates = _duplicates(t.name for t in body.topics)
@@ -183,7 +183,7 @@ def _creatable(topic: Any) -> tuple[dict[str, str], dict[int, list[int]] | None]
 
 
 @api(ApiKey.DELETE_TOPICS, "DeleteTopics", 1, 6)
-async def handle_delete_topics(broker: BrokerContext, request: Request) -> Response:
+async def handle_delete_topics(broker: TopicAdminContext, request: Request) -> Response:
     body = decode_body(request)
     version = request.api_version
     cache = broker.metadata_cache
@@ -252,7 +252,7 @@ async def handle_delete_topics(broker: BrokerContext, request: Request) -> Respo
 
 
 @api(ApiKey.CREATE_PARTITIONS, "CreatePartitions", 0, 3)
-async def handle_create_partitions(broker: BrokerContext, request: Request) -> Response:
+async def handle_create_partitions(broker: TopicAdminContext, request: Request) -> Response:
     body = decode_body(request)
     duplicates = _duplicates(t.name for t in body.topics)
     # KafkaApis.handleCreatePartitionsRequest: Alter on each topic.
@@ -270,17 +270,18 @@ async def handle_create_partitions(broker: BrokerContext, request: Request) -> R
             results[name] = (ErrorCode.topic_authorization_failed, "The topic authorization is failed.")
             continue
         try:
-            entry = await broker.zk.get_topic_assignment(name)
-            if entry is None:
-                raise UnknownTopicOrPartitionError(f"The topic '{name}' does not exist.")
-            current = len(entry[0].partitions)
             assignment = None
             if topic.assignments is not None:
-                assignment = {current + i: list(a.broker_ids) for i, a in enumerate(topic.assignments)}
+                # The new partitions' ids, counted back from the new count; a list of the wrong
+                # length is refused by add_partitions as Kafka refuses it.
+                first = topic.count - len(topic.assignments)
+                assignment = {first + i: list(a.broker_ids) for i, a in enumerate(topic.assignments)}
             await broker.topic_admin.add_partitions(name, topic.count, assignment,
                                                     validate_only=body.validate_only)
             counts[name] = topic.count
             results[name] = _OK
+        except UnknownTopicOrPartitionError:  # in ZkAdminManager.createPartitions' words
+            results[name] = (ErrorCode.unknown_topic_or_partition, f"The topic '{name}' does not exist.")
         except Exception as e:
             results[name] = outcome_of(e, f"adding partitions to {name}")
     if not body.validate_only:

@@ -14,13 +14,13 @@ from odradek.security.acls import Operation
 from odradek.zk.zk_data import LeaderAndIsr
 
 if TYPE_CHECKING:
-    from odradek.broker.context import BrokerContext
+    from odradek.broker.context import ControlContext
     from odradek.net.server import Request, Response
 
 
 
 @api(ApiKey.ALTER_PARTITION, "AlterPartition", 2, 3)
-async def handle_alter_partition(broker: BrokerContext, request: Request) -> Response:
+async def handle_alter_partition(broker: ControlContext, request: Request) -> Response:
     body = decode_body(request)
     m = response_module(ApiKey.ALTER_PARTITION, request.api_version)
     if not cluster_authorized(broker, request, Operation.CLUSTER_ACTION):

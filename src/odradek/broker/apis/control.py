@@ -22,12 +22,12 @@ from odradek.security.acls import Operation
 _REFUSED = ErrorCode.cluster_authorization_failed
 
 if TYPE_CHECKING:
-    from odradek.broker.context import BrokerContext
+    from odradek.broker.context import ControlContext
     from odradek.net.server import Request, Response
 
 
 @api(ApiKey.LEADER_AND_ISR, "LeaderAndIsr", control.LEADER_AND_ISR_VERSION, control.LEADER_AND_ISR_VERSION)
-async def handle_leader_and_isr(broker: BrokerContext, request: Request) -> Response:
+async def handle_leader_and_isr(broker: ControlContext, request: Request) -> Response:
     body = decode_body(request)
     if not cluster_authorized(broker, request, Operation.CLUSTER_ACTION):
         return encode_response(control.LeaderAndIsrResponse(error_code=_REFUSED, topics=tuple(
@@ -45,7 +45,7 @@ async def handle_leader_and_isr(broker: BrokerContext, request: Request) -> Resp
 
 
 @api(ApiKey.STOP_REPLICA, "StopReplica", control.STOP_REPLICA_VERSION, control.STOP_REPLICA_VERSION)
-async def handle_stop_replica(broker: BrokerContext, request: Request) -> Response:
+async def handle_stop_replica(broker: ControlContext, request: Request) -> Response:
     body = decode_body(request)
     if not cluster_authorized(broker, request, Operation.CLUSTER_ACTION):
         return encode_response(control.StopReplicaResponse(error_code=_REFUSED, partition_errors=tuple(
@@ -58,7 +58,7 @@ async def handle_stop_replica(broker: BrokerContext, request: Request) -> Respon
 
 
 @api(ApiKey.UPDATE_METADATA, "UpdateMetadata", control.UPDATE_METADATA_VERSION, control.UPDATE_METADATA_VERSION)
-async def handle_update_metadata(broker: BrokerContext, request: Request) -> Response:
+async def handle_update_metadata(broker: ControlContext, request: Request) -> Response:
     if not cluster_authorized(broker, request, Operation.CLUSTER_ACTION):
         return encode_response(control.UpdateMetadataResponse(error_code=_REFUSED), request.header.correlation_id)
     body = decode_body(request)
@@ -69,7 +69,7 @@ async def handle_update_metadata(broker: BrokerContext, request: Request) -> Res
 
 @api(ApiKey.CONTROLLED_SHUTDOWN, "ControlledShutdown", control.CONTROLLED_SHUTDOWN_VERSION,
      control.CONTROLLED_SHUTDOWN_VERSION)
-async def handle_controlled_shutdown(broker: BrokerContext, request: Request) -> Response:
+async def handle_controlled_shutdown(broker: ControlContext, request: Request) -> Response:
     if not cluster_authorized(broker, request, Operation.CLUSTER_ACTION):
         return encode_response(control.ControlledShutdownResponse(error_code=_REFUSED, remaining_partitions=()),
                                request.header.correlation_id)

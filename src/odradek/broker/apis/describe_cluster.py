@@ -13,7 +13,7 @@ from odradek.protocol.errors import ErrorCode
 from odradek.security.acls import Operation
 
 if TYPE_CHECKING:
-    from odradek.broker.context import BrokerContext
+    from odradek.broker.context import MetadataContext
     from odradek.net.server import Request, Response
 
 
@@ -26,7 +26,7 @@ _CLUSTER_OPERATION_CODES = {Operation.CREATE: 5, Operation.ALTER: 7, Operation.D
 
 
 @api(ApiKey.DESCRIBE_CLUSTER, "DescribeCluster", 0, 1)
-async def handle_describe_cluster(broker: BrokerContext, request: Request) -> Response:
+async def handle_describe_cluster(broker: MetadataContext, request: Request) -> Response:
     body = decode_body(request)
     m = response_module(ApiKey.DESCRIBE_CLUSTER, request.api_version)
     endpoint_type = getattr(body, "endpoint_type", _BROKER_ENDPOINTS)

@@ -14,12 +14,12 @@ from odradek.protocol.errors import ErrorCode
 from odradek.security.acls import Operation, ResourceType
 
 if TYPE_CHECKING:
-    from odradek.broker.context import BrokerContext
+    from odradek.broker.context import ProduceFetchContext
     from odradek.net.server import Request, Response
 
 
 @api(ApiKey.DESCRIBE_PRODUCERS, "DescribeProducers", 0, 0)
-def handle_describe_producers(broker: BrokerContext, request: Request) -> Response:
+def handle_describe_producers(broker: ProduceFetchContext, request: Request) -> Response:
     body = decode_body(request)
     m = response_module(ApiKey.DESCRIBE_PRODUCERS, request.api_version)
     denied = unauthorized_names(broker, request, Operation.READ, ResourceType.TOPIC, (t.name for t in body.topics))

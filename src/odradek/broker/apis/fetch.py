@@ -24,13 +24,13 @@ from odradek.protocol.fetch_response import FetchedPartition, encode_fetch_respo
 from odradek.security.acls import Operation, ResourceType
 
 if TYPE_CHECKING:
-    from odradek.broker.context import BrokerContext
+    from odradek.broker.context import ProduceFetchContext
     from odradek.common import TopicPartition
     from odradek.net.server import Request, Response
 
 
 @api(ApiKey.FETCH, "Fetch", 4, 12)
-def handle_fetch(broker: BrokerContext, request: Request) -> Response | asyncio.Future[Response]:
+def handle_fetch(broker: ProduceFetchContext, request: Request) -> Response | asyncio.Future[Response]:
     """Answered at once when there is data (or the fetch may not wait); otherwise a future of
     the answer, completed by the DelayedFetch without a task in between."""
     version = request.api_version

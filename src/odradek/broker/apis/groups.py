@@ -15,7 +15,7 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING
 
-from odradek.broker.apis.authorization import authorized_names, cluster_authorized
+from odradek.broker.apis.authorization import authorized, authorized_names, cluster_authorized
 from odradek.broker.apis.internal_topics import CoordinatorAnswer, InternalTopic, find_coordinator
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
 from odradek.broker.apis.transactions import find_transaction_coordinator
@@ -27,7 +27,7 @@ from odradek.protocol.errors import ErrorCode
 from odradek.security.acls import Operation, ResourceType
 
 if TYPE_CHECKING:
-    from odradek.broker.context import BrokerContext
+    from odradek.broker.context import AuthorizingContext, FindCoordinatorContext, GroupsContext
     from odradek.net.server import Request, Response
 
 _GROUP_KEY = 0
@@ -38,12 +38,12 @@ _GROUP_OPERATION_CODES = {Operation.READ: 3, Operation.DELETE: 6, Operation.DESC
 _REFUSED = ErrorCode.group_authorization_failed
 
 
-def group_allowed(broker: BrokerContext, request: Request, operation: Operation, group_id: str) -> bool:
+def group_allowed(broker: AuthorizingContext, request: Request, operation: Operation, group_id: str) -> bool:
     """Whether the principal may perform ``operation`` on the group (true without an authorizer)."""
-    return broker.authorizer is None or broker.authorize(request, operation, ResourceType.GROUP, group_id)
+    return authorized(broker, request, operation, ResourceType.GROUP, group_id)
 
 
-def _group_operations(broker: BrokerContext, request: Request, group_id: str) -> int:
+def _group_operations(broker: AuthorizingContext, request: Request, group_id: str) -> int:
     """DescribeGroups' authorized_operations: the bit of each group operation allowed."""
     return sum(1 << code for op, code in _GROUP_OPERATION_CODES.items() if group_allowed(broker, request, op, group_id))
 
@@ -63,7 +63,7 @@ def client_host(request: Request) -> str:
 
 
 @api(ApiKey.FIND_COORDINATOR, "FindCoordinator", 0, 4)
-async def handle_find_coordinator(broker: BrokerContext, request: Request) -> Response:
+async def handle_find_coordinator(broker: FindCoordinatorContext, request: Request) -> Response:
     body = decode_body(request)
     version = request.api_version
     key_type = getattr(body, "key_type", _GROUP_KEY)
@@ -79,7 +79,7 @@ async def handle_find_coordinator(broker: BrokerContext, request: Request) -> Re
                                   error_message=message, node_id=node, host=host, port=port))
 
 
-async def _find_coordinator(broker: BrokerContext, request: Request, key_type: int, key: str
+async def _find_coordinator(broker: FindCoordinatorContext, request: Request, key_type: int, key: str
                             ) -> CoordinatorAnswer:
     if key_type == _TRANSACTION_KEY:
         return await find_transaction_coordinator(broker, request, key)
@@ -98,7 +98,7 @@ async def _find_coordinator(broker: BrokerContext, request: Request, key_type: i
 
 
 @api(ApiKey.JOIN_GROUP, "JoinGroup", 0, 9)
-async def handle_join_group(broker: BrokerContext, request: Request) -> Response:
+async def handle_join_group(broker: GroupsContext, request: Request) -> Response:
     body = decode_body(request)
     version = request.api_version
     session_timeout = ms(body.session_timeout)
@@ -117,7 +117,7 @@ async def handle_join_group(broker: BrokerContext, request: Request) -> Response
         members=members))
 
 
-async def _join(broker: BrokerContext, request: Request, body: object, session_timeout: int) -> JoinResult:
+async def _join(broker: GroupsContext, request: Request, body: object, session_timeout: int) -> JoinResult:
     version = request.api_version
     return await broker.group_coordinator.join_group(JoinRequest(
         group_id=body.group_id, member_id=body.member_id,
@@ -132,7 +132,7 @@ async def _join(broker: BrokerContext, request: Request, body: object, session_t
 
 
 @api(ApiKey.SYNC_GROUP, "SyncGroup", 0, 5)
-async def handle_sync_group(broker: BrokerContext, request: Request) -> Response:
+async def handle_sync_group(broker: GroupsContext, request: Request) -> Response:
     body = decode_body(request)
     if not group_allowed(broker, request, Operation.READ, body.group_id):
         result = SyncResult(_REFUSED)
@@ -148,7 +148,7 @@ async def handle_sync_group(broker: BrokerContext, request: Request) -> Response
 
 
 @api(ApiKey.HEARTBEAT, "Heartbeat", 0, 4)
-def handle_heartbeat(broker: BrokerContext, request: Request) -> Response:
+def handle_heartbeat(broker: GroupsContext, request: Request) -> Response:
     body = decode_body(request)
     if not group_allowed(broker, request, Operation.READ, body.group_id):
         error = _REFUSED
@@ -160,7 +160,7 @@ def handle_heartbeat(broker: BrokerContext, request: Request) -> Response:
 
 
 @api(ApiKey.LEAVE_GROUP, "LeaveGroup", 0, 5)
-def handle_leave_group(broker: BrokerContext, request: Request) -> Response:
+def handle_leave_group(broker: GroupsContext, request: Request) -> Response:
     body = decode_body(request)
     version = request.api_version
     if version < 3:
@@ -186,7 +186,7 @@ def handle_leave_group(broker: BrokerContext, request: Request) -> Response:
 
 
 @api(ApiKey.LIST_GROUPS, "ListGroups", 0, 5)
-def handle_list_groups(broker: BrokerContext, request: Request) -> Response:
+def handle_list_groups(broker: GroupsContext, request: Request) -> Response:
     body = decode_body(request)
     types = {t.lower() for t in getattr(body, "types_filter", ())}
     error, groups = broker.group_coordinator.list_groups(getattr(body, "states_filter", ()))
@@ -203,7 +203,7 @@ def handle_list_groups(broker: BrokerContext, request: Request) -> Response:
 
 
 @api(ApiKey.DESCRIBE_GROUPS, "DescribeGroups", 0, 5)
-def handle_describe_groups(broker: BrokerContext, request: Request) -> Response:
+def handle_describe_groups(broker: GroupsContext, request: Request) -> Response:
     body = decode_body(request)
     m = response_module(ApiKey.DESCRIBE_GROUPS, request.api_version)
     include_operations = getattr(body, "include_authorized_operations", False)
@@ -228,7 +228,7 @@ def handle_describe_groups(broker: BrokerContext, request: Request) -> Response:
 
 
 @api(ApiKey.DELETE_GROUPS, "DeleteGroups", 0, 2)
-def handle_delete_groups(broker: BrokerContext, request: Request) -> Response:
+def handle_delete_groups(broker: GroupsContext, request: Request) -> Response:
     body = decode_body(request)
     may_delete = authorized_names(broker, request, Operation.DELETE, ResourceType.GROUP, body.groups_names)
     errors = broker.group_coordinator.delete_groups([g for g in body.groups_names if g in may_delete])

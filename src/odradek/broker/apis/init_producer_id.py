@@ -13,21 +13,21 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING
 
-from odradek.broker.apis.authorization import cluster_authorized
+from odradek.broker.apis.authorization import authorized, cluster_authorized
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.security.acls import Operation, ResourceType
 
 if TYPE_CHECKING:
-    from odradek.broker.context import BrokerContext
+    from odradek.broker.context import TransactionsContext
     from odradek.net.server import Request, Response
 
 _MAX_EPOCH = 32767
 
 
 @api(ApiKey.INIT_PRODUCER_ID, "InitProducerId", 0, 4)
-async def handle_init_producer_id(broker: BrokerContext, request: Request) -> Response:
+async def handle_init_producer_id(broker: TransactionsContext, request: Request) -> Response:
     body = decode_body(request)
     version = request.api_version
     m = response_module(ApiKey.INIT_PRODUCER_ID, version)
@@ -35,8 +35,7 @@ async def handle_init_producer_id(broker: BrokerContext, request: Request) -> Re
     epoch = getattr(body, "producer_epoch", -1)
     refused = None
     if body.transactional_id is not None:
-        if not (broker.authorizer is None or broker.authorize(request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID,
-                                                              body.transactional_id)):
+        if not authorized(broker, request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
             refused = ErrorCode.transactional_id_authorization_failed
     elif not cluster_authorized(broker, request, Operation.IDEMPOTENT_WRITE):
         refused = ErrorCode.cluster_authorization_failed
@@ -57,7 +56,7 @@ async def handle_init_producer_id(broker: BrokerContext, request: Request) -> Re
                                   producer_id=result_id, producer_epoch=result_epoch))
 
 
-async def _transactional(broker: BrokerContext, body: object, producer_id: int, epoch: int
+async def _transactional(broker: TransactionsContext, body: object, producer_id: int, epoch: int
                          ) -> tuple[ErrorCode, int, int]:
     # Both or neither of the KIP-360 fields (Kafka's handleInitProducerIdRequest).
     if (producer_id == -1) != (epoch == -1):

@@ -16,7 +16,7 @@ from odradek.protocol.errors import ErrorCode, KafkaError, TopicAlreadyExistsErr
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from odradek.broker.context import BrokerContext
+    from odradek.broker.context import InternalTopicsContext
     from odradek.net.server import Request
 
 log = logging.getLogger(__name__)
@@ -42,7 +42,7 @@ class CreationHolder(Protocol):
     topic_creation: asyncio.Future[Any] | None
 
 
-async def find_coordinator(broker: BrokerContext, request: Request, topic: InternalTopic, partition: int,
+async def find_coordinator(broker: InternalTopicsContext, request: Request, topic: InternalTopic, partition: int,
                            holder: CreationHolder) -> CoordinatorAnswer:
     """The leader of ``partition`` of ``topic`` at the listener the request came in on."""
     def failed(error: ErrorCode) -> CoordinatorAnswer:
@@ -63,7 +63,7 @@ async def find_coordinator(broker: BrokerContext, request: Request, topic: Inter
     return ErrorCode.none, None, meta.leader, endpoint[0], endpoint[1]
 
 
-async def _create(broker: BrokerContext, topic: InternalTopic, holder: CreationHolder) -> None:
+async def _create(broker: InternalTopicsContext, topic: InternalTopic, holder: CreationHolder) -> None:
     alive = len(broker.metadata_cache.alive_brokers)
     if alive < topic.replication_factor:
         log.error("Number of alive brokers '%d' does not meet the required replication factor '%d' for the "

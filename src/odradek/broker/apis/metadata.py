@@ -19,7 +19,7 @@ from odradek.protocol.errors import (
 from odradek.security.acls import Operation, ResourceType
 
 if TYPE_CHECKING:
-    from odradek.broker.context import BrokerContext
+    from odradek.broker.context import MetadataContext
     from odradek.net.server import Request, Response
 
 log = logging.getLogger(__name__)
@@ -27,7 +27,7 @@ log = logging.getLogger(__name__)
 
 
 @api(ApiKey.METADATA, "Metadata", 0, 12)
-async def handle_metadata(broker: BrokerContext, request: Request) -> Response:
+async def handle_metadata(broker: MetadataContext, request: Request) -> Response:
     body = decode_body(request)
     version = request.api_version
     cache = broker.metadata_cache
@@ -83,7 +83,7 @@ async def handle_metadata(broker: BrokerContext, request: Request) -> Response:
     return respond(request, _response(broker, request, wanted, errors))
 
 
-async def _auto_create(broker: BrokerContext, topic: str) -> ErrorCode:
+async def _auto_create(broker: MetadataContext, topic: str) -> ErrorCode:
     """Kafka's auto topic creation: default partitions and replication factor; the client is
     told LEADER_NOT_AVAILABLE and asks again once the controller has brought it online."""
     try:
@@ -98,7 +98,7 @@ async def _auto_create(broker: BrokerContext, topic: str) -> ErrorCode:
     return ErrorCode.leader_not_available
 
 
-def _response(broker: BrokerContext, request: Request, topics: list[str], errors: dict[str, ErrorCode]) -> object:
+def _response(broker: MetadataContext, request: Request, topics: list[str], errors: dict[str, ErrorCode]) -> object:
     version = request.api_version
     m = response_module(ApiKey.METADATA, version)
     cache = broker.metadata_cache

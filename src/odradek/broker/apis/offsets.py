@@ -13,13 +13,13 @@ from odradek.security.acls import Operation, ResourceType
 _REFUSED = ErrorCode.topic_authorization_failed
 
 if TYPE_CHECKING:
-    from odradek.broker.context import BrokerContext
+    from odradek.broker.context import ProduceFetchContext
     from odradek.net.server import Request, Response
 
 
 
 @api(ApiKey.LIST_OFFSETS, "ListOffsets", 1, 7)
-def handle_list_offsets(broker: BrokerContext, request: Request) -> Response:
+def handle_list_offsets(broker: ProduceFetchContext, request: Request) -> Response:
     body = decode_body(request)
     m = response_module(ApiKey.LIST_OFFSETS, request.api_version)
     isolation_level = getattr(body, "isolation_level", 0)  # v2+
@@ -43,7 +43,7 @@ def handle_list_offsets(broker: BrokerContext, request: Request) -> Response:
 
 
 @api(ApiKey.OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 2, 4)
-def handle_offset_for_leader_epoch(broker: BrokerContext, request: Request) -> Response:
+def handle_offset_for_leader_epoch(broker: ProduceFetchContext, request: Request) -> Response:
     body = decode_body(request)
     m = response_module(ApiKey.OFFSET_FOR_LEADER_EPOCH, request.api_version)
     # KafkaApis.handleOffsetForLeaderEpochRequest: ClusterAction (followers) or, since KIP-320
@@ -69,7 +69,7 @@ def handle_offset_for_leader_epoch(broker: BrokerContext, request: Request) -> R
 
 
 @api(ApiKey.DELETE_RECORDS, "DeleteRecords", 0, 2)
-def handle_delete_records(broker: BrokerContext, request: Request) -> Response:
+def handle_delete_records(broker: ProduceFetchContext, request: Request) -> Response:
     body = decode_body(request)
     m = response_module(ApiKey.DELETE_RECORDS, request.api_version)
     # KafkaApis.handleDeleteRecordsRequest: Delete on each topic.

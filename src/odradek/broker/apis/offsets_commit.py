@@ -24,7 +24,7 @@ from odradek.protocol.errors import ErrorCode
 from odradek.security.acls import Operation, ResourceType
 
 if TYPE_CHECKING:
-    from odradek.broker.context import BrokerContext
+    from odradek.broker.context import GroupsContext
     from odradek.broker.metadata_cache import MetadataCache
     from odradek.net.server import Request, Response
 
@@ -65,7 +65,7 @@ def requested_offsets(cache: MetadataCache, topics: Iterable[Any], commit_timest
 
 
 @api(ApiKey.OFFSET_COMMIT, "OffsetCommit", 2, 8)
-async def handle_offset_commit(broker: BrokerContext, request: Request) -> Response:
+async def handle_offset_commit(broker: GroupsContext, request: Request) -> Response:
     body = decode_body(request)
     version = request.api_version
     now = time.time_ns() // 1_000_000
@@ -90,7 +90,7 @@ async def handle_offset_commit(broker: BrokerContext, request: Request) -> Respo
 
 
 @api(ApiKey.OFFSET_FETCH, "OffsetFetch", 1, 8)
-def handle_offset_fetch(broker: BrokerContext, request: Request) -> Response:
+def handle_offset_fetch(broker: GroupsContext, request: Request) -> Response:
     body = decode_body(request)
     version = request.api_version
     m = response_module(ApiKey.OFFSET_FETCH, version)
@@ -117,7 +117,7 @@ def handle_offset_fetch(broker: BrokerContext, request: Request) -> Response:
                        wanted if error == ErrorCode.none or version < 2 else [])))
 
 
-def _fetch_offsets(broker: BrokerContext, request: Request, group_id: str, wanted: list[TP] | None,
+def _fetch_offsets(broker: GroupsContext, request: Request, group_id: str, wanted: list[TP] | None,
                    require_stable: bool) -> tuple[ErrorCode, dict[TP, PartitionOffset]]:
     """The group's committed offsets the principal may see: GROUP_AUTHORIZATION_FAILED without
     Describe on the group, TOPIC_AUTHORIZATION_FAILED for named topics without Describe, and
@@ -149,7 +149,7 @@ def _topics(m: Any, topic_cls: str, partition_cls: str, offsets: Mapping[TP, Par
 
 
 @api(ApiKey.OFFSET_DELETE, "OffsetDelete", 0, 0)
-def handle_offset_delete(broker: BrokerContext, request: Request) -> Response:
+def handle_offset_delete(broker: GroupsContext, request: Request) -> Response:
     body = decode_body(request)
     cache = broker.metadata_cache
     order = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]

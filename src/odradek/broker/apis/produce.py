@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from odradek.broker.apis.authorization import cluster_authorized, unauthorized_names
+from odradek.broker.apis.authorization import authorized, cluster_authorized, unauthorized_names
 from odradek.broker.apis.registry import answer_when_done, api
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -19,7 +19,7 @@ from odradek.protocol.produce_response import ProducedPartition, encode_produce_
 from odradek.security.acls import Operation, ResourceType
 
 if TYPE_CHECKING:
-    from odradek.broker.context import BrokerContext
+    from odradek.broker.context import ProduceFetchContext
     from odradek.broker.delayed_produce import DelayedProduce, ProducePartitionResult
     from odradek.common import TopicPartition
     from odradek.net.server import Request, Response
@@ -30,7 +30,7 @@ _PRODUCER_ID_AT = 43
 
 
 @api(ApiKey.PRODUCE, "Produce", 3, 9)
-def handle_produce(broker: BrokerContext, request: Request) -> Response | Awaitable[Response]:
+def handle_produce(broker: ProduceFetchContext, request: Request) -> Response | Awaitable[Response]:
     """Answered at once unless acks=-1 has to wait for the ISR (then a future of the answer) or
     a transactional batch needs KIP-890 verification (then a coroutine): no task per request."""
     body = parse_produce_request(request.frame, request.body_offset, request.api_version)
@@ -52,7 +52,7 @@ def handle_produce(broker: BrokerContext, request: Request) -> Response | Awaita
         # requests, IdempotentWrite on the cluster for idempotent ones (whole request refused),
         # then Write on each topic.
         if transactional_id is not None:
-            if not broker.authorize(request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            if not authorized(broker, request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
                 results = {(t, p): (ErrorCode.transactional_id_authorization_failed,
                                     "Transactional Id authorization failed.") for t, p, _ in entries}
                 return _error_response(request, results)
@@ -76,7 +76,7 @@ def handle_produce(broker: BrokerContext, request: Request) -> Response | Awaita
     return _answer(request, acks, results, delayed, refused)
 
 
-async def _produce_transactional(broker: BrokerContext, request: Request, acks: int, timeout_ms: int,
+async def _produce_transactional(broker: ProduceFetchContext, request: Request, acks: int, timeout_ms: int,
                                  entries: list[tuple[str, int, memoryview | None]], transactional_id: str,
                                  refused: dict[tuple[str, int], tuple[ErrorCode, str | None]]) -> Response:
     results, delayed = await broker.replica_manager.append_records_async(

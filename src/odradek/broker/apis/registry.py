@@ -11,14 +11,15 @@ from odradek.protocol.framing import decode_request, encode_response
 from odradek.protocol.messages import build, response_module
 
 if TYPE_CHECKING:
-    from odradek.broker.context import BrokerContext
     from odradek.net.server import Request, Response
 
-Handler = Callable[["BrokerContext", "Request"], "Response | Awaitable[Response]"]
+# The first argument is the broker, as the handler's family Protocol (broker/context.py) sees it.
+Handler = Callable[[Any, "Request"], "Response | Awaitable[Response]"]
 
 __all__ = ["REGISTRY", "ApiSpec", "answer_when_done", "api", "build", "decode_body", "respond", "response_module"]
 
 T = TypeVar("T")
+H = TypeVar("H", bound=Handler)
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,9 +34,9 @@ class ApiSpec:
 REGISTRY: dict[int, ApiSpec] = {}
 
 
-def api(api_key: int, name: str, min_version: int, max_version: int) -> Callable[[Handler], Handler]:
+def api(api_key: int, name: str, min_version: int, max_version: int) -> Callable[[H], H]:
     """Register ``handler`` for ``api_key`` in ``[min_version, max_version]``."""
-    def register(handler: Handler) -> Handler:
+    def register(handler: H) -> H:
         REGISTRY[api_key] = ApiSpec(api_key, name, min_version, max_version, handler)
         return handler
     return register

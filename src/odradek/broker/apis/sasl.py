@@ -18,7 +18,6 @@ from odradek.protocol.errors import ErrorCode
 from odradek.protocol.framing import MalformedRequestError
 
 if TYPE_CHECKING:
-    from odradek.broker.context import BrokerContext
     from odradek.net.server import Request, Response
 
 
@@ -30,7 +29,7 @@ def _decode(request: Request) -> object:
 
 
 @api(ApiKey.SASL_HANDSHAKE, "SaslHandshake", 0, 1)
-def handle_sasl_handshake(broker: BrokerContext, request: Request) -> Response:
+def handle_sasl_handshake(broker: object, request: Request) -> Response:
     body = _decode(request)
     m = response_module(ApiKey.SASL_HANDSHAKE, request.api_version)
     authenticator = request.connection.authenticator
@@ -42,7 +41,7 @@ def handle_sasl_handshake(broker: BrokerContext, request: Request) -> Response:
 
 
 @api(ApiKey.SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2)
-def handle_sasl_authenticate(broker: BrokerContext, request: Request) -> Response:
+def handle_sasl_authenticate(broker: object, request: Request) -> Response:
     body = _decode(request)
     m = response_module(ApiKey.SASL_AUTHENTICATE, request.api_version)
     authenticator = request.connection.authenticator

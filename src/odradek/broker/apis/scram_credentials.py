@@ -15,15 +15,16 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from odradek.broker.apis.authorization import cluster_authorized
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
-from odradek.security.acls import CLUSTER_RESOURCE_NAME, Operation, ResourceType
+from odradek.security.acls import Operation
 from odradek.security.scram import MAX_ITERATIONS, MIN_ITERATIONS, ScramCredential
-from odradek.zk.zk_data import desanitize_entity_name, sanitize_entity_name
+from odradek.zk.zk_data import ConfigEntityTypeZNode, desanitize_entity_name, sanitize_entity_name
 
 if TYPE_CHECKING:
-    from odradek.broker.context import BrokerContext
+    from odradek.broker.context import ScramContext
     from odradek.net.server import Request, Response
 
 __all__ = ["MECHANISM_CODES", "USERS"]
@@ -39,15 +40,11 @@ _TOO_MANY_ITERATIONS = "Too many iterations"
 _EMPTY_USER = "Username must not be empty"
 
 
-def _authorized(broker: BrokerContext, request: Request, operation: Operation) -> bool:
-    return broker.authorize(request, operation, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME)
-
-
 @api(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, "DescribeUserScramCredentials", 0, 0)
-async def handle_describe_user_scram_credentials(broker: BrokerContext, request: Request) -> Response:
+async def handle_describe_user_scram_credentials(broker: ScramContext, request: Request) -> Response:
     body = decode_body(request)
     m = response_module(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, request.api_version)
-    if not _authorized(broker, request, Operation.DESCRIBE):
+    if not cluster_authorized(broker, request, Operation.DESCRIBE):
         return respond(request, build(m.DescribeUserScramCredentialsResponse, throttle_time=0,
                                       error_code=ErrorCode.cluster_authorization_failed,
                                       error_message=_CLUSTER_AUTHORIZATION, results=()))
@@ -75,7 +72,7 @@ async def handle_describe_user_scram_credentials(broker: BrokerContext, request:
 
     users = [u.name for u in body.users] if body.users else []
     if not users:
-        for entity in sorted(await broker.zk.get_children(f"/config/{USERS}") or []):
+        for entity in sorted(await broker.zk.get_children(ConfigEntityTypeZNode.path(USERS)) or []):
             add_if_has_credential(desanitize_entity_name(entity), await broker.zk.get_entity_config(USERS, entity),
                                   explicit=False)
     else:
@@ -112,7 +109,7 @@ def _invalid_deletion(deletion: Any) -> str | None:
 
 
 @api(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", 0, 0)
-async def handle_alter_user_scram_credentials(broker: BrokerContext, request: Request) -> Response:
+async def handle_alter_user_scram_credentials(broker: ScramContext, request: Request) -> Response:
     body = decode_body(request)
     m = response_module(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, request.api_version)
     results: list[Any] = []
@@ -123,7 +120,7 @@ async def handle_alter_user_scram_credentials(broker: BrokerContext, request: Re
     refusal = None
     if not broker.controller.is_active:
         refusal = (ErrorCode.not_controller, "This is not the correct controller for this cluster.")
-    elif not _authorized(broker, request, Operation.ALTER):
+    elif not cluster_authorized(broker, request, Operation.ALTER):
         refusal = (ErrorCode.cluster_authorization_failed, _CLUSTER_AUTHORIZATION)
     if refusal is not None:
         code, message = refusal

@@ -19,7 +19,7 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
-from odradek.broker.apis.authorization import cluster_authorized, unauthorized_names
+from odradek.broker.apis.authorization import authorized, cluster_authorized, unauthorized_names
 from odradek.broker.apis.internal_topics import CoordinatorAnswer, InternalTopic, find_coordinator
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
 from odradek.broker.group.offsets_topic import OFFSETS_TOPIC
@@ -30,7 +30,7 @@ from odradek.protocol.errors import ErrorCode
 from odradek.security.acls import Operation, ResourceType
 
 if TYPE_CHECKING:
-    from odradek.broker.context import BrokerContext
+    from odradek.broker.context import AuthorizingContext, TransactionsContext
     from odradek.net.server import Request, Response
 
 __all__ = ["find_transaction_coordinator"]
@@ -45,10 +45,10 @@ def fenced_for_version(error: ErrorCode, version: int, first_version_with_fenced
     return error
 
 
-def txn_id_allowed(broker: BrokerContext, request: Request, operation: Operation, transactional_id: str) -> bool:
+def txn_id_allowed(broker: AuthorizingContext, request: Request, operation: Operation, transactional_id: str
+                   ) -> bool:
     """Whether the principal may perform ``operation`` on the transactional id."""
-    return broker.authorizer is None or broker.authorize(request, operation, ResourceType.TRANSACTIONAL_ID,
-                                                         transactional_id)
+    return authorized(broker, request, operation, ResourceType.TRANSACTIONAL_ID, transactional_id)
 
 
 def _by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
@@ -61,7 +61,7 @@ def _by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
 # ----------------------------------------------------------------------------- FindCoordinator
 
 
-async def find_transaction_coordinator(broker: BrokerContext, request: Request, key: str) -> CoordinatorAnswer:
+async def find_transaction_coordinator(broker: TransactionsContext, request: Request, key: str) -> CoordinatorAnswer:
     """FindCoordinator key type 1: the leader of the id's ``__transaction_state`` partition,
     the topic being created on first use."""
     if not key:
@@ -80,7 +80,7 @@ async def find_transaction_coordinator(broker: BrokerContext, request: Request, 
 
 
 @api(ApiKey.ADD_PARTITIONS_TO_TXN, "AddPartitionsToTxn", 0, 4)
-async def handle_add_partitions_to_txn(broker: BrokerContext, request: Request) -> Response:
+async def handle_add_partitions_to_txn(broker: TransactionsContext, request: Request) -> Response:
     body = decode_body(request)
     version = request.api_version
     m = response_module(ApiKey.ADD_PARTITIONS_TO_TXN, version)
@@ -114,7 +114,7 @@ async def handle_add_partitions_to_txn(broker: BrokerContext, request: Request) 
                                   results_by_topic_v3_and_below=_topic_results(m, errors)))
 
 
-def _refused_partitions(broker: BrokerContext, request: Request, transactional_id: str,
+def _refused_partitions(broker: AuthorizingContext, request: Request, transactional_id: str,
                         wanted: list[TopicPartition]) -> dict[TopicPartition, ErrorCode] | None:
     """Kafka's handleAddPartitionToTxnRequest checks: without Write on the transactional id
     every partition is refused; without Write on some topic its partitions are refused and the
@@ -129,7 +129,7 @@ def _refused_partitions(broker: BrokerContext, request: Request, transactional_i
     return {tp: E.topic_authorization_failed if tp.topic in denied else E.operation_not_attempted for tp in wanted}
 
 
-async def _add_partitions(broker: BrokerContext, transactional_id: str, producer_id: int, producer_epoch: int,
+async def _add_partitions(broker: TransactionsContext, transactional_id: str, producer_id: int, producer_epoch: int,
                           wanted: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
     """Unknown partitions fail the request: UNKNOWN_TOPIC_OR_PARTITION for them,
     OPERATION_NOT_ATTEMPTED for the others (Kafka's handleAddPartitionToTxnRequest)."""
@@ -157,13 +157,12 @@ def _topic_results(m: object, errors: dict[TopicPartition, ErrorCode]) -> tuple[
 
 
 @api(ApiKey.ADD_OFFSETS_TO_TXN, "AddOffsetsToTxn", 0, 3)
-async def handle_add_offsets_to_txn(broker: BrokerContext, request: Request) -> Response:
+async def handle_add_offsets_to_txn(broker: TransactionsContext, request: Request) -> Response:
     """The group's ``__consumer_offsets`` partition joins the transaction."""
     body = decode_body(request)
     if not txn_id_allowed(broker, request, Operation.WRITE, body.transactional_id):
         error = E.transactional_id_authorization_failed
-    elif not (broker.authorizer is None
-              or broker.authorize(request, Operation.READ, ResourceType.GROUP, body.group_id)):
+    elif not authorized(broker, request, Operation.READ, ResourceType.GROUP, body.group_id):
         error = E.group_authorization_failed
     else:
         partition = TopicPartition(OFFSETS_TOPIC, broker.group_coordinator.partition_for(body.group_id))
@@ -178,7 +177,7 @@ async def handle_add_offsets_to_txn(broker: BrokerContext, request: Request) -> 
 
 
 @api(ApiKey.END_TXN, "EndTxn", 0, 3)
-async def handle_end_txn(broker: BrokerContext, request: Request) -> Response:
+async def handle_end_txn(broker: TransactionsContext, request: Request) -> Response:
     body = decode_body(request)
     if not txn_id_allowed(broker, request, Operation.WRITE, body.transactional_id):
         error = E.transactional_id_authorization_failed
@@ -200,7 +199,7 @@ def _start_time(ms: int) -> datetime.datetime:
 
 
 @api(ApiKey.DESCRIBE_TRANSACTIONS, "DescribeTransactions", 0, 0)
-async def handle_describe_transactions(broker: BrokerContext, request: Request) -> Response:
+async def handle_describe_transactions(broker: TransactionsContext, request: Request) -> Response:
     body = decode_body(request)
     m = response_module(ApiKey.DESCRIBE_TRANSACTIONS, request.api_version)
     states = []
@@ -228,7 +227,7 @@ async def handle_describe_transactions(broker: BrokerContext, request: Request) 
 
 
 @api(ApiKey.LIST_TRANSACTIONS, "ListTransactions", 0, 0)
-async def handle_list_transactions(broker: BrokerContext, request: Request) -> Response:
+async def handle_list_transactions(broker: TransactionsContext, request: Request) -> Response:
     body = decode_body(request)
     m = response_module(ApiKey.LIST_TRANSACTIONS, request.api_version)
     error, found, unknown = broker.transaction_coordinator.list_transactions(body.state_filters,

@@ -32,7 +32,7 @@ from odradek.protocol.errors import ErrorCode
 from odradek.security.acls import Operation
 
 if TYPE_CHECKING:
-    from odradek.broker.context import BrokerContext
+    from odradek.broker.context import TransactionsContext
     from odradek.broker.replica_manager import ReplicaManager
     from odradek.net.server import Request, Response
 
@@ -97,7 +97,7 @@ async def write_txn_markers(replica_manager: ReplicaManager, group_coordinator: 
 
 
 @api(ApiKey.WRITE_TXN_MARKERS, "WriteTxnMarkers", 1, 1)
-async def handle_write_txn_markers(broker: BrokerContext, request: Request) -> Response:
+async def handle_write_txn_markers(broker: TransactionsContext, request: Request) -> Response:
     body = decode_body(request)
     m = response_module(ApiKey.WRITE_TXN_MARKERS, request.api_version)
     if not cluster_authorized(broker, request, Operation.CLUSTER_ACTION):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
-from odradek.broker.apis.authorization import unauthorized_names
+from odradek.broker.apis.authorization import authorized, unauthorized_names
 from odradek.broker.apis.groups import group_allowed
 from odradek.broker.apis.offsets_commit import by_topic, requested_offsets
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
@@ -22,12 +22,12 @@ from odradek.protocol.errors import ErrorCode
 from odradek.security.acls import Operation, ResourceType
 
 if TYPE_CHECKING:
-    from odradek.broker.context import BrokerContext
+    from odradek.broker.context import TransactionsContext
     from odradek.net.server import Request, Response
 
 
 @api(ApiKey.TXN_OFFSET_COMMIT, "TxnOffsetCommit", 0, 3)
-async def handle_txn_offset_commit(broker: BrokerContext, request: Request) -> Response:
+async def handle_txn_offset_commit(broker: TransactionsContext, request: Request) -> Response:
     body = decode_body(request)
     version = request.api_version
     now = time.time_ns() // 1_000_000
@@ -35,7 +35,7 @@ async def handle_txn_offset_commit(broker: BrokerContext, request: Request) -> R
     names = [t.name for t in body.topics]
     if broker.authorizer is None:
         refused = {}
-    elif not broker.authorize(request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
+    elif not authorized(broker, request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
         refused = dict.fromkeys(names, ErrorCode.transactional_id_authorization_failed)
     elif not group_allowed(broker, request, Operation.READ, body.group_id):
         refused = dict.fromkeys(names, ErrorCode.group_authorization_failed)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
 from kio.schema.add_partitions_to_txn.v4 import request as apt_req
@@ -60,8 +60,10 @@ class _Pending:
 
 
 class TxnVerifier:
-    def __init__(self, coordinator: TransactionCoordinator, broker_id: int, metadata_cache: MetadataCache,
-                 listener_name: str, timeout_s: float = 30.0, *, security: ClientSecurity | None = None) -> None:
+    def __init__(self, coordinator: Callable[[], TransactionCoordinator], broker_id: int,
+                 metadata_cache: MetadataCache, listener_name: str, timeout_s: float = 30.0, *,
+                 security: ClientSecurity | None = None) -> None:
+        # This broker's coordinator, built after the replica manager that takes this verifier.
         self.coordinator = coordinator
         self.broker_id = broker_id
         self.metadata_cache = metadata_cache
@@ -75,9 +77,9 @@ class TxnVerifier:
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                      partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
         wanted = [TopicPartition(*tp) for tp in partitions]
-        manager = self.coordinator.manager
-        if manager.coordinator_error(transactional_id) != E.not_coordinator:  # ours (loaded or loading)
-            result = self.coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, wanted)
+        coordinator = self.coordinator()
+        if coordinator.manager.coordinator_error(transactional_id) != E.not_coordinator:  # ours (loaded or loading)
+            result = coordinator.verify_partitions(transactional_id, producer_id, producer_epoch, wanted)
         else:
             result = await self._verify_remote(transactional_id, producer_id, producer_epoch, wanted)
         return {tp: produce_error_for(error) for tp, error in result.items()}
@@ -87,7 +89,7 @@ class TxnVerifier:
         """Checks for one coordinator made in the same loop turn go out as one request (one
         entry per transactional id, their partitions merged)."""
         meta = self.metadata_cache.partition(TRANSACTION_STATE_TOPIC,
-                                             self.coordinator.manager.partition_for(transactional_id))
+                                             self.coordinator().manager.partition_for(transactional_id))
         if meta is None or meta.leader < 0 or meta.leader == self.broker_id:
             return dict.fromkeys(partitions, E.coordinator_not_available)
         queue = self._queues.setdefault(meta.leader, {})

@@ -1,13 +1,12 @@
-"""The transaction APIs' handlers end to end through their wire encodings (every version),
-against a coordinator on in-memory fakes."""
+"""The transaction APIs' handlers end to end through their wire encodings (every version), on a
+FakeBroker whose transaction coordinator runs on in-memory fakes."""
 
 from __future__ import annotations
 
-import asyncio
 import datetime
 from collections.abc import Awaitable, Callable
-from typing import Any
 
+from fake_broker import FakeBroker, WithBroker
 from kio.schema.add_offsets_to_txn.v0 import request as aot0
 from kio.schema.add_offsets_to_txn.v0 import response as aot0_resp
 from kio.schema.add_partitions_to_txn.v1 import request as apt1
@@ -27,116 +26,88 @@ from kio.schema.list_transactions.v0 import response as lt_resp
 from kio.static.primitive import i16, i32, i64
 from txn_fakes import Harness
 
-from odradek.broker.apis import load_handlers
-from odradek.broker.group.hashing import partition_for_group
-from odradek.net.server import Request
 from odradek.protocol.errors import ErrorCode as E
-from odradek.protocol.framing import decode_request_header, decode_response, encode_request
+
+Test = Callable[[Harness, FakeBroker], Awaitable[None]]
 
 
-class FakeCache:
-    def partition(self, topic: str, partition: int) -> object | None:
-        return object() if topic in ("t", "__consumer_offsets") and partition < 3 else None
+def run(with_broker: WithBroker, test: Test) -> None:
+    """Run ``test`` on a FakeBroker with the harness's coordinator, leading t-0, t-1 and t-2."""
+    h = Harness()
 
-
-class FakeGroups:
-    def partition_for(self, group_id: str) -> int:
-        return partition_for_group(group_id, 50)
-
-
-class FakeBroker:
-    def __init__(self, h: Harness) -> None:
-        self.transaction_coordinator = h.coordinator
-        self.metadata_cache = FakeCache()
-        self.group_coordinator = FakeGroups()
-        self.authorizer = None  # no authorization, as a broker without authorizer.class.name
-
-
-async def call(broker: FakeBroker, payload: Any, response_type: type) -> Any:
-    frame = encode_request(payload, 7, "test")[4:]
-    header, pos = decode_request_header(frame)
-    handler = load_handlers()[header.api_key].handler
-    result = handler(broker, Request(header, frame, pos, None))  # type: ignore[arg-type]
-    out = await result if isinstance(result, Awaitable) else result
-    correlation, response = decode_response(out[4:], response_type)
-    assert correlation == 7
-    return response
-
-
-def run(test: Callable[[Harness, FakeBroker], Awaitable[None]]) -> None:
-    async def main() -> None:
-        h = Harness()
+    async def body(b: FakeBroker) -> None:
         await h.elect()
-        await test(h, FakeBroker(h))
-        await h.coordinator.shutdown()
-    asyncio.run(main())
+        await b.lead("t", [0, 1, 2])
+        await test(h, b)
+
+    with_broker(body, transaction_coordinator=h.coordinator)
 
 
 def ms(n: int) -> datetime.timedelta:
     return datetime.timedelta(milliseconds=n)
 
 
-def test_a_transaction_through_the_wire() -> None:
+def test_a_transaction_through_the_wire(with_broker: WithBroker) -> None:
     async def t(h: Harness, b: FakeBroker) -> None:
-        init = await call(b, ipi4.InitProducerIdRequest(transactional_id="tx", transaction_timeout=ms(60000)),
+        init = await b.call(ipi4.InitProducerIdRequest(transactional_id="tx", transaction_timeout=ms(60000)),
                           ipi4_resp.InitProducerIdResponse)
         assert (init.error_code, init.producer_id, init.producer_epoch) == (E.none, 1000, 0)
-        added = await call(b, apt1.AddPartitionsToTxnRequest(
+        added = await b.call(apt1.AddPartitionsToTxnRequest(
             v3_and_below_transactional_id="tx", v3_and_below_producer_id=i64(1000), v3_and_below_producer_epoch=i16(0),
             v3_and_below_topics=(apt1.AddPartitionsToTxnTopic(name="t", partitions=(i32(0), i32(1))),)),
             apt1_resp.AddPartitionsToTxnResponse)
         assert [(r.name, p.partition_index, p.partition_error_code) for r in added.results_by_topic_v3_and_below
                 for p in r.results_by_partition] == [("t", 0, E.none), ("t", 1, E.none)]
-        offsets = await call(b, aot0.AddOffsetsToTxnRequest(transactional_id="tx", producer_id=i64(1000),
+        offsets = await b.call(aot0.AddOffsetsToTxnRequest(transactional_id="tx", producer_id=i64(1000),
                                                             producer_epoch=i16(0), group_id="g"),
                              aot0_resp.AddOffsetsToTxnResponse)
         assert offsets.error_code == E.none
-        assert ("__consumer_offsets", partition_for_group("g", 50)) in h.manager.txns["tx"].topic_partitions
-        verified = await call(b, apt4.AddPartitionsToTxnRequest(transactions=(apt4.AddPartitionsToTxnTransaction(
+        assert ("__consumer_offsets", b.group_coordinator.partition_for("g")) in h.manager.txns["tx"].topic_partitions
+        verified = await b.call(apt4.AddPartitionsToTxnRequest(transactions=(apt4.AddPartitionsToTxnTransaction(
             transactional_id="tx", producer_id=i64(1000), producer_epoch=i16(0), verify_only=True,
             topics=(apt4.AddPartitionsToTxnTopic(name="t", partitions=(i32(1), i32(2))),)),)),
             apt4_resp.AddPartitionsToTxnResponse)
         assert [(p.partition_index, p.partition_error_code) for r in verified.results_by_transaction
                 for tr in r.topic_results for p in tr.results_by_partition] == [(1, E.none), (2, E.invalid_txn_state)]
-        described = await call(b, dt_req.DescribeTransactionsRequest(transactional_ids=("tx", "nope")),
+        described = await b.call(dt_req.DescribeTransactionsRequest(transactional_ids=("tx", "nope")),
                                dt_resp.DescribeTransactionsResponse)
         first, second = described.transaction_states
         assert (first.transaction_state, first.producer_id, first.transaction_timeout) == ("Ongoing", 1000, ms(60000))
         assert {(d.topic, tuple(d.partitions)) for d in first.topics} >= {("t", (0, 1))}
         assert second.error_code == E.transactional_id_not_found
-        listed = await call(b, lt_req.ListTransactionsRequest(state_filters=("Ongoing", "Nah")),
+        listed = await b.call(lt_req.ListTransactionsRequest(state_filters=("Ongoing", "Nah")),
                             lt_resp.ListTransactionsResponse)
         assert [(s.transactional_id, s.transaction_state) for s in listed.transaction_states] == [("tx", "Ongoing")]
         assert listed.unknown_state_filters == ("Nah",)
-        ended = await call(b, et3.EndTxnRequest(transactional_id="tx", producer_id=i64(1000), producer_epoch=i16(0),
+        ended = await b.call(et3.EndTxnRequest(transactional_id="tx", producer_id=i64(1000), producer_epoch=i16(0),
                                                 committed=True), et3_resp.EndTxnResponse)
         assert ended.error_code == E.none
         await h.settle()
         assert h.manager.txns["tx"].state.name == "COMPLETE_COMMIT"
-    run(t)
+    run(with_broker, t)
 
 
-def test_unknown_partitions_and_old_version_errors() -> None:
+def test_unknown_partitions_and_old_version_errors(with_broker: WithBroker) -> None:
     async def t(h: Harness, b: FakeBroker) -> None:
-        await call(b, ipi4.InitProducerIdRequest(transactional_id="tx", transaction_timeout=ms(60000)),
+        await b.call(ipi4.InitProducerIdRequest(transactional_id="tx", transaction_timeout=ms(60000)),
                    ipi4_resp.InitProducerIdResponse)
-        added = await call(b, apt1.AddPartitionsToTxnRequest(
+        added = await b.call(apt1.AddPartitionsToTxnRequest(
             v3_and_below_transactional_id="tx", v3_and_below_producer_id=i64(1000), v3_and_below_producer_epoch=i16(0),
             v3_and_below_topics=(apt1.AddPartitionsToTxnTopic(name="t", partitions=(i32(0), i32(9))),)),
             apt1_resp.AddPartitionsToTxnResponse)
         assert {p.partition_index: p.partition_error_code for r in added.results_by_topic_v3_and_below
                 for p in r.results_by_partition} == {0: E.operation_not_attempted, 9: E.unknown_topic_or_partition}
-        fenced = await call(b, apt1.AddPartitionsToTxnRequest(
+        fenced = await b.call(apt1.AddPartitionsToTxnRequest(
             v3_and_below_transactional_id="tx", v3_and_below_producer_id=i64(1000), v3_and_below_producer_epoch=i16(5),
             v3_and_below_topics=(apt1.AddPartitionsToTxnTopic(name="t", partitions=(i32(0),)),)),
             apt1_resp.AddPartitionsToTxnResponse)
         assert fenced.results_by_topic_v3_and_below[0].results_by_partition[0].partition_error_code == \
             E.invalid_producer_epoch  # v1 predates PRODUCER_FENCED
-        old = await call(b, ipi1.InitProducerIdRequest(transactional_id="tx", transaction_timeout=ms(10**9)),
+        old = await b.call(ipi1.InitProducerIdRequest(transactional_id="tx", transaction_timeout=ms(10**9)),
                          ipi1_resp.InitProducerIdResponse)
         assert old.error_code == E.invalid_transaction_timeout
-        mixed = await call(b, ipi4.InitProducerIdRequest(transactional_id="tx", transaction_timeout=ms(1000),
+        mixed = await b.call(ipi4.InitProducerIdRequest(transactional_id="tx", transaction_timeout=ms(1000),
                                                          producer_id=i64(1000), producer_epoch=i16(-1)),
                            ipi4_resp.InitProducerIdResponse)
         assert mixed.error_code == E.invalid_request
-    run(t)
+    run(with_broker, t)

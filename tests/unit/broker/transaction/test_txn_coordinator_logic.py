@@ -337,7 +337,7 @@ def test_verify_partitions_decisions() -> None:
         await h.coordinator.end_transaction("tx", pid, epoch, commit=True)
         await h.settle()
         assert h.coordinator.verify_partitions("tx", pid, epoch, [TP0]) == {TP0: E.invalid_txn_state}
-        verifier = TxnVerifier(h.coordinator, 0, None, "INTERNAL")  # type: ignore[arg-type]
+        verifier = TxnVerifier(lambda: h.coordinator, 0, None, "INTERNAL")  # type: ignore[arg-type]
         assert await verifier.verify("tx", pid, epoch + 1, [TP0]) == {TP0: E.invalid_producer_epoch}
         h.coordinator.on_election(0, 7)  # reloading: retriable for the producer
         assert await verifier.verify("tx", pid, epoch, [TP0]) == {TP0: E.not_enough_replicas}
@@ -427,7 +427,7 @@ def test_remote_verification_is_batched_per_coordinator() -> None:
                 assert broker_id == 1
                 return conn
 
-        verifier = TxnVerifier(h.coordinator, 0, _Cache(), "INTERNAL")  # type: ignore[arg-type]
+        verifier = TxnVerifier(lambda: h.coordinator, 0, _Cache(), "INTERNAL")  # type: ignore[arg-type]
         verifier.peers = Peers(0, _Cache(), "INTERNAL", "txn-verifier")  # type: ignore[arg-type]
         a, b, c = await asyncio.gather(verifier.verify("x", 1, 0, [TP0]), verifier.verify("x", 1, 0, [TP1]),
                                        verifier.verify("y", 2, 0, [TP0]))
