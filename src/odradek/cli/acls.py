@@ -10,7 +10,6 @@ bad combination never writes.
 from __future__ import annotations
 
 import asyncio
-import logging
 import sys
 
 import click
@@ -32,6 +31,7 @@ from odradek.cli.common import (
     command_config_option,
     fail,
     over_bootstrap,
+    over_zookeeper,
 )
 from odradek.protocol.errors import KafkaError
 from odradek.security.client import ClientSecurity
@@ -131,16 +131,11 @@ def acls(bootstrap_server: str | None, zookeeper: str | None, authorizer_propert
 
 
 async def _over_zookeeper(connect: str, opts: AclCommandOptions) -> int:
-    # kazoo reports every failed connection attempt; the command reports the outcome once.
-    logging.getLogger("kazoo").addHandler(logging.NullHandler())
-    logging.getLogger("kazoo").propagate = False
-    try:
+    async def action() -> None:
         async with zookeeper_acl_service(connect) as service:
             await run_acl_command(service, opts, click.echo, _confirm)
-    except (ZkConnectionError, AclCommandError, AclUpdateConflict, ValueError) as e:
-        click.echo(f"Error: {e}", err=True)
-        return 1
-    return 0
+
+    return await over_zookeeper(action, (ZkConnectionError, AclCommandError, AclUpdateConflict, ValueError))
 
 
 async def _over_bootstrap(bootstrap: str, opts: AclCommandOptions, security: ClientSecurity | None) -> int:

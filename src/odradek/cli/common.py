@@ -4,6 +4,7 @@ code 1, as Kafka's tools do), the connection options (``--bootstrap-server``,
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 from collections.abc import Awaitable, Callable
@@ -15,7 +16,8 @@ if TYPE_CHECKING:
     from odradek.security.client import ClientSecurity
 
 __all__ = ["BOOTSTRAP_METAVAR", "OneLineCommand", "OneLineGroup", "StopSignals", "bootstrap_server_option",
-           "client_security", "command_config_option", "fail", "parse_overrides", "read_properties"]
+           "client_security", "command_config_option", "fail", "over_bootstrap", "over_zookeeper",
+           "parse_overrides", "read_properties"]
 
 F = TypeVar("F", bound=Callable[..., object])
 
@@ -113,6 +115,21 @@ def client_security(command_config: str | None) -> ClientSecurity | None:
         return ClientSecurity.from_properties(props)
     except ValueError as e:
         fail(f"--command-config {command_config}: {e}")
+
+
+async def over_zookeeper(action: Callable[[], Awaitable[object]],
+                         errors: tuple[type[BaseException], ...], prefix: str = "Error: ") -> int:
+    """Run a command's ``action`` over ``--zookeeper``: exit status 0, or 1 after one line on
+    stderr for the command's own ``errors`` (ZkConnectionError among them)."""
+    # kazoo logs every failed connection attempt; the command reports the outcome once.
+    logging.getLogger("kazoo").addHandler(logging.NullHandler())
+    logging.getLogger("kazoo").propagate = False
+    try:
+        await action()
+    except errors as e:
+        click.echo(f"{prefix}{e}", err=True)
+        return 1
+    return 0
 
 
 async def over_bootstrap(bootstrap: str, action: Callable[[], Awaitable[object]],

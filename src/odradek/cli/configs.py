@@ -8,7 +8,6 @@ connects, so bad input never writes), picks ZooKeeper (``--zookeeper``) or the K
 from __future__ import annotations
 
 import asyncio
-import logging
 import sys
 
 import click
@@ -33,6 +32,7 @@ from odradek.cli.common import (
     command_config_option,
     fail,
     over_bootstrap,
+    over_zookeeper,
 )
 from odradek.common import validate_topic_name
 from odradek.protocol.errors import KafkaError
@@ -131,22 +131,19 @@ def configs(bootstrap_server: str | None, zookeeper: str | None, command_config:
 
 async def _over_zookeeper(connect: str, entity: ConfigEntity, describe: bool, to_add: dict[str, str],
                           to_delete: list[str]) -> int:
-    # kazoo reports every failed connection attempt; the command reports the outcome once.
-    logging.getLogger("kazoo").addHandler(logging.NullHandler())
-    logging.getLogger("kazoo").propagate = False
-    zk = KafkaZkClient(connect, session_timeout_ms=SESSION_TIMEOUT_MS, connection_timeout_ms=CONNECTION_TIMEOUT_MS)
-    try:
-        await zk.start()
-        if describe:
-            await describe_over_zookeeper(zk, entity, click.echo)
-        else:
-            await alter_over_zookeeper(zk, entity, to_add, to_delete, click.echo)
-    except (ZkConnectionError, ConfigCommandError, KafkaError) as e:
-        click.echo(f"Error: {e}", err=True)
-        return 1
-    finally:
-        await zk.close()
-    return 0
+    async def action() -> None:
+        zk = KafkaZkClient(connect, session_timeout_ms=SESSION_TIMEOUT_MS,
+                           connection_timeout_ms=CONNECTION_TIMEOUT_MS)
+        try:
+            await zk.start()
+            if describe:
+                await describe_over_zookeeper(zk, entity, click.echo)
+            else:
+                await alter_over_zookeeper(zk, entity, to_add, to_delete, click.echo)
+        finally:
+            await zk.close()
+
+    return await over_zookeeper(action, (ZkConnectionError, ConfigCommandError, KafkaError))
 
 
 async def _over_bootstrap(bootstrap: str, entity: ConfigEntity, describe: bool, to_add: dict[str, str],

@@ -26,21 +26,25 @@ from odradek.security.client_properties import librdkafka_properties
 __all__ = ["perf"]
 
 
-def _props(option: Sequence[str], extra: Sequence[str], command_config: str | None) -> dict[str, str]:
-    """The client properties: ``--command-config``'s (Java names turned into librdkafka's),
-    overridden by those given on the command line."""
+def _client(bootstrap_server: str | None, props_option: str, option: Sequence[str], extra: Sequence[str],
+            command_config: str | None) -> tuple[str, dict[str, str]]:
+    """The bootstrap servers and the other client properties: ``--command-config``'s (Java
+    names turned into librdkafka's), overridden by those given on the command line."""
     try:
-        given = parse_props([*option, *extra])
+        props = parse_props([*option, *extra])
     except PerfError as e:
         fail(str(e))
-    if command_config is None:
-        return given
-    client_security(command_config)  # a file no client could use fails here, in one line
-    try:
-        from_file = librdkafka_properties(read_properties(command_config))
-    except ValueError as e:
-        fail(f"--command-config {command_config}: {e}")
-    return {**from_file, **given}
+    if command_config is not None:
+        client_security(command_config)  # a file no client could use fails here, in one line
+        try:
+            props = {**librdkafka_properties(read_properties(command_config)), **props}
+        except ValueError as e:
+            fail(f"--command-config {command_config}: {e}")
+    servers = bootstrap_server or props.get("bootstrap.servers")
+    props.pop("bootstrap.servers", None)
+    if not servers:
+        fail(f"--bootstrap-server is required (or bootstrap.servers=... in {props_option})")
+    return servers, props
 
 
 def _report(result: Any, as_json: bool) -> None:
@@ -79,11 +83,7 @@ def produce(topic: str, num_records: int, record_size: int, throughput: float,
     latency from send to delivery callback (avg, max, 50th/95th/99th/99.9th percentiles)."""
     from odradek.perf.producer import run_producer
 
-    props = _props(producer_props, more_props, command_config)
-    servers = bootstrap_server or props.pop("bootstrap.servers", None)
-    props.pop("bootstrap.servers", None)
-    if not servers:
-        fail("--bootstrap-server is required (or bootstrap.servers=... in --producer-props)")
+    servers, props = _client(bootstrap_server, "--producer-props", producer_props, more_props, command_config)
     try:
         result = run_producer(servers, topic, num_records, record_size, throughput=throughput,
                               props=props, on_client_log=_client_log_echo(verbose))
@@ -115,11 +115,7 @@ def consume(topic: str, messages: int, fetch_size: int, consumer_props: tuple[st
     """Read records with assign() (no group) and report records/s and MB/s."""
     from odradek.perf.consumer import run_consumer
 
-    props = _props(consumer_props, more_props, command_config)
-    servers = bootstrap_server or props.pop("bootstrap.servers", None)
-    props.pop("bootstrap.servers", None)
-    if not servers:
-        fail("--bootstrap-server is required (or bootstrap.servers=... in --consumer-props)")
+    servers, props = _client(bootstrap_server, "--consumer-props", consumer_props, more_props, command_config)
     try:
         result = run_consumer(servers, topic, messages, fetch_size=fetch_size, props=props,
                               timeout_s=timeout_ms / 1000, from_latest=from_latest,

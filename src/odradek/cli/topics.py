@@ -9,7 +9,6 @@ runs prints kafka-topics.sh's "Error while executing topic command : ..." and ex
 from __future__ import annotations
 
 import asyncio
-import logging
 import sys
 
 import click
@@ -30,6 +29,7 @@ from odradek.cli.common import (
     command_config_option,
     fail,
     over_bootstrap,
+    over_zookeeper,
 )
 from odradek.protocol.errors import KafkaError
 from odradek.security.client import ClientSecurity
@@ -99,16 +99,12 @@ def topics(zookeeper: str | None, bootstrap_server: str | None, create: bool, li
 
 
 async def _run_over_zookeeper(connect: str, opts: TopicCommandOptions) -> int:
-    # kazoo reports every failed connection attempt; the command reports the outcome once.
-    logging.getLogger("kazoo").addHandler(logging.NullHandler())
-    logging.getLogger("kazoo").propagate = False
-    try:
+    async def action() -> None:
         async with zookeeper_topic_service(connect) as service:
             await run_topic_command(service, opts, click.echo)
-    except (ZkConnectionError, TopicCommandError, KafkaError, AdminOperationError) as e:
-        click.echo(f"{ERROR_PREFIX}{e}", err=True)
-        return 1
-    return 0
+
+    return await over_zookeeper(action, (ZkConnectionError, TopicCommandError, KafkaError, AdminOperationError),
+                                ERROR_PREFIX)
 
 
 async def _run_over_bootstrap(bootstrap: str, opts: TopicCommandOptions, security: ClientSecurity | None) -> int:
