@@ -1,5 +1,8 @@
 """Shared fixtures: one embedded ZooKeeper per test run, a fresh chroot per cluster, brokers
-as real processes in temporary directories.  Every fixture stops what it starts."""
+as real processes in temporary directories.  Every fixture stops what it starts.
+
+Every test that starts ZooKeeper, brokers or Spark is marked ``slow`` here, so that
+``pytest -m "not slow"`` is a unit-level run of a minute or less."""
 
 from __future__ import annotations
 
@@ -11,6 +14,24 @@ import pytest
 from odradek.local.cluster import LocalCluster
 from odradek.local.zookeeper import EmbeddedZooKeeper
 from support import ClusterFactory, unique_chroot
+
+TESTS = Path(__file__).parent
+
+# End-to-end by design: their tests start clusters, `odradek` processes, Spark or a lab, some
+# without a fixture (LocalCluster, EmbeddedZooKeeper or a subprocess in the test itself).
+END_TO_END_DIRECTORIES = frozenset({"integration", "compat", "fault", "spark", "lab"})
+
+# Fixtures that start ZooKeeper, brokers or Spark; a test using one, directly or through another
+# fixture, is slow wherever it lives (a unit test of the ACL store on a real ZooKeeper, say).
+CLUSTER_FIXTURES = frozenset({"zookeeper", "zk_connect", "cluster_factory", "module_cluster",
+                              "odradek_broker", "tansu_broker", "spark"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        directory = item.path.relative_to(TESTS).parts[0]
+        if directory in END_TO_END_DIRECTORIES or CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(scope="session")

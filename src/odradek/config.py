@@ -599,36 +599,48 @@ class CleanerConfig:
                               f"current value {self.threads}")
 
 
+# Where a key ends: the first '=' or ':' (blanks around it included), else the first blanks.
+_PROPERTY_SEPARATOR = re.compile(r"\s*[=:]\s*|\s+")
+
+
 def parse_properties(text: str) -> dict[str, str]:
-    """Java-properties subset: ``key=value`` or ``key: value`` lines, ``#``/``!`` comments,
-    trailing-backslash continuations."""
+    """Java ``.properties`` text (server.properties, a ``--command-config`` file, zoo.cfg) as a
+    dict: ``key=value``, ``key: value`` or ``key value`` lines, ``#``/``!`` comments, an odd
+    number of trailing backslashes continuing the line onto the next (whose leading blanks are
+    dropped).  Values are trimmed, as Kafka's ConfigDef trims them; ``=value`` has the key ``""``,
+    as in Java; other backslash escapes are kept as written."""
     props: dict[str, str] = {}
-    pending = ""
+    logical = ""
     for raw_line in text.splitlines():
-        line = pending + raw_line.strip()
-        pending = ""
-        if not line or line[0] in "#!":
+        line = raw_line.strip()
+        if not logical and (not line or line[0] in "#!"):
             continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            pending = line[:-1]
+        if (len(line) - len(line.rstrip("\\"))) % 2:
+            logical += line[:-1]
             continue
-        m = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", line)
-        if m is None:
-            props[line] = ""
-        else:
-            props[m.group(1)] = m.group(2).strip()
-    if pending:
-        m = re.match(r"^([^=:\s]+)\s*[=:\s]\s*(.*)$", pending)
-        if m:
-            props[m.group(1)] = m.group(2).strip()
+        _put_property(props, logical + line)
+        logical = ""
+    if logical:
+        _put_property(props, logical)
     return props
 
 
+def _put_property(props: dict[str, str], line: str) -> None:
+    separator = _PROPERTY_SEPARATOR.search(line)
+    if separator is None:
+        props[line] = ""
+    else:
+        props[line[:separator.start()]] = line[separator.end():].strip()
+
+
 def load_properties(path: str | Path) -> dict[str, str]:
+    """A Java properties file (UTF-8) through parse_properties; ConfigError if it cannot be read."""
     try:
-        return parse_properties(Path(path).read_text())
+        return parse_properties(Path(path).read_text(encoding="utf-8"))
     except OSError as e:
         raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"cannot read config file {path}: not UTF-8 (byte {e.start})") from None
 
 
 class KafkaConfig:

@@ -55,19 +55,19 @@ class TxnStream:
         self.producer = self._new_producer()
 
     def _new_producer(self) -> Producer:
-        deadline = time.monotonic() + 120
-        while True:
+        def initialised() -> tuple[Producer] | None:  # a 1-tuple: an idle Producer's len() is 0
             producer = Producer({"bootstrap.servers": self.cluster.bootstrap_servers, "log_level": 0,
                                  "transactional.id": self.transactional_id, "linger.ms": 2,
                                  "transaction.timeout.ms": 30000, "message.timeout.ms": 30000,
                                  "socket.timeout.ms": 10000})
             try:
                 producer.init_transactions(30)
-                return producer
             except KafkaException:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.5)
+                return None
+            return (producer,)
+
+        return wait_until(initialised, timeout=120, interval=0.5,
+                          message=f"InitProducerId for {self.transactional_id}")[0]
 
     def begin_and_write(self, n: int) -> None:
         self.producer.begin_transaction()
@@ -206,9 +206,12 @@ def test_data_leader_sigkill_between_end_txn_and_markers(cluster_factory: Cluste
             victims = [b for b in leaders if b not in (coordinator, -1)] or [b for b in leaders if b != -1]
             stream.committing.clear()
             assert stream.committing.wait(60), "no commit started"
-            cluster.kill_broker(victims[0])
-            time.sleep(2)
-            cluster.start_broker(victims[0], timeout_s=120)
+            victim = victims[0]
+            cluster.kill_broker(victim)
+            # Back only once the controller moved its partitions: the markers must find the new leaders.
+            wait_until(lambda victim=victim: victim not in {_leader(cluster, topic, p) for p in range(PARTITIONS)},
+                       timeout=60, message=f"leaders elected in place of broker {victim}")
+            cluster.start_broker(victim, timeout_s=120)
             wait_until(lambda: all(len((partition_state(cluster, topic, p) or {}).get("isr", [])) == 3
                                    for p in range(PARTITIONS)), timeout=90, message="full ISRs")
     finally:

@@ -33,6 +33,7 @@ from support import (
     partition_state,
     run_odradek,
     wait_until,
+    wait_until_async,
 )
 
 OFFSETS_PARTITIONS = 6
@@ -335,16 +336,17 @@ async def _find_coordinator(cluster: LocalCluster, group: str, version: int) -> 
     await conn.connect()
     try:
         wire = Wire(conn)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+
+        async def found() -> Any:
             r = await wire.call(FIND_COORDINATOR, version, "FindCoordinator", key=group, key_type=0,
                                 coordinator_keys=(group,))
             answer = r.coordinators[0] if version >= 4 else r
-            if answer.error_code == ErrorCode.none:
-                return answer.host, answer.port
-            assert answer.error_code == ErrorCode.coordinator_not_available
-            await asyncio.sleep(0.5)  # a client's retry backoff while the coordinator loads the group
-        raise AssertionError("no coordinator")
+            assert answer.error_code in (ErrorCode.none, ErrorCode.coordinator_not_available), answer
+            return answer if answer.error_code == ErrorCode.none else None
+
+        # Polled at a client's retry backoff while the coordinator loads the group.
+        answer = await wait_until_async(found, timeout=60, interval=0.5, message=f"a coordinator for {group}")
+        return answer.host, answer.port
     finally:
         await conn.close()
 

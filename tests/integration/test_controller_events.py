@@ -19,6 +19,7 @@ from odradek.controller.events import (
 )
 from odradek.protocol.errors import ErrorCode
 from odradek.zk.client import KafkaZkClient, split_chroot
+from support import wait_until_async
 
 SESSION_TIMEOUT_MS = 6000
 
@@ -100,14 +101,10 @@ def test_after_a_session_expiry_the_controller_is_reelected_and_answers_again(zk
         controller = KafkaController(broker_config(zk_connect), zk, register_broker)
         try:
             controller.startup()
-            async with asyncio.timeout(30):
-                while controller.failover_count < 1:
-                    await asyncio.sleep(0.05)
+            await wait_until_async(lambda: controller.failover_count >= 1, message="the first election")
             first_epoch = controller.ctx.epoch
             await expire_session(zk_connect, zk)
-            async with asyncio.timeout(60):
-                while controller.failover_count < 2:
-                    await asyncio.sleep(0.05)
+            await wait_until_async(lambda: controller.failover_count >= 2, timeout=60, message="the re-election")
             shutdown = request_events()[0]
             controller.event_manager.put(shutdown)
             (answer,) = await answers([shutdown])

@@ -21,7 +21,7 @@ from odradek.local.cluster import LocalCluster
 from odradek.net.client import BrokerConnection
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import build, request_module, response_module
-from support import ClusterFactory, create_topic
+from support import ClusterFactory, create_topic, wait_until_async
 
 TOPIC = "txn-data"
 OVERRIDES = {
@@ -66,27 +66,15 @@ async def find_coordinator(cluster: LocalCluster, txn_id: str, not_on: int | Non
     alive = next(b for b in cluster.brokers.values() if b.alive)
     wire = await connect(alive.port)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+        async def found() -> Any:
             r = await wire.call(10, 3, "FindCoordinator", key=txn_id, key_type=1)
-            if r.error_code == E.none and r.node_id != not_on:
-                return r.node_id, await connect(r.port)
             assert r.error_code in (E.none, E.coordinator_not_available), r
-            await asyncio.sleep(0.3)
+            return r if r.error_code == E.none and r.node_id != not_on else None
+
+        r = await wait_until_async(found, timeout=60, interval=0.3, message=f"a coordinator for {txn_id}")
     finally:
         await wire.conn.close()
-    raise AssertionError(f"no coordinator for {txn_id}")
-
-
-async def until(check: Any, timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        got = await check()
-        if got:
-            return got
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.2)
+    return r.node_id, await connect(r.port)
 
 
 async def init_pid(wire: Wire, txn_id: str, timeout_ms: int = 60000) -> tuple[int, int]:
@@ -96,7 +84,7 @@ async def init_pid(wire: Wire, txn_id: str, timeout_ms: int = 60000) -> tuple[in
             return None
         assert r.error_code == E.none, r
         return r.producer_id, r.producer_epoch
-    return await until(attempt)
+    return await wait_until_async(attempt, interval=0.2, message=f"InitProducerId for {txn_id}")
 
 
 async def add_partitions(wire: Wire, txn_id: str, pid: int, epoch: int, partitions: tuple[int, ...]) -> list[Any]:
@@ -141,7 +129,7 @@ def test_transaction_life_cycle(cluster: LocalCluster) -> None:
             if await serves_markers(wire):
                 async def complete() -> bool:
                     return (await describe(wire, "tx-life")).transaction_state == "CompleteCommit"
-                await until(complete)
+                await wait_until_async(complete, interval=0.2, message="CompleteCommit")
         finally:
             await wire.conn.close()
     asyncio.run(main())
@@ -157,7 +145,7 @@ def test_timeout_abort_and_fencing(cluster: LocalCluster) -> None:
             async def aborted() -> Any:
                 s = await describe(wire, "tx-timeout")
                 return s if s.transaction_state in ("PrepareAbort", "CompleteAbort") else None
-            state = await until(aborted)
+            state = await wait_until_async(aborted, interval=0.2, message="the timed-out transaction aborted")
             assert state.producer_epoch == epoch + 1  # fenced
             r = await wire.call(26, 3, "EndTxn", transactional_id="tx-timeout", producer_id=pid,
                                 producer_epoch=epoch, committed=True)
@@ -195,7 +183,7 @@ def test_another_broker_takes_over_the_state(cluster: LocalCluster) -> None:
                 async def loaded() -> Any:
                     s = await describe(wire, "tx-failover")
                     return s if s.error_code == E.none else None
-                state = await until(loaded)
+                state = await wait_until_async(loaded, interval=0.2, message="the state loaded")
                 assert (state.transaction_state, state.producer_id, state.producer_epoch) == ("Ongoing", pid, epoch)
             finally:
                 await wire.conn.close()

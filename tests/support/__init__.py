@@ -18,7 +18,7 @@ from support.cluster import (
 from support.records import Headers, Rec, assert_acknowledged, assert_read_back, make_records
 from support.spark import TANSU_ONE_RECORD_PER_BATCH, OdradekBroker, TansuBroker
 from support.topics import alter_topic_config, create_topic, end_offsets, unique_topic
-from support.waiting import wait_until
+from support.waiting import wait_until, wait_until_async
 from support.wire import (
     EARLIEST,
     LATEST,
@@ -69,5 +69,6 @@ __all__ = [
     "unique_chroot",
     "unique_topic",
     "wait_until",
+    "wait_until_async",
     "zk_json",
 ]

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import socket
 import subprocess
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -92,20 +91,19 @@ class TansuBroker:
 
     def _wait_until_serving(self) -> None:
         with AdminClient({"bootstrap.servers": self.bootstrap}) as admin:
-            deadline = time.monotonic() + TIMEOUT_S
-            while True:
+            def serving() -> bool:
                 if self.process.poll() is not None:
                     raise RuntimeError(
                         f"tansu exited with {self.process.returncode}:\n{self.log.read_text()}"
                     )
                 try:
                     admin.list_topics(timeout=1)
-                    return
-                except KafkaException as e:
-                    if time.monotonic() > deadline:
-                        raise RuntimeError(
-                            f"tansu not serving on {self.bootstrap}:\n{self.log.read_text()}"
-                        ) from e
+                except KafkaException:
+                    return False
+                return True
+
+            wait_until(serving, timeout=TIMEOUT_S, interval=0,
+                       message=f"tansu serving on {self.bootstrap} (its log: {self.log})")
 
     def new_topic(self, prefix: str, partitions: int = 1, config: Mapping[str, str] | None = None) -> str:
         """Create a topic named ``prefix`` plus a unique suffix; return its name once its

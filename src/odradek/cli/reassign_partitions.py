@@ -15,7 +15,7 @@ from odradek.admin.reassign_partitions import (
     parse_reassignment_json,
     verify_reassignment,
 )
-from odradek.cli.common import fail
+from odradek.cli.common import OneLineCommand, fail
 from odradek.zk.client import KafkaZkClient, ZkConnectionError
 
 __all__ = ["reassign_partitions"]
@@ -25,7 +25,7 @@ CONNECTION_TIMEOUT_MS = 10_000
 EXIT_NOT_COMPLETE = 2  # --verify: some reassignment is still running or failed
 
 
-@click.command("reassign-partitions", context_settings={"help_option_names": ["-h", "--help"]})
+@click.command("reassign-partitions", cls=OneLineCommand, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--zookeeper", required=True, metavar="HOST:PORT[/CHROOT]")
 @click.option("--reassignment-json-file", "json_file", required=True, type=click.Path(dir_okay=False))
 @click.option("--execute", is_flag=True, help="Start the reassignment.")

@@ -1,16 +1,15 @@
 """``odradek topics``: kafka-topics.sh's flags, output and semantics.
 
 The actions are odradek.admin.topic_command's, over ZooKeeper (``--zookeeper``) or the Kafka
-protocol (``--bootstrap-server``); this module reads the flags, prints, and turns failures into
-kafka-topics.sh's one-line error and a non-zero exit.
+protocol (``--bootstrap-server``); this module reads the flags and prints.  Refused input is one
+line and exit code 1 (common.fail, before anything connects); a command that fails while it
+runs prints kafka-topics.sh's "Error while executing topic command : ..." and exits 1.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import sys
-from typing import NoReturn
 
 import click
 
@@ -23,26 +22,29 @@ from odradek.admin.topic_command import (
 )
 from odradek.admin.topics import zookeeper_topic_service
 from odradek.assignment import AdminOperationError
-from odradek.cli.common import client_security, command_config_option, over_bootstrap
+from odradek.cli.common import (
+    OneLineCommand,
+    bootstrap_server_option,
+    client_security,
+    command_config_option,
+    fail,
+    over_bootstrap,
+    over_zookeeper,
+)
 from odradek.protocol.errors import KafkaError
 from odradek.security.client import ClientSecurity
 from odradek.zk.client import ZkConnectionError
 
 __all__ = ["topics"]
 
+# kafka-topics.sh's prefix for a command that failed while it ran (refused input is fail()'s)
 ERROR_PREFIX = "Error while executing topic command : "
 
 
-def _fail(message: str) -> NoReturn:
-    click.echo(f"{ERROR_PREFIX}{message}", err=True)
-    sys.exit(1)
-
-
-@click.command(context_settings={"help_option_names": ["-h", "--help"]})
+@click.command(cls=OneLineCommand, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("--zookeeper", "zookeeper", default=None, metavar="HOST:PORT[/CHROOT]",
               help="ZooKeeper connection string.")
-@click.option("--bootstrap-server", default=None, metavar="HOST:PORT",
-              help="A broker to connect to (instead of --zookeeper).")
+@bootstrap_server_option("Brokers to connect to (instead of --zookeeper).")
 @click.option("--create", "create", is_flag=True, help="Create a new topic.")
 @click.option("--list", "list_", is_flag=True, help="List all available topics.")
 @click.option("--describe", is_flag=True, help="List details for the given topics.")
@@ -74,11 +76,11 @@ def topics(zookeeper: str | None, bootstrap_server: str | None, create: bool, li
                                          (TopicAction.DESCRIBE, describe), (TopicAction.ALTER, alter),
                                          (TopicAction.DELETE, delete)) if on]
     if len(actions) != 1:
-        _fail("Command must include exactly one action: --list, --describe, --create, --alter or --delete")
+        fail("Command must include exactly one action: --list, --describe, --create, --alter or --delete")
     if (zookeeper is None) == (bootstrap_server is None):
-        _fail("Exactly one of --zookeeper or --bootstrap-server is required")
+        fail("Exactly one of --zookeeper or --bootstrap-server is required")
     if command_config is not None and bootstrap_server is None:
-        _fail("--command-config is only valid with --bootstrap-server")
+        fail("--command-config is only valid with --bootstrap-server")
     opts = TopicCommandOptions(
         actions[0], topic=topic, partitions=partitions, replication_factor=replication_factor,
         replica_assignment=replica_assignment, configs=configs, delete_configs=delete_configs,
@@ -88,7 +90,7 @@ def topics(zookeeper: str | None, bootstrap_server: str | None, create: bool, li
     try:
         opts.check()
     except TopicCommandError as e:
-        _fail(str(e))
+        fail(str(e))
     if bootstrap_server is not None:
         security = client_security(command_config)
         sys.exit(asyncio.run(_run_over_bootstrap(bootstrap_server, opts, security)))
@@ -97,16 +99,12 @@ def topics(zookeeper: str | None, bootstrap_server: str | None, create: bool, li
 
 
 async def _run_over_zookeeper(connect: str, opts: TopicCommandOptions) -> int:
-    # kazoo reports every failed connection attempt; the command reports the outcome once.
-    logging.getLogger("kazoo").addHandler(logging.NullHandler())
-    logging.getLogger("kazoo").propagate = False
-    try:
+    async def action() -> None:
         async with zookeeper_topic_service(connect) as service:
             await run_topic_command(service, opts, click.echo)
-    except (ZkConnectionError, TopicCommandError, KafkaError, AdminOperationError) as e:
-        click.echo(f"{ERROR_PREFIX}{e}", err=True)
-        return 1
-    return 0
+
+    return await over_zookeeper(action, (ZkConnectionError, TopicCommandError, KafkaError, AdminOperationError),
+                                ERROR_PREFIX)
 
 
 async def _run_over_bootstrap(bootstrap: str, opts: TopicCommandOptions, security: ClientSecurity | None) -> int:

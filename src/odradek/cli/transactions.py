@@ -9,11 +9,9 @@ exit code 1, before anything is sent; so is a failed operation.
 from __future__ import annotations
 
 import asyncio
-import sys
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any, NoReturn
 
 import click
 
@@ -30,7 +28,13 @@ from odradek.admin.transactions import (
     list_transactions_rows,
     pretty_print_table,
 )
-from odradek.cli.common import client_security, command_config_option
+from odradek.cli.common import (
+    OneLineGroup,
+    bootstrap_server_option,
+    client_security,
+    command_config_option,
+    fail,
+)
 from odradek.protocol.errors import KafkaError
 from odradek.security.client import ClientSecurity
 
@@ -41,45 +45,15 @@ MAX_INT32 = 2**31 - 1
 MAX_INT64 = 2**63 - 1
 
 
-def _fail(message: str) -> NoReturn:
-    click.echo(message, err=True)
-    sys.exit(1)
-
-
-class _OneLineErrors:
-    """click's usage errors as one line and exit 1 (kafka-transactions.sh prints no usage
-    block for a bad argument to a command)."""
-
-    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
-        try:
-            return super().parse_args(ctx, args)  # type: ignore[misc]
-        except click.UsageError as e:
-            _fail(f"Error: {e.format_message()}")
-
-
-class _Command(_OneLineErrors, click.Command):
-    pass
-
-
-class _Group(_OneLineErrors, click.Group):
-    command_class = _Command
-
-    def invoke(self, ctx: click.Context) -> Any:
-        try:
-            return super().invoke(ctx)
-        except click.UsageError as e:
-            _fail(f"Error: {e.format_message()}")
-
-
 def _int_option(value: str | None, name: str, low: int, high: int) -> int | None:
     if value is None:
         return None
     try:
         number = int(value)
     except ValueError:
-        _fail(f"Error: {name} expects an integer, got {value!r}")
+        fail(f"{name} expects an integer, got {value!r}")
     if not low <= number <= high:
-        _fail(f"Error: {name} must be between {low} and {high}, got {number}")
+        fail(f"{name} must be between {low} and {high}, got {number}")
     return number
 
 
@@ -101,25 +75,24 @@ def _run(target: _Target, action: Callable[[TransactionsAdmin], Awaitable[list[s
     try:
         lines = asyncio.run(main())
     except (TransactionsCommandError, AdminClientError) as e:
-        _fail(str(e))
+        fail(str(e))
     except KafkaError as e:
-        _fail(f"{type(e).__name__}: {e}")
+        fail(f"{type(e).__name__}: {e}")
     except (ConnectionError, OSError, TimeoutError) as e:
-        _fail(f"lost the connection to the cluster ({bootstrap}): {e or type(e).__name__}")
+        fail(f"lost the connection to the cluster ({bootstrap}): {e or type(e).__name__}")
     for line in lines:
         click.echo(line)
 
 
-@click.group(cls=_Group, no_args_is_help=False, context_settings={"help_option_names": ["-h", "--help"]})
-@click.option("--bootstrap-server", default=None, metavar="host:port",
-              help="Hostname and port of a broker to connect to (multiple comma-separated entries can be given).")
+@click.group(cls=OneLineGroup, no_args_is_help=False, context_settings={"help_option_names": ["-h", "--help"]})
+@bootstrap_server_option("Hostname and port of a broker to connect to (multiple comma-separated entries can be given).")
 @command_config_option
 @click.pass_context
 def transactions(ctx: click.Context, bootstrap_server: str | None, command_config: str | None) -> None:
     """Analyse the transactional state of producers in the cluster, and recover from hanging
     transactions (kafka-transactions.sh)."""
     if bootstrap_server is None or not bootstrap_server.strip():
-        _fail("Error: argument --bootstrap-server is required")
+        fail("argument --bootstrap-server is required")
     ctx.obj = _Target(bootstrap_server, client_security(command_config))
 
 
@@ -140,7 +113,7 @@ def list_command(target: _Target) -> None:
 def describe_command(target: _Target, transactional_id: str | None) -> None:
     """Describe the state of an active transactional-id."""
     if transactional_id is None or transactional_id == "":
-        _fail("Error: argument --transactional-id is required")
+        fail("argument --transactional-id is required")
 
     async def action(admin: TransactionsAdmin) -> list[str]:
         description = await admin.describe_transaction(transactional_id)
@@ -152,10 +125,10 @@ def describe_command(target: _Target, transactional_id: str | None) -> None:
 
 def _topic_partition(topic: str | None, partition: str | None) -> tuple[str, int]:
     if topic is None or topic == "":
-        _fail("Error: argument --topic is required")
+        fail("argument --topic is required")
     number = _int_option(partition, "--partition", 0, MAX_INT32)
     if number is None:
-        _fail("Error: argument --partition is required")
+        fail("argument --partition is required")
     return topic, number
 
 
@@ -194,15 +167,15 @@ def abort_command(target: _Target, topic: str | None, partition: str | None, sta
     epoch = _int_option(producer_epoch, "--producer-epoch", 0, MAX_PRODUCER_EPOCH)
     coordinator = _int_option(coordinator_epoch, "--coordinator-epoch", -1, MAX_INT32)
     if start is None and pid is None:
-        _fail("Error: The transaction to abort must be identified either with --start-offset or with "
+        fail("The transaction to abort must be identified either with --start-offset or with "
               "--producer-id, --producer-epoch, and --coordinator-epoch")
     if start is not None and (pid is not None or epoch is not None or coordinator is not None):
-        _fail("Error: --start-offset cannot be combined with --producer-id, --producer-epoch or --coordinator-epoch")
+        fail("--start-offset cannot be combined with --producer-id, --producer-epoch or --coordinator-epoch")
     if start is None:
         if epoch is None:
-            _fail("Error: Missing required argument --producer-epoch")
+            fail("Missing required argument --producer-epoch")
         if coordinator is None:
-            _fail("Error: Missing required argument --coordinator-epoch")
+            fail("Missing required argument --coordinator-epoch")
 
     async def action(admin: TransactionsAdmin) -> list[str]:
         if start is not None:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from odradek.cli.common import StopSignals, fail, parse_overrides
+from odradek.cli.common import OneLineCommand, StopSignals, fail, parse_overrides
 from odradek.config import ConfigError, KafkaConfig
 
 if TYPE_CHECKING:
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 __all__ = ["up"]
 
 
-@click.command()
+@click.command(cls=OneLineCommand)
 @click.option("-n", "--brokers", "num_brokers", type=click.IntRange(1, 100), default=3, show_default=True)
 @click.option("--racks", default=None, help="Comma-separated rack per broker, e.g. r1,r2,r3.")
 @click.option("--dir", "directory", type=click.Path(file_okay=False), default=None,

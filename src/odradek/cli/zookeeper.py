@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import click
 
-from odradek.cli.common import StopSignals, fail
+from odradek.cli.common import OneLineCommand, StopSignals, fail
 
 if TYPE_CHECKING:
     from odradek.local.zookeeper import EmbeddedZooKeeper
@@ -17,14 +17,14 @@ if TYPE_CHECKING:
 __all__ = ["zookeeper"]
 
 
-@click.command()
+@click.command(cls=OneLineCommand)
 @click.option("--port", type=int, default=2181, show_default=True, help="Client port (0 picks a free one).")
 @click.option("--dir", "directory", type=click.Path(file_okay=False), default=None,
               help="Data directory (required unless --config; with --config, where logs go: "
                    "default the config's directory).")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Client address.")
 @click.option("--id", "server_id", type=int, default=None, help="This member's id (1..N) in --servers.")
-@click.option("--servers", default=None, metavar="H:PEER:ELECTION,...",
+@click.option("--servers", default=None, metavar="HOST:PEER:ELECTION[,...]",
               help="Every member of the ensemble in id order 1..N, e.g. zk1:2888:3888,zk2:2888:3888,zk3:2888:3888.")
 @click.option("--config", "config", default=None, metavar="ZOO.CFG", help="Run this zoo.cfg as it is.")
 def zookeeper(port: int, directory: str | None, host: str, server_id: int | None, servers: str | None,

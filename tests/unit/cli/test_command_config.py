@@ -36,6 +36,20 @@ def test_properties_file_syntax(tmp_path: Path) -> None:
     assert client_security(None) is None
 
 
+def test_an_odd_number_of_trailing_backslashes_continues_the_line(tmp_path: Path) -> None:
+    # As in Java, two trailing backslashes are an escaped one (kept as written here), three are
+    # that and a continuation.
+    path = _write(tmp_path, "ssl.keystore.location=/a\\\\\nssl.truststore.location=/b\\\\\\\n  c\n")
+    assert read_properties(path) == {"ssl.keystore.location": "/a\\\\", "ssl.truststore.location": "/b\\\\c"}
+
+
+def test_a_line_without_a_key_fails_in_one_line(tmp_path: Path) -> None:
+    path = _write(tmp_path, "security.protocol=PLAINTEXT\n=PLAIN\n")
+    result = CliRunner().invoke(topics, ["--list", *BOOTSTRAP, "--command-config", path])
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [f"Error: --command-config {path}: a line has no key (it starts with '=' or ':')"]
+
+
 BAD_FILES = [
     ("security.protocol=SASL_PLAINTEXT\nsasl.mechanism=GSSAPI\n", "Unsupported value GSSAPI for configuration sasl.mechanism"),
     ("security.protocol=SASL_SSL\nsasl.mechanism=PLAIN\n", "needs a username and password"),
@@ -65,7 +79,15 @@ def test_missing_file_fails_in_one_line(tmp_path: Path) -> None:
     result = CliRunner().invoke(topics, ["--list", *BOOTSTRAP, "--command-config", str(tmp_path / "nope")])
     assert result.exit_code == 1
     assert result.stderr.strip().count("\n") == 0
-    assert "cannot read it" in result.stderr
+    assert f"cannot read config file {tmp_path / 'nope'}: No such file or directory" in result.stderr
+
+
+def test_a_file_that_is_not_utf8_fails_in_one_line(tmp_path: Path) -> None:
+    path = tmp_path / "client.properties"
+    path.write_bytes(b"sasl.jaas.config=\xff\n")
+    result = CliRunner().invoke(topics, ["--list", *BOOTSTRAP, "--command-config", str(path)])
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [f"Error: --command-config: cannot read config file {path}: not UTF-8 (byte 17)"]
 
 
 def test_command_config_needs_bootstrap_server(tmp_path: Path) -> None:
