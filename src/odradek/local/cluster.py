@@ -133,6 +133,9 @@ class LocalCluster:
     def bootstrap_servers(self) -> str:
         return ",".join(f"{self.broker_address(b)}:{b.port}" for b in self.brokers.values())
 
+    # How long a start waits for brokers by default (a JVM broker takes longer).
+    start_timeout_s = 60.0
+
     def broker_address(self, broker: BrokerProcess) -> str:
         """The address a broker listens on and advertises (a lab host's own; see local/lab.py)."""
         return "127.0.0.1"
@@ -140,6 +143,12 @@ class LocalCluster:
     def broker_command_prefix(self, broker: BrokerProcess) -> list[str]:
         """What the broker's command runs under (a lab runs it in its host's network namespace)."""
         return []
+
+    def broker_command(self, broker: BrokerProcess) -> list[str]:
+        """The broker's argv: ``odradek broker --config <its server.properties>`` after
+        ``broker_command_prefix`` (a reference cluster of another broker overrides it)."""
+        return [*self.broker_command_prefix(broker),
+                sys.executable, "-m", "odradek", "broker", "--config", str(broker.config_path)]
 
     def client_security(self, user: str = ADMIN) -> ClientSecurity | None:
         """How odradek's own connections reach the CLIENT listener as ``user`` (None: plain)."""
@@ -172,7 +181,10 @@ class LocalCluster:
 
     # ------------------------------------------------------------------ lifecycle
 
-    def start(self, timeout_s: float = 60.0) -> None:
+    def start(self, timeout_s: float | None = None) -> None:
+        """Start ZooKeeper (unless external) and every broker, and wait (default:
+        ``start_timeout_s``) until all of them serve; then write cluster.json."""
+        timeout_s = timeout_s or self.start_timeout_s
         self.dir.mkdir(parents=True, exist_ok=True)
         if self._external_zk is None:
             self._start_zookeepers(timeout_s)
@@ -226,10 +238,11 @@ class LocalCluster:
         if (self.dir / CLUSTER_JSON).exists():
             self.write_cluster_json()
 
-    def start_broker(self, broker_id: int, *, wait: bool = True, timeout_s: float = 60.0) -> None:
+    def start_broker(self, broker_id: int, *, wait: bool = True, timeout_s: float | None = None) -> None:
         """(Re)start one broker from its server.properties. With ``wait``, wait until it is
         registered and knows the cluster, then record its new pid in cluster.json (without,
         the broker records it itself once registered)."""
+        timeout_s = timeout_s or self.start_timeout_s
         broker = self.brokers[broker_id]
         if broker.alive:
             raise RuntimeError(f"broker {broker_id} is already running (pid {broker.pid})")
@@ -237,10 +250,8 @@ class LocalCluster:
         broker.started_ms = int(time.time() * 1000)
         with open(log_path, "ab") as out:
             broker.process = subprocess.Popen(
-                [*self.broker_command_prefix(broker),
-                 sys.executable, "-m", "odradek", "broker", "--config", str(broker.config_path)],
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+                self.broker_command(broker), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
         if wait:
             self.wait_for_brokers([broker_id], timeout_s=timeout_s)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import functools
 import os
 import subprocess
-import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -132,6 +131,7 @@ class KafkaRefCluster(LocalCluster):
                          zookeeper_port=zookeeper_port, ports=ports, overrides=overrides,
                          first_broker_id=first_broker_id, zookeepers=zookeepers)
         self.version = version
+        self.start_timeout_s = 180.0  # a JVM takes longer to start than an odradek broker
         self.classpath = jvm_classpath(VERSIONS[version])
 
     @property
@@ -146,34 +146,15 @@ class KafkaRefCluster(LocalCluster):
         return f"Apache Kafka {self.kafka_version} (ZooKeeper mode), {brokers}; {jvm_settings()}"
 
     def broker_command(self, broker: BrokerProcess) -> list[str]:
-        """The broker's argv: kafka-run-class.sh's, with the broker's directory as LOG_DIR."""
+        """The broker's argv: kafka-run-class.sh's, with the broker's directory as LOG_DIR (its
+        log4j.properties is written there first)."""
         home = broker.config_path.parent
+        (home / "log4j.properties").write_text(_LOG4J.format(dir=home))
         gc_log = f"-Xlog:gc*:file={home / 'kafkaServer-gc.log'}:time,tags:filecount=10,filesize=100M"
         return [find_java(), *HEAP_OPTS, *PERFORMANCE_OPTS, gc_log, *JMX_OPTS,
                 f"-Dlog4j.configuration=file:{home / 'log4j.properties'}", f"-Dkafka.logs.dir={home}",
                 "-cp", os.pathsep.join(str(j) for j in self.classpath),
                 "kafka.Kafka", str(broker.config_path)]
-
-    def start(self, timeout_s: float = 180.0) -> None:
-        """Start ZooKeeper (unless external) and every broker; a JVM takes longer to start
-        than an odradek broker, hence the longer wait."""
-        super().start(timeout_s)
-
-    def start_broker(self, broker_id: int, *, wait: bool = True, timeout_s: float = 180.0) -> None:
-        """(Re)start one Kafka broker from its server.properties; with ``wait``, until it is
-        registered and knows the cluster."""
-        broker = self.brokers[broker_id]
-        if broker.alive:
-            raise RuntimeError(f"broker {broker_id} is already running (pid {broker.pid})")
-        home = broker.config_path.parent
-        (home / "log4j.properties").write_text(_LOG4J.format(dir=home))
-        broker.started_ms = int(time.time() * 1000)
-        with open(home / "server.log", "ab") as out:
-            broker.process = subprocess.Popen(self.broker_command(broker), stdout=out, stderr=subprocess.STDOUT,
-                                              stdin=subprocess.DEVNULL, start_new_session=True, cwd=home)
-        if wait:
-            self.wait_for_brokers([broker_id], timeout_s=timeout_s)
-            self._write_cluster_json_if_up()
 
     def cluster_json(self) -> dict[str, object]:
         return {**super().cluster_json(), "kafka": self.kafka_version, "jvm": jvm_settings()}
