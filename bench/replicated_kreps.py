@@ -41,6 +41,7 @@ from array import array
 from pathlib import Path
 
 from odradek.local.cluster import LocalCluster
+from odradek.perf import harness
 from odradek.perf.common import MB, percentile
 from odradek.perf.harness import code_version, create_topic_zk, process_cpu_seconds, run_perf
 
@@ -56,18 +57,10 @@ STAMP = struct.Struct(">qq")  # send time (ns, CLOCK_MONOTONIC), sequence (-1: w
 
 
 def wait_full_isr(cluster: LocalCluster, topic: str, timeout_s: float = 120) -> float:
-    """Wait until every partition's ISR holds all RF replicas; returns the seconds waited."""
-    zk = cluster.zk_client()
+    """Seconds until every partition of ``topic`` has a leader and a full ISR."""
     start = time.monotonic()
-    while time.monotonic() - start < timeout_s:
-        states = []
-        for p in range(PARTITIONS):
-            path = f"/brokers/topics/{topic}/partitions/{p}/state"
-            states.append(json.loads(zk.get(path)[0]) if zk.exists(path) else None)
-        if all(s is not None and len(s["isr"]) == RF and s["leader"] >= 0 for s in states):
-            return time.monotonic() - start
-        time.sleep(0.2)
-    raise SystemExit(f"{topic}: ISR not full after {timeout_s:.0f} s: {states}")
+    harness.wait_full_isr(cluster, topic, PARTITIONS, RF, timeout_s)
+    return time.monotonic() - start
 
 
 def brokers_cpu(cluster: LocalCluster) -> float:

@@ -13,6 +13,7 @@ from kazoo.exceptions import NoNodeError
 
 from odradek.local.cluster import LocalCluster
 from odradek.local.zookeeper import EmbeddedZooKeeper
+from odradek.zk.zk_data import ControllerEpochZNode, ControllerZNode, TopicPartitionStateZNode
 
 __all__ = [
     "ClusterFactory",
@@ -73,11 +74,13 @@ def current_controller(cluster: LocalCluster) -> tuple[int, int] | None:
     (its node vanishes when the controller dies, also between two reads)."""
     zk = cluster.zk_client()
     try:
-        data, _ = zk.get("/controller")
+        data, _ = zk.get(ControllerZNode.path)
     except NoNodeError:
         return None
-    epoch, _ = zk.get("/controller_epoch")
-    return int(json.loads(data)["brokerid"]), int(epoch)
+    epoch, _ = zk.get(ControllerEpochZNode.path)
+    broker_id = ControllerZNode.decode(data)
+    assert broker_id is not None, f"unreadable {ControllerZNode.path}: {data!r}"
+    return broker_id, ControllerEpochZNode.decode(epoch)
 
 
 def zk_json(cluster: LocalCluster, path: str) -> dict | None:
@@ -90,4 +93,4 @@ def zk_json(cluster: LocalCluster, path: str) -> dict | None:
 
 def partition_state(cluster: LocalCluster, topic: str, partition: int) -> dict | None:
     """The partition's leader and ISR znode (``/brokers/topics/<t>/partitions/<p>/state``)."""
-    return zk_json(cluster, f"/brokers/topics/{topic}/partitions/{partition}/state")
+    return zk_json(cluster, TopicPartitionStateZNode.path(topic, partition))
