@@ -12,6 +12,7 @@ __all__ = [
     "MB",
     "ClientLogCapture",
     "PerfError",
+    "Rates",
     "error_text",
     "import_confluent_kafka",
     "no_cyclic_gc",
@@ -21,6 +22,23 @@ __all__ = [
 
 # Kafka's perf tools divide by 1024 * 1024 and call it MB; so do we, so figures compare.
 MB = 1024.0 * 1024.0
+
+
+class Rates:
+    """records/s and MB/s of a perf run's result (``records``, ``bytes``, ``elapsed_s``)."""
+
+    __slots__ = ()
+    records: int
+    bytes: int
+    elapsed_s: float
+
+    @property
+    def records_per_sec(self) -> float:
+        return self.records / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    @property
+    def mb_per_sec(self) -> float:
+        return self.bytes / MB / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
 
 @contextlib.contextmanager

@@ -17,6 +17,7 @@ from odradek.perf.common import (
     MB,
     ClientLogCapture,
     PerfError,
+    Rates,
     error_text,
     import_confluent_kafka,
     no_cyclic_gc,
@@ -29,7 +30,7 @@ BATCH = 10_000
 
 
 @dataclass(frozen=True, slots=True)
-class ConsumerPerfResult:
+class ConsumerPerfResult(Rates):
     topic: str
     records: int
     bytes: int
@@ -39,14 +40,6 @@ class ConsumerPerfResult:
     errors: int = 0
     first_error: str | None = None
     props: dict[str, str] = field(default_factory=dict)
-
-    @property
-    def records_per_sec(self) -> float:
-        return self.records / self.elapsed_s if self.elapsed_s > 0 else 0.0
-
-    @property
-    def mb_per_sec(self) -> float:
-        return self.bytes / MB / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
     def summary_line(self) -> str:
         return (f"{self.records} records consumed, {self.records_per_sec:.1f} records/sec "

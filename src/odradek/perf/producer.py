@@ -17,9 +17,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 
 from odradek.perf.common import (
-    MB,
     ClientLogCapture,
     PerfError,
+    Rates,
     error_text,
     import_confluent_kafka,
     no_cyclic_gc,
@@ -32,7 +32,7 @@ METADATA_TIMEOUT_S = 10.0
 
 
 @dataclass(frozen=True, slots=True)
-class ProducerPerfResult:
+class ProducerPerfResult(Rates):
     topic: str
     records: int  # acknowledged
     record_size: int
@@ -51,14 +51,6 @@ class ProducerPerfResult:
     @property
     def bytes(self) -> int:
         return self.records * self.record_size
-
-    @property
-    def records_per_sec(self) -> float:
-        return self.records / self.elapsed_s if self.elapsed_s > 0 else 0.0
-
-    @property
-    def mb_per_sec(self) -> float:
-        return self.bytes / MB / self.elapsed_s if self.elapsed_s > 0 else 0.0
 
     def summary_line(self) -> str:
         """Kafka's final line, with latencies to 0.01 ms instead of whole milliseconds."""
