@@ -38,7 +38,8 @@ from pathlib import Path
 
 from odradek.local.cluster import LocalCluster
 from odradek.perf.common import percentile
-from odradek.perf.harness import code_version, create_topic_zk, process_cpu_seconds
+from odradek.perf.harness import code_version, create_topic_zk
+from odradek.perf.sysstat import process_cpu_seconds
 from odradek.zk.admin_zk_client import AdminZkClient
 from odradek.zk.client import KafkaZkClient
 

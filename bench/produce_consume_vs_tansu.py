@@ -58,12 +58,12 @@ from odradek.perf.harness import (
     create_topic_admin,
     create_topic_zk,
     perf_record,
-    process_cpu_seconds,
     pyspy_record,
     run_perf,
     summarize_perf,
     summarize_speedscope,
 )
+from odradek.perf.sysstat import process_cpu_seconds
 
 RESULTS = Path(__file__).resolve().parent / "results"
 GB = float(1 << 30)

@@ -43,7 +43,7 @@ from pathlib import Path
 from odradek.local.cluster import LocalCluster
 from odradek.perf import harness
 from odradek.perf.common import MB, percentile
-from odradek.perf.harness import code_version, create_topic_zk, process_cpu_seconds, run_perf
+from odradek.perf.harness import code_version, create_topic_zk, run_perf
 
 RESULTS = Path(__file__).resolve().parent / "results"
 GB = float(1 << 30)
@@ -63,20 +63,16 @@ def wait_full_isr(cluster: LocalCluster, topic: str, timeout_s: float = 120) -> 
     return time.monotonic() - start
 
 
-def brokers_cpu(cluster: LocalCluster) -> float:
-    return sum(process_cpu_seconds(b.pid) for b in cluster.brokers.values() if b.pid is not None)
-
-
 def throughput(cluster: LocalCluster, topic: str, acks: str, records: int,
                extra_props: list[str]) -> dict[str, object]:
     wait_full_isr(cluster, topic)
     load = os.getloadavg()[0]
-    cpu0 = brokers_cpu(cluster)
+    cpu0 = harness.brokers_cpu_seconds(cluster)
     result = run_perf("produce", ["--bootstrap-server", cluster.bootstrap_servers, "--topic", topic,
                                   "--num-records", str(records), "--record-size", str(RECORD_SIZE),
                                   "--throughput", "-1", "--producer-props", f"acks={acks}", *BATCHING,
                                   *extra_props])
-    result["brokers_cpu_s"] = brokers_cpu(cluster) - cpu0
+    result["brokers_cpu_s"] = harness.brokers_cpu_seconds(cluster) - cpu0
     result["brokers_cpu_s_per_gb"] = float(result["brokers_cpu_s"]) / (float(result["bytes"]) / GB)
     result["load_avg_before"] = load
     return result

@@ -8,7 +8,6 @@ import asyncio
 import contextlib
 import json
 import logging
-import os
 import shutil
 import signal
 import subprocess
@@ -22,6 +21,7 @@ from pathlib import Path
 from odradek.local.cluster import LocalCluster
 from odradek.local.zookeeper import free_port
 from odradek.perf.common import PerfError, import_confluent_kafka
+from odradek.perf.sysstat import process_cpu_seconds
 
 __all__ = [
     "NativeProfile",
@@ -31,7 +31,6 @@ __all__ = [
     "create_topic_admin",
     "create_topic_zk",
     "perf_record",
-    "process_cpu_seconds",
     "pyspy_record",
     "run_perf",
     "summarize_perf",
@@ -39,15 +38,6 @@ __all__ = [
     "tansu_binary",
 ]
 
-_CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def process_cpu_seconds(pid: int) -> float:
-    """utime + stime of every thread of ``pid`` so far (``/proc/<pid>/stat``), in seconds."""
-    with open(f"/proc/{pid}/stat", "rb") as fh:
-        stat = fh.read()
-    fields = stat[stat.rindex(b")") + 2:].split()  # the command name may contain spaces
-    return (int(fields[11]) + int(fields[12])) / _CLK_TCK  # fields 14 and 15 of stat(5)
 
 
 def wait_full_isr(cluster: LocalCluster, topic: str, partitions: int, replication_factor: int,

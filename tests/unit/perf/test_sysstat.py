@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -22,6 +23,7 @@ from odradek.perf.sysstat import (
     parse_cpu_times,
     parse_loadavg,
     parse_pid_stat,
+    process_cpu_seconds,
     usage_between,
     usage_cells,
 )
@@ -132,3 +134,11 @@ def test_a_real_window_counts_a_server_apart_from_a_reaped_client() -> None:
     # counted although it exited (in this process's reaped-children time).
     assert 0.29 <= usage.cpu_s["brokers"] < 0.5
     assert 0.19 <= usage.cpu_s[CLIENTS] < 0.2 + 0.3
+
+
+def test_process_cpu_seconds_counts_this_process_own_cpu() -> None:
+    before = process_cpu_seconds(os.getpid())
+    deadline = time.process_time() + 0.05
+    while time.process_time() < deadline:
+        pass
+    assert process_cpu_seconds(os.getpid()) - before >= 0.03
