@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from collections.abc import Callable
 
 from kio.schema.alter_partition.v2 import response as resp
 
@@ -14,6 +13,7 @@ from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.partition import Partition, PendingIsrChange
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.messages import build
+from support import wait_until_async
 
 TOPIC_ID = uuid.UUID("0d7e2a41-0000-4000-8000-000000000001")
 
@@ -62,14 +62,6 @@ def test_unanswered_change_is_cleared_so_the_leader_can_propose_again() -> None:
     assert p.pending_isr is None
 
 
-async def until(condition: Callable[[], object], timeout_s: float = 5.0) -> None:
-    """Poll ``condition`` on the event loop until it holds (fail after ``timeout_s``)."""
-    async def poll() -> None:
-        while not condition():
-            await asyncio.sleep(0.005)
-    await asyncio.wait_for(poll(), timeout_s)
-
-
 def test_change_dropped_while_queued_is_skipped_and_the_sender_survives() -> None:
     async def scenario() -> None:
         m = manager([])
@@ -78,12 +70,12 @@ def test_change_dropped_while_queued_is_skipped_and_the_sender_survives() -> Non
         assert m.submit(p, (1, 2))
         p.pending_isr = None  # what make_leader / make_follower do
         # The sender takes the queue, finds nothing pending, and waits for the next change.
-        await until(lambda: not m._queue and not m._wakeup.is_set())
+        await wait_until_async(lambda: not m._queue and not m._wakeup.is_set())
         assert m._task is not None and not m._task.done()
         # A new proposal is accepted and stays pending: no controller is known, so the
         # sender puts it back and retries after a backoff.
         assert m.submit(p, (1, 2))
-        await until(lambda: ("t", 0) in m._queue and not m._wakeup.is_set())
+        await wait_until_async(lambda: ("t", 0) in m._queue and not m._wakeup.is_set())
         assert not m._task.done()
         assert p.pending_isr is not None
         await m.stop()

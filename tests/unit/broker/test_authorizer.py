@@ -37,6 +37,7 @@ from odradek.security.acls import (
 )
 from odradek.zk.client import KafkaZkClient
 from odradek.zk.zk_data import now_ms
+from support import wait_until_async
 
 ALICE = KafkaPrincipal("User", "alice")
 ORDERS = ResourcePattern(ResourceType.TOPIC, "orders")
@@ -62,13 +63,6 @@ async def store(zk: KafkaZkClient, pattern: ResourcePattern, data: bytes | None,
     if notify:
         await zk.create(acl_change_sequence_path(pattern.pattern_type), encode_acl_change(pattern),
                         sequence=True, makepath=True)
-
-
-async def eventually(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Await a condition the cache's own tasks make true."""
-    async with asyncio.timeout(timeout):
-        while not condition():
-            await asyncio.sleep(0.02)
 
 
 def run_with_cache(zk_connect: str, scenario: Callable[[KafkaZkClient, ZkAclCache], Awaitable[None]], *,
@@ -128,13 +122,13 @@ def test_changes_reload_the_named_resource_without_restart(zk_connect: str) -> N
         authorizer = cache.authorizer(config())
         assert not authorizer.authorize(ALICE, "127.0.0.1", Operation.DESCRIBE, ResourceType.TOPIC, "orders")
         await store(zk, ORDERS, encode_acls([READ]))
-        await eventually(lambda: cache.acls.get(ORDERS) == {READ})
+        await wait_until_async(lambda: cache.acls.get(ORDERS) == {READ})
         # Read implies Describe, through the same authorizer object: the cache is shared.
         assert authorizer.authorize(ALICE, "127.0.0.1", Operation.DESCRIBE, ResourceType.TOPIC, "orders")
         await store(zk, APP_PREFIX, encode_acls([WRITE]))
-        await eventually(lambda: APP_PREFIX in cache.acls)
+        await wait_until_async(lambda: APP_PREFIX in cache.acls)
         await store(zk, ORDERS, None)
-        await eventually(lambda: ORDERS not in cache.acls)
+        await wait_until_async(lambda: ORDERS not in cache.acls)
         assert cache.acls == {APP_PREFIX: {WRITE}}
 
     run_with_cache(zk_connect, scenario)
@@ -150,7 +144,7 @@ def test_malformed_notifications_are_skipped_and_bad_znodes_keep_the_previous_ac
         await store(zk, ORDERS, b'{"version":7,"acls":[]}')
         other = ResourcePattern(ResourceType.GROUP, "g")
         await store(zk, other, encode_acls([READ]))
-        await eventually(lambda: other in cache.acls)
+        await wait_until_async(lambda: other in cache.acls)
         assert cache.acls[ORDERS] == {READ}
 
     run_with_cache(zk_connect, scenario, before_start=stored)
@@ -177,7 +171,7 @@ def test_executed_notifications_past_expiration_are_purged(zk_connect: str) -> N
 
     async def scenario(zk: KafkaZkClient, cache: ZkAclCache) -> None:
         await store(zk, ORDERS, encode_acls([READ]))
-        await eventually(lambda: ORDERS in cache.acls)
+        await wait_until_async(lambda: ORDERS in cache.acls)
         later[0] = CHANGE_EXPIRATION_MS + 60_000
         await store(zk, ORDERS, encode_acls([READ, WRITE]))
         # The second round of processing finds both nodes expired and deletes them.

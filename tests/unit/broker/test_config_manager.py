@@ -25,6 +25,7 @@ from odradek.zk.zk_data import (
     TopicConfigZNode,
     now_ms,
 )
+from support import wait_until_async
 
 CHANGES = ConfigEntityChangeNotificationZNode.path
 
@@ -56,13 +57,6 @@ class FakeLogManager:
 def broker_config() -> KafkaConfig:
     return KafkaConfig.from_props({"broker.id": "0", "zookeeper.connect": "unused:2181",
                                    "listeners": "PLAINTEXT://127.0.0.1:0"})
-
-
-async def eventually(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Await a condition the manager's own task makes true."""
-    async with asyncio.timeout(timeout):
-        while not condition():
-            await asyncio.sleep(0.02)
 
 
 Scenario = Callable[[KafkaZkClient, FakeLogManager, list[str], DynamicConfigManager], Awaitable[None]]
@@ -110,7 +104,7 @@ def test_startup_applies_stored_configs_to_open_logs_and_skips_old_notifications
         assert logs.applied() == {"open": 1000}
         assert manager.last_executed == 1
         await zk.set_topic_config("open", {"retention.ms": "3000"})
-        await eventually(lambda: manager.last_executed == 2)
+        await wait_until_async(lambda: manager.last_executed == 2)
         assert logs.applied() == {"open": 3000}
         assert [t for t, _ in logs.updates] == ["open", "open"]
 
@@ -126,7 +120,7 @@ def test_changes_are_applied_once_and_bad_notifications_skipped(zk_connect: str)
         await zk.create(TopicConfigZNode.path("bad"), TopicConfigZNode.encode({"retention.ms": "-5"}), makepath=True)
         await zk.create(prefix, ConfigEntityChangeNotificationSequenceZNode.encode("topics", "bad"), sequence=True)
         await zk.set_topic_config("t", {"retention.ms": "4000"})
-        await eventually(lambda: manager.last_executed == 3)
+        await wait_until_async(lambda: manager.last_executed == 3)
         # Only the valid topic config was applied; the malformed, broker and invalid ones were skipped.
         assert logs.applied() == {"t": 4000}
         await manager.process_notifications()  # nothing new: nothing applied again
@@ -141,7 +135,7 @@ def test_turning_unclean_election_on_calls_the_controller_callback(zk_connect: s
                        manager: DynamicConfigManager) -> None:
         await zk.set_topic_config("careful", {"unclean.leader.election.enable": "false"})
         await zk.set_topic_config("reckless", {"unclean.leader.election.enable": "true"})
-        await eventually(lambda: manager.last_executed == 1)
+        await wait_until_async(lambda: manager.last_executed == 1)
         assert unclean == ["reckless"]
         assert set(logs.applied()) == {"careful", "reckless"}
 
@@ -155,7 +149,7 @@ def test_executed_notifications_are_purged_once_expired(zk_connect: str, age_ms:
     async def scenario(zk: KafkaZkClient, logs: FakeLogManager, unclean: list[str],
                        manager: DynamicConfigManager) -> None:
         await zk.set_topic_config("t", {"retention.ms": "5000"})
-        await eventually(lambda: manager.last_executed == 0)
+        await wait_until_async(lambda: manager.last_executed == 0)
         assert await zk.get_children(CHANGES) == ["config_change_0000000000"]
         clock["skew"] = age_ms
         await manager.process_notifications()
@@ -198,11 +192,11 @@ def test_broker_config_notifications_for_this_broker_or_the_default_are_applied(
                        manager: DynamicConfigManager) -> None:
         assert applied == []  # nothing stored: the static config stands
         await zk.set_broker_config(DEFAULT, {"log.cleaner.min.cleanable.ratio": "0.8"})
-        await eventually(lambda: len(applied) == 1)
+        await wait_until_async(lambda: len(applied) == 1)
         assert applied[0].log_config().min_cleanable_dirty_ratio == 0.8
         await zk.set_broker_config("1", {"log.cleaner.backoff.ms": "5"})  # another broker's
         await zk.set_broker_config("0", {"log.cleaner.backoff.ms": "6"})
-        await eventually(lambda: manager.last_executed == 2)
+        await wait_until_async(lambda: manager.last_executed == 2)
         assert len(applied) == 2
         assert applied[1]["log.cleaner.backoff.ms"] == 6
         assert applied[1].log_config().min_cleanable_dirty_ratio == 0.8
@@ -217,11 +211,11 @@ def test_invalid_stored_broker_entries_are_dropped_and_bad_combinations_keep_the
                        manager: DynamicConfigManager) -> None:
         await zk.set_broker_config(DEFAULT, {"log.cleaner.threads": "many", "broker.id": "7",
                                              "log.segment.bytes": "2000"})
-        await eventually(lambda: len(applied) == 1)
+        await wait_until_async(lambda: len(applied) == 1)
         assert applied[0].dynamic_default_configs == {"log.segment.bytes": "2000"}
         assert applied[0]["log.cleaner.threads"] == 1 and applied[0].broker_id == 0
         await zk.set_broker_config("0", {"log.retention.ms": "0"})  # parses, but retention 0 is refused
-        await eventually(lambda: manager.last_executed == 1)
+        await wait_until_async(lambda: manager.last_executed == 1)
         assert len(applied) == 1
         assert manager.config is applied[0]
 

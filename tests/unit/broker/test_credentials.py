@@ -12,6 +12,7 @@ from odradek.config import KafkaConfig
 from odradek.security.scram import ScramCredential
 from odradek.zk.client import KafkaZkClient
 from odradek.zk.zk_data import ConfigEntityChangeNotificationZNode, desanitize_entity_name
+from support import wait_until_async
 
 
 def cred(mechanism: str, password: str) -> ScramCredential:
@@ -51,9 +52,7 @@ def test_config_manager_feeds_the_cache(zk_connect: str) -> None:
             await zk.set_entity_config("users", "alice", {"SCRAM-SHA-256": cred("SCRAM-SHA-256", "2").to_string()})
             await zk.set_entity_config("users", "carol/clients/app", {"SCRAM-SHA-256": "ignored"})
             await zk.set_entity_config("users", "bob%40x", {})
-            async with asyncio.timeout(10):
-                while cache.get("SCRAM-SHA-512", "bob@x") is not None:
-                    await asyncio.sleep(0.02)
+            await wait_until_async(lambda: cache.get("SCRAM-SHA-512", "bob@x") is None, timeout=10)
             assert cache.get("SCRAM-SHA-256", "alice") == cred("SCRAM-SHA-256", "2")
             assert cache.get("SCRAM-SHA-256", "carol/clients/app") is None
         finally:

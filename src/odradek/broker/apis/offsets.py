@@ -88,5 +88,3 @@ def handle_delete_records(broker: ProduceFetchContext, request: Request) -> Resp
         topics.append(build(m.DeleteRecordsTopicResult, name=t.name, partitions=tuple(parts)))
     return respond(request, build(m.DeleteRecordsResponse, topics=tuple(topics)))
 
-
-__all__ = ["ErrorCode"]
