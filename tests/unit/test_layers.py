@@ -9,6 +9,7 @@ lower layer needs from a higher one is a Protocol in the lower layer instead.
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -80,14 +81,22 @@ def imported_names(module: str, tree: ast.AST) -> Iterator[tuple[str, int]]:
                 yield f"{prefix}.{alias.name}", node.lineno
 
 
-def odradek_imports() -> list[Import]:
+@functools.cache
+def syntax_tree(module: str) -> ast.Module:
+    """The module's parsed source (parsed once per run: three tests walk every module)."""
+    path = MODULES[module]
+    return ast.parse(path.read_text(), str(path))
+
+
+@functools.cache
+def odradek_imports() -> tuple[Import, ...]:
     found = []
-    for module, path in MODULES.items():
-        for name, line in imported_names(module, ast.parse(path.read_text(), str(path))):
+    for module in MODULES:
+        for name, line in imported_names(module, syntax_tree(module)):
             target = _resolve(name) if name.startswith("odradek") else None
             if target is not None and target != module:
                 found.append(Import(module, target, line))
-    return found
+    return tuple(found)
 
 
 def top_package(module: str) -> str:
@@ -165,10 +174,10 @@ def test_no_import_cycles() -> None:
 
 def test_only_the_command_line_uses_the_terminal() -> None:
     offenders = []
-    for module, path in MODULES.items():
+    for module in MODULES:
         if top_package(module) in ("cli", "__main__"):
             continue
-        tree = ast.parse(path.read_text(), str(path))
+        tree = syntax_tree(module)
         for name, line in imported_names(module, tree):
             if name.split(".")[0] in TERMINAL_LIBRARIES:
                 offenders.append(f"{module}:{line} imports {name}")
