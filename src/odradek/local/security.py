@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from odradek.security.certs import CertificateAuthority
+from odradek.security.protocols import uses_sasl, uses_tls
 from odradek.security.scram import ScramCredential
 
 __all__ = ["ADMIN", "CLIENT_USER", "PROTOCOLS", "LocalSecurity", "UserLogin", "properties_text"]
@@ -97,11 +98,11 @@ class LocalSecurity:
 
     @property
     def uses_tls(self) -> bool:
-        return self.protocol in ("SSL", "SASL_SSL")
+        return uses_tls(self.protocol)
 
     @property
     def uses_sasl(self) -> bool:
-        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+        return uses_sasl(self.protocol)
 
     def super_users(self) -> list[str]:
         names = [f"User:{ADMIN}"]
