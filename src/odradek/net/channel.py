@@ -179,8 +179,9 @@ class KafkaChannel:
 
     def next_request(self) -> Request | None:
         """The next complete request to dispatch, or None: no complete frame is buffered, the
-        channel is muted, or it is closing.  Frames the channel answers itself (bare SASL
-        tokens, unsupported versions) queue their answers and are not returned."""
+        channel is muted, or it is closing.  Answer it (:meth:`respond` or :meth:`defer`)
+        before asking for the next: frames the channel answers itself (bare SASL tokens,
+        unsupported versions) take their place in the order then, and are not returned."""
         frames = self.frames
         auth = self.authenticator
         while not self.closing and self.muted_until_ns is None:
@@ -277,8 +278,10 @@ class KafkaChannel:
             request.response = response
             request.awaiting = None
             queue.append(request)
-        else:
-            self._send(request, response)
+        elif not self.closing:
+            self._emit(response)
+            if self.observer is not None:
+                self._sent(request)
 
     def defer(self, request: Request, awaiting: object) -> None:
         """The handler answers ``request`` later (:meth:`complete`); ``awaiting`` is what the
@@ -320,7 +323,7 @@ class KafkaChannel:
         return awaited
 
     def _answer(self, response: Response) -> None:
-        """An answer the channel made itself, in its place in the order."""
+        """An answer the channel made itself (while reading: not closing), in its place in the order."""
         if self._queue:
             self._queue.append(response)
         else:
@@ -330,14 +333,15 @@ class KafkaChannel:
         if self.closing:
             return
         self._emit(response)
-        observer = self.observer
-        if observer is not None:
-            request.sent_ns = time.monotonic_ns()
-            observer.request_sent(self, request)
+        if self.observer is not None:
+            self._sent(request)
+
+    def _sent(self, request: Request) -> None:
+        request.sent_ns = time.monotonic_ns()
+        self.observer.request_sent(self, request)  # type: ignore[union-attr]  # the caller checked
 
     def _emit(self, response: Response) -> None:
-        if self.closing:
-            return
+        """Put an answer in the output (the caller checked the channel is not closing)."""
         output = self.output
         if isinstance(response, _BUFFERS):
             output.append(response)

@@ -11,6 +11,7 @@ import asyncio
 import datetime
 import struct
 import tempfile
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
@@ -383,5 +384,32 @@ def test_stop_closes_open_connections(run: Runner) -> None:
                 await asyncio.open_connection("127.0.0.1", port)
         finally:
             await peer.close()
+
+    run(scenario())
+
+
+def test_a_muted_connection_reads_no_request_until_the_mute_ends(run: Runner) -> None:
+    """The throttling seam (KIP-219): a handler mutes its connection for 0.3 s; the request
+    pipelined behind it waits that long, then is answered."""
+
+    async def scenario() -> None:
+        muted_at: list[float] = []
+
+        def dispatch(request: Request) -> Response:
+            if request.header.correlation_id == 1:
+                muted_at.append(time.monotonic())
+                request.connection.mute(time.monotonic_ns() + 300_000_000)
+            return answer(request, 0)
+
+        server, port = await start(dispatch)
+        peer = await Peer.connect(port)
+        try:
+            await peer.send(metadata_request(1) + metadata_request(2))
+            assert await peer.read_answer() == (1, 0)
+            assert await peer.read_answer() == (2, 0)
+            assert time.monotonic() - muted_at[0] >= 0.29  # (libuv timers have millisecond resolution)
+        finally:
+            await peer.close()
+            await server.stop()
 
     run(scenario())
