@@ -1,6 +1,6 @@
 """The broker's socket server: the asyncio side of Kafka connections.
 
-Each connection is a :class:`~odradek.net.channel.KafkaChannel` (the protocol, sans-IO: frames,
+Each connection is a :class:`~odradek.net.kafka_channel.KafkaChannel` (the protocol, sans-IO: frames,
 the SASL gate, answers in request order) behind a thin :class:`Connection`: an asyncio
 ``BufferedProtocol`` that lets the event loop read straight into the channel's buffers (through
 an :class:`~odradek.net.ssl_transport_layer.SslTransportLayer` on SSL and SASL_SSL listeners),
@@ -33,16 +33,17 @@ from dataclasses import dataclass
 from typing import Any
 
 from odradek.config import Listener
-from odradek.net.channel import (
+from odradek.net.kafka_channel import (
     CloseConnection,
     FileChunk,
     KafkaChannel,
     Request,
     Response,
+    UnsupportedHandler,
     read_file_region,
 )
 from odradek.net.ssl_transport_layer import HANDSHAKE_ERRORS, SslTransportLayer
-from odradek.protocol.framing import ProtocolError, UnsupportedRequestError
+from odradek.protocol.framing import ProtocolError
 from odradek.security.acls import KafkaPrincipal
 from odradek.security.sasl import SaslAuthenticator, SaslServerConfig
 
@@ -71,7 +72,6 @@ def _monotonic_ms() -> int:
 
 
 Dispatcher = Callable[[Request], Response | Awaitable[Response]]
-UnsupportedHandler = Callable[[UnsupportedRequestError], Response]
 
 
 class Connection(asyncio.BufferedProtocol):

@@ -14,7 +14,7 @@ from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHandshakeV0
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
-from odradek.net.channel import MAX_IN_FLIGHT_PER_CONNECTION, FileChunk, KafkaChannel, Request
+from odradek.net.kafka_channel import MAX_IN_FLIGHT_PER_CONNECTION, FileChunk, KafkaChannel, Request
 from odradek.protocol.framing import UnsupportedRequestError, encode_request
 from odradek.security.acls import ANONYMOUS, KafkaPrincipal
 from odradek.security.sasl import SaslAuthenticator, SaslServerConfig

@@ -64,6 +64,7 @@ __all__ = [
     "Request",
     "RequestObserver",
     "Response",
+    "UnsupportedHandler",
     "read_file_region",
 ]
 
