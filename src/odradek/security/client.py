@@ -20,7 +20,12 @@ from typing import Protocol
 
 from odradek.security import tls
 from odradek.security.jaas import parse_jaas_config
-from odradek.security.protocols import SECURITY_PROTOCOLS, uses_sasl, uses_tls
+from odradek.security.protocols import (
+    SECURITY_PROTOCOLS,
+    SecurityProtocolSettings,
+    uses_sasl,
+    uses_tls,
+)
 from odradek.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from odradek.security.scram import ScramAuthenticationError, ScramClient
 
@@ -42,7 +47,7 @@ _LOGIN_MODULES = {
 
 
 @dataclass(frozen=True)
-class ClientSecurity:
+class ClientSecurity(SecurityProtocolSettings):
     """How a client connection secures itself; the default is plain TCP."""
 
     protocol: str = "PLAINTEXT"
@@ -50,14 +55,6 @@ class ClientSecurity:
     sasl_mechanism: str | None = None
     username: str | None = None
     password: str | None = None
-
-    @property
-    def uses_tls(self) -> bool:
-        return uses_tls(self.protocol)
-
-    @property
-    def uses_sasl(self) -> bool:
-        return uses_sasl(self.protocol)
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> ClientSecurity:

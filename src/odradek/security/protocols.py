@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["SASL_PROTOCOLS", "SECURITY_PROTOCOLS", "TLS_PROTOCOLS", "uses_sasl", "uses_tls"]
+__all__ = ["SASL_PROTOCOLS", "SECURITY_PROTOCOLS", "TLS_PROTOCOLS", "SecurityProtocolSettings", "uses_sasl", "uses_tls"]
 
 SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 TLS_PROTOCOLS: Final = frozenset({"SSL", "SASL_SSL"})
@@ -21,3 +21,17 @@ def uses_tls(protocol: str) -> bool:
 def uses_sasl(protocol: str) -> bool:
     """Whether connections of ``protocol`` log in with SASL before any other request."""
     return protocol in SASL_PROTOCOLS
+
+
+class SecurityProtocolSettings:
+    """Base of settings that name a security protocol (a client's, a local cluster's): what it implies."""
+
+    protocol: str
+
+    @property
+    def uses_tls(self) -> bool:
+        return uses_tls(self.protocol)
+
+    @property
+    def uses_sasl(self) -> bool:
+        return uses_sasl(self.protocol)
