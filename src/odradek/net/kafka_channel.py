@@ -164,7 +164,8 @@ class KafkaChannel:
         # Requests not yet answered, in order, with answers that wait behind them (a Request
         # whose ``awaiting`` is None, or a bare Response the channel made itself).
         self._queue: deque[Request | Response] = deque()
-        self.output: list[Any] = []  # buffers and file regions to send, in order; the I/O side empties it
+        self.output: list[Any] = []  # buffers and file regions to send, in order (then clear_output())
+        self.output_has_regions = False  # whether ``output`` holds a file region (else: all buffers)
         self.closing = False  # the connection should close once ``output`` is sent
         self.muted_until_ns: int | None = None
 
@@ -310,6 +311,11 @@ class KafkaChannel:
                 queue.popleft()
                 self._emit(head)
 
+    def clear_output(self) -> None:
+        """The output was sent."""
+        self.output.clear()
+        self.output_has_regions = False
+
     @property
     def in_flight(self) -> int:
         """Requests (and answers) not yet released to the output."""
@@ -355,6 +361,7 @@ class KafkaChannel:
                     output.append(read_file_region(chunk))
                 else:  # a large file region (FileChunk, or the log's FileRegion): fd, position, size
                     output.append(chunk)
+                    self.output_has_regions = True
         auth = self.authenticator
         if auth is not None and auth.failed:
             # The refusal is out: close after it.

@@ -277,12 +277,13 @@ class Connection(asyncio.BufferedProtocol):
         """Write the channel's output with as few socket writes as possible: on loopback and
         LANs a send costs more than the bytes (the receiver's TCP work runs in it), so
         buffers go out in one ``writelines`` (one ``writev``), file regions by ``sendfile``."""
-        output = self.channel.output
+        channel = self.channel
+        output = channel.output
         if not output:
             return
         transport = self.transport
         if transport is None or transport.is_closing():
-            output.clear()
+            channel.clear_output()
             return
         tls = self._tls
         if tls is not None:  # every region was read into the output: encrypt it all at once
@@ -292,12 +293,15 @@ class Connection(asyncio.BufferedProtocol):
                     tls.write(data)
             except ssl.SSLError as e:
                 log.info("Closing connection from %s: TLS error: %s", self.peer, e)
-                output.clear()
+                channel.clear_output()
                 self.close()
                 return
             self._tls_flush()
-        elif len(output) == 1 and isinstance(output[0], _BUFFERS):
-            transport.write(output[0])
+        elif not channel.output_has_regions:
+            if len(output) == 1:
+                transport.write(output[0])
+            else:
+                transport.writelines(output)
         else:
             parts: list[Any] = []
             for chunk in output:
@@ -308,11 +312,9 @@ class Connection(asyncio.BufferedProtocol):
                     transport.writelines(parts)
                     parts = []
                 self._write_file_region(transport, chunk)
-            if len(parts) == 1:
-                transport.write(parts[0])
-            elif parts:
+            if parts:
                 transport.writelines(parts)
-        output.clear()
+        channel.clear_output()
 
     def _write_file_region(self, transport: asyncio.Transport, chunk: Any) -> None:
         """``sendfile`` straight from the segment file when nothing is queued before it (so

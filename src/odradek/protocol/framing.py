@@ -527,6 +527,7 @@ def _walk(schema: type, view: memoryview, pos: int, end: int) -> int:
 # Frames up to this size are cut out of one reused buffer; larger ones (produce requests,
 # mostly) get a buffer of their own, which the rest of the frame is read straight into.
 SCRATCH_BYTES: Final = 64 * 1024
+_PREFIX: Final = _SIZE.size  # bytes of a frame's size prefix
 
 
 class FrameBuffer:
@@ -604,24 +605,24 @@ class FrameBuffer:
             return big
         start = self._start
         end = self._end
-        if end - start < _SIZE.size:
+        if end - start < _PREFIX:
             return None
         scratch = self._scratch
         (size,) = _SIZE.unpack_from(scratch, start)
         if size < 0 or size > self.max_frame_size:
             raise InvalidFrameSizeError(size, self.max_frame_size)
-        have = end - start - _SIZE.size
+        have = end - start - _PREFIX
         if have >= size:
-            begin = start + _SIZE.size
+            begin = start + _PREFIX
             frame = bytes(scratch[begin : begin + size])
             if begin + size == end:
                 self._start = self._end = 0
             else:
                 self._start = begin + size
             return frame
-        if size + _SIZE.size > len(scratch):
+        if size + _PREFIX > len(scratch):
             big = bytearray(size)
-            big[:have] = scratch[start + _SIZE.size : end]
+            big[:have] = scratch[start + _PREFIX : end]
             self._start = self._end = 0
             self._big, self._big_filled = big, have
         return None

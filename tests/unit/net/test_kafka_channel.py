@@ -166,6 +166,9 @@ def test_large_file_regions_stay_regions_for_sendfile_and_small_ones_are_read(se
     large = FileChunk(segment, 1000, 100_000)
     channel.respond(request, [b"header", FileChunk(segment, 10, 20), large, b"tail"])
     assert channel.output == [b"header", bytes(range(10, 30)), large, b"tail"]
+    assert channel.output_has_regions
+    channel.clear_output()
+    assert channel.output == [] and not channel.output_has_regions
 
 
 def test_without_sendfile_every_region_is_read(segment: int) -> None:
@@ -175,7 +178,7 @@ def test_without_sendfile_every_region_is_read(segment: int) -> None:
     (request,) = requests(channel)
     channel.respond(request, [b"header", FileChunk(segment, 1000, 100_000)])
     expected = (bytes(range(256)) * 512)[1000:101_000]
-    assert channel.output == [b"header", expected]
+    assert channel.output == [b"header", expected] and not channel.output_has_regions
 
 
 def test_a_region_past_the_end_of_a_shrunken_file_is_padded(segment: int) -> None:
