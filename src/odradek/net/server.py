@@ -354,10 +354,8 @@ class Connection(asyncio.BufferedProtocol):
         elif not should_pause and self._reading_paused:
             self._reading_paused = False
             transport.resume_reading()
-            if self._tls is not None:
-                self._tls_drain()  # records decrypted before the pause may hold whole requests
-            else:
-                self._process()  # frames read before the pause may be whole requests
+            self._process()  # frames read before a mute may be whole requests
+            self._tls_drain()  # so may records decrypted before the pause
 
     def mute(self, until_ns: int) -> None:
         """Read no requests until ``time.monotonic_ns()`` reaches ``until_ns`` (KIP-219: a
