@@ -112,12 +112,12 @@ class Request:
     # Set only when used (no cost per request otherwise): the answer while it waits behind
     # earlier ones, what a deferred request awaits, and the timestamps a RequestObserver reads
     # (time.monotonic_ns(): frame complete, handler returned, answer known, answer sent).
-    response: Response = field(init=False, repr=False)
-    awaiting: object = field(init=False, repr=False)
-    received_ns: int = field(init=False, repr=False)
-    handled_ns: int = field(init=False, repr=False)
-    ready_ns: int = field(init=False, repr=False)
-    sent_ns: int = field(init=False, repr=False)
+    response: Response = field(init=False, repr=False, compare=False)
+    awaiting: object = field(init=False, repr=False, compare=False)
+    received_ns: int = field(init=False, repr=False, compare=False)
+    handled_ns: int = field(init=False, repr=False, compare=False)
+    ready_ns: int = field(init=False, repr=False, compare=False)
+    sent_ns: int = field(init=False, repr=False, compare=False)
 
     @property
     def api_key(self) -> int:
