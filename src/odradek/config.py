@@ -17,6 +17,8 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
+from odradek.security.protocols import SECURITY_PROTOCOLS, uses_sasl, uses_tls
+
 __all__ = [
     "BROKER_CONFIG",
     "DYNAMIC_BROKER_CONFIGS",
@@ -435,7 +437,6 @@ def _broker_keys() -> list[ConfigKey]:
     return keys
 
 
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
 # Keys that may also be set per listener as ``listener.name.<listener>.<key>`` (Kafka's
@@ -804,9 +805,9 @@ class KafkaConfig:
         protocol = self.security_protocol_map[listener]
         listener_props = self.listener_props(listener)
         props = {"security.protocol": protocol}
-        if protocol in ("SSL", "SASL_SSL"):
+        if uses_tls(protocol):
             props.update((k, v) for k, v in listener_props.items() if k.startswith("ssl."))
-        if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+        if uses_sasl(protocol):
             mechanism = self["sasl.mechanism.inter.broker.protocol"]
             props["sasl.mechanism"] = mechanism
             jaas = listener_props.get(f"{mechanism.lower()}.sasl.jaas.config") or listener_props.get("sasl.jaas.config")

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from odradek.config import KafkaConfig
 from odradek.net.server import ListenerSecurity
 from odradek.security.jaas import PLAIN_LOGIN_MODULE, JaasConfigError, parse_jaas_config
+from odradek.security.protocols import uses_sasl, uses_tls
 from odradek.security.sasl import SERVER_MECHANISMS, SaslServerConfig
 from odradek.security.scram import ScramCredential
 from odradek.security.tls import TlsConfigError, server_context
@@ -95,12 +96,12 @@ def listener_security(config: KafkaConfig, credentials: Callable[[str, str], Scr
         props = config.listener_props(lst.name)
         ssl_context = None
         sasl = None
-        if protocol in ("SSL", "SASL_SSL"):
+        if uses_tls(protocol):
             try:
                 ssl_context = server_context(props)
             except TlsConfigError as e:
                 raise ListenerSecurityError(f"listener {lst.name}: {e}") from None
-        if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+        if uses_sasl(protocol):
             sasl = _sasl(config, props, lst.name, credentials)
         result[lst.name] = ListenerSecurity(protocol, ssl_context, sasl,
                                             props.get("ssl.principal.mapping.rules",

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from odradek.security.certs import CertificateAuthority
+from odradek.security.protocols import SecurityProtocolSettings
 from odradek.security.scram import ScramCredential
 
 __all__ = ["ADMIN", "CLIENT_USER", "PROTOCOLS", "LocalSecurity", "UserLogin", "properties_text"]
@@ -59,7 +60,7 @@ class UserLogin:
 
 
 @dataclass
-class LocalSecurity:
+class LocalSecurity(SecurityProtocolSettings):
     """The secrets and settings of one secure local cluster; ``create`` makes them."""
 
     protocol: str
@@ -94,14 +95,6 @@ class LocalSecurity:
         if protocol.upper() not in PROTOCOLS:
             raise ValueError(f"security must be one of {', '.join(p.lower() for p in PROTOCOLS)}, got {protocol!r}")
         return protocol.upper()
-
-    @property
-    def uses_tls(self) -> bool:
-        return self.protocol in ("SSL", "SASL_SSL")
-
-    @property
-    def uses_sasl(self) -> bool:
-        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
     def super_users(self) -> list[str]:
         names = [f"User:{ADMIN}"]

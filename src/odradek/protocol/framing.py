@@ -21,7 +21,7 @@ Bodies are decoded by kio's native reader, after a structural walk of the bytes 
 refuses what kio would mishandle (see ``_read_body``).
 
 Errors are split the h11 way: the peer's bytes being wrong (:class:`MalformedRequestError`,
-:class:`UnsupportedRequestError`, :class:`MalformedResponseError`, :class:`FrameTooLargeError`)
+:class:`UnsupportedRequestError`, :class:`MalformedResponseError`, :class:`InvalidFrameSizeError`)
 is a :class:`ProtocolError`; encoding a payload we built is assumed correct.
 """
 
@@ -78,11 +78,12 @@ class MalformedResponseError(ProtocolError):
     """A response frame that cannot be parsed as the expected response type."""
 
 
-class FrameTooLargeError(ProtocolError):
-    """A frame's size prefix exceeds the maximum (Kafka's ``socket.request.max.bytes``)."""
+class InvalidFrameSizeError(ProtocolError):
+    """A frame's size prefix is negative or exceeds the maximum (Kafka's
+    ``socket.request.max.bytes``; its InvalidReceiveException)."""
 
     def __init__(self, size: int, max_size: int) -> None:
-        super().__init__(f"frame of {size} bytes exceeds the maximum of {max_size}")
+        super().__init__(f"frame size {size} is outside 0..{max_size}")
         self.size = size
         self.max_size = max_size
 
@@ -523,50 +524,105 @@ def _walk(schema: type, view: memoryview, pos: int, end: int) -> int:
 
 # --- frame buffer ------------------------------------------------------------------------
 
+# Frames up to this size are cut out of one reused buffer; larger ones (produce requests,
+# mostly) get a buffer of their own, which the rest of the frame is read straight into.
+SCRATCH_BYTES: Final = 64 * 1024
+_PREFIX: Final = _SIZE.size  # bytes of a frame's size prefix
+
 
 class FrameBuffer:
-    """Collects bytes from a connection and hands out complete frames, sans-IO.
+    """Collects a connection's bytes and hands out complete frames, sans-IO.
 
-    ``feed`` bytes as they arrive, then call ``next_frame`` until it returns None. Frames
-    come without their size prefix. After a :class:`ProtocolError` the stream cannot be
-    resynchronised: close the connection.
+    The bytes go straight where they belong (asyncio's ``BufferedProtocol`` reads into
+    :meth:`get_buffer`, then reports :meth:`buffer_updated`), or are copied in with
+    :meth:`feed`; :meth:`next_frame` returns complete frames until it returns None. Frames
+    come without their size prefix: a ``bytes`` copy when small, the ``bytearray`` they were
+    read into when larger than the scratch buffer (read once, never copied). After a
+    :class:`ProtocolError` the stream cannot be resynchronised: close the connection.
     """
 
     def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
-        self.max_frame_size = max_frame_size
-        self._data = bytearray()
-        self._start = 0  # consumed prefix of _data, dropped lazily to avoid quadratic copying
+        self.max_frame_size = max_frame_size  # checked as each size prefix arrives
+        self._scratch = bytearray(SCRATCH_BYTES)
+        self._start = 0  # unread bytes of the scratch buffer are [_start, _end)
+        self._end = 0
+        self._big: bytearray | None = None  # a frame larger than the scratch buffer, being read
+        self._big_filled = 0
+
+    def get_buffer(self) -> memoryview:
+        """Where the next bytes received should go (any number up to its length)."""
+        big = self._big
+        if big is not None and self._big_filled < len(big):
+            return memoryview(big)[self._big_filled :]
+        # (A whole big frame not yet taken: what follows it goes to the scratch buffer.)
+        scratch = self._scratch
+        if self._end == len(scratch):
+            if self._start:
+                # Make room: move the unread tail to the front.
+                scratch[: self._end - self._start] = scratch[self._start : self._end]
+                self._end -= self._start
+                self._start = 0
+            else:
+                # Full of whole frames nobody has taken yet (a muted channel, a large feed):
+                # a larger buffer, new rather than resized, since views of the old may live on.
+                self._scratch = scratch = scratch + bytearray(len(scratch))
+        return memoryview(scratch)[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        """``nbytes`` bytes were written at the start of the last :meth:`get_buffer`."""
+        big = self._big
+        if big is not None and self._big_filled < len(big):
+            self._big_filled += nbytes
+        else:
+            self._end += nbytes
 
     def feed(self, data: bytes | bytearray | memoryview) -> None:
-        """Append bytes received from the peer."""
-        self._data += data
+        """Copy in bytes received from the peer."""
+        view = memoryview(data)
+        while view:
+            buffer = self.get_buffer()
+            n = min(len(buffer), len(view))
+            buffer[:n] = view[:n]
+            self.buffer_updated(n)
+            view = view[n:]
 
     @property
     def buffered(self) -> int:
         """Bytes received but not yet returned in a frame."""
-        return len(self._data) - self._start
+        return self._end - self._start + (self._big_filled if self._big is not None else 0)
 
-    def next_frame(self) -> bytes | None:
+    def next_frame(self) -> bytes | bytearray | None:
         """The next complete frame, or None while more bytes are needed.
 
-        Raises :class:`FrameTooLargeError` as soon as a size prefix exceeds the maximum,
-        before the frame's bytes arrive, and :class:`ProtocolError` for a negative size.
+        Raises :class:`InvalidFrameSizeError` as soon as a size prefix is negative or
+        exceeds ``max_frame_size``, before the frame's bytes arrive.
         """
-        if self.buffered < _SIZE.size:
+        big = self._big
+        if big is not None:
+            if self._big_filled < len(big):
+                return None
+            self._big = None
+            return big
+        start = self._start
+        end = self._end
+        if end - start < _PREFIX:
             return None
-        (size,) = _SIZE.unpack_from(self._data, self._start)
-        if size < 0:
-            raise ProtocolError(f"negative frame size {size}")
-        if size > self.max_frame_size:
-            raise FrameTooLargeError(size, self.max_frame_size)
-        begin = self._start + _SIZE.size
-        end = begin + size
-        if end > len(self._data):
-            return None
-        with memoryview(self._data) as view:
-            frame = bytes(view[begin:end])
-        self._start = end
-        if self._start > len(self._data) // 2:
-            del self._data[: self._start]
-            self._start = 0
-        return frame
+        scratch = self._scratch
+        (size,) = _SIZE.unpack_from(scratch, start)
+        if size < 0 or size > self.max_frame_size:
+            raise InvalidFrameSizeError(size, self.max_frame_size)
+        have = end - start - _PREFIX
+        if have >= size:
+            begin = start + _PREFIX
+            frame = bytes(scratch[begin : begin + size])
+            if begin + size == end:
+                self._start = self._end = 0
+            else:
+                self._start = begin + size
+            return frame
+        if size + _PREFIX > len(scratch):
+            big = bytearray(size)
+            big[:have] = scratch[start + _PREFIX : end]
+            self._start = self._end = 0
+            self._big, self._big_filled = big, have
+        return None

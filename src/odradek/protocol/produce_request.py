@@ -12,13 +12,12 @@ from dataclasses import dataclass
 
 from odradek.protocol.body_reader import BodyReader
 from odradek.protocol.framing import MalformedRequestError
+from odradek.protocol.records import ATTRIBUTES_OFFSET, MAGIC, MAGIC_OFFSET, TRANSACTIONAL_MASK
 
 __all__ = ["ProduceRequestView", "has_transactional_records", "parse_produce_request"]
 
-# Record batch v2: magic at byte 16, attributes (int16) at 21; bit 4 marks a transactional batch.
-_MAGIC_AT = 16
-_ATTRIBUTES_LOW_BYTE_AT = 22
-_TRANSACTIONAL_BIT = 0x10
+# The transactional flag lies in the low byte of the big-endian int16 attributes.
+_ATTRIBUTES_LOW_BYTE = ATTRIBUTES_OFFSET + 1
 
 
 @dataclass(slots=True)
@@ -61,7 +60,7 @@ def has_transactional_records(partitions: list[tuple[str, int, memoryview | None
     RequestUtils.hasTransactionalRecords; a v3+ request carries one batch per partition).
     Reads two bytes per partition: the Produce fast path can afford it."""
     for _, _, records in partitions:
-        if (records is not None and len(records) > _ATTRIBUTES_LOW_BYTE_AT and records[_MAGIC_AT] == 2
-                and records[_ATTRIBUTES_LOW_BYTE_AT] & _TRANSACTIONAL_BIT):
+        if (records is not None and len(records) > _ATTRIBUTES_LOW_BYTE and records[MAGIC_OFFSET] == MAGIC
+                and records[_ATTRIBUTES_LOW_BYTE] & TRANSACTIONAL_MASK):
             return True
     return False

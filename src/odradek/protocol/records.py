@@ -33,12 +33,17 @@ from odradek.protocol.errors import CorruptMessageError, InvalidRecordError, for
 from odradek.protocol.varint import VarintError, encode_varlong, read_uvarint, read_varlong
 
 __all__ = [
+    "ATTRIBUTES_OFFSET",
     "HEADER_SIZE",
     "LOG_OVERHEAD",
+    "MAGIC",
+    "MAGIC_OFFSET",
     "NO_PRODUCER_EPOCH",
     "NO_PRODUCER_ID",
     "NO_SEQUENCE",
     "NO_TIMESTAMP",
+    "PRODUCER_ID_OFFSET",
+    "TRANSACTIONAL_MASK",
     "CompressionType",
     "Record",
     "RecordBatchHeader",
@@ -66,6 +71,7 @@ MAGIC_OFFSET = 16
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21
 MAX_TIMESTAMP_OFFSET = 35
+PRODUCER_ID_OFFSET = 43
 HEADER_SIZE = 61  # Kafka's RECORD_BATCH_OVERHEAD
 LOG_OVERHEAD = 12  # baseOffset + batchLength: what precedes the length-counted part
 MAGIC = 2
@@ -80,7 +86,7 @@ _INT32_MAX = 2**31 - 1
 
 _COMPRESSION_MASK = 0x07
 _TIMESTAMP_TYPE_MASK = 0x08
-_TRANSACTIONAL_MASK = 0x10
+TRANSACTIONAL_MASK = 0x10  # of the attributes; it lies in their low (second) byte
 _CONTROL_MASK = 0x20
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
@@ -152,7 +158,7 @@ class RecordBatchHeader(NamedTuple):
 
     @property
     def is_transactional(self) -> bool:
-        return bool(self.attributes & _TRANSACTIONAL_MASK)
+        return bool(self.attributes & TRANSACTIONAL_MASK)
 
     @property
     def is_control(self) -> bool:
@@ -452,7 +458,7 @@ def build_batch(records: Sequence[SimpleRecord], *, base_offset: int = 0, timest
     if timestamp_type is TimestampType.LOG_APPEND_TIME:
         attributes |= _TIMESTAMP_TYPE_MASK
     if is_transactional:
-        attributes |= _TRANSACTIONAL_MASK
+        attributes |= TRANSACTIONAL_MASK
     return encode_batch(compress(compression, bytes(body)), base_offset=base_offset,
                         last_offset_delta=len(records) - 1, records_count=len(records),
                         attributes=attributes, base_timestamp=first_ts, max_timestamp=max(stamps),

@@ -20,6 +20,12 @@ from typing import Protocol
 
 from odradek.security import tls
 from odradek.security.jaas import parse_jaas_config
+from odradek.security.protocols import (
+    SECURITY_PROTOCOLS,
+    SecurityProtocolSettings,
+    uses_sasl,
+    uses_tls,
+)
 from odradek.security.scram import MECHANISMS as SCRAM_MECHANISMS
 from odradek.security.scram import ScramAuthenticationError, ScramClient
 
@@ -31,7 +37,6 @@ __all__ = [
     "sasl_client",
 ]
 
-PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
 # The login modules whose JAAS options carry a username and password (Kafka's).
 _LOGIN_MODULES = {
@@ -42,7 +47,7 @@ _LOGIN_MODULES = {
 
 
 @dataclass(frozen=True)
-class ClientSecurity:
+class ClientSecurity(SecurityProtocolSettings):
     """How a client connection secures itself; the default is plain TCP."""
 
     protocol: str = "PLAINTEXT"
@@ -50,14 +55,6 @@ class ClientSecurity:
     sasl_mechanism: str | None = None
     username: str | None = None
     password: str | None = None
-
-    @property
-    def uses_tls(self) -> bool:
-        return self.protocol in ("SSL", "SASL_SSL")
-
-    @property
-    def uses_sasl(self) -> bool:
-        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
 
     @classmethod
     def from_properties(cls, props: Mapping[str, str]) -> ClientSecurity:
@@ -67,13 +64,13 @@ class ClientSecurity:
         ``sasl.username``/``sasl.password``, and ``ssl.*`` as ``tls.client_context`` reads
         them.  Raises ValueError with one line."""
         protocol = props.get("security.protocol", "PLAINTEXT").strip().upper()
-        if protocol not in PROTOCOLS:
+        if protocol not in SECURITY_PROTOCOLS:
             raise ValueError(f"Invalid value {protocol} for configuration security.protocol: "
-                             f"expected one of {', '.join(PROTOCOLS)}")
+                             f"expected one of {', '.join(SECURITY_PROTOCOLS)}")
         context = None
-        if protocol in ("SSL", "SASL_SSL"):
+        if uses_tls(protocol):
             context = tls.client_context(props)
-        if protocol not in ("SASL_PLAINTEXT", "SASL_SSL"):
+        if not uses_sasl(protocol):
             return cls(protocol, context)
         mechanism = props.get("sasl.mechanism", "GSSAPI").strip().upper()
         if mechanism not in MECHANISMS:

@@ -32,6 +32,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.security.acls import KafkaPrincipal
 from odradek.security.scram import MECHANISMS as SCRAM_MECHANISMS
@@ -50,9 +51,6 @@ __all__ = [
 
 # The mechanisms this broker can serve (Kafka also has GSSAPI and OAUTHBEARER).
 SERVER_MECHANISMS = ("PLAIN", *SCRAM_MECHANISMS)
-
-# The APIs a connection may use before it is authenticated (SaslServerAuthenticator).
-_API_VERSIONS, _SASL_HANDSHAKE, _SASL_AUTHENTICATE = 18, 17, 36
 
 
 class SaslAuthenticationError(Exception):
@@ -141,6 +139,18 @@ class SaslState(enum.Enum):
     FAILED = "failed"
 
 
+# The requests a connection may send in each state before it is authenticated
+# (SaslServerAuthenticator); in the other states it may send none.
+_ALLOWED_REQUESTS: dict[SaslState, frozenset[int]] = {
+    SaslState.HANDSHAKE_OR_VERSIONS_REQUEST: frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE}),
+    SaslState.HANDSHAKE_REQUEST: frozenset({ApiKey.SASL_HANDSHAKE}),
+    SaslState.AUTHENTICATE: frozenset({ApiKey.SASL_AUTHENTICATE}),
+}
+# Asked on every request of an authenticated connection: bound once (an enum member's
+# lookup costs several times a module global's).
+_SASL_HANDSHAKE = ApiKey.SASL_HANDSHAKE
+
+
 @dataclass(frozen=True, slots=True)
 class HandshakeResult:
     error: ErrorCode
@@ -193,13 +203,7 @@ class SaslAuthenticator:
 
     def allows(self, api_key: int) -> bool:
         """Whether an unauthenticated (or re-authenticating) connection may send ``api_key``."""
-        if self.state is SaslState.HANDSHAKE_OR_VERSIONS_REQUEST:
-            return api_key in (_API_VERSIONS, _SASL_HANDSHAKE)
-        if self.state is SaslState.HANDSHAKE_REQUEST:
-            return api_key == _SASL_HANDSHAKE
-        if self.state is SaslState.AUTHENTICATE:
-            return api_key == _SASL_AUTHENTICATE
-        return False
+        return api_key in _ALLOWED_REQUESTS.get(self.state, ())
 
     def expired(self) -> bool:
         """The session ended (KIP-368): only a re-authentication may follow."""

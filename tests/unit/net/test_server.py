@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import ssl
 import struct
 import tempfile
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
@@ -23,11 +25,13 @@ from odradek.config import Listener
 from odradek.net.server import (
     CloseConnection,
     FileChunk,
+    ListenerSecurity,
     Request,
     Response,
     SocketServer,
 )
 from odradek.protocol.framing import UnsupportedRequestError, encode_request
+from odradek.security.certs import CertificateAuthority
 
 _SIZE = struct.Struct(">i")
 _ANSWER = struct.Struct(">iii")  # size, correlation id, a value the test chooses
@@ -68,8 +72,9 @@ class Peer:
         self.writer = writer
 
     @classmethod
-    async def connect(cls, port: int) -> Peer:
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    async def connect(cls, port: int, tls: ssl.SSLContext | None = None) -> Peer:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=tls,
+                                                       server_hostname="localhost" if tls else None)
         return cls(reader, writer)
 
     async def send(self, data: bytes) -> None:
@@ -385,3 +390,70 @@ def test_stop_closes_open_connections(run: Runner) -> None:
             await peer.close()
 
     run(scenario())
+
+
+def test_a_muted_connection_reads_no_request_until_the_mute_ends(run: Runner) -> None:
+    """The throttling seam (KIP-219): a handler mutes its connection for 0.3 s; the request
+    pipelined behind it waits that long, then is answered."""
+
+    async def scenario() -> None:
+        muted_at: list[float] = []
+
+        def dispatch(request: Request) -> Response:
+            if request.header.correlation_id == 1:
+                muted_at.append(time.monotonic())
+                request.connection.mute(time.monotonic_ns() + 300_000_000)
+            return answer(request, 0)
+
+        server, port = await start(dispatch)
+        peer = await Peer.connect(port)
+        try:
+            await peer.send(metadata_request(1) + metadata_request(2))
+            assert await peer.read_answer() == (1, 0)
+            assert await peer.read_answer() == (2, 0)
+            assert time.monotonic() - muted_at[0] >= 0.29  # (libuv timers have millisecond resolution)
+        finally:
+            await peer.close()
+            await server.stop()
+
+    run(scenario())
+
+
+def test_over_tls_answers_keep_their_order_and_a_mute_holds_the_next_request(run: Runner) -> None:
+    """The TLS layer in between: a late answer, one at once that mutes the connection for
+    0.3 s (the next request, already decrypted, waits for the mute to end), and the next."""
+    ca = CertificateAuthority.create()
+    with tempfile.TemporaryDirectory() as directory:
+        keystore = ca.issue("localhost").write_keystore_pem(f"{directory}/server.pem")
+        server_tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        server_tls.load_cert_chain(keystore)
+        client_tls = ssl.create_default_context(cadata=ca.cert_pem.decode())
+
+        async def scenario() -> None:
+            loop = asyncio.get_running_loop()
+            muted_at: list[float] = []
+
+            def dispatch(request: Request) -> Response | Awaitable[Response]:
+                correlation_id = request.header.correlation_id
+                if correlation_id == 1:
+                    late: asyncio.Future[Response] = loop.create_future()
+                    loop.call_later(0.05, late.set_result, answer(request, 1))
+                    return late
+                if correlation_id == 2:
+                    muted_at.append(time.monotonic())
+                    request.connection.mute(time.monotonic_ns() + 300_000_000)
+                return answer(request, correlation_id)
+
+            server = SocketServer([Listener("SSL", "127.0.0.1", 0)], dispatch,
+                                  security={"SSL": ListenerSecurity("SSL", server_tls)})
+            port = (await server.start())["SSL"]
+            peer = await Peer.connect(port, client_tls)
+            try:
+                await peer.send(b"".join(metadata_request(i) for i in (1, 2, 3)))
+                assert [await peer.read_answer() for _ in range(3)] == [(1, 1), (2, 2), (3, 3)]
+                assert time.monotonic() - muted_at[0] >= 0.29  # (libuv timers have millisecond resolution)
+            finally:
+                await peer.close()
+                await server.stop()
+
+        run(scenario())

@@ -22,7 +22,7 @@ from odradek.protocol import control as c
 from odradek.protocol import framing
 from odradek.protocol.framing import (
     FrameBuffer,
-    FrameTooLargeError,
+    InvalidFrameSizeError,
     MalformedRequestError,
     MalformedResponseError,
     ProtocolError,
@@ -438,7 +438,7 @@ def test_frame_buffer_several_frames_in_one_feed() -> None:
 def test_frame_too_large_is_refused_before_its_bytes_arrive() -> None:
     buffer = FrameBuffer(max_frame_size=1024)
     buffer.feed(struct.pack(">i", 1025))
-    with pytest.raises(FrameTooLargeError) as raised:
+    with pytest.raises(InvalidFrameSizeError) as raised:
         buffer.next_frame()
     assert (raised.value.size, raised.value.max_size) == (1025, 1024)
 
@@ -452,7 +452,7 @@ def test_frame_at_the_maximum_is_accepted() -> None:
 def test_negative_frame_size_is_a_protocol_error() -> None:
     buffer = FrameBuffer()
     buffer.feed(b"\xff\xff\xff\xfe")
-    with pytest.raises(ProtocolError, match="negative"):
+    with pytest.raises(InvalidFrameSizeError, match="size -2 is outside"):
         buffer.next_frame()
 
 
@@ -473,4 +473,38 @@ def test_frame_buffer_any_chunking(payloads: list[bytes], chunk_sizes: list[int]
         while (frame := buffer.next_frame()) is not None:
             received.append(frame)
     assert received == payloads
+    assert buffer.buffered == 0
+
+
+def test_a_frame_larger_than_the_scratch_buffer_is_read_into_its_own() -> None:
+    """Read the way asyncio's BufferedProtocol reads: into get_buffer(), then buffer_updated()."""
+    payload = bytes(range(256)) * 1000  # 256,000 bytes: more than the 64 KiB scratch buffer
+    stream = struct.pack(">i", len(payload)) + payload + b"\0\0\0\1z"
+    buffer = FrameBuffer()
+    frames: list[bytes | bytearray] = []
+    position = 0
+    while position < len(stream):
+        target = buffer.get_buffer()
+        n = min(len(target), 10_000, len(stream) - position)
+        target[:n] = stream[position:position + n]
+        buffer.buffer_updated(n)
+        position += n
+        while (frame := buffer.next_frame()) is not None:
+            frames.append(frame)
+    assert frames == [payload, b"z"]
+    assert isinstance(frames[0], bytearray)  # the buffer it was read into, not a copy
+    assert isinstance(frames[1], bytes)
+
+
+def test_frames_nobody_takes_yet_do_not_stop_the_buffer_filling() -> None:
+    """A muted channel leaves whole frames in the buffer while bytes keep coming."""
+    small = [struct.pack(">i", 100) + bytes([i % 256]) * 100 for i in range(1000)]  # 104 KB in all
+    big = struct.pack(">i", 70_000) + b"b" * 70_000
+    buffer = FrameBuffer()
+    buffer.feed(b"".join(small) + big + small[0])
+    assert buffer.buffered == len(b"".join(small)) + len(big) + len(small[0])
+    frames = []
+    while (frame := buffer.next_frame()) is not None:
+        frames.append(frame)
+    assert frames == [f[4:] for f in small] + [big[4:], small[0][4:]]
     assert buffer.buffered == 0

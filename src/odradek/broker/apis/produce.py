@@ -16,6 +16,7 @@ from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.produce_request import has_transactional_records, parse_produce_request
 from odradek.protocol.produce_response import ProducedPartition, encode_produce_response
+from odradek.protocol.records import MAGIC, MAGIC_OFFSET, PRODUCER_ID_OFFSET
 from odradek.security.acls import Operation, ResourceType
 
 if TYPE_CHECKING:
@@ -23,10 +24,6 @@ if TYPE_CHECKING:
     from odradek.broker.delayed_produce import DelayedProduce, ProducePartitionResult
     from odradek.common import TopicPartition
     from odradek.net.server import Request, Response
-
-# v2 record batch header: magic at byte 16, producer id at bytes 43-50.
-_MAGIC_AT = 16
-_PRODUCER_ID_AT = 43
 
 
 @api(ApiKey.PRODUCE, "Produce", 3, 9)
@@ -115,8 +112,8 @@ def _has_idempotent_records(entries: list[tuple[str, int, memoryview | None]]) -
     """Kafka's RequestUtils.hasIdempotentRecords: some partition's first v2 batch carries a
     producer id (asked only when an authorizer is on)."""
     for _, _, records in entries:
-        if (records is not None and len(records) >= _PRODUCER_ID_AT + 8 and records[_MAGIC_AT] == 2
-                and int.from_bytes(records[_PRODUCER_ID_AT:_PRODUCER_ID_AT + 8], "big", signed=True) >= 0):
+        if (records is not None and len(records) >= PRODUCER_ID_OFFSET + 8 and records[MAGIC_OFFSET] == MAGIC
+                and int.from_bytes(records[PRODUCER_ID_OFFSET:PRODUCER_ID_OFFSET + 8], "big", signed=True) >= 0):
             return True
     return False
 
