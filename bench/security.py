@@ -11,7 +11,7 @@ records/s, brokers' CPU seconds per GB of record payload (all three brokers, rep
 included), and the ratios to PLAINTEXT.
 
 Then where the TLS cost comes from, measured in this process on the broker's own code path
-(net/server.py: a fetch on a TLS listener is read from the segment file into memory, then
+(net/kafka_channel.py: a fetch on a TLS listener is read from the segment file into memory, then
 encrypted through ``ssl.SSLObject`` over memory BIOs): CPU per GB of
 
 * ``pread``: the copy out of the page cache that replaces ``sendfile``;

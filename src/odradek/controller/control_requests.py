@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from odradek.common import TopicPartition
 from odradek.controller.context import ReplicaAssignment
 from odradek.protocol import control
+from odradek.security.protocols import SECURITY_PROTOCOL_IDS
 from odradek.zk.zk_data import BrokerInfo, LeaderAndIsr, topic_id_to_uuid
 
 __all__ = [
@@ -19,9 +20,6 @@ __all__ = [
     "leader_and_isr_response_errors",
     "stop_replica_response_errors",
 ]
-
-_SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
-
 
 def _by_topic(items: Iterable[TopicPartition]) -> dict[str, list[int]]:
     grouped: dict[str, list[int]] = defaultdict(list)
@@ -77,7 +75,7 @@ def build_update_metadata_request(
             id=info.id,
             endpoints=tuple(control.UpdateMetadataEndpoint(
                 port=e.port, host=e.host, listener=e.listener,
-                security_protocol=_SECURITY_PROTOCOL_IDS.get(e.security_protocol, 0)) for e in info.endpoints),
+                security_protocol=SECURITY_PROTOCOL_IDS.get(e.security_protocol, 0)) for e in info.endpoints),
             rack=info.rack)
         for info in sorted(live_brokers, key=lambda b: b.id))
     return control.UpdateMetadataRequest(

@@ -6,9 +6,11 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["SASL_PROTOCOLS", "SECURITY_PROTOCOLS", "TLS_PROTOCOLS", "SecurityProtocolSettings", "uses_sasl", "uses_tls"]
+__all__ = ["SASL_PROTOCOLS", "SECURITY_PROTOCOLS", "SECURITY_PROTOCOL_IDS", "TLS_PROTOCOLS", "SecurityProtocolSettings", "uses_sasl", "uses_tls"]
 
 SECURITY_PROTOCOLS: Final = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# Each protocol's id on the wire (UpdateMetadata's endpoints): its place in Kafka's enum.
+SECURITY_PROTOCOL_IDS: Final = {name: i for i, name in enumerate(SECURITY_PROTOCOLS)}
 TLS_PROTOCOLS: Final = frozenset({"SSL", "SASL_SSL"})
 SASL_PROTOCOLS: Final = frozenset({"SASL_PLAINTEXT", "SASL_SSL"})
 

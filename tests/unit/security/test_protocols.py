@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pytest
 
 from odradek.security.protocols import (
+    SECURITY_PROTOCOL_IDS,
     SECURITY_PROTOCOLS,
     SecurityProtocolSettings,
     uses_sasl,
@@ -26,3 +27,8 @@ def test_each_protocol_says_whether_it_uses_tls_and_sasl(protocol: str, tls: boo
     assert protocol in SECURITY_PROTOCOLS
     assert (uses_tls(protocol), uses_sasl(protocol)) == (tls, sasl)
     assert (Settings(protocol).uses_tls, Settings(protocol).uses_sasl) == (tls, sasl)
+
+
+def test_wire_ids_are_kafkas() -> None:
+    # org.apache.kafka.common.security.auth.SecurityProtocol's ids, as UpdateMetadata carries them.
+    assert SECURITY_PROTOCOL_IDS == {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
