@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooClient
 from kazoo.exceptions import (
     BadVersionError,
     NodeExistsError,
@@ -114,7 +114,6 @@ class KafkaZkClient:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._zk: KazooClient | None = None
         self._state_listeners: list[Callable[[str], None]] = []
-        self._last_state: str | None = None
         # The member the session is connected to (host:port), None before the first
         # connection or when the socket cannot say.
         self.server: str | None = None
@@ -179,7 +178,6 @@ class KafkaZkClient:
             loop.call_soon_threadsafe(self._dispatch_state, state)
 
     def _dispatch_state(self, state: str) -> None:
-        self._last_state = state
         for listener in list(self._state_listeners):
             try:
                 listener(state)
@@ -686,4 +684,4 @@ def _stop_quietly(zk: KazooClient) -> None:
         log.debug("error closing ZooKeeper client", exc_info=True)
 
 
-__all__ += ["ControllerRegistration", "KazooState"]
+__all__ += ["ControllerRegistration"]

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
+
+from odradek.common import now_ms
 
 __all__ = [
     "PERSISTENT_PATHS",
@@ -53,10 +54,6 @@ def _loads(data: bytes | None) -> object:
     if not data:
         return None
     return json.loads(data.decode())
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 # ----------------------------------------------------------------------------- cluster
@@ -334,10 +331,6 @@ class TopicPartitionStateZNode:
 
 
 # ----------------------------------------------------------------------------- config
-
-
-class ConfigZNode:
-    path = "/config"
 
 
 class ConfigEntityTypeZNode:
