@@ -562,49 +562,7 @@ class KafkaZkClient:
         nested = await asyncio.gather(*(self._subtree(f"{path}/{c}") for c in children))
         return [path] + [p for sub in nested for p in sub]
 
-    # ------------------------------------------------------------------ topic config
-
-    async def get_topic_config(self, topic: str) -> dict[str, str]:
-        got = await self.get(TopicConfigZNode.path(topic))
-        return {} if got is None else TopicConfigZNode.decode(got[0])
-
-    async def get_topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
-        topics = list(topics)
-        got = await asyncio.gather(*(self.get_topic_config(t) for t in topics))
-        return dict(zip(topics, got, strict=True))
-
-    async def set_topic_config(self, topic: str, config: Mapping[str, str]) -> None:
-        """Replace a topic's config and notify brokers through ``/config/changes``."""
-        path = TopicConfigZNode.path(topic)
-        try:
-            await self.set(path, TopicConfigZNode.encode(config))
-        except NoNodeError:
-            await self.create(path, TopicConfigZNode.encode(config), makepath=True)
-        await self.create(ConfigEntityChangeNotificationSequenceZNode.path_prefix(),
-                          ConfigEntityChangeNotificationSequenceZNode.encode("topics", topic),
-                          sequence=True, makepath=True)
-
-    # ------------------------------------------------------------------ broker config
-
-    async def get_broker_config(self, entity: str) -> dict[str, str]:
-        """The dynamic config of a broker (its id as a string) or of every broker
-        (``ConfigEntityZNode.DEFAULT``); empty when none is stored."""
-        got = await self.get(ConfigEntityZNode.path("brokers", entity))
-        return {} if got is None else ConfigEntityZNode.decode(got[0])
-
-    async def set_broker_config(self, entity: str, config: Mapping[str, str]) -> None:
-        """Replace a dynamic broker config and notify brokers through ``/config/changes``
-        (Kafka's AdminZkClient.changeBrokerConfig)."""
-        path = ConfigEntityZNode.path("brokers", entity)
-        try:
-            await self.set(path, ConfigEntityZNode.encode(config))
-        except NoNodeError:
-            await self.create(path, ConfigEntityZNode.encode(config), makepath=True)
-        await self.create(ConfigEntityChangeNotificationSequenceZNode.path_prefix(),
-                          ConfigEntityChangeNotificationSequenceZNode.encode("brokers", entity),
-                          sequence=True, makepath=True)
-
-    # ------------------------------------------------------------------ any config entity (users, ...)
+    # ------------------------------------------------------------------ config entities (topics, brokers, users)
 
     async def get_entity_config(self, entity_type: str, entity: str) -> dict[str, str] | None:
         """``/config/<entity_type>/<entity>`` (e.g. ``users``/``alice``: SCRAM credentials);
@@ -613,8 +571,9 @@ class KafkaZkClient:
         return None if got is None else ConfigEntityZNode.decode(got[0])
 
     async def set_entity_config(self, entity_type: str, entity: str, config: Mapping[str, str]) -> None:
-        """Replace an entity's config and notify brokers through ``/config/changes``
-        (``{"version":2,"entity_path":"<entity_type>/<entity>"}``)."""
+        """Replace an entity's config (creating its znode) and notify brokers through
+        ``/config/changes`` (``{"version":2,"entity_path":"<entity_type>/<entity>"}``): Kafka's
+        ``setOrCreateEntityConfigs`` and ``createConfigChangeNotification``."""
         path = ConfigEntityZNode.path(entity_type, entity)
         try:
             await self.set(path, ConfigEntityZNode.encode(config))
@@ -623,6 +582,29 @@ class KafkaZkClient:
         await self.create(ConfigEntityChangeNotificationSequenceZNode.path_prefix(),
                           ConfigEntityChangeNotificationSequenceZNode.encode(entity_type, entity),
                           sequence=True, makepath=True)
+
+    async def get_topic_config(self, topic: str) -> dict[str, str]:
+        """A topic's config overrides; empty when none is stored."""
+        return await self.get_entity_config("topics", topic) or {}
+
+    async def get_topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
+        topics = list(topics)
+        got = await asyncio.gather(*(self.get_topic_config(t) for t in topics))
+        return dict(zip(topics, got, strict=True))
+
+    async def set_topic_config(self, topic: str, config: Mapping[str, str]) -> None:
+        """Replace a topic's config and notify brokers through ``/config/changes``."""
+        await self.set_entity_config("topics", topic, config)
+
+    async def get_broker_config(self, entity: str) -> dict[str, str]:
+        """The dynamic config of a broker (its id as a string) or of every broker
+        (``ConfigEntityZNode.DEFAULT``); empty when none is stored."""
+        return await self.get_entity_config("brokers", entity) or {}
+
+    async def set_broker_config(self, entity: str, config: Mapping[str, str]) -> None:
+        """Replace a dynamic broker config and notify brokers through ``/config/changes``
+        (Kafka's AdminZkClient.changeBrokerConfig)."""
+        await self.set_entity_config("brokers", entity, config)
 
     # ------------------------------------------------------------------ deletion
 

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, replace
 
 from odradek.log.cleaner.job import CleanedGroup, CleanerStats, CleanJob, CleanResult, SegmentRef
 from odradek.log.cleaner.offset_map import OffsetMap
@@ -158,7 +158,7 @@ class Cleaning:
         self.job = job
         self.offset_map = OffsetMap(job.max_map_entries)
         self.map_full = False
-        self._counters = _Counters()
+        self._stats = CleanerStats()  # the counts; the times are set by result()
         # Offsets of keyless records and of tombstones met while mapping: few, and they
         # let the clean phase skip parsing batches it drops or copies whole.
         self._keyless_offsets: list[int] = []
@@ -197,7 +197,7 @@ class Cleaning:
         offset_map = self.offset_map
         entries = offset_map.entries
         capacity = offset_map.capacity
-        counters = self._counters
+        stats = self._stats
         map_txns = self._map_txns
         end = len(data) if limit is None else limit
         pos = 0
@@ -220,8 +220,8 @@ class Cleaning:
             if header.records_count == 0:
                 pos += size
                 continue
-            counters.map_bytes_read += size
-            counters.map_messages_read += header.records_count
+            stats.map_bytes_read += size
+            stats.map_messages_read += header.records_count
             buf, first, stop_pos = records_section(data, pos, header)
             keys, offsets, tombstones, keyless, *_ = scan_records(
                 buf, first, stop_pos, header.records_count, base)
@@ -256,7 +256,7 @@ class Cleaning:
         self._end_offset = end
         self._mapped = sorted(self.offset_map.entries.values())
         self._tombstones = sorted(o for o in self._tombstone_offsets if first_dirty <= o < end)
-        self._counters.invalid_messages += sum(
+        self._stats.invalid_messages += sum(
             1 for o in self._keyless_offsets if first_dirty <= o < end)
         self._groups = group_segments_by_size(
             [s for s in job.segments if s.base_offset < end], job.segment_bytes)
@@ -291,14 +291,14 @@ class Cleaning:
         job = self.job
         retain_deletes = retains_tombstones(segment, job.first_dirty_offset, job.now_ms,
                                             job.delete_retention_ms)
-        counters = self._counters
+        stats = self._stats
         out = _Copier(data)
         end = len(data) if limit is None else limit
         pos = 0
         while pos < end:
             header = _batch_at(data, pos, end)
-            counters.messages_read += header.records_count
-            counters.bytes_read += header.size
+            stats.messages_read += header.records_count
+            stats.bytes_read += header.size
             retention = self._check_batch(data, pos, header, retain_deletes, out)
             if retention is _FILTER:
                 retention = self._filter_records(data, pos, header, retain_deletes, out)
@@ -310,8 +310,8 @@ class Cleaning:
                 out.skip(pos)
             pos += header.size
         out.skip(end)
-        counters.bytes_written += len(out.chunk.data)
-        counters.messages_written += out.messages
+        stats.bytes_written += len(out.chunk.data)
+        stats.messages_written += out.messages
         if out.keeps_due:
             self._groups_keeping_tombstones.add(self._group_of[segment.base_offset])
         return out.chunk
@@ -333,14 +333,14 @@ class Cleaning:
             # Only transactional batches move the walk on (or belong to aborted transactions).
             discardable = header.is_transactional and txns.on_batch_read(header)
             if discardable:
-                self._counters.aborted_batches += 1
+                self._stats.aborted_batches += 1
         last_of_producer = self._is_last_of_producer(header)
         retention = check_batch_retention(
             header, should_discard_batch(header, discardable, retain_deletes), last_of_producer)
         if retention is _FILTER:
             return self._judge_by_map(header, retain_deletes, last_of_producer, out)
         if retention is _DELETE and header.is_control:
-            self._counters.markers_removed += 1
+            self._stats.markers_removed += 1
         return retention
 
     def _judge_by_map(self, header: RecordBatchHeader, retain_deletes: bool,
@@ -372,7 +372,7 @@ class Cleaning:
                                positions=True)
         start, end = self.job.first_dirty_offset, self._end_offset
         # Keyless records in the mapped range were counted while mapping.
-        self._counters.invalid_messages += sum(1 for o in records.keyless if not start <= o < end)
+        self._stats.invalid_messages += sum(1 for o in records.keyless if not start <= o < end)
         kept = records_to_retain(records, self.offset_map.entries, retain_deletes)
         if retain_deletes and records.tombstones and kept:
             offsets = records.offsets
@@ -427,25 +427,9 @@ class Cleaning:
         # mtime (its last segment's): it may go delete.retention.ms after that.
         due = [g[-1].last_modified_ms + job.delete_retention_ms for g in self.groups
                if g[0].base_offset in self._groups_keeping_tombstones]
-        stats = CleanerStats(**asdict(self._counters), map_seconds=map_seconds,
-                             clean_seconds=clean_seconds,
-                             buffer_utilization=self.offset_map.utilization)
+        stats = replace(self._stats, map_seconds=map_seconds, clean_seconds=clean_seconds,
+                        buffer_utilization=self.offset_map.utilization)
         return CleanResult(groups, self.end_offset, stats, min(due) if due else None)
-
-
-@dataclass(slots=True)
-class _Counters:
-    """The counting part of CleanerStats, accumulated while cleaning."""
-
-    bytes_read: int = 0
-    bytes_written: int = 0
-    messages_read: int = 0
-    messages_written: int = 0
-    map_bytes_read: int = 0
-    map_messages_read: int = 0
-    invalid_messages: int = 0
-    aborted_batches: int = 0
-    markers_removed: int = 0
 
 
 def _batch_at(data: bytes, pos: int, end: int) -> RecordBatchHeader:
