@@ -4,27 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from odradek.log.cleaner.record_scanner import ScannedRecords
 from odradek.log.cleaner.retention import (
     BatchRetention,
     check_batch_retention,
     records_to_retain,
     should_discard_batch,
 )
-from odradek.protocol.records import HEADER_SIZE, RecordBatchHeader, encode_batch, parse_header
 
 KEEP, DELETE, RETAIN_EMPTY, FILTER = (BatchRetention.KEEP, BatchRetention.DELETE,
                                       BatchRetention.RETAIN_EMPTY, BatchRetention.FILTER)
-
-
-def header(*, control: bool = False, records: int = 2) -> RecordBatchHeader:
-    attributes = 0x30 if control else 0  # control batches are transactional too
-    batch = encode_batch(b"", base_offset=10, last_offset_delta=max(records - 1, 0),
-                         records_count=records, attributes=attributes, base_timestamp=0,
-                         max_timestamp=0, partition_leader_epoch=0, producer_id=7,
-                         producer_epoch=0, base_sequence=0)
-    assert len(batch) == HEADER_SIZE
-    return parse_header(batch)
 
 
 @pytest.mark.parametrize(("control", "discardable", "retain_deletes", "discard"), [
@@ -36,7 +24,7 @@ def header(*, control: bool = False, records: int = 2) -> RecordBatchHeader:
 ])
 def test_should_discard_batch(control: bool, discardable: bool, retain_deletes: bool,
                               discard: bool) -> None:
-    assert should_discard_batch(header(control=control), discardable, retain_deletes) is discard
+    assert should_discard_batch(control, discardable, retain_deletes) is discard
 
 
 @pytest.mark.parametrize(("control", "records", "discard", "last", "expected"), [
@@ -54,24 +42,18 @@ def test_should_discard_batch(control: bool, discardable: bool, retain_deletes: 
 ])
 def test_check_batch_retention(control: bool, records: int, discard: bool, last: bool,
                                expected: BatchRetention) -> None:
-    assert check_batch_retention(header(control=control, records=records), discard, last) \
-        is expected
-
-
-def scanned(keys: list[bytes], offsets: list[int], tombstones: list[int]) -> ScannedRecords:
-    return ScannedRecords(keys, offsets, tombstones, [], [], [], [])
+    assert check_batch_retention(control, records, discard, last) is expected
 
 
 def test_records_to_retain_keeps_each_keys_latest() -> None:
-    records = scanned([b"a", b"b", b"c", b"a"], [0, 1, 2, 3], [])
     latest = {b"a": 3, b"b": 5, b"c": 2}
-    assert records_to_retain(records, latest, retain_deletes=True) == [2, 3]
+    keys, offsets = [b"a", b"b", b"c", b"a"], [0, 1, 2, 3]
+    assert records_to_retain(keys, offsets, [], latest, retain_deletes=True) == [2, 3]
     # a key the map does not hold (past its end) stays
-    assert records_to_retain(scanned([b"z"], [9], []), latest, retain_deletes=True) == [0]
+    assert records_to_retain([b"z"], [9], [], latest, retain_deletes=True) == [0]
 
 
 def test_records_to_retain_drops_tombstones_past_the_horizon() -> None:
-    records = scanned([b"a", b"b"], [0, 1], [1])
     latest = {b"a": 0, b"b": 1}
-    assert records_to_retain(records, latest, retain_deletes=True) == [0, 1]
-    assert records_to_retain(records, latest, retain_deletes=False) == [0]
+    assert records_to_retain([b"a", b"b"], [0, 1], [1], latest, retain_deletes=True) == [0, 1]
+    assert records_to_retain([b"a", b"b"], [0, 1], [1], latest, retain_deletes=False) == [0]

@@ -62,11 +62,12 @@ def scan(batch: bytes, *, positions: bool = False) -> tuple[bytes, int, ScannedR
 
 
 def agrees(scanned: ScannedRecords, decoded: list[Record]) -> None:
+    keys, offsets, tombstones, keyless, *_ = scanned
     keyed = [r for r in decoded if r.key is not None]
-    assert scanned.keys == [r.key for r in keyed]
-    assert scanned.offsets == [r.offset for r in keyed]
-    assert scanned.tombstones == [r.offset for r in keyed if r.value is None]
-    assert scanned.keyless == [r.offset for r in decoded if r.key is None]
+    assert keys == [r.key for r in keyed]
+    assert offsets == [r.offset for r in keyed]
+    assert tombstones == [r.offset for r in keyed if r.value is None]
+    assert keyless == [r.offset for r in decoded if r.key is None]
 
 
 # Keys and values long enough for two-byte lengths, deltas of one, two and three bytes
@@ -91,12 +92,14 @@ def test_the_scanner_reads_what_the_decoder_reads(records: list[bytes],
     _, decoded = decode_batch(batch)
     _, _, plain = scan(batch)
     agrees(plain, decoded)
+    assert plain[4:] == ([], [], [])  # no positions unless asked for
     buf, start, placed = scan(batch, positions=True)
     agrees(placed, decoded)
+    starts, ends, timestamp_deltas = placed[4:]
     keyed = [r for r in decoded if r.key is not None]
-    assert placed.timestamp_deltas == [r.timestamp - T0 for r in keyed]
+    assert timestamp_deltas == [r.timestamp - T0 for r in keyed]
     # Each keyed record's span is that record, whole: on its own it decodes to itself.
-    for s, e, record in zip(placed.starts, placed.ends, keyed, strict=True):
+    for s, e, record in zip(starts, ends, keyed, strict=True):
         alone = encode_batch(buf[s:e], base_offset=BASE, last_offset_delta=0, records_count=1,
                              attributes=0, base_timestamp=T0, max_timestamp=T0,
                              partition_leader_epoch=0, producer_id=-1, producer_epoch=-1,

@@ -44,6 +44,7 @@ from dataclasses import dataclass, field, replace
 from odradek.log.cleaner.job import CleanedGroup, CleanerStats, CleanJob, CleanResult, SegmentRef
 from odradek.log.cleaner.offset_map import OffsetMap
 from odradek.log.cleaner.record_scanner import (
+    COMPRESSION_MASK,
     first_key,
     records_section,
     scan_records,
@@ -71,8 +72,8 @@ from odradek.protocol.records import (
 __all__ = ["BatchInfo", "CleanedChunk", "Cleaning", "group_segments_by_size"]
 
 _INT32_MAX = 2**31 - 1
-_COMPRESSION_MASK = 0x07
-_KEEP, _DELETE, _FILTER = BatchRetention.KEEP, BatchRetention.DELETE, BatchRetention.FILTER
+_KEEP, _DELETE, _FILTER, _RETAIN_EMPTY = (BatchRetention.KEEP, BatchRetention.DELETE,
+                                          BatchRetention.FILTER, BatchRetention.RETAIN_EMPTY)
 
 # (position in the returned bytes, batch size, last offset, max timestamp) per batch: the
 # shape LogSegment.append takes (odradek.log.segment.BatchInfo).
@@ -109,46 +110,9 @@ class CleanedChunk:
     # Entries for the cleaned segment's .txnindex: the ABORT markers kept in this chunk
     # whose transaction still has data, in offset order.
     aborted: list[AbortedTxn] = field(default_factory=list)
-
-
-class _Copier:
-    """Appends the batches of one chunk that survive to a :class:`CleanedChunk`; a run of
-    batches kept whole is copied with one slice."""
-
-    __slots__ = ("_run_start", "_view", "chunk", "keeps_due", "messages")
-
-    def __init__(self, data: bytes) -> None:
-        self.chunk = CleanedChunk()
-        self._view = memoryview(data)
-        self._run_start = -1  # where the run of batches kept whole began, -1: no run
-        self.messages = 0  # records written
-        # Something kept here may go once its segment passes the delete horizon: a tombstone,
-        # or a marker whose transaction is gone.
-        self.keeps_due = False
-
-    def keep(self, pos: int, header: RecordBatchHeader) -> None:
-        """Copy the batch at ``pos`` as it is."""
-        if self._run_start < 0:
-            self._run_start = pos
-        chunk = self.chunk
-        chunk.batches.append((len(chunk.data) + pos - self._run_start, header.size,
-                              header.last_offset, header.max_timestamp))
-        self.messages += header.records_count
-
-    def write(self, pos: int, batch: bytes, header: RecordBatchHeader, records: int,
-              max_timestamp: int) -> None:
-        """Write ``batch`` (``records`` records) in place of the batch at ``pos``."""
-        self.skip(pos)
-        chunk = self.chunk
-        chunk.batches.append((len(chunk.data), len(batch), header.last_offset, max_timestamp))
-        chunk.data += batch
-        self.messages += records
-
-    def skip(self, pos: int) -> None:
-        """Leave out the batch at ``pos``: the run kept whole before it is copied."""
-        if self._run_start >= 0:
-            self.chunk.data += self._view[self._run_start:pos]
-            self._run_start = -1
+    # It keeps something due to go once its segment passes the delete horizon: a
+    # tombstone, or the marker of a transaction with nothing left.
+    keeps_deletes: bool = False
 
 
 class Cleaning:
@@ -202,8 +166,10 @@ class Cleaning:
         end = len(data) if limit is None else limit
         pos = 0
         while pos < end:
-            header = _batch_at(data, pos, end)
+            header = parse_header(data, pos)
             size = header.size
+            if pos + size > end:
+                raise CorruptMessageError(f"batch at {pos} runs past the end of the data")
             base = header.base_offset
             last = base + header.last_offset_delta
             if last < start or base >= stop:
@@ -223,7 +189,7 @@ class Cleaning:
             stats.map_bytes_read += size
             stats.map_messages_read += header.records_count
             buf, first, stop_pos = records_section(data, pos, header)
-            keys, offsets, tombstones, keyless, *_ = scan_records(
+            keys, offsets, tombstones, keyless, _, _, _ = scan_records(
                 buf, first, stop_pos, header.records_count, base)
             if tombstones:
                 self._tombstone_offsets.extend(tombstones)
@@ -286,113 +252,135 @@ class Cleaning:
               ) -> CleanedChunk:
         """Filter the whole batches in ``data[:limit]``, read from ``segment`` (one of
         :attr:`groups`), into the bytes to append to its cleaned segment (Kafka's
-        ``cleanInto``)."""
+        ``cleanInto``).
+
+        Each batch is judged in three steps, each only if the one before leaves it open:
+        the batch-level rules (:meth:`_check_batch`; a batch outside transactions with
+        records is left to its records at once), the map's pre-check, and its records one
+        by one (:meth:`_filter_records`). Then it is copied whole (a run of such batches
+        with one slice), left out, or replaced by an emptied or rebuilt batch.
+        """
         self._finish_map()
         job = self.job
         retain_deletes = retains_tombstones(segment, job.first_dirty_offset, job.now_ms,
                                             job.delete_retention_ms)
+        # The pre-check: inside the mapped range the survivors of a batch are exactly the
+        # mapped offsets in [base, last], counted by bisect; not where tombstones go (a
+        # mapped tombstone would not survive), so there the range is empty.
+        lo, hi = (job.first_dirty_offset, self._end_offset) if retain_deletes else (0, 0)
+        mapped, tombstones = self._mapped, self._tombstones
         stats = self._stats
-        out = _Copier(data)
+        chunk = CleanedChunk()
+        out, batches = chunk.data, chunk.batches
+        view = memoryview(data)
+        run = -1  # where the run of batches kept whole, not yet copied, begins
         end = len(data) if limit is None else limit
         pos = 0
         while pos < end:
-            header = _batch_at(data, pos, end)
-            stats.messages_read += header.records_count
-            stats.bytes_read += header.size
-            retention = self._check_batch(data, pos, header, retain_deletes, out)
+            header = parse_header(data, pos)
+            size = header.size
+            if pos + size > end:
+                raise CorruptMessageError(f"batch at {pos} runs past the end of the data")
+            count = header.records_count
+            base = header.base_offset
+            last = base + header.last_offset_delta
+            stats.messages_read += count
+            stats.bytes_read += size
+            retention: BatchRetention | bytes = _FILTER  # outside transactions: the records decide
+            if header.is_control or header.is_transactional or not count:
+                retention = self._check_batch(data, pos, header, last, retain_deletes, chunk)
+            if retention is _FILTER and lo <= base and last < hi:
+                survivors = bisect_right(mapped, last) - bisect_left(mapped, base)
+                if survivors == count:
+                    retention = _KEEP
+                    if bisect_right(tombstones, last) > bisect_left(tombstones, base):
+                        chunk.keeps_deletes = True
+                elif survivors == 0:
+                    retention = when_no_record_survives(
+                        count, self._is_last_of_producer(header, False, last))
             if retention is _FILTER:
-                retention = self._filter_records(data, pos, header, retain_deletes, out)
+                retention = self._filter_records(data, pos, header, last, retain_deletes, chunk)
+            # The copy
             if retention is _KEEP:
-                out.keep(pos, header)
-            elif retention is BatchRetention.RETAIN_EMPTY:
-                out.write(pos, _empty_batch(header), header, 0, header.max_timestamp)
-            elif retention is _DELETE:
-                out.skip(pos)
-            pos += header.size
-        out.skip(end)
-        stats.bytes_written += len(out.chunk.data)
-        stats.messages_written += out.messages
-        if out.keeps_due:
+                if run < 0:
+                    run = pos
+                batches.append((len(out) + pos - run, size, last, header.max_timestamp))
+                stats.messages_written += count
+            else:
+                if run >= 0:
+                    out += view[run:pos]
+                    run = -1
+                if retention is not _DELETE:  # emptied or rebuilt
+                    written = _empty_batch(header) if retention is _RETAIN_EMPTY else retention
+                    kept = parse_header(written)
+                    batches.append((len(out), len(written), last, kept.max_timestamp))
+                    out += written
+                    stats.messages_written += kept.records_count
+            pos += size
+        if run >= 0:
+            out += view[run:end]
+        stats.bytes_written += len(out)
+        if chunk.keeps_deletes:
             self._groups_keeping_tombstones.add(self._group_of[segment.base_offset])
-        return out.chunk
+        return chunk
 
-    def _check_batch(self, data: bytes, pos: int, header: RecordBatchHeader,
-                     retain_deletes: bool, out: _Copier) -> BatchRetention:
-        """Kafka's ``checkBatchRetention``, the facts gathered here and judged by
-        :mod:`~odradek.log.cleaner.retention`; then, for a batch inside the mapped range,
-        the map's answer without reading it (FILTER when it must be read)."""
+    def _check_batch(self, data: bytes, pos: int, header: RecordBatchHeader, last: int,
+                     retain_deletes: bool, chunk: CleanedChunk) -> BatchRetention:
+        """Kafka's ``checkBatchRetention``: the transaction walk moved past the batch
+        (Kafka's ``onBatchRead`` / ``onControlBatchRead``; batches outside transactions never
+        move it), the facts judged by :mod:`~odradek.log.cleaner.retention`."""
         txns = self._clean_txns
-        if header.is_control:
+        is_control = header.is_control
+        if is_control:
             discardable, aborted = txns.on_control_batch_read(
                 header, _marker_type(data, pos, header))
             if aborted is not None:
-                out.chunk.aborted.append(aborted)
+                chunk.aborted.append(aborted)
             if discardable and retain_deletes:
-                out.keeps_due = True  # the marker goes once its segment passes the horizon
+                chunk.keeps_deletes = True  # the marker goes once its segment passes the horizon
         else:
-            # Only transactional batches move the walk on (or belong to aborted transactions).
             discardable = header.is_transactional and txns.on_batch_read(header)
             if discardable:
                 self._stats.aborted_batches += 1
-        last_of_producer = self._is_last_of_producer(header)
         retention = check_batch_retention(
-            header, should_discard_batch(header, discardable, retain_deletes), last_of_producer)
-        if retention is _FILTER:
-            return self._judge_by_map(header, retain_deletes, last_of_producer, out)
-        if retention is _DELETE and header.is_control:
+            is_control, header.records_count,
+            should_discard_batch(is_control, discardable, retain_deletes),
+            self._is_last_of_producer(header, is_control, last))
+        if retention is _DELETE and is_control:
             self._stats.markers_removed += 1
         return retention
 
-    def _judge_by_map(self, header: RecordBatchHeader, retain_deletes: bool,
-                      last_of_producer: bool, out: _Copier) -> BatchRetention:
-        """Inside the mapped range (and tombstones retained) the survivors of a batch are
-        exactly the mapped offsets in ``[base, last]``: count them with bisect. FILTER when
-        only some survive (or the batch is outside that range)."""
-        base, last = header.base_offset, header.last_offset
-        if not (retain_deletes and self.job.first_dirty_offset <= base and last < self._end_offset):
-            return _FILTER
-        mapped = self._mapped
-        survivors = bisect_right(mapped, last) - bisect_left(mapped, base)
-        if survivors == header.records_count:
-            tombstones = self._tombstones
-            if bisect_right(tombstones, last) > bisect_left(tombstones, base):
-                out.keeps_due = True
-            return _KEEP
-        if survivors == 0:
-            return when_no_record_survives(header, last_of_producer)
-        return _FILTER
-
-    def _filter_records(self, data: bytes, pos: int, header: RecordBatchHeader,
-                        retain_deletes: bool, out: _Copier) -> BatchRetention | None:
-        """Judge the batch's records one by one (Kafka's ``shouldRetainRecord``). When all
-        or none survive, returns what becomes of the batch; else writes the batch rebuilt
-        from the survivors' bytes and returns None."""
+    def _filter_records(self, data: bytes, pos: int, header: RecordBatchHeader, last: int,
+                        retain_deletes: bool, chunk: CleanedChunk) -> BatchRetention | bytes:
+        """Judge the batch's records one by one (Kafka's ``shouldRetainRecord``): KEEP when
+        all survive, the batch's fate when none does, else the batch rebuilt from the
+        survivors' bytes."""
         buf, first, stop = records_section(data, pos, header)
-        records = scan_records(buf, first, stop, header.records_count, header.base_offset,
-                               positions=True)
+        keys, offsets, tombstones, keyless, starts, ends, timestamp_deltas = scan_records(
+            buf, first, stop, header.records_count, header.base_offset, positions=True)
         start, end = self.job.first_dirty_offset, self._end_offset
         # Keyless records in the mapped range were counted while mapping.
-        self._stats.invalid_messages += sum(1 for o in records.keyless if not start <= o < end)
-        kept = records_to_retain(records, self.offset_map.entries, retain_deletes)
-        if retain_deletes and records.tombstones and kept:
-            offsets = records.offsets
-            tombstones = set(records.tombstones)
-            if any(offsets[i] in tombstones for i in kept):
-                out.keeps_due = True
+        self._stats.invalid_messages += sum(1 for o in keyless if not start <= o < end)
+        kept = records_to_retain(keys, offsets, tombstones, self.offset_map.entries,
+                                 retain_deletes)
+        if retain_deletes and tombstones and kept:
+            dead = set(tombstones)
+            if any(offsets[i] in dead for i in kept):
+                chunk.keeps_deletes = True
         if len(kept) == header.records_count:
             return _KEEP
         if not kept:
-            return when_no_record_survives(header, self._is_last_of_producer(header))
-        starts, ends = records.starts, records.ends
+            retention = when_no_record_survives(
+                header.records_count, self._is_last_of_producer(header, False, last))
+            return _empty_batch(header) if retention is _RETAIN_EMPTY else retention
         body = b"".join([buf[starts[i]:ends[i]] for i in kept])
         max_timestamp = header.max_timestamp
         if header.timestamp_type is TimestampType.CREATE_TIME:
-            max_timestamp = header.base_timestamp + max(
-                map(records.timestamp_deltas.__getitem__, kept))
+            max_timestamp = header.base_timestamp + max(map(timestamp_deltas.__getitem__, kept))
         # The records keep their bytes, so their offset and timestamp deltas stay relative
         # to the original base offset and base timestamp; lastOffsetDelta keeps covering
         # the batch's original offsets (Kafka's MemoryRecordsBuilder.overrideLastOffset).
-        rebuilt = encode_batch(
+        return encode_batch(
             compress(header.compression, body),
             base_offset=header.base_offset, last_offset_delta=header.last_offset_delta,
             records_count=len(kept), attributes=header.attributes,
@@ -400,20 +388,19 @@ class Cleaning:
             partition_leader_epoch=header.partition_leader_epoch,
             producer_id=header.producer_id, producer_epoch=header.producer_epoch,
             base_sequence=header.base_sequence)
-        out.write(pos, rebuilt, header, len(kept), max_timestamp)
-        return None
 
-    def _is_last_of_producer(self, header: RecordBatchHeader) -> bool:
+    def _is_last_of_producer(self, header: RecordBatchHeader, is_control: bool, last: int
+                             ) -> bool:
         """Kafka's ``isBatchLastRecordOfProducer``: the batch holds its idempotent producer's
         last sequence, or it is a marker of the current epoch of a producer whose state
         holds no data batch; the producer state rebuilt from the log needs it."""
         pid = header.producer_id
         if pid < 0:
             return False
-        if header.is_control:
+        if is_control:
             epoch = self.job.marker_only_producers.get(pid)
             return epoch is not None and epoch == header.producer_epoch
-        return self.job.producer_last_offsets.get(pid) == header.last_offset
+        return self.job.producer_last_offsets.get(pid) == last
 
     # ------------------------------------------------------------------ result
 
@@ -430,14 +417,6 @@ class Cleaning:
         stats = replace(self._stats, map_seconds=map_seconds, clean_seconds=clean_seconds,
                         buffer_utilization=self.offset_map.utilization)
         return CleanResult(groups, self.end_offset, stats, min(due) if due else None)
-
-
-def _batch_at(data: bytes, pos: int, end: int) -> RecordBatchHeader:
-    """The header of the batch at ``pos``, which must end by ``end``."""
-    header = parse_header(data, pos)
-    if pos + header.size > end:
-        raise CorruptMessageError(f"batch at {pos} runs past the end of the data")
-    return header
 
 
 def _marker_type(data: bytes, pos: int, header: RecordBatchHeader) -> ControlRecordType | None:
@@ -457,7 +436,7 @@ def _empty_batch(header: RecordBatchHeader) -> bytes:
     transactional and control bits unchanged)."""
     return encode_batch(
         b"", base_offset=header.base_offset, last_offset_delta=header.last_offset_delta,
-        records_count=0, attributes=header.attributes & ~_COMPRESSION_MASK,
+        records_count=0, attributes=header.attributes & ~COMPRESSION_MASK,
         base_timestamp=header.max_timestamp, max_timestamp=header.max_timestamp,
         partition_leader_epoch=header.partition_leader_epoch,
         producer_id=header.producer_id, producer_epoch=header.producer_epoch,

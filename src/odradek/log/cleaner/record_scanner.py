@@ -12,36 +12,37 @@ every batch the decoder reads, :class:`CorruptMessageError` for every truncated 
 
 from __future__ import annotations
 
-from typing import NamedTuple
-
 from odradek.protocol.errors import CorruptMessageError
-from odradek.protocol.records import HEADER_SIZE, CompressionType, RecordBatchHeader, decompress
+from odradek.protocol.records import HEADER_SIZE, RecordBatchHeader, decompress
 from odradek.protocol.varint import VarintError, read_varlong
 
-__all__ = ["ScannedRecords", "corrupt", "first_key", "records_section", "scan_records"]
+__all__ = ["COMPRESSION_MASK", "ScannedRecords", "corrupt", "first_key", "records_section",
+           "scan_records"]
+
+COMPRESSION_MASK = 0x07  # the codec's bits of a batch's attributes
 
 
-class ScannedRecords(NamedTuple):
-    """What :func:`scan_records` found, as parallel lists (cheap to build, cheap to zip)."""
-
-    keys: list[bytes]  # the keys of the records that have one, in order
-    offsets: list[int]  # the offsets of those records
-    tombstones: list[int]  # the offsets of keyed records without a value
-    keyless: list[int]  # the offsets of records without a key
-    # With positions=True, for each keyed record: where it starts and ends in the buffer,
-    # and its timestamp delta (what rebuilding a batch from some of its records needs).
-    starts: list[int]
-    ends: list[int]
-    timestamp_deltas: list[int]
+# What scan_records finds, as parallel lists (cheap to build, cheap to zip; a plain tuple, as
+# a named one costs a Python call per batch):
+#   keys              the keys of the records that have one, in order
+#   offsets           the offsets of those records
+#   tombstones        the offsets of keyed records without a value
+#   keyless           the offsets of records without a key
+# and with positions=True, for each keyed record (what rebuilding a batch from some of its
+# records needs; empty otherwise):
+#   starts, ends      where it starts and ends in the buffer
+#   timestamp_deltas  its timestamp delta
+ScannedRecords = tuple[list[bytes], list[int], list[int], list[int], list[int], list[int],
+                       list[int]]
 
 
 def records_section(data: bytes, pos: int, header: RecordBatchHeader) -> tuple[bytes, int, int]:
     """Where the records of the batch at ``pos`` lie: ``(buffer, start, end)``, the buffer
     being ``data`` itself or the decompressed records."""
-    codec = header.compression
-    if codec is CompressionType.NONE:
-        return data, pos + HEADER_SIZE, pos + header.size
-    payload = decompress(codec, memoryview(data)[pos + HEADER_SIZE:pos + header.size])
+    end = pos + header.size
+    if not header.attributes & COMPRESSION_MASK:  # no codec (tested before any enum is made)
+        return data, pos + HEADER_SIZE, end
+    payload = decompress(header.compression, memoryview(data)[pos + HEADER_SIZE:end])
     return payload, 0, len(payload)
 
 
@@ -141,12 +142,11 @@ def scan_records(buf: bytes, pos: int, end: int, count: int, base_offset: int, *
         raise corrupt(base_offset, e) from None
     if pos != end:  # also where a record ran past the end
         raise corrupt(base_offset, "the records do not fill the batch")
-    return ScannedRecords(keys, offsets, tombstones, keyless, starts, ends, timestamp_deltas)
+    return keys, offsets, tombstones, keyless, starts, ends, timestamp_deltas
 
 
 def first_key(records: ScannedRecords, start: int) -> bytes | None:
     """The key of the first record, which starts at ``start`` (None when it has none;
     ``records`` scanned with positions)."""
-    if records.starts and records.starts[0] == start:
-        return records.keys[0]
-    return None
+    keys, _, _, _, starts, _, _ = records
+    return keys[0] if starts and starts[0] == start else None

@@ -20,8 +20,6 @@ from itertools import compress, count, repeat
 from operator import ge
 
 from odradek.log.cleaner.job import SegmentRef
-from odradek.log.cleaner.record_scanner import ScannedRecords
-from odradek.protocol.records import RecordBatchHeader
 
 __all__ = ["BatchRetention", "check_batch_retention", "records_to_retain", "retains_tombstones",
            "should_discard_batch", "when_no_record_survives"]
@@ -49,54 +47,52 @@ def retains_tombstones(segment: SegmentRef, first_dirty_offset: int, now_ms: int
     return not (cleaned_before and now_ms - segment.last_modified_ms > delete_retention_ms)
 
 
-def should_discard_batch(header: RecordBatchHeader, discardable: bool, retain_deletes: bool
-                         ) -> bool:
+def should_discard_batch(is_control: bool, discardable: bool, retain_deletes: bool) -> bool:
     """Kafka's ``shouldDiscardBatch``: whether every record of the batch goes.
 
     ``discardable`` is what the transaction walk said of it (a data batch of an aborted
     transaction; a marker whose transaction has no batch left). Aborted data goes at
     once; a marker only where deletes are no longer retained (``retain_deletes``).
     """
-    return discardable and not (header.is_control and retain_deletes)
+    return discardable and not (is_control and retain_deletes)
 
 
-def check_batch_retention(header: RecordBatchHeader, discard: bool, last_of_producer: bool
-                          ) -> BatchRetention:
+def check_batch_retention(is_control: bool, records_count: int, discard: bool,
+                          last_of_producer: bool) -> BatchRetention:
     """Kafka's ``checkBatchRetention``: the fate of a batch before its records are read.
 
     ``discard`` is :func:`should_discard_batch`'s answer; ``last_of_producer`` whether the
     batch holds its producer's last sequence or current-epoch marker (Kafka's
-    ``isBatchLastRecordOfProducer``). A marker not discarded keeps its record, as does an
-    empty batch where its producer needs it.
+    ``isBatchLastRecordOfProducer``). A marker not discarded keeps its record.
     """
     if not discard:
-        if header.is_control:
+        if is_control:
             return BatchRetention.KEEP
-        if header.records_count:
+        if records_count:
             return BatchRetention.FILTER
-    return when_no_record_survives(header, last_of_producer)
+    return when_no_record_survives(records_count, last_of_producer)
 
 
-def when_no_record_survives(header: RecordBatchHeader, last_of_producer: bool) -> BatchRetention:
+def when_no_record_survives(records_count: int, last_of_producer: bool) -> BatchRetention:
     """A batch none of whose records survives goes (Kafka's ``DELETE_EMPTY``), unless it is
     its producer's last: then it stays, emptied (an empty batch stays as it is)."""
     if not last_of_producer:
         return BatchRetention.DELETE
-    return BatchRetention.RETAIN_EMPTY if header.records_count else BatchRetention.KEEP
+    return BatchRetention.RETAIN_EMPTY if records_count else BatchRetention.KEEP
 
 
-def records_to_retain(records: ScannedRecords, latest_offsets: Mapping[bytes, int],
-                      retain_deletes: bool) -> list[int]:
-    """Kafka's ``shouldRetainRecord`` over one batch: the indexes (into ``records.keys``) of
-    the keyed records that stay.
+def records_to_retain(keys: list[bytes], offsets: list[int], tombstones: list[int],
+                      latest_offsets: Mapping[bytes, int], retain_deletes: bool) -> list[int]:
+    """Kafka's ``shouldRetainRecord`` over one batch's keyed records (as
+    :func:`~odradek.log.cleaner.record_scanner.scan_records` lists them): the indexes of
+    those that stay.
 
     A record stays iff no later offset holds its key (``latest_offsets``: the offset map)
     and it has a value or deletes are retained. Keyless records never stay.
     """
     # The loop runs in C (map, compress): the clean phase of a shuffled log spends its time here.
-    latest = map(latest_offsets.get, records.keys, repeat(-1))
-    kept = list(compress(count(), map(ge, records.offsets, latest)))
-    if not retain_deletes and records.tombstones:
-        offsets, tombstones = records.offsets, set(records.tombstones)
-        kept = [i for i in kept if offsets[i] not in tombstones]
+    kept = list(compress(count(), map(ge, offsets, map(latest_offsets.get, keys, repeat(-1)))))
+    if not retain_deletes and tombstones:
+        dead = set(tombstones)
+        kept = [i for i in kept if offsets[i] not in dead]
     return kept
