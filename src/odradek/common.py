@@ -1,15 +1,27 @@
-"""Names shared by every layer: topic partitions and Kafka's rules for topic names
-(Kafka's org.apache.kafka.common.TopicPartition and common.internals.Topic)."""
+"""Names shared by every layer: topic partitions, Kafka's rules for topic names (Kafka's
+org.apache.kafka.common.TopicPartition and common.internals.Topic) and the clock."""
 
 from __future__ import annotations
 
 import re
+import time
 from typing import NamedTuple
 
 from odradek.protocol.errors import InvalidTopicError
 
-__all__ = ["INTERNAL_TOPICS", "MAX_NAME_LENGTH", "TopicPartition", "has_collision_chars", "unify_collision_chars",
-           "validate_topic_name"]
+__all__ = ["INTERNAL_TOPICS", "MAX_NAME_LENGTH", "TopicPartition", "has_collision_chars", "monotonic_ms",
+           "now_ms", "unify_collision_chars", "validate_topic_name"]
+
+
+def now_ms() -> int:
+    """Wall-clock milliseconds since the epoch (Kafka's ``Time.milliseconds``): what record
+    timestamps, znode timestamps, retention and expiry are measured in."""
+    return time.time_ns() // 1_000_000
+
+
+def monotonic_ms() -> int:
+    """Milliseconds of a clock that never steps back, for intervals only (idle times)."""
+    return time.monotonic_ns() // 1_000_000
 
 
 class TopicPartition(NamedTuple):

@@ -23,6 +23,7 @@ __all__ = [
     "BROKER_CONFIG",
     "DYNAMIC_BROKER_CONFIGS",
     "TOPIC_CONFIG",
+    "TOPIC_KEYS",
     "CleanerConfig",
     "ConfigError",
     "KafkaConfig",
@@ -62,6 +63,11 @@ class ConfigKey:
     default: Any = _REQUIRED
     validator: Callable[[Any], str | None] | None = None
     doc: str = ""
+
+    def default_value(self) -> Any:
+        """The default, parsed (defaults of list keys are written as Kafka writes them: a
+        comma-separated string)."""
+        return self.parse(self.default) if isinstance(self.default, str) else self.default
 
     def parse(self, raw: Any) -> Any:
         value = _convert(self.name, self.type, raw)
@@ -126,44 +132,83 @@ def one_of(*choices: str, case_sensitive: bool = True) -> Callable[[Any], str | 
 
 COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 
-# (topic key, type, default, validator, broker key that supplies the default)
-_TOPIC_KEYS: list[tuple[str, Type, Any, Callable[[Any], str | None] | None, str | None]] = [
-    ("cleanup.policy", Type.LIST, "delete", one_of("delete", "compact"), "log.cleanup.policy"),
-    ("compression.type", Type.STRING, "producer", one_of(*COMPRESSION_TYPES), "compression.type"),
-    ("delete.retention.ms", Type.LONG, 86400000, at_least(0), "log.cleaner.delete.retention.ms"),
-    ("file.delete.delay.ms", Type.LONG, 60000, at_least(0), "log.segment.delete.delay.ms"),
-    ("flush.messages", Type.LONG, LONG_MAX, at_least(1), "log.flush.interval.messages"),
-    ("flush.ms", Type.LONG, LONG_MAX, at_least(0), "log.flush.interval.ms"),
-    ("follower.replication.throttled.replicas", Type.LIST, "", None, None),
-    ("index.interval.bytes", Type.INT, 4096, at_least(0), "log.index.interval.bytes"),
-    ("leader.replication.throttled.replicas", Type.LIST, "", None, None),
-    ("max.compaction.lag.ms", Type.LONG, LONG_MAX, at_least(1), "log.cleaner.max.compaction.lag.ms"),
-    ("max.message.bytes", Type.INT, 1048588, at_least(0), "message.max.bytes"),
-    ("message.downconversion.enable", Type.BOOLEAN, True, None, "log.message.downconversion.enable"),
-    ("message.format.version", Type.STRING, "3.0-IV1", None, "log.message.format.version"),
-    ("message.timestamp.difference.max.ms", Type.LONG, LONG_MAX, at_least(0),
-     "log.message.timestamp.difference.max.ms"),
-    ("message.timestamp.type", Type.STRING, "CreateTime", one_of("CreateTime", "LogAppendTime"),
-     "log.message.timestamp.type"),
-    ("min.cleanable.dirty.ratio", Type.DOUBLE, 0.5, between(0, 1), "log.cleaner.min.cleanable.ratio"),
-    ("min.compaction.lag.ms", Type.LONG, 0, at_least(0), "log.cleaner.min.compaction.lag.ms"),
-    ("min.insync.replicas", Type.INT, 1, at_least(1), "min.insync.replicas"),
-    ("preallocate", Type.BOOLEAN, False, None, "log.preallocate"),
-    ("retention.bytes", Type.LONG, -1, None, "log.retention.bytes"),
-    ("retention.ms", Type.LONG, 604800000, at_least(-1), "log.retention.ms"),
-    ("segment.bytes", Type.INT, 1073741824, at_least(14), "log.segment.bytes"),
-    ("segment.index.bytes", Type.INT, 10485760, at_least(8), "log.index.size.max.bytes"),
-    ("segment.jitter.ms", Type.LONG, 0, at_least(0), "log.roll.jitter.ms"),
-    ("segment.ms", Type.LONG, 604800000, at_least(1), "log.roll.ms"),
-    ("unclean.leader.election.enable", Type.BOOLEAN, False, None, "unclean.leader.election.enable"),
-]
 
-TOPIC_CONFIG: dict[str, ConfigKey] = {
-    name: ConfigKey(name, type_, default, validator) for name, type_, default, validator, _ in _TOPIC_KEYS
-}
+@dataclass(frozen=True, slots=True)
+class TopicKey:
+    """One topic config and its broker synonym, the broker key whose value is the topic's
+    default (Kafka's ``LogConfig`` keys and ``TopicConfigSynonyms``).
+
+    The broker key takes the topic key's type, default and check, except where Kafka
+    defines it without a check (``broker_checked=False``) or without a default because
+    other broker keys decide it when it is unset (``broker_derived``: the hours and
+    minutes forms, the fallbacks; see ``KafkaConfig``).
+    """
+
+    name: str
+    type: Type
+    default: Any
+    validator: Callable[[Any], str | None] | None = None
+    broker_key: str | None = None
+    broker_checked: bool = True
+    broker_derived: bool = False
+
+    @property
+    def spec(self) -> ConfigKey:
+        return ConfigKey(self.name, self.type, self.default, self.validator)
+
+    @property
+    def broker_spec(self) -> ConfigKey:
+        assert self.broker_key is not None
+        return ConfigKey(self.broker_key, self.type, None if self.broker_derived else self.default,
+                         self.validator if self.broker_checked else None)
+
+
+_T = TopicKey
+# The one table of topic configs: every default is written here and nowhere else.
+TOPIC_KEYS: tuple[TopicKey, ...] = (
+    _T("cleanup.policy", Type.LIST, "delete", one_of("delete", "compact"), "log.cleanup.policy"),
+    _T("compression.type", Type.STRING, "producer", one_of(*COMPRESSION_TYPES), "compression.type"),
+    _T("delete.retention.ms", Type.LONG, 86400000, at_least(0), "log.cleaner.delete.retention.ms",
+       broker_checked=False),
+    _T("file.delete.delay.ms", Type.LONG, 60000, at_least(0), "log.segment.delete.delay.ms"),
+    _T("flush.messages", Type.LONG, LONG_MAX, at_least(1), "log.flush.interval.messages"),
+    _T("flush.ms", Type.LONG, LONG_MAX, at_least(0), "log.flush.interval.ms", broker_derived=True),
+    _T("follower.replication.throttled.replicas", Type.LIST, ""),
+    _T("index.interval.bytes", Type.INT, 4096, at_least(0), "log.index.interval.bytes"),
+    _T("leader.replication.throttled.replicas", Type.LIST, ""),
+    _T("max.compaction.lag.ms", Type.LONG, LONG_MAX, at_least(1), "log.cleaner.max.compaction.lag.ms",
+       broker_checked=False),
+    _T("max.message.bytes", Type.INT, 1048588, at_least(0), "message.max.bytes"),
+    _T("message.downconversion.enable", Type.BOOLEAN, True, None, "log.message.downconversion.enable"),
+    _T("message.format.version", Type.STRING, "3.0-IV1", None, "log.message.format.version"),
+    _T("message.timestamp.difference.max.ms", Type.LONG, LONG_MAX, at_least(0),
+       "log.message.timestamp.difference.max.ms", broker_checked=False),
+    _T("message.timestamp.type", Type.STRING, "CreateTime", one_of("CreateTime", "LogAppendTime"),
+       "log.message.timestamp.type"),
+    _T("min.cleanable.dirty.ratio", Type.DOUBLE, 0.5, between(0, 1), "log.cleaner.min.cleanable.ratio"),
+    _T("min.compaction.lag.ms", Type.LONG, 0, at_least(0), "log.cleaner.min.compaction.lag.ms",
+       broker_checked=False),
+    _T("min.insync.replicas", Type.INT, 1, at_least(1), "min.insync.replicas"),
+    _T("preallocate", Type.BOOLEAN, False, None, "log.preallocate"),
+    _T("retention.bytes", Type.LONG, -1, None, "log.retention.bytes"),
+    _T("retention.ms", Type.LONG, 604800000, at_least(-1), "log.retention.ms", broker_checked=False,
+       broker_derived=True),
+    _T("segment.bytes", Type.INT, 1073741824, at_least(14), "log.segment.bytes"),
+    _T("segment.index.bytes", Type.INT, 10485760, at_least(8), "log.index.size.max.bytes"),
+    _T("segment.jitter.ms", Type.LONG, 0, at_least(0), "log.roll.jitter.ms", broker_derived=True),
+    _T("segment.ms", Type.LONG, 604800000, at_least(1), "log.roll.ms", broker_derived=True),
+    _T("unclean.leader.election.enable", Type.BOOLEAN, False, None, "unclean.leader.election.enable"),
+)
+
+TOPIC_CONFIG: dict[str, ConfigKey] = {key.name: key.spec for key in TOPIC_KEYS}
 # topic key -> the broker key whose value is the topic's default
 TOPIC_CONFIG_SYNONYMS: dict[str, str] = {
-    name: broker_key for name, *_, broker_key in _TOPIC_KEYS if broker_key is not None
+    key.name: key.broker_key for key in TOPIC_KEYS if key.broker_key is not None
+}
+# topic key -> its default, parsed (lists as tuples, as LogConfig holds them)
+_TOPIC_DEFAULTS: dict[str, Any] = {
+    name: tuple(v) if isinstance(v := spec.default_value(), list) else v
+    for name, spec in TOPIC_CONFIG.items()
 }
 
 
@@ -192,30 +237,31 @@ def validate_topic_config(overrides: Mapping[str, str]) -> dict[str, str]:
 
 @dataclass(frozen=True, slots=True)
 class LogConfig:
-    """The effective configuration of one topic's logs."""
+    """The effective configuration of one topic's logs: a field per topic key odradek acts
+    on (its default from :data:`TOPIC_KEYS`), the other keys in ``others``."""
 
-    segment_bytes: int = 1073741824
-    segment_ms: int = 604800000
-    segment_jitter_ms: int = 0
-    segment_index_bytes: int = 10485760
-    index_interval_bytes: int = 4096
-    retention_bytes: int = -1
-    retention_ms: int = 604800000
-    max_message_bytes: int = 1048588
-    flush_messages: int = LONG_MAX
-    flush_ms: int = LONG_MAX
-    file_delete_delay_ms: int = 60000
-    message_timestamp_type: str = "CreateTime"
-    message_timestamp_difference_max_ms: int = LONG_MAX
-    min_insync_replicas: int = 1
-    unclean_leader_election_enable: bool = False
-    cleanup_policy: tuple[str, ...] = ("delete",)
-    compression_type: str = "producer"
-    preallocate: bool = False
-    delete_retention_ms: int = 86400000
-    min_cleanable_dirty_ratio: float = 0.5
-    min_compaction_lag_ms: int = 0
-    max_compaction_lag_ms: int = LONG_MAX
+    segment_bytes: int = _TOPIC_DEFAULTS["segment.bytes"]
+    segment_ms: int = _TOPIC_DEFAULTS["segment.ms"]
+    segment_jitter_ms: int = _TOPIC_DEFAULTS["segment.jitter.ms"]
+    segment_index_bytes: int = _TOPIC_DEFAULTS["segment.index.bytes"]
+    index_interval_bytes: int = _TOPIC_DEFAULTS["index.interval.bytes"]
+    retention_bytes: int = _TOPIC_DEFAULTS["retention.bytes"]
+    retention_ms: int = _TOPIC_DEFAULTS["retention.ms"]
+    max_message_bytes: int = _TOPIC_DEFAULTS["max.message.bytes"]
+    flush_messages: int = _TOPIC_DEFAULTS["flush.messages"]
+    flush_ms: int = _TOPIC_DEFAULTS["flush.ms"]
+    file_delete_delay_ms: int = _TOPIC_DEFAULTS["file.delete.delay.ms"]
+    message_timestamp_type: str = _TOPIC_DEFAULTS["message.timestamp.type"]
+    message_timestamp_difference_max_ms: int = _TOPIC_DEFAULTS["message.timestamp.difference.max.ms"]
+    min_insync_replicas: int = _TOPIC_DEFAULTS["min.insync.replicas"]
+    unclean_leader_election_enable: bool = _TOPIC_DEFAULTS["unclean.leader.election.enable"]
+    cleanup_policy: tuple[str, ...] = _TOPIC_DEFAULTS["cleanup.policy"]
+    compression_type: str = _TOPIC_DEFAULTS["compression.type"]
+    preallocate: bool = _TOPIC_DEFAULTS["preallocate"]
+    delete_retention_ms: int = _TOPIC_DEFAULTS["delete.retention.ms"]
+    min_cleanable_dirty_ratio: float = _TOPIC_DEFAULTS["min.cleanable.dirty.ratio"]
+    min_compaction_lag_ms: int = _TOPIC_DEFAULTS["min.compaction.lag.ms"]
+    max_compaction_lag_ms: int = _TOPIC_DEFAULTS["max.compaction.lag.ms"]
     # Everything else (valid keys odradek accepts and reports but does not act on).
     others: Mapping[str, Any] = field(default_factory=dict)
     # The keys that were set on the topic itself (for describe's "Configs:").
@@ -270,6 +316,10 @@ class LogConfig:
     def as_strings(self) -> dict[str, str]:
         """Every topic config as Kafka prints it (lists comma-joined, booleans lower-case)."""
         return {key: _to_string(self.value_of(key)) for key in sorted(TOPIC_CONFIG)}
+
+
+def _first_set(value: Any, otherwise: Any) -> Any:
+    return otherwise if value is None else value
 
 
 def _to_string(value: Any) -> str:
@@ -340,6 +390,7 @@ class Listener:
 
 
 def _broker_keys() -> list[ConfigKey]:
+    """Every broker key; the synonyms of topic keys come from :data:`TOPIC_KEYS`."""
     k = ConfigKey
     keys = [
         k("broker.id", Type.INT, -1, at_least(-1)),
@@ -380,31 +431,19 @@ def _broker_keys() -> list[ConfigKey]:
         k("replica.socket.timeout.ms", Type.INT, 30000, at_least(1)),
         k("replica.high.watermark.checkpoint.interval.ms", Type.LONG, 5000, at_least(1)),
         k("num.replica.fetchers", Type.INT, 1, at_least(1)),
-        k("message.max.bytes", Type.INT, 1048588, at_least(0)),
         k("socket.request.max.bytes", Type.INT, 104857600, at_least(1)),
         k("socket.send.buffer.bytes", Type.INT, 102400),
         k("socket.receive.buffer.bytes", Type.INT, 102400),
         k("connections.max.idle.ms", Type.LONG, 600000),
         k("request.timeout.ms", Type.INT, 30000, at_least(0)),
-        k("log.segment.bytes", Type.INT, 1073741824, at_least(14)),
-        k("log.roll.ms", Type.LONG, None, at_least(1)),
         k("log.roll.hours", Type.INT, 168, at_least(1)),
-        k("log.roll.jitter.ms", Type.LONG, None, at_least(0)),
         k("log.roll.jitter.hours", Type.INT, 0, at_least(0)),
-        k("log.retention.ms", Type.LONG, None),
         k("log.retention.minutes", Type.INT, None),
         k("log.retention.hours", Type.INT, 168),
-        k("log.retention.bytes", Type.LONG, -1),
         k("log.retention.check.interval.ms", Type.LONG, 300000, at_least(1)),
-        k("log.index.interval.bytes", Type.INT, 4096, at_least(0)),
-        k("log.index.size.max.bytes", Type.INT, 10485760, at_least(8)),
-        k("log.flush.interval.messages", Type.LONG, LONG_MAX, at_least(1)),
-        k("log.flush.interval.ms", Type.LONG, None, at_least(0)),
         k("log.flush.scheduler.interval.ms", Type.LONG, LONG_MAX),
         k("log.flush.offset.checkpoint.interval.ms", Type.INT, 60000, at_least(0)),
         k("log.flush.start.offset.checkpoint.interval.ms", Type.INT, 60000, at_least(0)),
-        k("log.segment.delete.delay.ms", Type.LONG, 60000, at_least(0)),
-        k("log.cleanup.policy", Type.LIST, "delete", one_of("delete", "compact")),
         k("log.cleaner.enable", Type.BOOLEAN, True),
         k("log.cleaner.threads", Type.INT, 1, at_least(0)),
         k("log.cleaner.dedupe.buffer.size", Type.LONG, 134217728),
@@ -412,18 +451,6 @@ def _broker_keys() -> list[ConfigKey]:
         k("log.cleaner.io.buffer.load.factor", Type.DOUBLE, 0.9),
         k("log.cleaner.io.max.bytes.per.second", Type.DOUBLE, DOUBLE_MAX),
         k("log.cleaner.backoff.ms", Type.LONG, 15000, at_least(0)),
-        k("log.cleaner.delete.retention.ms", Type.LONG, 86400000),
-        k("log.cleaner.min.cleanable.ratio", Type.DOUBLE, 0.5, between(0, 1)),
-        k("log.cleaner.min.compaction.lag.ms", Type.LONG, 0),
-        k("log.cleaner.max.compaction.lag.ms", Type.LONG, LONG_MAX),
-        k("log.message.timestamp.type", Type.STRING, "CreateTime", one_of("CreateTime", "LogAppendTime")),
-        k("log.message.timestamp.difference.max.ms", Type.LONG, LONG_MAX),
-        k("log.message.downconversion.enable", Type.BOOLEAN, True),
-        k("log.message.format.version", Type.STRING, "3.0-IV1"),
-        k("log.preallocate", Type.BOOLEAN, False),
-        k("compression.type", Type.STRING, "producer", one_of(*COMPRESSION_TYPES)),
-        k("min.insync.replicas", Type.INT, 1, at_least(1)),
-        k("unclean.leader.election.enable", Type.BOOLEAN, False),
         k("offsets.topic.replication.factor", Type.INT, 3, at_least(1)),
         k("offsets.topic.num.partitions", Type.INT, 50, at_least(1)),
         k("group.initial.rebalance.delay.ms", Type.INT, 3000),
@@ -431,6 +458,7 @@ def _broker_keys() -> list[ConfigKey]:
         k("inter.broker.protocol.version", Type.STRING, "3.0-IV1"),
         k("file.delete.delay.ms", Type.LONG, None, at_least(0)),
     ]
+    keys += [key.broker_spec for key in TOPIC_KEYS if key.broker_key is not None]
     keys += _group_coordinator_keys()
     keys += _transaction_coordinator_keys()
     keys += _security_keys()
@@ -660,6 +688,27 @@ class KafkaConfig:
         self.warnings = warnings
         self.dynamic_default_configs = dict(dynamic_default_configs or {})
         self.dynamic_broker_configs = dict(dynamic_broker_configs or {})
+        # What several keys decide together, derived here once (and checked by _validate).
+        self.listeners: list[Listener] = Listener.parse_list("listeners", values["listeners"])
+        advertised = values["advertised.listeners"]
+        self.advertised_listeners: list[Listener] = (
+            Listener.parse_list("advertised.listeners", advertised) if advertised else list(self.listeners))
+        self.security_protocol_map: dict[str, str] = {}
+        for item in values["listener.security.protocol.map"]:
+            name, _, proto = item.partition(":")
+            self.security_protocol_map[name.strip().upper()] = proto.strip().upper()
+        # Kafka's precedence: log.retention.ms, else .minutes, else .hours; any negative value
+        # means unlimited, which Kafka normalises to -1 (log.retention.hours=-1).
+        if values["log.retention.ms"] is not None:
+            retention = values["log.retention.ms"]
+        elif values["log.retention.minutes"] is not None:
+            retention = values["log.retention.minutes"] * 60_000
+        else:
+            retention = values["log.retention.hours"] * 3_600_000
+        self.retention_ms: int = -1 if retention < 0 else retention
+        self.roll_ms: int = _first_set(values["log.roll.ms"], values["log.roll.hours"] * 3_600_000)
+        self._topic_defaults = self._broker_topic_defaults()
+        self._validate()
 
     @classmethod
     def from_props(cls, props: Mapping[str, str], dynamic_default_configs: Mapping[str, str] | None = None,
@@ -680,10 +729,8 @@ class KafkaConfig:
             if key not in values:
                 if spec.default is _REQUIRED:
                     raise ConfigError(f"Missing required configuration \"{key}\" which has no default value.")
-                values[key] = spec.parse(spec.default) if isinstance(spec.default, str) else spec.default
-        config = cls(values, dict(props), warnings, dynamic_default_configs, dynamic_broker_configs)
-        config._check_combinations()
-        return config
+                values[key] = spec.default_value()
+        return cls(values, dict(props), warnings, dynamic_default_configs, dynamic_broker_configs)
 
     def with_dynamic(self, default_configs: Mapping[str, str], broker_configs: Mapping[str, str]) -> KafkaConfig:
         """This broker's static config under new dynamic layers (raises ConfigError)."""
@@ -702,11 +749,9 @@ class KafkaConfig:
     def __getitem__(self, key: str) -> Any:
         return self._values[key]
 
-    def _check_combinations(self) -> None:
-        self.listeners = Listener.parse_list("listeners", self["listeners"])
+    def _validate(self) -> None:
+        """The checks of keys against each other (each key was checked on its own)."""
         advertised = self["advertised.listeners"]
-        self.advertised_listeners = (Listener.parse_list("advertised.listeners", advertised)
-                                     if advertised else list(self.listeners))
         ports = [lst.port for lst in self.listeners if lst.port != 0]
         if len(set(ports)) != len(ports):
             raise ConfigError(f"Invalid value {','.join(self['listeners'])} for configuration "
@@ -722,10 +767,6 @@ class KafkaConfig:
                     f"Invalid value {','.join(advertised or self['listeners'])} for configuration "
                     "advertised.listeners (defaults to listeners): cannot advertise the "
                     "non-routable meta-address 0.0.0.0")
-        self.security_protocol_map = {}
-        for item in self["listener.security.protocol.map"]:
-            name, _, proto = item.partition(":")
-            self.security_protocol_map[name.strip().upper()] = proto.strip().upper()
         for lst in self.listeners:
             if lst.name not in self.security_protocol_map:
                 raise ConfigError(
@@ -824,44 +865,35 @@ class KafkaConfig:
     def inter_broker_listener_name(self) -> str:
         return (self["inter.broker.listener.name"] or self["security.inter.broker.protocol"]).upper()
 
-    @property
-    def retention_ms(self) -> int:
-        if self["log.retention.ms"] is not None:
-            millis = self["log.retention.ms"]
-        elif self["log.retention.minutes"] is not None:
-            millis = self["log.retention.minutes"] * 60_000
-        else:
-            millis = self["log.retention.hours"] * 3_600_000
-        # Any negative value means unlimited, which Kafka normalises to -1 (log.retention.hours=-1).
-        return -1 if millis < 0 else millis
-
-    @property
-    def roll_ms(self) -> int:
-        if self["log.roll.ms"] is not None:
-            return self["log.roll.ms"]
-        return self["log.roll.hours"] * 3_600_000
+    def _broker_topic_defaults(self) -> dict[str, Any]:
+        """Topic key -> this broker's default for it: its broker synonym's value, or where
+        that is unset what Kafka derives it from (the hours and minutes forms, the flush
+        scheduler's interval), or the topic key's own default."""
+        derived = {
+            "log.retention.ms": self.retention_ms,
+            "log.roll.ms": self.roll_ms,
+            "log.roll.jitter.ms": _first_set(self["log.roll.jitter.ms"],
+                                             self["log.roll.jitter.hours"] * 3_600_000),
+            "log.flush.interval.ms": _first_set(self["log.flush.interval.ms"],
+                                                self["log.flush.scheduler.interval.ms"]),
+        }
+        # file.delete.delay.ms set on the broker counts as log.segment.delete.delay.ms, unless
+        # the latter is set dynamically.
+        delay = "log.segment.delete.delay.ms"
+        if self["file.delete.delay.ms"] is not None and delay not in self.dynamic_default_configs \
+                and delay not in self.dynamic_broker_configs:
+            derived[delay] = self["file.delete.delay.ms"]
+        defaults = {}
+        for key in TOPIC_KEYS:
+            value = None
+            if key.broker_key is not None:
+                value = derived.get(key.broker_key, self._values.get(key.broker_key))
+            defaults[key.name] = TOPIC_CONFIG[key.name].default_value() if value is None else value
+        return defaults
 
     def topic_defaults(self) -> dict[str, Any]:
         """Topic key -> this broker's default value for it (Kafka's LogConfig defaults)."""
-        defaults = {name: spec.parse(spec.default) if isinstance(spec.default, str) else spec.default
-                    for name, spec in TOPIC_CONFIG.items()}
-        for topic_key, broker_key in TOPIC_CONFIG_SYNONYMS.items():
-            if broker_key == "log.retention.ms":
-                defaults[topic_key] = self.retention_ms
-            elif broker_key == "log.roll.ms":
-                defaults[topic_key] = self.roll_ms
-            elif broker_key == "log.roll.jitter.ms":
-                jitter = self["log.roll.jitter.ms"]
-                defaults[topic_key] = jitter if jitter is not None else self["log.roll.jitter.hours"] * 3_600_000
-            elif broker_key == "log.flush.interval.ms":
-                flush = self["log.flush.interval.ms"]
-                defaults[topic_key] = flush if flush is not None else self["log.flush.scheduler.interval.ms"]
-            elif broker_key == "log.segment.delete.delay.ms" and self["file.delete.delay.ms"] is not None \
-                    and broker_key not in self.dynamic_default_configs and broker_key not in self.dynamic_broker_configs:
-                defaults[topic_key] = self["file.delete.delay.ms"]
-            elif broker_key in self._values and self._values[broker_key] is not None:
-                defaults[topic_key] = self._values[broker_key]
-        return defaults
+        return dict(self._topic_defaults)
 
     def log_config(self, overrides: Mapping[str, str] | None = None) -> LogConfig:
         return LogConfig.build(self.topic_defaults(), overrides)

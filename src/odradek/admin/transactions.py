@@ -19,7 +19,6 @@ cell, each followed by a tab.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import types
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -166,14 +165,6 @@ class _Node(AdminConnection):
 
     max_versions = _MAX_VERSIONS
     api_names = _NAMES
-
-
-def _ms(value: Any) -> int:
-    if isinstance(value, datetime.timedelta):
-        return value // datetime.timedelta(milliseconds=1)
-    if isinstance(value, datetime.datetime):
-        return round(value.timestamp() * 1000)
-    return int(value)
 
 
 def _error(code: int, message: str | None = None) -> KafkaError:

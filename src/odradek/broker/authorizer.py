@@ -26,6 +26,7 @@ from odradek.broker.change_notifications import (
     purge_executed,
     sequence_number,
 )
+from odradek.common import now_ms
 from odradek.config import KafkaConfig
 from odradek.security.acls import (
     ACL_CHANGES_SEQUENCE_PREFIX,
@@ -42,7 +43,6 @@ from odradek.security.acls import (
     resource_type_path,
 )
 from odradek.zk.client import KafkaZkClient
-from odradek.zk.zk_data import now_ms
 
 if TYPE_CHECKING:
     pass

@@ -43,7 +43,7 @@ from odradek.broker.leader_and_isr import (
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.partition import Partition
 from odradek.broker.purgatory import Purgatory
-from odradek.common import TopicPartition
+from odradek.common import TopicPartition, now_ms
 from odradek.log.log_info import AppendOrigin
 from odradek.log.producer_state import NO_GUARD_CHECK
 from odradek.protocol import control
@@ -80,10 +80,6 @@ class TimeSlice:
         if now - self._since >= self.SLICE_S:
             self._since = now
             await asyncio.sleep(0)
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class PartitionVerifier(Protocol):
@@ -181,7 +177,7 @@ class ReplicaManager:
         lag_ms = self.config["replica.lag.time.max.ms"]
         while True:
             await asyncio.sleep(lag_ms / 2000)
-            self.maybe_shrink_isrs(_now_ms())
+            self.maybe_shrink_isrs(now_ms())
 
     # ------------------------------------------------------------------ queries
 
@@ -295,7 +291,7 @@ class ReplicaManager:
 
     async def _make_leaders(self, items: list[tuple[Partition, control.LeaderAndIsrPartitionState]],
                             ctrl: str, correlation_id: int, pace: TimeSlice) -> None:
-        now = _now_ms()
+        now = now_ms()
         self.fetchers.remove_partitions(TopicPartition(p.topic, p.partition) for p, _ in items)
         for partition, ps in items:
             partition.make_leader(ps, now)
@@ -549,7 +545,7 @@ class ReplicaManager:
         results: dict[TopicPartition, FetchPartitionResult] = {}
         remaining = max_bytes
         first_with_data = True
-        now = _now_ms()
+        now = now_ms()
         follower = replica_id >= 0
         committed = isolation_level == READ_COMMITTED and not follower
         partition_or_error = self.partition_or_error

@@ -32,9 +32,10 @@ from odradek.broker.transaction.state_topic import ReplicatedTransactionStateTop
 from odradek.broker.transaction.txn_config import TxnConfig
 from odradek.broker.transaction.verifier import TxnVerifier
 from odradek.broker.zk_session_log import ZkSessionStateLog
+from odradek.common import now_ms
 from odradek.config import KafkaConfig
 from odradek.controller.controller import KafkaController
-from odradek.log.cleaner.manager import LogCleaner
+from odradek.log.cleaner.log_cleaner import LogCleaner
 from odradek.log.log_manager import LogDirLockedError, LogManager, LogManagerConfig
 from odradek.log.meta_properties import (
     InconsistentBrokerMetadataError,
@@ -49,7 +50,7 @@ from odradek.security.client import ClientSecurity
 from odradek.zk.acl_store import ZkAclStore
 from odradek.zk.admin_zk_client import AdminZkClient
 from odradek.zk.client import KafkaZkClient, NodeExistsError
-from odradek.zk.zk_data import BrokerIdZNode, BrokerInfo, EndPoint, now_ms
+from odradek.zk.zk_data import BrokerIdZNode, BrokerInfo, EndPoint
 
 log = logging.getLogger(__name__)
 

@@ -4,15 +4,16 @@
                                       ^                 |
                                       +-- DeletionIneligible <-+
 
-Transitions are a table; an invalid one is refused and logged.  Going Offline stops the
-replica (StopReplica without delete) and removes it from its partitions' ISR in ZooKeeper.
+The valid previous states are a table, and so is what each target state does (one method
+each); an invalid transition is refused and logged.  Going Offline stops the replica
+(StopReplica without delete) and removes it from its partitions' ISR in ZooKeeper.
 """
 
 from __future__ import annotations
 
 import logging
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from enum import Enum
 from typing import TYPE_CHECKING
 
@@ -65,6 +66,16 @@ class ReplicaStateMachine:
         self.states: dict[PartitionAndReplica, ReplicaState] = {}
         self.topics_being_deleted: set[str] = set()
         self.logger = StateChangeLogger(broker_id, controller_epoch=0)
+        # What moving replicas to each target state does (the valid previous states checked)
+        self._transitions: dict[ReplicaState, Callable[[int, list[PartitionAndReplica]], Awaitable[None]]] = {
+            ReplicaState.NEW: self._to_new,
+            ReplicaState.ONLINE: self._to_online,
+            ReplicaState.OFFLINE: self._to_offline,
+            ReplicaState.DELETION_STARTED: self._to_deletion_started,
+            ReplicaState.DELETION_SUCCESSFUL: self._to_deletion_successful,
+            ReplicaState.DELETION_INELIGIBLE: self._to_deletion_ineligible,
+            ReplicaState.NON_EXISTENT: self._to_non_existent,
+        }
 
     async def startup(self) -> None:
         """Replicas on live brokers go Online (which sends every live replica its partition's
@@ -125,63 +136,83 @@ class ReplicaStateMachine:
                 self.logger.error(
                     f"Invalid state transition for replica {r}: {current} -> {target}; valid previous "
                     f"states are {', '.join(sorted(map(str, VALID_PREVIOUS_REPLICA_STATES[target])))}")
-        if target is ReplicaState.NEW:
-            for r in valid:
-                tp = r.topic_partition
+        await self._transitions[target](broker_id, valid)
+
+    # ------------------------------------------------------------------ one method per target state
+
+    async def _to_new(self, broker_id: int, replicas: list[PartitionAndReplica]) -> None:
+        """A new replica learns its partition's leader and ISR (if it has one), unless it is
+        being asked to lead it."""
+        for r in replicas:
+            tp = r.topic_partition
+            state = self.ctx.leadership.get(tp)
+            if state is not None:
+                if state.leader == broker_id:
+                    self.logger.error(f"Replica {broker_id} for partition {tp} cannot be moved to NewReplica "
+                                      "state as it is being requested to become leader")
+                    continue
+                self.batch.add_leader_and_isr_request_for_brokers(
+                    [broker_id], tp, state, self.ctx.partition_full_replica_assignment(tp), is_new=True)
+            self._set(r, ReplicaState.NEW)
+
+    async def _to_online(self, broker_id: int, replicas: list[PartitionAndReplica]) -> None:
+        """A new replica joins its partition's assignment; any other learns the partition's
+        leader and ISR."""
+        for r in replicas:
+            tp = r.topic_partition
+            if self.state(r) is ReplicaState.NEW:
+                assignment = self.ctx.partition_full_replica_assignment(tp)
+                if broker_id not in assignment.replicas:
+                    self.ctx.update_partition_full_replica_assignment(
+                        tp, type(assignment)((*assignment.replicas, broker_id)))
+            else:
                 state = self.ctx.leadership.get(tp)
                 if state is not None:
-                    if state.leader == broker_id:
-                        self.logger.error(f"Replica {broker_id} for partition {tp} cannot be moved to NewReplica "
-                                          "state as it is being requested to become leader")
-                        continue
                     self.batch.add_leader_and_isr_request_for_brokers(
-                        [broker_id], tp, state, self.ctx.partition_full_replica_assignment(tp), is_new=True)
-                self._set(r, target)
-        elif target is ReplicaState.ONLINE:
-            for r in valid:
-                tp = r.topic_partition
-                if self.state(r) is ReplicaState.NEW:
-                    assignment = self.ctx.partition_full_replica_assignment(tp)
-                    if broker_id not in assignment.replicas:
-                        self.ctx.update_partition_full_replica_assignment(
-                            tp, type(assignment)((*assignment.replicas, broker_id)))
-                else:
-                    state = self.ctx.leadership.get(tp)
-                    if state is not None:
-                        self.batch.add_leader_and_isr_request_for_brokers(
-                            [broker_id], tp, state, self.ctx.partition_full_replica_assignment(tp), is_new=False)
-                self._set(r, target)
-        elif target is ReplicaState.OFFLINE:
-            for r in valid:
-                self.batch.add_stop_replica_request_for_brokers([broker_id], r.topic_partition, delete_partition=False)
-            with_leadership = [r.topic_partition for r in valid if r.topic_partition in self.ctx.leadership]
-            updated = await self.remove_replica_from_isr(broker_id, with_leadership)
-            for tp, state in updated.items():
-                if tp.topic not in self.topics_being_deleted:
-                    recipients = [b for b in self.ctx.partition_replica_assignment(tp) if b != broker_id]
-                    self.batch.add_leader_and_isr_request_for_brokers(
-                        recipients, tp, state, self.ctx.partition_full_replica_assignment(tp), is_new=False)
-            without = [r.topic_partition for r in valid if r.topic_partition not in self.ctx.leadership]
-            if without:
-                self.batch.add_update_metadata_request_for_brokers(
-                    self.ctx.live_or_shutting_down_broker_ids, without)
-            for r in valid:
-                self._set(r, target)
-        elif target is ReplicaState.DELETION_STARTED:
-            for r in valid:
-                self._set(r, target)
-                self.batch.add_stop_replica_request_for_brokers([broker_id], r.topic_partition, delete_partition=True)
-        elif target in (ReplicaState.DELETION_INELIGIBLE, ReplicaState.DELETION_SUCCESSFUL):
-            for r in valid:
-                self._set(r, target)
-        elif target is ReplicaState.NON_EXISTENT:
-            for r in valid:
-                tp = r.topic_partition
-                assignment = self.ctx.partition_full_replica_assignment(tp)
-                self.ctx.update_partition_full_replica_assignment(
-                    tp, type(assignment)(tuple(b for b in assignment.replicas if b != broker_id)))
-                self._set(r, target)
-                self.states.pop(r, None)
+                        [broker_id], tp, state, self.ctx.partition_full_replica_assignment(tp), is_new=False)
+            self._set(r, ReplicaState.ONLINE)
+
+    async def _to_offline(self, broker_id: int, replicas: list[PartitionAndReplica]) -> None:
+        """The replicas stop (StopReplica without delete) and leave their partitions' ISR; the
+        other replicas learn the new leader and ISR, every broker the partitions without one."""
+        for r in replicas:
+            self.batch.add_stop_replica_request_for_brokers([broker_id], r.topic_partition, delete_partition=False)
+        with_leadership = [r.topic_partition for r in replicas if r.topic_partition in self.ctx.leadership]
+        updated = await self.remove_replica_from_isr(broker_id, with_leadership)
+        for tp, state in updated.items():
+            if tp.topic not in self.topics_being_deleted:
+                recipients = [b for b in self.ctx.partition_replica_assignment(tp) if b != broker_id]
+                self.batch.add_leader_and_isr_request_for_brokers(
+                    recipients, tp, state, self.ctx.partition_full_replica_assignment(tp), is_new=False)
+        without = [r.topic_partition for r in replicas if r.topic_partition not in self.ctx.leadership]
+        if without:
+            self.batch.add_update_metadata_request_for_brokers(self.ctx.live_or_shutting_down_broker_ids, without)
+        for r in replicas:
+            self._set(r, ReplicaState.OFFLINE)
+
+    async def _to_deletion_started(self, broker_id: int, replicas: list[PartitionAndReplica]) -> None:
+        """The replicas are told to delete their logs (StopReplica with delete)."""
+        for r in replicas:
+            self._set(r, ReplicaState.DELETION_STARTED)
+            self.batch.add_stop_replica_request_for_brokers([broker_id], r.topic_partition, delete_partition=True)
+
+    async def _to_deletion_successful(self, broker_id: int, replicas: list[PartitionAndReplica]) -> None:
+        for r in replicas:
+            self._set(r, ReplicaState.DELETION_SUCCESSFUL)
+
+    async def _to_deletion_ineligible(self, broker_id: int, replicas: list[PartitionAndReplica]) -> None:
+        for r in replicas:
+            self._set(r, ReplicaState.DELETION_INELIGIBLE)
+
+    async def _to_non_existent(self, broker_id: int, replicas: list[PartitionAndReplica]) -> None:
+        """The replicas leave their partitions' assignment and this state machine."""
+        for r in replicas:
+            tp = r.topic_partition
+            assignment = self.ctx.partition_full_replica_assignment(tp)
+            self.ctx.update_partition_full_replica_assignment(
+                tp, type(assignment)(tuple(b for b in assignment.replicas if b != broker_id)))
+            self._set(r, ReplicaState.NON_EXISTENT)
+            self.states.pop(r, None)
 
     def _set(self, r: PartitionAndReplica, target: ReplicaState) -> None:
         previous = self.state(r)

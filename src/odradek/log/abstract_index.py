@@ -43,12 +43,9 @@ class AbstractIndex:
         self._pending = bytearray()
         self._file_size = 0
 
-    # -- subclasses: bulk decode of the file, encode of one entry
+    # -- subclasses: bulk decode of the file (an entry is ``entry.pack(key, value)``)
 
     def _decode(self, data: bytes) -> tuple[array, array]:
-        raise NotImplementedError
-
-    def _encode(self, key: int, value: int) -> bytes:
         raise NotImplementedError
 
     # -- loading
@@ -101,7 +98,7 @@ class AbstractIndex:
             self._ensure_loaded()
         self._keys.append(key)
         self._values.append(value)
-        self._pending += self._encode(key, value)
+        self._pending += self.entry.pack(key, value)
         if len(self._pending) >= _WRITE_BATCH * self.entry.size:
             self._write_pending()
 

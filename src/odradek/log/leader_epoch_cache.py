@@ -45,10 +45,6 @@ class LeaderEpochFileCache:
     def latest_epoch(self) -> int | None:
         return self._entries[-1].epoch if self._entries else None
 
-    @property
-    def earliest_entry(self) -> EpochEntry | None:
-        return self._entries[0] if self._entries else None
-
     def assign(self, epoch: int, start_offset: int) -> None:
         """Record that ``epoch`` starts at ``start_offset``; entries that would break the
         ordering (a later epoch, or a start offset at or past this one) are dropped."""

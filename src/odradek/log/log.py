@@ -25,13 +25,13 @@ import logging
 import os
 import random
 import shutil
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
+from odradek.common import now_ms
 from odradek.config import LogConfig
 from odradek.log.abstract_index import IndexCorruptError
 from odradek.log.checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile, fsync_dir
@@ -89,10 +89,6 @@ class UnexpectedAppendOffsetError(Exception):
     """A follower append starts below the log end offset, or its offsets go backwards."""
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 @dataclass(slots=True)
 class _Deletion:
     due_ms: int
@@ -133,7 +129,7 @@ class Log:
     @classmethod
     def open(cls, directory: Path, config: LogConfig, *, topic: str, partition: int,
              log_start_offset: int = 0, recovery_point: int = 0, high_watermark: int = 0,
-             had_clean_shutdown: bool = True, time_ms: Callable[[], int] = _now_ms,
+             had_clean_shutdown: bool = True, time_ms: Callable[[], int] = now_ms,
              producer_id_expiration_ms: int = 86_400_000, sync_parent: bool = True) -> Log:
         """Open (creating if needed) the log in ``directory`` and recover it if the broker
         did not shut down cleanly. A created directory is made durable by an fsync of its

@@ -10,13 +10,13 @@ from pathlib import Path
 
 
 class AppendOrigin(enum.Enum):
-    """Who appends (Kafka's ``AppendOrigin``): a producing CLIENT (every check), a
-    COORDINATOR (transaction markers, the group coordinator's transactional offset commits:
-    control batches allowed, no sequence checks) or REPLICATION (a follower)."""
+    """Who appends as leader (Kafka's ``AppendOrigin``): a producing CLIENT (every check)
+    or a COORDINATOR (transaction markers, the group coordinator's transactional offset
+    commits: control batches allowed, no sequence checks). A follower appends through
+    ``Log.append_as_follower``, Kafka's ``AppendOrigin.Replication``."""
 
     CLIENT = "client"
     COORDINATOR = "coordinator"
-    REPLICATION = "replication"
 
 
 @dataclass(frozen=True, slots=True)

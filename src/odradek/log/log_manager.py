@@ -23,7 +23,6 @@ import os
 import re
 import shutil
 import threading
-import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -31,7 +30,7 @@ from pathlib import Path
 
 from kio.schema.errors import ErrorCode
 
-from odradek.common import TopicPartition
+from odradek.common import TopicPartition, now_ms
 from odradek.config import KafkaConfig, LogConfig
 from odradek.log.checkpoints import (
     LOG_START_OFFSET_CHECKPOINT,
@@ -120,16 +119,12 @@ class LogManagerConfig:
         )
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class LogManager:
     """All logs of one broker. Call :meth:`startup` before anything else."""
 
     def __init__(self, config: LogManagerConfig, default_config: LogConfig, *,
                  topic_config: Callable[[str], LogConfig] | None = None,
-                 time_ms: Callable[[], int] = _now_ms) -> None:
+                 time_ms: Callable[[], int] = now_ms) -> None:
         self.config = config
         self.default_config = default_config
         self._topic_config = topic_config or (lambda _topic: self.default_config)
@@ -385,9 +380,6 @@ class LogManager:
 
     def checkpoint_recovery_points(self) -> None:
         self.write_checkpoints(self._snapshots(RECOVERY_POINT_CHECKPOINT, lambda lg: lg.recovery_point))
-
-    def checkpoint_log_start_offsets(self) -> None:
-        self.write_checkpoints(self._snapshots(LOG_START_OFFSET_CHECKPOINT, lambda lg: lg.log_start_offset))
 
     def checkpoint_high_watermarks(self) -> None:
         self.write_checkpoints(self._snapshots(REPLICATION_OFFSET_CHECKPOINT, lambda lg: lg.high_watermark))

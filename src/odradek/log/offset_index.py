@@ -34,9 +34,6 @@ class OffsetIndex(AbstractIndex):
             flat.byteswap()
         return flat[0::2], flat[1::2]
 
-    def _encode(self, key: int, value: int) -> bytes:
-        return self.entry.pack(key, value)
-
     @property
     def last_offset(self) -> int:
         """The largest indexed offset, or the base offset when empty."""

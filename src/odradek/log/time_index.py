@@ -36,9 +36,6 @@ class TimeIndex(AbstractIndex):
             values.append(relative)
         return keys, values
 
-    def _encode(self, key: int, value: int) -> bytes:
-        return self.entry.pack(key, value)
-
     def last_entry(self) -> TimestampOffset:
         """The last entry, or ``(NO_TIMESTAMP, base offset)`` when empty."""
         last = self._last_raw()

@@ -130,11 +130,6 @@ class ResourcePatternFilter:
             return self.name.startswith(pattern.name)
         return pattern.name in (self.name, WILDCARD_RESOURCE)
 
-    def matches_exactly_one(self) -> bool:
-        """Whether the filter names one specific pattern (it can then be turned into one)."""
-        return (self.resource_type is not None and self.name is not None
-                and isinstance(self.pattern_type, PatternType))
-
     def __str__(self) -> str:
         """Kafka's ResourcePatternFilter.toString (kafka-acls.sh prints it)."""
         resource_type = "ANY" if self.resource_type is None else self.resource_type.name

@@ -19,7 +19,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kazoo.client import KazooClient, KazooState
+from kazoo.client import KazooClient
 from kazoo.exceptions import (
     BadVersionError,
     NodeExistsError,
@@ -114,7 +114,6 @@ class KafkaZkClient:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._zk: KazooClient | None = None
         self._state_listeners: list[Callable[[str], None]] = []
-        self._last_state: str | None = None
         # The member the session is connected to (host:port), None before the first
         # connection or when the socket cannot say.
         self.server: str | None = None
@@ -179,7 +178,6 @@ class KafkaZkClient:
             loop.call_soon_threadsafe(self._dispatch_state, state)
 
     def _dispatch_state(self, state: str) -> None:
-        self._last_state = state
         for listener in list(self._state_listeners):
             try:
                 listener(state)
@@ -564,49 +562,7 @@ class KafkaZkClient:
         nested = await asyncio.gather(*(self._subtree(f"{path}/{c}") for c in children))
         return [path] + [p for sub in nested for p in sub]
 
-    # ------------------------------------------------------------------ topic config
-
-    async def get_topic_config(self, topic: str) -> dict[str, str]:
-        got = await self.get(TopicConfigZNode.path(topic))
-        return {} if got is None else TopicConfigZNode.decode(got[0])
-
-    async def get_topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
-        topics = list(topics)
-        got = await asyncio.gather(*(self.get_topic_config(t) for t in topics))
-        return dict(zip(topics, got, strict=True))
-
-    async def set_topic_config(self, topic: str, config: Mapping[str, str]) -> None:
-        """Replace a topic's config and notify brokers through ``/config/changes``."""
-        path = TopicConfigZNode.path(topic)
-        try:
-            await self.set(path, TopicConfigZNode.encode(config))
-        except NoNodeError:
-            await self.create(path, TopicConfigZNode.encode(config), makepath=True)
-        await self.create(ConfigEntityChangeNotificationSequenceZNode.path_prefix(),
-                          ConfigEntityChangeNotificationSequenceZNode.encode("topics", topic),
-                          sequence=True, makepath=True)
-
-    # ------------------------------------------------------------------ broker config
-
-    async def get_broker_config(self, entity: str) -> dict[str, str]:
-        """The dynamic config of a broker (its id as a string) or of every broker
-        (``ConfigEntityZNode.DEFAULT``); empty when none is stored."""
-        got = await self.get(ConfigEntityZNode.path("brokers", entity))
-        return {} if got is None else ConfigEntityZNode.decode(got[0])
-
-    async def set_broker_config(self, entity: str, config: Mapping[str, str]) -> None:
-        """Replace a dynamic broker config and notify brokers through ``/config/changes``
-        (Kafka's AdminZkClient.changeBrokerConfig)."""
-        path = ConfigEntityZNode.path("brokers", entity)
-        try:
-            await self.set(path, ConfigEntityZNode.encode(config))
-        except NoNodeError:
-            await self.create(path, ConfigEntityZNode.encode(config), makepath=True)
-        await self.create(ConfigEntityChangeNotificationSequenceZNode.path_prefix(),
-                          ConfigEntityChangeNotificationSequenceZNode.encode("brokers", entity),
-                          sequence=True, makepath=True)
-
-    # ------------------------------------------------------------------ any config entity (users, ...)
+    # ------------------------------------------------------------------ config entities (topics, brokers, users)
 
     async def get_entity_config(self, entity_type: str, entity: str) -> dict[str, str] | None:
         """``/config/<entity_type>/<entity>`` (e.g. ``users``/``alice``: SCRAM credentials);
@@ -615,8 +571,9 @@ class KafkaZkClient:
         return None if got is None else ConfigEntityZNode.decode(got[0])
 
     async def set_entity_config(self, entity_type: str, entity: str, config: Mapping[str, str]) -> None:
-        """Replace an entity's config and notify brokers through ``/config/changes``
-        (``{"version":2,"entity_path":"<entity_type>/<entity>"}``)."""
+        """Replace an entity's config (creating its znode) and notify brokers through
+        ``/config/changes`` (``{"version":2,"entity_path":"<entity_type>/<entity>"}``): Kafka's
+        ``setOrCreateEntityConfigs`` and ``createConfigChangeNotification``."""
         path = ConfigEntityZNode.path(entity_type, entity)
         try:
             await self.set(path, ConfigEntityZNode.encode(config))
@@ -625,6 +582,29 @@ class KafkaZkClient:
         await self.create(ConfigEntityChangeNotificationSequenceZNode.path_prefix(),
                           ConfigEntityChangeNotificationSequenceZNode.encode(entity_type, entity),
                           sequence=True, makepath=True)
+
+    async def get_topic_config(self, topic: str) -> dict[str, str]:
+        """A topic's config overrides; empty when none is stored."""
+        return await self.get_entity_config("topics", topic) or {}
+
+    async def get_topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
+        topics = list(topics)
+        got = await asyncio.gather(*(self.get_topic_config(t) for t in topics))
+        return dict(zip(topics, got, strict=True))
+
+    async def set_topic_config(self, topic: str, config: Mapping[str, str]) -> None:
+        """Replace a topic's config and notify brokers through ``/config/changes``."""
+        await self.set_entity_config("topics", topic, config)
+
+    async def get_broker_config(self, entity: str) -> dict[str, str]:
+        """The dynamic config of a broker (its id as a string) or of every broker
+        (``ConfigEntityZNode.DEFAULT``); empty when none is stored."""
+        return await self.get_entity_config("brokers", entity) or {}
+
+    async def set_broker_config(self, entity: str, config: Mapping[str, str]) -> None:
+        """Replace a dynamic broker config and notify brokers through ``/config/changes``
+        (Kafka's AdminZkClient.changeBrokerConfig)."""
+        await self.set_entity_config("brokers", entity, config)
 
     # ------------------------------------------------------------------ deletion
 
@@ -686,4 +666,4 @@ def _stop_quietly(zk: KazooClient) -> None:
         log.debug("error closing ZooKeeper client", exc_info=True)
 
 
-__all__ += ["ControllerRegistration", "KazooState"]
+__all__ += ["ControllerRegistration"]

@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import base64
 import json
-import time
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from urllib.parse import quote, unquote
+
+from odradek.common import now_ms
 
 __all__ = [
     "PERSISTENT_PATHS",
@@ -55,8 +56,9 @@ def _loads(data: bytes | None) -> object:
     return json.loads(data.decode())
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
+def _uuid_string(value: uuid.UUID) -> str:
+    """Kafka's ``Uuid.toString``: URL-safe base64 of the 16 bytes, without padding."""
+    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
 
 
 # ----------------------------------------------------------------------------- cluster
@@ -75,8 +77,7 @@ class ClusterIdZNode:
 
     @staticmethod
     def new_cluster_id() -> str:
-        # Kafka's cluster ids are URL-safe base64 of a random UUID, without padding.
-        return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        return _uuid_string(uuid.uuid4())
 
 
 # ----------------------------------------------------------------------------- controller
@@ -155,7 +156,7 @@ class BrokerIdZNode:
 
     @staticmethod
     def path(broker_id: int) -> str:
-        return f"/brokers/ids/{broker_id}"
+        return f"{BrokerIdsZNode.path}/{broker_id}"
 
     @staticmethod
     def encode(info: BrokerInfo) -> bytes:
@@ -231,7 +232,7 @@ class TopicZNode:
 
     @staticmethod
     def path(topic: str) -> str:
-        return f"/brokers/topics/{topic}"
+        return f"{TopicsZNode.path}/{topic}"
 
     @staticmethod
     def encode(assignment: TopicAssignment) -> bytes:
@@ -258,20 +259,19 @@ class TopicZNode:
 
     @staticmethod
     def new_topic_id() -> str:
-        # Kafka's Uuid.toString: URL-safe base64 of 16 random bytes, no padding.
-        return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        return _uuid_string(uuid.uuid4())
 
 
 class TopicPartitionsZNode:
     @staticmethod
     def path(topic: str) -> str:
-        return f"/brokers/topics/{topic}/partitions"
+        return f"{TopicZNode.path(topic)}/partitions"
 
 
 class TopicPartitionZNode:
     @staticmethod
     def path(topic: str, partition: int) -> str:
-        return f"/brokers/topics/{topic}/partitions/{partition}"
+        return f"{TopicPartitionsZNode.path(topic)}/{partition}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -308,7 +308,7 @@ class TopicPartitionStateZNode:
 
     @staticmethod
     def path(topic: str, partition: int) -> str:
-        return f"/brokers/topics/{topic}/partitions/{partition}/state"
+        return f"{TopicPartitionZNode.path(topic, partition)}/state"
 
     @staticmethod
     def encode(state: LeaderAndIsr) -> bytes:
@@ -336,10 +336,6 @@ class TopicPartitionStateZNode:
 # ----------------------------------------------------------------------------- config
 
 
-class ConfigZNode:
-    path = "/config"
-
-
 class ConfigEntityTypeZNode:
     TYPES = ("topics", "clients", "users", "brokers", "ips")
 
@@ -348,12 +344,16 @@ class ConfigEntityTypeZNode:
         return f"/config/{entity_type}"
 
 
-class TopicConfigZNode:
-    """``/config/topics/<topic>``: ``{"version":1,"config":{...}}`` with string values."""
+class ConfigEntityZNode:
+    """``/config/<entity type>/<entity>``, e.g. ``/config/brokers/0`` or the cluster-wide
+    ``/config/brokers/<default>``: ``{"version":1,"config":{...}}`` with string values."""
+
+    # Kafka's ConfigEntityName.Default: the entity whose config applies to every broker.
+    DEFAULT = "<default>"
 
     @staticmethod
-    def path(topic: str) -> str:
-        return f"/config/topics/{topic}"
+    def path(entity_type: str, entity: str) -> str:
+        return f"{ConfigEntityTypeZNode.path(entity_type)}/{entity}"
 
     @staticmethod
     def encode(config: Mapping[str, str]) -> bytes:
@@ -367,19 +367,15 @@ class TopicConfigZNode:
         return {k: str(v) for k, v in (obj.get("config") or {}).items()}  # type: ignore[union-attr]
 
 
-class ConfigEntityZNode:
-    """``/config/<entity type>/<entity>``, e.g. ``/config/brokers/0`` or the cluster-wide
-    ``/config/brokers/<default>``: ``{"version":1,"config":{...}}`` with string values."""
-
-    # Kafka's ConfigEntityName.Default: the entity whose config applies to every broker.
-    DEFAULT = "<default>"
+class TopicConfigZNode:
+    """``/config/topics/<topic>``: the config entity of a topic."""
 
     @staticmethod
-    def path(entity_type: str, entity: str) -> str:
-        return f"/config/{entity_type}/{entity}"
+    def path(topic: str) -> str:
+        return ConfigEntityZNode.path("topics", topic)
 
-    encode = TopicConfigZNode.encode
-    decode = TopicConfigZNode.decode
+    encode = ConfigEntityZNode.encode
+    decode = ConfigEntityZNode.decode
 
 
 def sanitize_entity_name(name: str) -> str:
@@ -404,7 +400,7 @@ class ConfigEntityChangeNotificationSequenceZNode:
 
     @staticmethod
     def path_prefix() -> str:
-        return f"/config/changes/{ConfigEntityChangeNotificationSequenceZNode.PREFIX}"
+        return f"{ConfigEntityChangeNotificationZNode.path}/{ConfigEntityChangeNotificationSequenceZNode.PREFIX}"
 
     @staticmethod
     def encode(entity_type: str, entity_name: str) -> bytes:
@@ -425,19 +421,19 @@ class AdminZNode:
 
 
 class DeleteTopicsZNode:
-    path = "/admin/delete_topics"
+    path = f"{AdminZNode.path}/delete_topics"
 
 
 class DeleteTopicsTopicZNode:
     @staticmethod
     def path(topic: str) -> str:
-        return f"/admin/delete_topics/{topic}"
+        return f"{DeleteTopicsZNode.path}/{topic}"
 
 
 class ReassignPartitionsZNode:
     """``/admin/reassign_partitions``: a pending reassignment request."""
 
-    path = "/admin/reassign_partitions"
+    path = f"{AdminZNode.path}/reassign_partitions"
 
     @staticmethod
     def encode(reassignment: Mapping[tuple[str, int], Sequence[int]]) -> bytes:
@@ -459,7 +455,7 @@ class ReassignPartitionsZNode:
 
 
 class PreferredReplicaElectionZNode:
-    path = "/admin/preferred_replica_election"
+    path = f"{AdminZNode.path}/preferred_replica_election"
 
     @staticmethod
     def encode(partitions: Iterable[tuple[str, int]]) -> bytes:
@@ -538,4 +534,4 @@ def topic_id_to_uuid(topic_id: str | None) -> uuid.UUID:
 def uuid_to_topic_id(value: uuid.UUID | None) -> str | None:
     if value is None or value.int == 0:
         return None
-    return base64.urlsafe_b64encode(value.bytes).decode().rstrip("=")
+    return _uuid_string(value)

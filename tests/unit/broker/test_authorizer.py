@@ -19,6 +19,7 @@ from odradek.broker.authorizer import (
     sequence_of,
 )
 from odradek.broker.change_notifications import CHANGE_EXPIRATION_MS
+from odradek.common import now_ms
 from odradek.config import KafkaConfig
 from odradek.security.acls import (
     ANONYMOUS,
@@ -36,7 +37,6 @@ from odradek.security.acls import (
     resource_path,
 )
 from odradek.zk.client import KafkaZkClient
-from odradek.zk.zk_data import now_ms
 from support import wait_until_async
 
 ALICE = KafkaPrincipal("User", "alice")

@@ -14,7 +14,8 @@ from log_helpers import T0, Clock, batch, config
 
 from odradek.config import CleanerConfig
 from odradek.log.cleaner.cleaner import clean
-from odradek.log.cleaner.manager import LogCleaner, cleanable_offsets
+from odradek.log.cleaner.log_cleaner import LogCleaner
+from odradek.log.cleaner.manager import cleanable_offsets
 from odradek.log.log import Log
 from odradek.log.log_info import AppendOrigin
 from odradek.protocol.control_records import ControlRecordType, build_end_txn_marker_batch

@@ -9,13 +9,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from odradek.log.cleaner.cleaning import (
-    Cleaning,
-    OffsetMap,
-    group_segments_by_size,
-    retains_tombstones,
-)
+from odradek.log.cleaner.cleaning import Cleaning, group_segments_by_size
 from odradek.log.cleaner.job import CleanJob, CleanResult, SegmentRef
+from odradek.log.cleaner.offset_map import OffsetMap
+from odradek.log.cleaner.retention import retains_tombstones
 from odradek.protocol.errors import CorruptMessageError
 from odradek.protocol.records import (
     HEADER_SIZE,

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from odradek.log.cleaner.cleaning import CleanedTransactionMetadata, Cleaning
+from odradek.log.cleaner.cleaning import Cleaning
 from odradek.log.cleaner.job import CleanerStats, CleanJob, CleanResult, SegmentRef
+from odradek.log.cleaner.transaction_metadata import CleanedTransactionMetadata
 from odradek.log.transaction_index import AbortedTxn
 from odradek.protocol.control_records import ControlRecordType, build_end_txn_marker_batch
 from odradek.protocol.records import (

@@ -10,13 +10,13 @@ partition of its session and answers only those with news.
 from __future__ import annotations
 
 import asyncio
-import time
 from typing import TYPE_CHECKING
 
 from odradek.broker.apis.authorization import cluster_authorized, unauthorized_names
 from odradek.broker.apis.registry import answer_when_done, api
 from odradek.broker.delayed_fetch import DelayedFetch, FetchPartitionRequest, FetchPartitionResult
 from odradek.broker.fetch_session import FetchContext
+from odradek.common import monotonic_ms
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.fetch_request import parse_fetch_request
@@ -39,7 +39,7 @@ def handle_fetch(broker: ProduceFetchContext, request: Request) -> Response | as
     requests = [FetchPartitionRequest(p.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
                                       p.current_leader_epoch) for p in body.partitions]
     if version >= 7:  # fetch sessions (KIP-227)
-        context = broker.fetch_sessions.new_context(body, requests, _now_ms())
+        context = broker.fetch_sessions.new_context(body, requests, monotonic_ms())
         if context.error != ErrorCode.none:
             return encode_fetch_response(correlation_id, version, context.error, 0, [])
     else:
@@ -78,7 +78,3 @@ def _encode(correlation_id: int, version: int, context: FetchContext, denied: se
             r.partition, res.error, res.high_watermark, res.last_stable_offset, res.log_start_offset,
             res.regions, aborted_transactions_null=aborted is None, aborted_transactions=aborted or ()))
     return encode_fetch_response(correlation_id, version, ErrorCode.none, context.session_id, list(topics.items()))
-
-
-def _now_ms() -> int:
-    return time.monotonic_ns() // 1_000_000

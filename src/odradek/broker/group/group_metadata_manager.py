@@ -34,7 +34,7 @@ from odradek.broker.group.offsets_records import (
     encode_offset_commit_value,
 )
 from odradek.broker.group.offsets_topic import OFFSETS_TOPIC, OffsetsTopic
-from odradek.common import TopicPartition
+from odradek.common import TopicPartition, now_ms
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.records import NO_PRODUCER_EPOCH, NO_PRODUCER_ID, SimpleRecord, build_batch
 
@@ -67,12 +67,8 @@ _STORE_OFFSETS_ERRORS = {
 }
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class GroupMetadataManager:
-    def __init__(self, config: GroupConfig, topic: OffsetsTopic, now_ms: Callable[[], int] = _now_ms) -> None:
+    def __init__(self, config: GroupConfig, topic: OffsetsTopic, now_ms: Callable[[], int] = now_ms) -> None:
         self.config = config
         self.topic = topic
         self.now_ms = now_ms

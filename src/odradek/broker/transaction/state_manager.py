@@ -32,6 +32,7 @@ from odradek.broker.transaction.transaction_state import (
     coordinator_partition,
 )
 from odradek.broker.transaction.txn_config import TxnConfig
+from odradek.common import now_ms
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.records import SimpleRecord, build_batch, decode_batch, iter_batches
 
@@ -53,10 +54,6 @@ _APPEND_ERRORS = {
     E.message_too_large: E.unknown_server_error,
     E.record_list_too_large: E.unknown_server_error,
 }
-
-
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +89,7 @@ def replay_transaction_log(chunks: Iterable[bytes]) -> dict[str, TransactionMeta
 
 
 class TransactionStateManager:
-    def __init__(self, config: TxnConfig, topic: TransactionStateTopic, now_ms: Callable[[], int] = _now_ms) -> None:
+    def __init__(self, config: TxnConfig, topic: TransactionStateTopic, now_ms: Callable[[], int] = now_ms) -> None:
         self.config = config
         self.topic = topic
         self.now_ms = now_ms

@@ -56,7 +56,6 @@ class Throttler:
         self._sleep = sleep
         self._period_start = clock()
         self._observed = 0.0
-        self.slept_s = 0.0
 
     def maybe_throttle(self, observed: float) -> None:
         if self.rate == float("inf"):
@@ -68,7 +67,6 @@ class Throttler:
                 pause = self._observed / self.rate - elapsed
                 if pause > 0:
                     self._sleep(pause)
-                    self.slept_s += pause
             self._period_start = self._clock()
             self._observed = 0.0
 

@@ -88,9 +88,10 @@ class CleanedGroup:
     size: int
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class CleanerStats:
-    """Kafka's ``CleanerStats``: what one cleaning read, wrote and took."""
+    """Kafka's ``CleanerStats``: what one cleaning read, wrote and took (counted as it goes,
+    as Kafka's is)."""
 
     bytes_read: int = 0
     bytes_written: int = 0

@@ -1,0 +1,160 @@
+"""The cleaner's record scanner (odradek.log.cleaner.record_scanner) held to the record
+batch decoder (odradek.protocol.records.decode_batch): the same records wherever the decoder
+reads a batch, CorruptMessageError wherever a batch is cut short."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from odradek.log.cleaner.record_scanner import (
+    ScannedRecords,
+    first_key,
+    records_section,
+    scan_records,
+)
+from odradek.protocol.errors import CorruptMessageError
+from odradek.protocol.records import (
+    HEADER_SIZE,
+    CompressionType,
+    Record,
+    compress,
+    decode_batch,
+    encode_batch,
+    parse_header,
+)
+from odradek.protocol.varint import encode_varlong
+
+T0 = 1_700_000_000_000
+BASE = 1000
+
+
+def _field(value: bytes | None) -> bytes:
+    return encode_varlong(-1) if value is None else encode_varlong(len(value)) + value
+
+
+def encode_record(ts_delta: int, offset_delta: int, key: bytes | None, value: bytes | None,
+                  headers: list[tuple[bytes, bytes | None]]) -> bytes:
+    """One v2 record with any deltas (build_batch only writes 0, 1, 2, ... ones)."""
+    body = (b"\x00" + encode_varlong(ts_delta) + encode_varlong(offset_delta) + _field(key)
+            + _field(value) + encode_varlong(len(headers))
+            + b"".join(_field(k) + _field(v) for k, v in headers))
+    return encode_varlong(len(body)) + body
+
+
+def make_batch(records: list[bytes], codec: CompressionType = CompressionType.NONE, *,
+               count: int | None = None) -> bytes:
+    """A batch of ``records`` (encoded), which says it holds ``count`` (default: as many)."""
+    count = len(records) if count is None else count
+    return encode_batch(compress(codec, b"".join(records)), base_offset=BASE,
+                        last_offset_delta=max(count - 1, 0), records_count=count,
+                        attributes=int(codec), base_timestamp=T0, max_timestamp=T0,
+                        partition_leader_epoch=0, producer_id=-1, producer_epoch=-1,
+                        base_sequence=-1)
+
+
+def scan(batch: bytes, *, positions: bool = False) -> tuple[bytes, int, ScannedRecords]:
+    header = parse_header(batch)
+    buf, start, end = records_section(batch, 0, header)
+    return buf, start, scan_records(buf, start, end, header.records_count, header.base_offset,
+                                    positions=positions)
+
+
+def agrees(scanned: ScannedRecords, decoded: list[Record]) -> None:
+    keys, offsets, tombstones, keyless, *_ = scanned
+    keyed = [r for r in decoded if r.key is not None]
+    assert keys == [r.key for r in keyed]
+    assert offsets == [r.offset for r in keyed]
+    assert tombstones == [r.offset for r in keyed if r.value is None]
+    assert keyless == [r.offset for r in decoded if r.key is None]
+
+
+# Keys and values long enough for two-byte lengths, deltas of one, two and three bytes
+# (negative ones too), a few headers.
+blob = st.one_of(st.none(), st.binary(max_size=8), st.binary(min_size=60, max_size=200))
+record_st = st.builds(
+    encode_record,
+    ts_delta=st.one_of(st.integers(-70, 70), st.integers(-2**40, 2**40)),
+    offset_delta=st.one_of(st.integers(0, 70), st.integers(-100, 10_000)),
+    key=blob, value=blob,
+    headers=st.lists(st.tuples(st.binary(max_size=4), st.one_of(st.none(), st.binary(max_size=4))),
+                     max_size=2))
+codec_st = st.sampled_from([CompressionType.NONE, CompressionType.NONE, CompressionType.GZIP,
+                            CompressionType.LZ4])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(records=st.lists(record_st, max_size=40), codec=codec_st)
+def test_the_scanner_reads_what_the_decoder_reads(records: list[bytes],
+                                                  codec: CompressionType) -> None:
+    batch = make_batch(records, codec)
+    _, decoded = decode_batch(batch)
+    _, _, plain = scan(batch)
+    agrees(plain, decoded)
+    assert plain[4:] == ([], [], [])  # no positions unless asked for
+    buf, start, placed = scan(batch, positions=True)
+    agrees(placed, decoded)
+    starts, ends, timestamp_deltas = placed[4:]
+    keyed = [r for r in decoded if r.key is not None]
+    assert timestamp_deltas == [r.timestamp - T0 for r in keyed]
+    # Each keyed record's span is that record, whole: on its own it decodes to itself.
+    for s, e, record in zip(starts, ends, keyed, strict=True):
+        alone = encode_batch(buf[s:e], base_offset=BASE, last_offset_delta=0, records_count=1,
+                             attributes=0, base_timestamp=T0, max_timestamp=T0,
+                             partition_leader_epoch=0, producer_id=-1, producer_epoch=-1,
+                             base_sequence=-1)
+        assert decode_batch(alone)[1] == [record]
+    expected_first = decoded[0].key if decoded else None
+    assert first_key(placed, start) == expected_first
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(records=st.lists(record_st, min_size=1, max_size=20), data=st.data())
+def test_a_batch_cut_short_is_corrupt_to_both(records: list[bytes], data: st.DataObject) -> None:
+    payload = b"".join(records)
+    cut = data.draw(st.integers(0, len(payload) - 1))
+    batch = make_batch([payload[:cut]], count=len(records))
+    with pytest.raises(CorruptMessageError):
+        scan(batch)
+    with pytest.raises(CorruptMessageError):
+        scan(batch, positions=True)
+    # Read from a larger buffer (a segment), it must not borrow the next batch's bytes.
+    header = parse_header(batch)
+    with pytest.raises(CorruptMessageError):
+        scan_records(batch + payload, HEADER_SIZE, header.size, len(records), BASE)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(records=st.lists(record_st, min_size=1, max_size=10), data=st.data())
+def test_where_the_decoder_reads_a_damaged_batch_the_scanner_agrees(
+        records: list[bytes], data: st.DataObject) -> None:
+    payload = bytearray(b"".join(records))
+    at = data.draw(st.integers(0, len(payload) - 1))
+    payload[at] = data.draw(st.integers(0, 255))
+    batch = make_batch([bytes(payload)], count=len(records))
+    try:
+        _, decoded = decode_batch(batch)
+    except (CorruptMessageError, ValueError):
+        decoded = None
+    try:
+        _, _, scanned = scan(batch)
+    except CorruptMessageError:
+        assert decoded is None, "the scanner refused a batch the decoder read"
+        return
+    if decoded is not None:
+        agrees(scanned, decoded)
+
+
+def test_a_key_running_past_its_record_is_corrupt() -> None:
+    record = bytearray(encode_record(0, 0, b"k", b"v", []))
+    record[4] = 2 * 5  # the key claims 5 bytes: past the value's length, into the next record
+    batch = make_batch([bytes(record), encode_record(0, 1, b"key2", b"value2", [])])
+    with pytest.raises(CorruptMessageError, match="ends before its value"):
+        scan(batch)
+
+
+def test_records_that_do_not_fill_the_batch_are_corrupt() -> None:
+    batch = make_batch([encode_record(0, 0, b"k", b"v", [])] * 2, count=1)  # one left over
+    with pytest.raises(CorruptMessageError, match="do not fill"):
+        scan(batch)
