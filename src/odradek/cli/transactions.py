@@ -9,7 +9,6 @@ exit code 1, before anything is sent; so is a failed operation.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -35,6 +34,7 @@ from odradek.cli.common import (
     command_config_option,
     fail,
 )
+from odradek.common import now_ms
 from odradek.protocol.errors import KafkaError
 from odradek.security.client import ClientSecurity
 
@@ -117,7 +117,7 @@ def describe_command(target: _Target, transactional_id: str | None) -> None:
 
     async def action(admin: TransactionsAdmin) -> list[str]:
         description = await admin.describe_transaction(transactional_id)
-        row = describe_transaction_row(description, int(time.time() * 1000))
+        row = describe_transaction_row(description, now_ms())
         return pretty_print_table(DESCRIBE_TRANSACTIONS_HEADERS, [row])
 
     _run(target, action)

@@ -39,6 +39,7 @@ from typing import Any
 
 from kazoo.client import KazooClient
 
+from odradek.common import now_ms
 from odradek.local.child_process import ChildProcess
 from odradek.local.cluster_state import ClusterState
 from odradek.local.security import ADMIN, CLIENT_USER, LocalSecurity, properties_text
@@ -247,7 +248,7 @@ class LocalCluster:
         if broker.alive:
             raise RuntimeError(f"broker {broker_id} is already running (pid {broker.pid})")
         log_path = broker.config_path.parent / "server.log"
-        broker.started_ms = int(time.time() * 1000)
+        broker.started_ms = now_ms()
         with open(log_path, "ab") as out:
             broker.process = subprocess.Popen(
                 self.broker_command(broker), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,

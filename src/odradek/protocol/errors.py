@@ -2,7 +2,7 @@
 
 The table of codes is Kafka's own (``kio.schema.errors.ErrorCode``, generated from Kafka's
 sources).  Internal code raises :class:`KafkaError` subclasses; API handlers turn them into
-error codes at the edge (:func:`error_code_of`).
+error codes at the edge (``KafkaError.code``).
 """
 
 from __future__ import annotations
@@ -43,13 +43,6 @@ def for_code(code: int | ErrorCode) -> type[KafkaError]:
         return _BY_CODE[ErrorCode(code)]
     except (ValueError, KeyError):
         return _BY_CODE[ErrorCode.unknown_server_error]
-
-
-def error_code_of(exc: BaseException) -> ErrorCode:
-    """The Kafka error code to report for an exception raised while handling a request."""
-    if isinstance(exc, KafkaError):
-        return exc.code
-    return ErrorCode.unknown_server_error
 
 
 # Names used throughout the code base, spelled out so linters and readers see them.

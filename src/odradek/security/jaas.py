@@ -17,7 +17,6 @@ __all__ = ["CONTROL_FLAGS", "JaasConfig", "JaasConfigError", "parse_jaas_config"
 CONTROL_FLAGS = ("required", "requisite", "sufficient", "optional")
 
 PLAIN_LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
-SCRAM_LOGIN_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 
 class JaasConfigError(ValueError):

@@ -10,7 +10,6 @@ the others out); OffsetDelete Delete on the group, then Read on each topic.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +18,7 @@ from odradek.broker.apis.groups import group_allowed, ms
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
 from odradek.broker.group.coordinator import PartitionOffset
 from odradek.broker.group.group import OffsetAndMetadata
+from odradek.common import now_ms
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.security.acls import Operation, ResourceType
@@ -68,7 +68,7 @@ def requested_offsets(cache: MetadataCache, topics: Iterable[Any], commit_timest
 async def handle_offset_commit(broker: GroupsContext, request: Request) -> Response:
     body = decode_body(request)
     version = request.api_version
-    now = time.time_ns() // 1_000_000
+    now = now_ms()
     retention = ms(body.retention_time) if version <= 4 else _DEFAULT_RETENTION
     expire = now + retention if retention != _DEFAULT_RETENTION else -1
     if not group_allowed(broker, request, Operation.READ, body.group_id):

@@ -17,14 +17,13 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import time
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek.broker.apis.authorization import cluster_authorized
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
 from odradek.broker.group.offsets_topic import OFFSETS_TOPIC
-from odradek.common import TopicPartition
+from odradek.common import TopicPartition, now_ms
 from odradek.log.log_info import AppendOrigin
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.control_records import ControlRecordType, build_end_txn_marker_batch
@@ -72,7 +71,7 @@ async def write_txn_markers(replica_manager: ReplicaManager, group_coordinator: 
     """Append every marker on the leaders here and wait for replication; per marker, its
     producer id and each partition's error.  ``group_coordinator.complete_txn(producer_id,
     partitions, commit)`` is called for the ``__consumer_offsets`` partitions written."""
-    now = time.time_ns() // 1_000_000
+    now = now_ms()
 
     async def one(marker: TxnMarker) -> tuple[int, dict[TopicPartition, ErrorCode]]:
         entries = marker_entries(marker, now)

@@ -10,13 +10,13 @@ Authorization (KafkaApis, Kafka 2.8): Write on the transactional id, then Read o
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING
 
 from odradek.broker.apis.authorization import authorized, unauthorized_names
 from odradek.broker.apis.groups import group_allowed
 from odradek.broker.apis.offsets_commit import by_topic, requested_offsets
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
+from odradek.common import now_ms
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.security.acls import Operation, ResourceType
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 async def handle_txn_offset_commit(broker: TransactionsContext, request: Request) -> Response:
     body = decode_body(request)
     version = request.api_version
-    now = time.time_ns() // 1_000_000
+    now = now_ms()
     # Kafka's convertTxnOffsets: committed now, no expire timestamp.
     names = [t.name for t in body.topics]
     if broker.authorizer is None:
