@@ -315,21 +315,25 @@ class LogConfig:
 
     def as_strings(self) -> dict[str, str]:
         """Every topic config as Kafka prints it (lists comma-joined, booleans lower-case)."""
-        return {key: _to_string(self.value_of(key)) for key in sorted(TOPIC_CONFIG)}
+        return {key: config_string(self.value_of(key)) or "" for key in sorted(TOPIC_CONFIG)}
 
 
 def _first_set(value: Any, otherwise: Any) -> Any:
     return otherwise if value is None else value
 
 
-def _to_string(value: Any) -> str:
+def config_string(value: Any) -> str | None:
+    """A parsed config value as Kafka prints it (lists comma-joined, booleans lower-case,
+    doubles as Java's Double.toString); None stays None."""
+    if value is None:
+        return None
     if isinstance(value, bool):
         return str(value).lower()
     if isinstance(value, (list, tuple)):
         return ",".join(map(str, value))
     if isinstance(value, float):
         return java_double_string(value)
-    return "" if value is None else str(value)
+    return str(value)
 
 
 def java_double_string(value: float) -> str:

@@ -14,7 +14,6 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
-from typing import Any
 
 from odradek.config import (
     BROKER_CONFIG,
@@ -24,7 +23,7 @@ from odradek.config import (
     ConfigKey,
     KafkaConfig,
     Type,
-    java_double_string,
+    config_string,
 )
 
 __all__ = [
@@ -32,7 +31,6 @@ __all__ = [
     "ConfigSource",
     "ResourceType",
     "broker_config_entries",
-    "config_string",
     "default_broker_config_entries",
     "topic_config_entries",
 ]
@@ -91,23 +89,6 @@ class ConfigEntry:
         return self.source is ConfigSource.DEFAULT_CONFIG
 
 
-def config_string(value: Any) -> str | None:
-    """A parsed config value as Kafka prints it (lists comma-joined, booleans lower-case)."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return str(value).lower()
-    if isinstance(value, (list, tuple)):
-        return ",".join(map(str, value))
-    if isinstance(value, float):
-        return java_double_string(value)
-    return str(value)
-
-
-def _default_of(spec: ConfigKey) -> Any:
-    return spec.parse(spec.default) if isinstance(spec.default, str) else spec.default
-
-
 def _broker_synonyms(config: KafkaConfig, keys: Collection[str], *, per_broker: bool = True
                      ) -> list[tuple[str, str | None, ConfigSource]]:
     """The values the broker ``keys`` (in precedence order) have, source by source as Kafka
@@ -124,7 +105,7 @@ def _broker_synonyms(config: KafkaConfig, keys: Collection[str], *, per_broker: 
     synonyms += [(key, config_string(BROKER_CONFIG[key].parse(config.originals[key])),
                   ConfigSource.STATIC_BROKER_CONFIG) for key in known if key in config.originals]
     for key in known:
-        default = _default_of(BROKER_CONFIG[key])
+        default = BROKER_CONFIG[key].default_value()
         if default is not None:
             synonyms.append((key, config_string(default), ConfigSource.DEFAULT_CONFIG))
     return synonyms

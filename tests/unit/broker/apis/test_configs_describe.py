@@ -5,11 +5,10 @@ from __future__ import annotations
 from odradek.broker.apis.configs_describe import (
     ConfigSource,
     broker_config_entries,
-    config_string,
     default_broker_config_entries,
     topic_config_entries,
 )
-from odradek.config import TOPIC_CONFIG, KafkaConfig
+from odradek.config import TOPIC_CONFIG, KafkaConfig, config_string
 
 BASE = {"zookeeper.connect": "zk:2181", "log.dirs": "/tmp/data"}
 
