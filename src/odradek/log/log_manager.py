@@ -60,6 +60,7 @@ from odradek.log.log_dirs import (
     parse_future_dir_name,
     parse_log_dir_name,
 )
+from odradek.log.meta_properties import check_and_write_meta_properties
 from odradek.log.partition_metadata import topic_id_string, write_topic_ids
 from odradek.protocol.errors import KafkaStorageError, for_code
 
@@ -202,6 +203,18 @@ class LogManager:
                     marker.unlink()
             except OSError as e:
                 self._startup_failure(log_dir, "Error while removing the clean-shutdown marker of", e)
+
+    def check_and_write_meta_properties(self, broker_id: int, cluster_id: str | None) -> None:
+        """``meta.properties`` in every live directory: one naming another broker or cluster
+        stops the start-up (InconsistentBrokerMetadataError); one that cannot be read or
+        written takes its directory offline (KAFKA_STORAGE_ERROR if none is left)."""
+        for log_dir in list(self.live_log_dirs):
+            try:
+                check_and_write_meta_properties([log_dir], broker_id, cluster_id)
+            except OSError as e:
+                self._startup_failure(log_dir, "Error while reading or writing meta.properties in", e)
+        if not self.live_log_dirs:
+            raise KafkaStorageError(f"none of the log dirs {', '.join(map(str, self.log_dirs))} is usable")
 
     def _startup_failure(self, log_dir: Path, message: str, error: OSError) -> None:
         self._fail_dir(log_dir, f"{message} {log_dir}", error)
