@@ -202,7 +202,7 @@ class ReplicaAlterLogDirsManager:
         if current.log_start_offset > future.log_start_offset:
             future.maybe_increment_log_start_offset(current.log_start_offset)
         latest = future.latest_epoch
-        for entry in current.leader_epoch_cache.entries():
+        for entry in current.leader_epoch_cache.entries:
             if latest is None or entry.epoch > latest:
                 future.assign_epoch_start_offset(entry.epoch, entry.start_offset)  # an epoch without data yet
         partition.log = self.log_manager.replace_current_with_future_log(partition.topic, partition.partition)
