@@ -8,6 +8,7 @@ from __future__ import annotations
 from support.clients import consume_all, delete_records, produce
 from support.cluster import (
     ClusterFactory,
+    JbodCluster,
     controller_of,
     current_controller,
     partition_state,
@@ -41,6 +42,7 @@ __all__ = [
     "Address",
     "ClusterFactory",
     "Headers",
+    "JbodCluster",
     "OdradekBroker",
     "PartitionInfo",
     "Rec",

@@ -11,12 +11,13 @@ from pathlib import Path
 
 from kazoo.exceptions import NoNodeError
 
-from odradek.local.cluster import LocalCluster
+from odradek.local.cluster import BrokerProcess, LocalCluster
 from odradek.local.zookeeper import EmbeddedZooKeeper
 from odradek.zk.zk_data import ControllerEpochZNode, ControllerZNode, TopicPartitionStateZNode
 
 __all__ = [
     "ClusterFactory",
+    "JbodCluster",
     "controller_of",
     "current_controller",
     "partition_state",
@@ -49,10 +50,11 @@ class ClusterFactory:
         self.base = base
         self.clusters: list[LocalCluster] = []
 
-    def __call__(self, num_brokers: int = 3, **kwargs: object) -> LocalCluster:
+    def __call__(self, num_brokers: int = 3, *, cluster_class: type[LocalCluster] = LocalCluster,
+                 **kwargs: object) -> LocalCluster:
         directory = self.base / f"cluster{len(self.clusters)}"
-        cluster = LocalCluster(directory, num_brokers, zookeeper_connect=unique_chroot(self.zookeeper, "c"),
-                               **kwargs)  # type: ignore[arg-type]
+        cluster = cluster_class(directory, num_brokers, zookeeper_connect=unique_chroot(self.zookeeper, "c"),
+                                **kwargs)  # type: ignore[arg-type]
         self.clusters.append(cluster)
         cluster.start()
         return cluster
@@ -60,6 +62,18 @@ class ClusterFactory:
     def stop_all(self) -> None:
         for cluster in self.clusters:
             cluster.stop()
+
+
+class JbodCluster(LocalCluster):
+    """A LocalCluster whose brokers each have two log directories, ``data-a`` and ``data-b``."""
+
+    def log_dirs(self, broker_id: int) -> list[Path]:
+        home = self.brokers[broker_id].config_path.parent
+        return [home / "data-a", home / "data-b"]
+
+    def broker_properties(self, broker: BrokerProcess) -> dict[str, str]:
+        return {**super().broker_properties(broker),
+                "log.dirs": ",".join(map(str, self.log_dirs(broker.broker_id)))}
 
 
 def controller_of(cluster: LocalCluster) -> tuple[int, int]:
