@@ -6,8 +6,6 @@ same cluster."""
 
 from __future__ import annotations
 
-import os
-import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -23,8 +21,7 @@ from kafka.errors import (
 )
 
 from odradek.local.cluster import LocalCluster
-from odradek.local.zookeeper import EmbeddedZooKeeper, find_java
-from odradek.perf.kafka_ref import KafkaRefError, jvm_classpath
+from odradek.local.zookeeper import EmbeddedZooKeeper
 from support import (
     ClusterFactory,
     JbodCluster,
@@ -32,6 +29,7 @@ from support import (
     create_topic,
     partition_state,
     produce,
+    run_kafka_tool,
     run_odradek,
     wait_until,
 )
@@ -128,22 +126,12 @@ def test_alter_replica_log_dirs_errors(cluster: JbodCluster, admin: KafkaAdminCl
     assert answers == {unknown: UnknownTopicOrPartitionError, not_on_1: ReplicaNotAvailableError}
 
 
-def kafka_log_dirs(*args: str) -> subprocess.CompletedProcess[str]:
-    """Kafka 2.8's kafka-log-dirs.sh (kafka.admin.LogDirsCommand) from the jvm/ jars."""
-    try:
-        classpath = os.pathsep.join(map(str, jvm_classpath("kafka-2.8")))
-    except KafkaRefError as e:
-        pytest.skip(f"Kafka 2.8's jars are not here: {e}")
-    return subprocess.run([find_java(), "-cp", classpath, "kafka.admin.LogDirsCommand", *args],
-                          capture_output=True, text=True, timeout=120)
-
-
 @pytest.mark.parametrize("args", [(), ("--topic-list", "spread,placed"), ("--broker-list", "2,0")],
                          ids=["all", "topic-list", "broker-list"])
 def test_odradek_log_dirs_prints_what_kafka_log_dirs_prints(cluster: JbodCluster, spread: str,
                                                            args: tuple[str, ...]) -> None:
     bootstrap = ["--bootstrap-server", cluster.bootstrap_servers.split(",")[0], "--describe", *args]
-    kafka = kafka_log_dirs(*bootstrap)
+    kafka = run_kafka_tool("kafka-2.8", "kafka.admin.LogDirsCommand", *bootstrap)
     ours = run_odradek("log-dirs", *bootstrap)
     assert kafka.returncode == ours.returncode == 0, (kafka.stderr, ours.stderr)
     assert ours.stdout.splitlines()[:2] == ["Querying brokers for log directories information",

@@ -9,6 +9,7 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
 from kazoo.exceptions import NoNodeError
 
 from odradek.local.cluster import BrokerProcess, LocalCluster
@@ -21,6 +22,7 @@ __all__ = [
     "controller_of",
     "current_controller",
     "partition_state",
+    "run_kafka_tool",
     "run_odradek",
     "unique_chroot",
     "zk_json",
@@ -30,6 +32,20 @@ __all__ = [
 def unique_chroot(zookeeper: EmbeddedZooKeeper, prefix: str) -> str:
     """A connect string with a chroot no other test uses."""
     return f"{zookeeper.connect_string}/{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def run_kafka_tool(project: str, main_class: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """One of Kafka's own command-line tools (``main_class``, e.g. ``kafka.admin.LogDirsCommand``)
+    from the jars of ``jvm/<project>`` (``kafka-2.8``, ...); the test is skipped without them."""
+    from odradek.local.zookeeper import find_java
+    from odradek.perf.kafka_ref import KafkaRefError, jvm_classpath
+
+    try:
+        classpath = os.pathsep.join(map(str, jvm_classpath(project)))
+    except KafkaRefError as e:
+        pytest.skip(f"Kafka's jars are not here: {e}")
+    return subprocess.run([find_java(), "-cp", classpath, main_class, *args],
+                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 def run_odradek(*args: str, timeout: float = 120, env: dict[str, str] | None = None,
