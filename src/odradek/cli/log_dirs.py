@@ -7,6 +7,7 @@ failures are one line on stderr and exit code 1.
 from __future__ import annotations
 
 import asyncio
+import sys
 
 import click
 
@@ -23,6 +24,7 @@ from odradek.cli.common import (
     client_security,
     command_config_option,
     fail,
+    over_bootstrap,
 )
 from odradek.protocol.errors import KafkaError
 
@@ -54,7 +56,7 @@ def log_dirs(bootstrap_server: str | None, command_config: str | None, describe:
     topics = [t for t in topic_list.split(",") if t]
     admin = LogDirsAdmin(bootstrap_server, security=client_security(command_config))
 
-    async def main() -> list[str]:
+    async def describe_dirs() -> None:
         cluster = list(await admin.broker_addresses())
         missing = [b for b in requested or () if b not in cluster]
         if missing:
@@ -63,15 +65,8 @@ def log_dirs(bootstrap_server: str | None, command_config: str | None, describe:
                 f"Current existent brokers: {','.join(map(str, cluster))}")
         queried = requested if requested is not None else cluster
         click.echo("Querying brokers for log directories information")
-        return describe_output(queried, await admin.describe_log_dirs(queried), topics)
+        for line in describe_output(queried, await admin.describe_log_dirs(queried), topics):
+            click.echo(line)
 
-    try:
-        lines = asyncio.run(main())
-    except (LogDirsCommandError, AdminClientError) as e:
-        fail(str(e))
-    except KafkaError as e:
-        fail(f"{type(e).__name__}: {e}")
-    except (ConnectionError, OSError, TimeoutError) as e:
-        fail(f"lost the connection to the cluster ({bootstrap_server}): {e or type(e).__name__}")
-    for line in lines:
-        click.echo(line)
+    sys.exit(asyncio.run(over_bootstrap(bootstrap_server, describe_dirs,
+                                        (LogDirsCommandError, AdminClientError, KafkaError))))

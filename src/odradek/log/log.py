@@ -51,6 +51,7 @@ from odradek.log.partition_metadata import read_topic_id
 from odradek.log.producer_state import (
     NO_GUARD_CHECK,
     CompletedTxn,
+    ProducerAppend,
     ProducerStateManager,
     last_stable_offset,
 )
@@ -398,19 +399,12 @@ class Log:
 
         assigned = assign_offsets(buf, batches, self._next_offset, leader_epoch,
                                   now if log_append else None, on_batch)
-        try:
-            if leader_epoch >= 0:
-                latest = self.leader_epoch_cache.latest_epoch
-                if latest is None or leader_epoch > latest:
-                    self.leader_epoch_cache.assign(leader_epoch, assigned.first_offset)
-            self._write(buf, assigned.infos, assigned.first_offset, assigned.last_offset,
-                        assigned.max_timestamp, now)
-            update.commit(self._next_offset)
-            if completed:
-                self._complete_txns(completed)
-            self._maybe_flush()
-        except OSError as e:
-            raise self._storage_error("appending records to", e) from e
+        if leader_epoch >= 0:
+            latest = self.leader_epoch_cache.latest_epoch
+            if latest is None or leader_epoch > latest:
+                self.assign_epoch_start_offset(leader_epoch, assigned.first_offset)
+        self._write(buf, assigned.infos, assigned.first_offset, assigned.last_offset,
+                    assigned.max_timestamp, now, update, completed)
         return LogAppendInfo(assigned.first_offset, assigned.last_offset, assigned.max_timestamp,
                              assigned.offset_of_max_timestamp, now if log_append else NO_TIMESTAMP,
                              self.log_start_offset, len(batches), assigned.num_records, len(buf))
@@ -457,42 +451,46 @@ class Log:
             expected = header.next_offset
         valid = batches[-1][0] + batches[-1][1].size
         first = batches[0][1].base_offset
+        for _, header in batches:
+            epoch = header.partition_leader_epoch
+            if epoch >= 0 and (cache.latest_epoch is None or epoch > cache.latest_epoch):
+                self.assign_epoch_start_offset(epoch, header.base_offset)
+        data = records if valid == len(records) else memoryview(records)[:valid]
+        self._write(data, infos, first, expected - 1, max_ts, self._time_ms(), update, completed)
+        return LogAppendInfo(first, expected - 1, max_ts, offset_of_max, NO_TIMESTAMP,
+                             self.log_start_offset, len(batches), num_records, valid)
+
+    def _write(self, data: bytes | bytearray | memoryview, infos: list[BatchInfo], first: int,
+               last: int, max_ts: int, now: int, update: ProducerAppend, completed: list[CompletedTxn]
+               ) -> None:
+        """Append validated batches to the active segment (rolled first when due) and make them
+        the log's: producer state, the transactions their markers complete, a flush if due.  An
+        I/O error reports the directory and raises KAFKA_STORAGE_ERROR."""
         try:
-            for _, header in batches:
-                epoch = header.partition_leader_epoch
-                if epoch >= 0 and (cache.latest_epoch is None or epoch > cache.latest_epoch):
-                    cache.assign(epoch, header.base_offset)
-            data = records if valid == len(records) else memoryview(records)[:valid]
-            self._write(data, infos, first, expected - 1, max_ts, self._time_ms())
+            segment = self.active_segment
+            if segment.should_roll(messages_size=len(data), max_timestamp=max_ts, max_offset=last,
+                                   now_ms=now, segment_bytes=self.config.segment_bytes,
+                                   segment_ms=self.config.segment_ms):
+                segment = self.roll(first)
+            before = segment.size
+            try:
+                segment.append(data, infos)
+            except OSError:
+                # Leave no partial batch behind if the disk lets us; otherwise recovery will.
+                try:
+                    os.ftruncate(segment.fd, before)
+                    segment.size = before
+                    segment.forget_tail()
+                except OSError:
+                    pass
+                raise
+            self._next_offset = last + 1
             update.commit(self._next_offset)
             if completed:
                 self._complete_txns(completed)
             self._maybe_flush()
         except OSError as e:
             raise self._storage_error("appending records to", e) from e
-        return LogAppendInfo(first, expected - 1, max_ts, offset_of_max, NO_TIMESTAMP,
-                             self.log_start_offset, len(batches), num_records, valid)
-
-    def _write(self, data: bytes | bytearray | memoryview, infos: list[BatchInfo], first: int,
-               last: int, max_ts: int, now: int) -> None:
-        segment = self.active_segment
-        if segment.should_roll(messages_size=len(data), max_timestamp=max_ts, max_offset=last,
-                               now_ms=now, segment_bytes=self.config.segment_bytes,
-                               segment_ms=self.config.segment_ms):
-            segment = self.roll(first)
-        before = segment.size
-        try:
-            segment.append(data, infos)
-        except OSError:
-            # Leave no partial batch behind if the disk lets us; otherwise recovery will.
-            try:
-                os.ftruncate(segment.fd, before)
-                segment.size = before
-                segment.forget_tail()
-            except OSError:
-                pass
-            raise
-        self._next_offset = last + 1
 
     def _maybe_flush(self) -> None:
         if self._next_offset - self.recovery_point >= self.config.flush_messages:
