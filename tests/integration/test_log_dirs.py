@@ -6,6 +6,7 @@ same cluster."""
 
 from __future__ import annotations
 
+import asyncio
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,8 +21,11 @@ from kafka.errors import (
     UnknownTopicOrPartitionError,
 )
 
+from odradek.admin.log_dirs import LogDirsAdmin
+from odradek.admin.log_dirs import TopicPartitionReplica as LogDirsTopicPartitionReplica
 from odradek.local.cluster import LocalCluster
 from odradek.local.zookeeper import EmbeddedZooKeeper
+from odradek.protocol.errors import ErrorCode
 from support import (
     ClusterFactory,
     JbodCluster,
@@ -113,6 +117,26 @@ def test_a_replica_moves_between_dirs_while_a_producer_writes(cluster: JbodClust
     assert values == before + during
     wait_until(lambda: broker in (partition_state(cluster, "moving", 0) or {}).get("isr", ()),
                message="the moved replica in the ISR")
+
+
+def test_the_admin_layer_moves_a_replica(cluster: JbodCluster) -> None:
+    """What the reassignment tool's ``log_dirs`` will use: LogDirsAdmin.alter_replica_log_dirs."""
+    create_topic(cluster, "admin-moved", 1, 2, assignment=[[2, 1]])
+    produce(cluster.bootstrap_servers, "admin-moved", [(0, None, b"r%d" % i) for i in range(100)])
+    admin = LogDirsAdmin(cluster.bootstrap_servers)
+
+    def where() -> str:
+        (dirs,) = asyncio.run(admin.describe_log_dirs([2])).values()
+        return next(d.path for d in dirs for r in d.replicas if r.topic_partition == ("admin-moved", 0))
+
+    target = next(str(d) for d in cluster.log_dirs(2) if str(d) != where())
+    replica = LogDirsTopicPartitionReplica("admin-moved", 0, 2)
+    missing = LogDirsTopicPartitionReplica("admin-moved", 0, 7)
+    assert asyncio.run(admin.alter_replica_log_dirs({replica: target, missing: target})) == {
+        replica: ErrorCode.none, missing: ErrorCode.broker_not_available}
+    wait_until(lambda: where() == target, timeout=60, message="the replica in its new directory")
+    assert [m.value() for m in consume_all(cluster.bootstrap_servers, "admin-moved", 1, 100)] == \
+        [b"r%d" % i for i in range(100)]
 
 
 def test_alter_replica_log_dirs_errors(cluster: JbodCluster, admin: KafkaAdminClient) -> None:

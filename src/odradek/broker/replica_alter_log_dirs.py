@@ -42,6 +42,7 @@ CHUNK_BYTES = 1 << 20  # copied per step, between two turns of the event loop
 _MAX_NAME_LENGTH = 255  # a file name's limit; Kafka refuses a move whose -future name exceeds it
 _UNDEFINED_EPOCH = -1
 _MAX_TRUNCATIONS = 16  # each drops an epoch; a copy that needs more is made anew
+_IDLE_S = 0.01
 
 
 def copy_step(current: Log, future: Log, max_bytes: int = CHUNK_BYTES) -> bool:
@@ -178,6 +179,7 @@ class ReplicaAlterLogDirsManager:
                 future = self.log_manager.future_log(*tp)
                 if partition is None or partition.log is None or future is None:
                     return
+                before = future.log_end_offset
                 try:
                     if copy_step(partition.log, future):
                         self._swap(partition)
@@ -186,7 +188,8 @@ class ReplicaAlterLogDirsManager:
                     # A failed directory is handled by the failure handler (it stops this move).
                     log.warning("Moving the log of %s to %s: %s; retrying", tp, future.dir.parent, e)
                     await asyncio.sleep(1)
-                await asyncio.sleep(0)
+                # Next step in the next turn of the loop; a step that found nothing waits a little.
+                await asyncio.sleep(0 if future.log_end_offset != before else _IDLE_S)
         finally:
             if self._copies.get(tp) is asyncio.current_task():
                 del self._copies[tp]
