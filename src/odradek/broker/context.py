@@ -44,6 +44,7 @@ __all__ = [
     "FindCoordinatorContext",
     "GroupsContext",
     "InternalTopicsContext",
+    "LogDirsContext",
     "MetadataContext",
     "ProduceFetchContext",
     "ProducerIds",
@@ -287,7 +288,14 @@ class ControlContext(AuthorizingContext, Protocol):
     def zk(self) -> TopicConfigReader: ...
 
 
+@runtime_checkable
+class LogDirsContext(AuthorizingContext, Protocol):
+    """DescribeLogDirs, AlterReplicaLogDirs."""
+
+    replica_manager: ReplicaManager
+
+
 # Every family; the broker (and a fake standing in for it) satisfies each.
 FAMILIES: tuple[type, ...] = (ProduceFetchContext, MetadataContext, TopicAdminContext, ConfigsContext,
                               GroupsContext, TransactionsContext, FindCoordinatorContext, AclsContext,
-                              ScramContext, ControlContext)
+                              ScramContext, ControlContext, LogDirsContext)

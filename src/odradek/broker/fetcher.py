@@ -36,7 +36,7 @@ from odradek.broker.partition import Partition
 from odradek.common import TopicPartition
 from odradek.log.log import UnexpectedAppendOffsetError
 from odradek.net.client import BrokerConnection, ConnectionClosed
-from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.errors import ErrorCode, KafkaError, KafkaStorageError
 from odradek.protocol.fetch_session_client import FollowerFetchSession
 from odradek.protocol.framing import MalformedResponseError
 from odradek.protocol.replica_fetch import (
@@ -314,6 +314,10 @@ class ReplicaFetcher:
                 except UnexpectedAppendOffsetError as e:
                     log.warning("%s; truncating by leader epoch again", e)
                     p.needs_truncation = True
+                    return
+                except KafkaStorageError:
+                    # Its directory failed: the failure handler takes the partition offline.
+                    item.backoff_until = time.monotonic() + self.manager.config["replica.fetch.backoff.ms"] / 1000
                     return
             lg.update_high_watermark(min(pd.high_watermark, lg.log_end_offset))
             if pd.log_start_offset > lg.log_start_offset:

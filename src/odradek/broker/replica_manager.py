@@ -9,6 +9,11 @@ recording each follower's position; waiting in a :class:`DelayedFetch`), keep th
 watermark at the smallest log end offset in the ISR and ask the controller to shrink or
 expand the ISR.
 
+Log directories: a partition whose log directory failed is offline here
+(:meth:`handle_log_dir_failure`, Kafka's HostedPartition.Offline): requests for it answer
+KAFKA_STORAGE_ERROR until a restart finds the directory healthy.  Moves between directories
+(AlterReplicaLogDirs) are :class:`ReplicaAlterLogDirsManager`'s.
+
 Transactions: client transactional batches that would start a transaction are first
 verified with the transaction coordinator (KIP-890, ``append_records_async``); markers and
 transactional offset commits are appended with origin COORDINATOR; read_committed fetches
@@ -20,7 +25,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence, Set
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek import tasks
@@ -32,6 +38,7 @@ from odradek.broker.delayed_fetch import (
     FetchPartitionResult,
 )
 from odradek.broker.delayed_produce import DelayedProduce, ProducePartitionResult
+from odradek.broker.describe_log_dirs import LogDirDescription, describe_log_dirs
 from odradek.broker.fetcher import ReplicaFetcherManager
 from odradek.broker.leader_and_isr import (
     Transition,
@@ -43,6 +50,7 @@ from odradek.broker.leader_and_isr import (
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.partition import Partition
 from odradek.broker.purgatory import Purgatory
+from odradek.broker.replica_alter_log_dirs import ReplicaAlterLogDirsManager
 from odradek.common import TopicPartition, now_ms
 from odradek.log.log_info import AppendOrigin
 from odradek.log.producer_state import NO_GUARD_CHECK
@@ -126,6 +134,8 @@ class ReplicaManager:
         # must not interleave with the next control request.
         self.state_change_lock = asyncio.Lock()
         self.partitions: dict[TopicPartition, Partition] = {}
+        # Partitions whose log directory failed (Kafka's HostedPartition.Offline).
+        self.offline_partitions: set[TopicPartition] = set()
         self.logger = StateChangeLogger(broker_id)
         self.produce_purgatory = Purgatory()
         self.fetch_purgatory = Purgatory()
@@ -144,6 +154,8 @@ class ReplicaManager:
         self.on_stop_replica: list[Callable[[list[tuple[Partition | None, TopicPartition, bool]]], None]] = []
         # None: transactional batches are appended unverified (transaction.partition.verification.enable=false).
         self.txn_verifier = txn_verifier
+        self.alter_log_dirs = ReplicaAlterLogDirsManager(log_manager, self.partitions, self.offline_partitions,
+                                                         metadata_cache)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -157,6 +169,7 @@ class ReplicaManager:
             await tasks.cancel_and_wait(task)
         self._tasks.clear()
         await self.fetchers.shutdown()
+        await self.alter_log_dirs.shutdown()
         await self.alter_partition.stop()
 
     async def _maintenance_loop(self) -> None:
@@ -193,6 +206,8 @@ class ReplicaManager:
         costs several times more, and produce and fetch make one per partition."""
         p = self.partitions.get(tp)
         if p is None or p.log is None:
+            if tp in self.offline_partitions:
+                return ErrorCode.kafka_storage_error
             known = self.metadata_cache.partition(tp.topic, tp.partition) is not None
             return ErrorCode.not_leader_or_follower if known else ErrorCode.unknown_topic_or_partition
         if not p.is_leader and not followers_too:
@@ -244,6 +259,12 @@ class ReplicaManager:
                 tp = TopicPartition(ts.topic_name, ps.partition_index)
                 self.logger.info(f"Received LeaderAndIsr request {describe_state(ps)} correlation id "
                                  f"{correlation_id} from {ctrl} for partition {tp}")
+                if tp in self.offline_partitions:
+                    self.logger.warn(f"Ignoring LeaderAndIsr request from {ctrl} with correlation id {correlation_id} "
+                                     f"for partition {tp} as the local replica for the partition is in an offline "
+                                     "log directory")
+                    errors[(ts.topic_id, ps.partition_index)] = ErrorCode.kafka_storage_error
+                    continue
                 partition = self.partitions.get(tp)
                 decision = classify(self.broker_id, ts.topic_id, ps, partition)
                 errors[(ts.topic_id, ps.partition_index)] = decision.error
@@ -262,9 +283,9 @@ class ReplicaManager:
                 else:
                     self.logger.info(f"Ignoring LeaderAndIsr request for partition {tp}: its leader epoch "
                                      f"{ps.leader_epoch} matches the current one")
-        for partition, _ in accepted:
+        for partition, ps in accepted:
             try:
-                self._ensure_log(partition, topic_configs or {})
+                self._ensure_log(partition, topic_configs or {}, ps.is_new)
             except KafkaError as e:
                 self.logger.error(f"Could not open the log of partition {partition.name}: {e}")
                 errors[(partition.topic_id, partition.partition)] = e.code
@@ -278,7 +299,7 @@ class ReplicaManager:
             await self._make_followers(followers, ctrl, correlation_id, pace)
         return leader_and_isr_response(ErrorCode.none, errors)
 
-    def _ensure_log(self, partition: Partition, topic_configs: Mapping[str, Mapping[str, str]]) -> None:
+    def _ensure_log(self, partition: Partition, topic_configs: Mapping[str, Mapping[str, str]], is_new: bool) -> None:
         if partition.log is not None:
             return
         existing = self.log_manager.get_log(partition.topic, partition.partition)
@@ -287,7 +308,7 @@ class ReplicaManager:
             return
         config = self._topic_log_config(partition.topic, topic_configs.get(partition.topic, {}))
         partition.log = self.log_manager.get_or_create_log(
-            partition.topic, partition.partition, config, uuid_to_topic_id(partition.topic_id))
+            partition.topic, partition.partition, config, uuid_to_topic_id(partition.topic_id), is_new=is_new)
 
     async def _make_leaders(self, items: list[tuple[Partition, control.LeaderAndIsrPartitionState]],
                             ctrl: str, correlation_id: int, pace: TimeSlice) -> None:
@@ -301,6 +322,7 @@ class ReplicaManager:
                              f"correlation id {correlation_id})")
             self._complete_delayed_requests(TopicPartition(partition.topic, partition.partition))
             await pace.pause_if_due()
+        self.alter_log_dirs.resume([p for p, _ in items])
         for hook in self.on_become_leader:
             hook([p for p, _ in items])
 
@@ -324,6 +346,7 @@ class ReplicaManager:
             self._complete_delayed_requests(TopicPartition(partition.topic, partition.partition))
             await pace.pause_if_due()
         self.fetchers.add_partitions(to_fetch)
+        self.alter_log_dirs.resume([p for p, _ in items])
         for hook in self.on_become_follower:
             hook([p for p, _ in items])
 
@@ -351,7 +374,12 @@ class ReplicaManager:
             tp = TopicPartition(topic, ps.partition_index)
             partition = self.partitions.get(tp)
             err = ErrorCode.none
-            if (partition is not None and ps.leader_epoch not in (_NO_EPOCH, _EPOCH_DURING_DELETE)
+            if tp in self.offline_partitions:
+                self.logger.warn(f"Ignoring StopReplica request (delete={str(ps.delete_partition).lower()}) from "
+                                 f"{ctrl} for partition {tp} as the local replica for the partition is in an "
+                                 "offline log directory")
+                err = ErrorCode.kafka_storage_error
+            elif (partition is not None and ps.leader_epoch not in (_NO_EPOCH, _EPOCH_DURING_DELETE)
                     and ps.leader_epoch < partition.leader_epoch):
                 self.logger.warn(f"Ignoring StopReplica request for partition {tp}: leader epoch "
                                  f"{ps.leader_epoch} is smaller than the current {partition.leader_epoch}")
@@ -362,7 +390,9 @@ class ReplicaManager:
                 self.fetchers.remove_partitions([tp])
                 if ps.delete_partition:
                     self.partitions.pop(tp, None)
+                    self.alter_log_dirs.stop(tp)
                     try:
+                        self.log_manager.remove_future_log(tp.topic, tp.partition)
                         path = self.log_manager.async_delete(tp.topic, tp.partition)
                         if path is not None:
                             self.logger.info(f"Renamed the log of partition {tp} to {path.name} for deletion")
@@ -378,6 +408,39 @@ class ReplicaManager:
         for hook in self.on_stop_replica:
             hook(stopped)
         return control.StopReplicaResponse(error_code=ErrorCode.none, partition_errors=tuple(errors))
+
+    # ------------------------------------------------------------------ log directories
+
+    def handle_log_dir_failure(self, log_dir: Path) -> list[TopicPartition]:
+        """Stop serving the partitions of a failed directory (Kafka's
+        ReplicaManager.handleLogDirFailure; the caller holds :attr:`state_change_lock`): their
+        fetchers and moves stop, they become offline here (KAFKA_STORAGE_ERROR from now on),
+        what waits on them completes, the coordinators unload them, and the log manager
+        drops the directory.  Returns the partitions taken offline."""
+        offline = [tp for tp, p in self.partitions.items() if p.log is not None and p.log.dir.parent == log_dir]
+        self.fetchers.remove_partitions(offline)
+        for tp, future in self.log_manager.future_logs().items():
+            if tp in offline or future.dir.parent == log_dir:
+                self.alter_log_dirs.stop(tp)
+        stopped: list[tuple[Partition | None, TopicPartition, bool]] = []
+        for tp in offline:
+            partition = self.partitions.pop(tp)
+            self.offline_partitions.add(tp)
+            stopped.append((partition, tp, False))
+        self.log_manager.handle_log_dir_failure(log_dir)
+        for tp in offline:
+            self._complete_delayed_requests(tp)
+        for hook in self.on_stop_replica:
+            hook(stopped)
+        self.logger.warn(f"Broker {self.broker_id} stopped fetcher for partitions "
+                         f"{','.join(map(str, sorted(offline)))} and stopped moving logs for partitions in the "
+                         f"failed log directory {log_dir}")
+        return offline
+
+    def describe_log_dirs(self, partitions: Set[TopicPartition] | None) -> list[LogDirDescription]:
+        """DescribeLogDirs: every configured directory with the replicas of ``partitions``
+        (None: all) in it."""
+        return describe_log_dirs(self.log_manager, self.partitions, partitions)
 
     # ------------------------------------------------------------------ UpdateMetadata
 
@@ -430,7 +493,7 @@ class ReplicaManager:
             results[tp] = self._append_to_leader(tp, records, acks, origin, guard)
         if acks != -1:
             return results, None
-        delayed = DelayedProduce(self.partitions, timeout_ms, results)
+        delayed = DelayedProduce(self.partitions, timeout_ms, results, self.offline_partitions)
         if not delayed.pending or self.produce_purgatory.try_complete_else_watch(delayed, delayed.pending):
             delayed.force_complete()
             return results, None

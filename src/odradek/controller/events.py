@@ -26,6 +26,7 @@ __all__ = [
     "ControllerRequestEvent",
     "Expire",
     "LeaderAndIsrResponseReceived",
+    "LogDirEventNotification",
     "PartitionModifications",
     "PartitionReassignment",
     "PreferredReplicaLeaderElection",
@@ -142,6 +143,11 @@ class LeaderAndIsrResponseReceived(ControllerEvent):
     broker_id: int
     partition_errors: dict[tuple[str, int], int] = field(hash=False, compare=False)
     top_error: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirEventNotification(ControllerEvent):
+    """The children of ``/log_dir_event_notification`` changed: a broker's log directory failed."""
 
 
 @dataclass(frozen=True, slots=True)
