@@ -158,15 +158,20 @@ def create(cluster: LocalCluster, topic: str, partitions: int, rf: int, config: 
     wait_full_isr(cluster, topic, partitions, rf)
 
 
-def alternate(rounds: int, phases: list[str], run: Callable[[str, str, int], dict[str, Any]],
-              short: Callable[[dict[str, Any]], str]) -> dict[str, dict[str, list[dict[str, Any]]]]:
-    """Every phase on both brokers per round, in turns: ``run(broker, phase, round)``;
-    ``{broker: {phase: [result per round]}}``."""
+def alternate(rounds: int, phases: list[str], run: Callable[[str, str, str], dict[str, Any]],
+              short: Callable[[dict[str, Any]], str], warm_up: bool = False) -> dict[str, dict[str, list[dict[str, Any]]]]:
+    """Every phase on both brokers per round, in turns: ``run(broker, phase, tag)``, where the
+    tag (the round's number) tells the round's topics apart; ``{broker: {phase: [result per
+    round]}}``.  With ``warm_up``, the first phase runs once on each broker first, not counted:
+    the JVM compiles Kafka's hot paths in its first seconds of load."""
+    if warm_up:
+        for name in BROKERS:
+            log(f"  warm-up {name} {phases[0]}: {short(run(name, phases[0], 'warmup'))}")
     per_round: dict[str, dict[str, list[dict[str, Any]]]] = {}
     for r in range(rounds):
         for phase in phases:
             for name in in_turn(BROKERS, r):
-                result = run(name, phase, r)
+                result = run(name, phase, str(r))
                 per_round.setdefault(name, {}).setdefault(phase, []).append(result)
                 usage = f"; {format_usage(result['usage'])}" if "usage" in result else ""
                 log(f"  round {r + 1} {name} {phase}: {short(result)}{usage}")
@@ -176,6 +181,12 @@ def alternate(rounds: int, phases: list[str], run: Callable[[str, str, int], dic
 def usage_rows(results: Mapping[str, Mapping[str, Mapping[str, Any]]]) -> list[tuple[str, str, Mapping[str, float]]]:
     return [(phase, name, results[name][phase]["usage"]) for phase in results[BROKERS[0]] for name in BROKERS
             if "usage" in results[name][phase]]
+
+
+def loaded_cpu(result: Mapping[str, Any]) -> float:
+    """The brokers' CPU-seconds per second of the clients' work (the phase's CPU is over the
+    clients' start-up too, when the brokers idle)."""
+    return result["broker_cpu_s"] / result["active_s"] if result["active_s"] else float("nan")
 
 
 def figure(results: Mapping[str, Mapping[str, Mapping[str, Any]]], phase: str, key: str, name: str,
@@ -189,7 +200,7 @@ def figure(results: Mapping[str, Mapping[str, Mapping[str, Any]]], phase: str, k
 def batched(work: Path, s: dict[str, Any], rounds: int, version: str) -> Section:
     phases = [f"produce RF {rf} acks={acks}" for rf in (1, 3) for acks in ("1", "all")] + ["consume RF 1", "consume RF 3"]
     with Pair(work, 3, version) as pair:
-        def run(name: str, phase: str, r: int) -> dict[str, Any]:
+        def run(name: str, phase: str, r: str) -> dict[str, Any]:
             cluster = pair.clusters[name]
             rf = int(phase.split()[2])
             if phase.startswith("produce"):
@@ -201,16 +212,18 @@ def batched(work: Path, s: dict[str, Any], rounds: int, version: str) -> Section
             return run_clients(cluster.bootstrap_servers, pair.groups(name), f"batched-rf{rf}-acks1-{r}", s["clients"],
                                s["seconds"] * 10, consumer=CONSUMER, partitions=PARTITIONS)
 
-        per_round = alternate(rounds, phases, run, lambda x: f"{x['records_per_active_s']:,.0f} records/s, "
-                              f"{x['records_per_cpu_s']:,.0f} per broker CPU-s")
+        def short(x: dict[str, Any]) -> str:
+            return f"{x['records_per_active_s']:,.0f} records/s, {x['records_per_cpu_s']:,.0f} per broker CPU-s"
+
+        per_round = alternate(rounds, phases, run, short, warm_up=True)
         results = medians(per_round)
         section = Section("1. Batched produce and consume (3 brokers, 6 partitions, 100-byte records)")
         for phase in phases:
             section.figures += [
                 figure(results, phase, "records_per_active_s", f"{phase}: records/s"),
                 figure(results, phase, "records_per_cpu_s", f"{phase}: records per broker CPU-s", target=AT_LEAST_KAFKA),
-                Figure(f"{phase}: brokers' CPU s/s", *(results[n][phase]["broker_cpu_s"] / results[n][phase]["seconds"]
-                                                        for n in BROKERS), "{:.2f}")]
+                Figure(f"{phase}: brokers' CPU-s per second of load", *(loaded_cpu(results[n][phase]) for n in BROKERS),
+                       "{:.2f}")]
         section.figures += pair.memory_figures()
     section.usage, section.raw = usage_rows(results), per_round
     section.notes.append(f"{s['clients']} client processes per phase, producers for {s['seconds']} s "
@@ -224,15 +237,17 @@ def batched(work: Path, s: dict[str, Any], rounds: int, version: str) -> Section
 def latency(work: Path, s: dict[str, Any], rounds: int, version: str) -> Section:
     phases = [f"{rate:,}/s" for rate in s["rates"]]
     with Pair(work, 3, version) as pair:
-        def run(name: str, phase: str, r: int) -> dict[str, Any]:
+        def run(name: str, phase: str, r: str) -> dict[str, Any]:
             cluster = pair.clusters[name]
             rate = float(phase.removesuffix("/s").replace(",", ""))
             topic = f"latency-{int(rate)}-{r}"
             create(cluster, topic, PARTITIONS, 3)
             return paced_phase(cluster, topic, rate, s["duration"], s["warmup"], pair.groups(name))
 
-        per_round = alternate(rounds, phases, run, lambda x: f"achieved {x['achieved_rate']:,.0f}/s, e2e "
-                              f"p50/p99 {x['e2e_p50_ms']:.1f}/{x['e2e_p99_ms']:.1f} ms")
+        def short(x: dict[str, Any]) -> str:
+            return f"achieved {x['achieved_rate']:,.0f}/s, e2e p50/p99 {x['e2e_p50_ms']:.1f}/{x['e2e_p99_ms']:.1f} ms"
+
+        per_round = alternate(rounds, phases, run, short, warm_up=True)
         results = medians(per_round)
         section = Section("2. Unbatched RF 3, acks=all, linger.ms=0 (3 brokers, 6 partitions)")
         for phase, rate in zip(phases, s["rates"], strict=True):
@@ -259,24 +274,24 @@ def latency(work: Path, s: dict[str, Any], rounds: int, version: str) -> Section
 def one_record(work: Path, s: dict[str, Any], rounds: int, version: str) -> Section:
     phase = "one-record produce"
     with Pair(work, 1, version) as pair:
-        def run(name: str, _phase: str, r: int) -> dict[str, Any]:
+        def run(name: str, _phase: str, r: str) -> dict[str, Any]:
             cluster = pair.clusters[name]
             topic = f"one-record-{r}"
             create(cluster, topic, PARTITIONS, 1)
             return run_clients(cluster.bootstrap_servers, pair.groups(name), topic, s["clients"], s["seconds"],
                                producer=ONE_RECORD)
 
-        per_round = alternate(rounds, [phase], run,
-                              lambda x: f"{x['requests_per_cpu_s']:,.0f} requests per broker CPU-s")
+        per_round = alternate(rounds, [phase], run, lambda x: f"{x['requests_per_cpu_s']:,.0f} requests per broker CPU-s",
+                              warm_up=True)
         results = medians(per_round)
         section = Section("3. One-record requests (1 broker, 6 partitions, batch.num.messages=1, acks=1)")
-        section.figures += [figure(results, phase, "requests_per_s", "requests/s"),
+        section.figures += [figure(results, phase, "requests_per_active_s", "requests/s"),
                             figure(results, phase, "requests_per_cpu_s", "requests per broker CPU-s",
                                    target=AT_LEAST_KAFKA),
                             figure(results, phase, "records_per_cpu_s", "records per broker CPU-s", target=AT_LEAST_KAFKA),
                             figure(results, phase, "cpu_us_per_request", "broker CPU µs per request"),
-                            Figure("broker CPU s/s", *(results[n][phase]["broker_cpu_s"] / results[n][phase]["seconds"]
-                                                       for n in BROKERS), "{:.2f}")]
+                            Figure("broker CPU-s per second of load", *(loaded_cpu(results[n][phase]) for n in BROKERS),
+                                   "{:.2f}")]
         section.figures += pair.memory_figures()
     section.usage, section.raw = usage_rows(results), per_round
     section.notes.append(f"{s['clients']} producer processes for {s['seconds']} s; requests counted by the clients "
@@ -291,9 +306,9 @@ def transactions(work: Path, s: dict[str, Any], rounds: int, version: str) -> Se
         for name, cluster in pair.clusters.items():
             create(cluster, "txn-warmup", PARTITIONS, 3)
             produce(cluster, "txn-warmup", 2_000, 1_000, groups=pair.groups(name))  # __transaction_state, coordinator
-        idempotent: dict[tuple[str, int], float] = {}
+        idempotent: dict[tuple[str, str], float] = {}
 
-        def run(name: str, phase: str, r: int) -> dict[str, Any]:
+        def run(name: str, phase: str, r: str) -> dict[str, Any]:
             cluster = pair.clusters[name]
             if phase.startswith("read_committed"):
                 result = consume(cluster, f"{phase.split()[1]}-{r}", "read_committed")
@@ -308,7 +323,7 @@ def transactions(work: Path, s: dict[str, Any], rounds: int, version: str) -> Se
             result["vs_idempotent"] = result["records_per_sec"] / idempotent[name, r]
             return result
 
-        per_round = alternate(rounds, phases, run, lambda x: f"{x['records_per_sec']:,.0f} records/s")
+        per_round = alternate(rounds, phases, run, lambda x: f"{x['records_per_sec']:,.0f} records/s", warm_up=True)
         results = medians(per_round)
         section = Section("4. Transactions (3 brokers, RF 3, 6 partitions, acks=all, batched)")
         for phase in phases:
@@ -415,7 +430,7 @@ def compaction(work: Path, s: dict[str, Any], rounds: int, version: str) -> Sect
     ctx = mp.get_context("spawn")
     overrides = {"log.cleaner.backoff.ms": "1000", "offsets.topic.replication.factor": "1"}
     with Pair(work, 1, version, overrides) as pair:
-        def run(name: str, _phase: str, r: int) -> dict[str, Any]:
+        def run(name: str, _phase: str, r: str) -> dict[str, Any]:
             cluster = pair.clusters[name]
             topic, latency_topic = f"compacted-{r}", f"latency-{r}"
             config = {"cleanup.policy": "compact", "segment.bytes": str(s["segment_bytes"])}
@@ -456,8 +471,11 @@ def compaction(work: Path, s: dict[str, Any], rounds: int, version: str) -> Sect
                     "idle_p99_ms": idle_p99, "cleaning_p99_ms": busy_p99, "p99_ratio": busy_p99 / idle_p99,
                     "summary": summary.line, "usage": usage.as_dict()}
 
-        per_round = alternate(rounds, ["cleaning"], run, lambda x: f"{x['cleaner_mb_per_s']:.1f} MB/s, p99 "
-                              f"{x['idle_p99_ms']:.1f} idle -> {x['cleaning_p99_ms']:.1f} ms while cleaning")
+        def short(x: dict[str, Any]) -> str:
+            return (f"{x['cleaner_mb_per_s']:.1f} MB/s, p99 {x['idle_p99_ms']:.1f} idle -> {x['cleaning_p99_ms']:.1f} ms "
+                    "while cleaning")
+
+        per_round = alternate(rounds, ["cleaning"], run, short)
         results = medians(per_round)
         section = Section(f"6. Compaction ({s['gb']:g} GB of keyed records, {s['keys']:,} keys, 1 broker)")
         section.figures += [
@@ -482,7 +500,7 @@ def compaction(work: Path, s: dict[str, Any], rounds: int, version: str) -> Sect
 
 def failover_gap(work: Path, s: dict[str, Any], rounds: int, version: str) -> Section:
     with Pair(work, 3, version) as pair:
-        def run(name: str, _phase: str, r: int) -> dict[str, Any]:
+        def run(name: str, _phase: str, r: str) -> dict[str, Any]:
             cluster = pair.clusters[name]
             topic = f"failover-{r}"
             create(cluster, topic, PARTITIONS, 3)
@@ -495,8 +513,10 @@ def failover_gap(work: Path, s: dict[str, Any], rounds: int, version: str) -> Se
             wait_full_isr(cluster, topic, PARTITIONS, 3, timeout_s=300)
             return result
 
-        per_round = alternate(rounds, ["failover"], run, lambda x: f"longest gap {x['longest_gap_s']:.2f} s "
-                              f"({x['led_partitions']} partitions led by broker {x['victim']})")
+        def short(x: dict[str, Any]) -> str:
+            return f"longest gap {x['longest_gap_s']:.2f} s ({x['led_partitions']} partitions led by broker {x['victim']})"
+
+        per_round = alternate(rounds, ["failover"], run, short)
         results = medians(per_round)
         section = Section("7. Failover (3 brokers, RF 3, 6 partitions, idempotent acks=all producer)")
         section.figures += [

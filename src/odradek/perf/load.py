@@ -102,7 +102,8 @@ def run_clients(bootstrap: str, groups: Mapping[str, Sequence[int]], topic: str,
     (``groups["brokers"]``) and of everything else over the phase.
 
     ``records_per_s`` is over the whole phase (process start-up included, as the CPU is);
-    ``active_s`` is the time from the first client's start of work to the last one's end."""
+    ``active_s`` is the time from the first client's start of work to the last one's end (a
+    producer's includes its final flush), and ``*_per_active_s`` are over that."""
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     if producer is not None:
@@ -125,6 +126,7 @@ def run_clients(bootstrap: str, groups: Mapping[str, Sequence[int]], topic: str,
     return {"records": records, "requests": requests, "seconds": elapsed, "active_s": active, "broker_cpu_s": cpu,
             "records_per_s": records / elapsed, "requests_per_s": requests / elapsed,
             "records_per_active_s": records / active if active else 0.0,
+            "requests_per_active_s": requests / active if active else 0.0,
             "requests_per_cpu_s": requests / cpu if cpu else 0.0, "cpu_us_per_request": cpu * 1e6 / requests
             if requests else 0.0, "records_per_cpu_s": records / cpu if cpu else 0.0,
             "read_to_end": all(r.get("at_end", True) for r in results), "usage": usage.as_dict()}

@@ -7,7 +7,7 @@ the tables go out as text; the benchmark script prints them."""
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from odradek.perf.baseline import median_figures, ratio
@@ -39,7 +39,7 @@ class Target:
 
     def __str__(self) -> str:
         sign = "≤" if self.at_most else "≥"
-        return f"odradek {sign} {self.bound:g}" if self.on_odradek else f"{sign} {self.bound:g}x"
+        return f"odradek {sign} {self.bound:.1f}" if self.on_odradek else f"{sign} {self.bound:.1f}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,17 +72,17 @@ def _value(fmt: str, value: float) -> str:
     return "-" if math.isnan(value) else fmt.format(value)
 
 
-def markdown(header: Sequence[str], rows: Iterable[Sequence[str]], left: int = 1) -> str:
-    """A Markdown table; the first ``left`` columns are text (left-aligned), the rest numbers
-    (right-aligned).  Cells are padded so that the table also reads as plain text."""
+def markdown(header: Sequence[str], rows: Iterable[Sequence[str]], text: Collection[int] = (0,)) -> str:
+    """A Markdown table; the columns numbered in ``text`` are left-aligned, the rest (numbers)
+    right-aligned.  Cells are padded so that the table also reads as plain text."""
     lines = [tuple(header), *(tuple(r) for r in rows)]
     widths = [max(len(line[i]) for line in lines) for i in range(len(header))]
 
     def row(cells: Sequence[str]) -> str:
-        return "| " + " | ".join(c.ljust(w) if i < left else c.rjust(w)
+        return "| " + " | ".join(c.ljust(w) if i in text else c.rjust(w)
                                  for i, (c, w) in enumerate(zip(cells, widths, strict=True))) + " |"
 
-    rule = "|" + "|".join("-" * (w + 1) + ":" if i >= left else ":" + "-" * (w + 1) for i, w in enumerate(widths)) + "|"
+    rule = "|" + "|".join(":" + "-" * (w + 1) if i in text else "-" * (w + 1) + ":" for i, w in enumerate(widths)) + "|"
     return "\n".join([row(lines[0]), rule, *(row(line) for line in lines[1:])])
 
 
@@ -93,7 +93,7 @@ def usage_table(rows: Iterable[tuple[str, str, Mapping[str, float]]]) -> str:
     """Where the CPU went in each measured phase: rows of (phase, broker, ``Usage.as_dict()``)
     as CPU-seconds per second of each group (perf/sysstat.py), steal and load."""
     return markdown(("phase", "broker (CPU s/s)", *USAGE_HEAD),
-                    [(phase, broker, *usage_cells(usage)) for phase, broker, usage in rows], left=2)
+                    [(phase, broker, *usage_cells(usage)) for phase, broker, usage in rows], text=(0, 1))
 
 
 @dataclass
@@ -108,7 +108,7 @@ class Section:
     raw: Mapping[str, object] = field(default_factory=dict)  # the per-round results, for the results file
 
     def markdown(self) -> str:
-        parts = [f"### {self.title}", "", markdown(FIGURE_HEAD, (f.cells() for f in self.figures))]
+        parts = [f"### {self.title}", "", markdown(FIGURE_HEAD, (f.cells() for f in self.figures), text=(0, 4, 5))]
         if self.usage:
             parts += ["", usage_table(self.usage)]
         parts += [f"\n{note}" for note in self.notes]
