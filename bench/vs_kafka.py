@@ -571,7 +571,7 @@ def main() -> None:
     code = code_version()
     versions = {"odradek": odradek.__version__, "commit": code["commit"], "dirty": code["dirty"],
                 "kafka": kafka_jar_version(args.kafka_version), "jvm": jvm_settings(), "python": sys.version.split()[0],
-                "confluent_kafka": confluent_kafka.version()[0], "librdkafka": confluent_kafka.libversion()[0]}
+                "confluent_kafka": confluent_kafka.__version__, "librdkafka": confluent_kafka.libversion()[0]}
     header = (f"odradek {versions['odradek']} (commit {code['commit']}"
               f"{', uncommitted: ' + ', '.join(code['dirty']) if code['dirty'] else ''}) ÷ Apache Kafka "
               f"{versions['kafka']} (ZooKeeper mode); Kafka JVM: {versions['jvm']}; Python {versions['python']}; "

@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +15,7 @@ from odradek.perf.sysstat import (
     CLIENTS,
     OTHERS,
     CpuTimes,
+    Memory,
     PidStat,
     Snapshot,
     UsageWindow,
@@ -22,9 +24,12 @@ from odradek.perf.sysstat import (
     parse_cpu_times,
     parse_loadavg,
     parse_pid_stat,
+    parse_status_memory,
+    tree_memory,
     usage_between,
     usage_cells,
 )
+from support.waiting import wait_until
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -132,3 +137,40 @@ def test_a_real_window_counts_a_server_apart_from_a_reaped_client() -> None:
     # counted although it exited (in this process's reaped-children time).
     assert 0.29 <= usage.cpu_s["brokers"] < 0.5
     assert 0.19 <= usage.cpu_s[CLIENTS] < 0.2 + 0.3
+
+
+STATUS = """Name:\tjava
+State:\tS (sleeping)
+VmPeak:\t 5000000 kB
+VmHWM:\t  204800 kB
+VmRSS:\t  102400 kB
+Threads:\t80
+"""
+
+
+def test_status_gives_resident_memory_now_and_at_its_peak_in_bytes() -> None:
+    assert parse_status_memory(STATUS) == Memory(102400 * 1024, 204800 * 1024)
+    assert parse_status_memory("Name:\tzombie\nState:\tZ (zombie)\n") == Memory(0, 0)
+
+
+def test_a_tree_s_memory_adds_up_its_children() -> None:
+    # A parent holding ~64 MB, whose child holds ~64 MB more: the parent's tree counts both.
+    hold = "import sys\nb = bytearray(64 << 20)\nsys.stdout.write('ready\\n'); sys.stdout.flush(); sys.stdin.readline()\n"
+    parent = subprocess.Popen([sys.executable, "-c", "import subprocess, sys\n"
+                               f"c = subprocess.Popen([sys.executable, '-c', {hold!r}], stdin=sys.stdin)\n" + hold],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None and parent.stdout.readline() == "ready\n"
+        wait_until(lambda: len(_children(parent.pid)) == 1 and tree_memory([parent.pid]).rss > 128 << 20,
+                   timeout=30, message="the child did not take its memory")
+        alone = parse_status_memory(Path(f"/proc/{parent.pid}/status").read_text())
+        tree = tree_memory([parent.pid])
+        assert tree.rss > alone.rss + (60 << 20)
+        assert tree.peak >= tree.rss
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+def _children(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
