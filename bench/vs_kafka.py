@@ -311,7 +311,9 @@ def transactions(work: Path, s: dict[str, Any], rounds: int, version: str) -> Se
         def run(name: str, phase: str, r: str) -> dict[str, Any]:
             cluster = pair.clusters[name]
             if phase.startswith("read_committed"):
-                result = consume(cluster, f"{phase.split()[1]}-{r}", "read_committed")
+                window = UsageWindow(pair.groups(name))
+                read = consume(cluster, f"{phase.split()[1]}-{r}", "read_committed")
+                result = {**read, "usage": window.stop().as_dict()}
                 if result["records"] != s["records"]:
                     raise SystemExit(f"{name}: read_committed read {result['records']} of {s['records']} records")
                 return result
