@@ -5,8 +5,7 @@ lets the cleaner loose, and the cleaner's own summary line in ``log-cleaner.log`
 
 The summary is Kafka's (``LogCleaner.recordStats``), which odradek writes on one line and
 Kafka on several; both say "<MB> MB of log processed in <s> seconds (<MB/s> MB/sec)", in
-Kafka's MB of 2^20 bytes and odradek's of 10^6, so a comparison takes the log's size from
-the disk and only the seconds from the line."""
+Kafka's MB of 2^20 bytes (``LogCleaner.mb``) and odradek's of 10^6 (``CLEANER_MB``)."""
 
 from __future__ import annotations
 
@@ -24,10 +23,12 @@ from odradek.perf.common import PerfError, percentile
 from odradek.zk.admin_zk_client import AdminZkClient
 from odradek.zk.client import KafkaZkClient
 
-__all__ = ["VALUE_SIZE", "CleanerSummary", "cleaner_summary", "fill", "latencies", "latency_stats", "log_size",
+__all__ = ["CLEANER_MB", "VALUE_SIZE", "CleanerSummary", "cleaner_summary", "fill", "latencies", "latency_stats", "log_size",
            "set_topic_config", "wait_cleaned"]
 
 VALUE_SIZE = 100
+# Bytes in the MB of each broker's cleaner summary.
+CLEANER_MB = {"odradek": 1_000_000, "kafka": 1 << 20}
 
 
 def fill(bootstrap: str, topic: str, records: int, keys: int, seed: int) -> None:
