@@ -530,6 +530,7 @@ def failover_gap(work: Path, s: dict[str, Any], rounds: int, version: str) -> Se
                    AT_MOST_KAFKA),
             figure(results, "failover", "longest_gap_s", "longest gap between acks, any partition (s)", "{:.2f}",
                    AT_MOST_KAFKA),
+            figure(results, "failover", "longest_wait_s", "longest a record waited for its ack (s)", "{:.2f}"),
             figure(results, "failover", "failed", "failed deliveries")]
         section.figures += pair.memory_figures()
     section.raw = per_round

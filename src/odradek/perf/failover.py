@@ -23,21 +23,27 @@ def producer_gap(cluster: LocalCluster, topic: str, partitions: int, victim: int
     """Send ``rate`` records/s to ``topic``; after ``before_s``, SIGKILL broker ``victim``;
     go on until every partition has been acknowledged again since the kill, and ``after_s``
     more.  The longest gap between acknowledgements, on any partition and on those the victim
-    led."""
+    led, and the longest a record waited for its acknowledgement (a gap is shorter than the
+    outage when acknowledgements lag behind the sends: the ones from before the kill then
+    still arrive during it)."""
     ck = import_confluent_kafka()
     led = {p for p, leader in leaders(cluster.zk_client(), topic, partitions).items() if leader == victim}
     acks: list[Ack] = []
     acked_since_kill: set[int] = set()
+    sent_at: list[float] = []
+    longest_wait = 0.0
     failed = 0
     killed_at: float | None = None
 
     def on_delivery(err: object, msg: Any) -> None:
-        nonlocal failed
+        nonlocal failed, longest_wait
         if err is not None:
             failed += 1
             return
         now = time.monotonic()
-        acks.append(Ack(msg.value().decode(), msg.partition(), msg.offset(), now))
+        value = msg.value().decode()
+        longest_wait = max(longest_wait, now - sent_at[int(value)])
+        acks.append(Ack(value, msg.partition(), msg.offset(), now))
         if killed_at is not None and now > killed_at:
             acked_since_kill.add(msg.partition())
 
@@ -62,6 +68,7 @@ def producer_gap(cluster: LocalCluster, topic: str, partitions: int, victim: int
             continue
         try:
             p.produce(topic, str(sent).encode(), partition=sent % partitions)
+            sent_at.append(time.monotonic())
             sent += 1
         except BufferError:
             pass
@@ -71,4 +78,4 @@ def producer_gap(cluster: LocalCluster, topic: str, partitions: int, victim: int
     gaps = longest_ack_gaps(acks)
     return {"victim": victim, "led_partitions": len(led), "sent": sent, "acknowledged": len(acks), "failed": failed,
             "longest_gap_s": max(gaps.values(), default=0.0),
-            "longest_gap_led_s": max((gaps.get(p, 0.0) for p in led), default=0.0)}
+            "longest_gap_led_s": max((gaps.get(p, 0.0) for p in led), default=0.0), "longest_wait_s": longest_wait}
