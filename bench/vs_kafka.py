@@ -521,7 +521,7 @@ def failover_gap(work: Path, s: dict[str, Any], rounds: int, version: str) -> Se
         def short(x: dict[str, Any]) -> str:
             return f"longest gap {x['longest_gap_s']:.2f} s ({x['led_partitions']} partitions led by broker {x['victim']})"
 
-        per_round = alternate(rounds, ["failover"], run, short)
+        per_round = alternate(rounds, ["failover"], run, short, warm_up=True)
         results = medians(per_round)
         section = Section("7. Failover (3 brokers, RF 3, 6 partitions, idempotent acks=all producer)")
         section.figures += [
