@@ -17,6 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from odradek.perf.common import count_records
 from odradek.perf.sysstat import UsageWindow
 
 __all__ = ["RECORD_SIZE", "run_clients"]
@@ -79,12 +80,7 @@ def _consumer(bootstrap: str, topic: str, settings: Mapping[str, object], second
     started = time.monotonic()
     end = started + seconds
     while time.monotonic() < end and not (to_end and len(at_end) == len(partitions)):
-        for m in c.consume(1000, 0.1):
-            error = m.error()
-            if error is None:
-                count += 1
-            elif error.code() == ck.KafkaError._PARTITION_EOF:
-                at_end.add(m.partition())
+        count += count_records(c.consume(1000, 0.1), at_end)
     ended = time.monotonic()
     time.sleep(0.6)
     c.poll(0)
