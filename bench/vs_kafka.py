@@ -536,7 +536,9 @@ def failover_gap(work: Path, s: dict[str, Any], rounds: int, version: str) -> Se
     section.raw = per_round
     section.notes.append(f"zookeeper.session.timeout.ms={LOCAL_DEFAULTS['zookeeper.session.timeout.ms']} and "
                          f"replica.lag.time.max.ms={LOCAL_DEFAULTS['replica.lag.time.max.ms']} on both; "
-                         f"{s['rate']:,} records/s round robin; the victim is a non-controller leading partitions.")
+                         f"{s['rate']:,} records/s round robin; the victim is a non-controller leading partitions.  "
+                         "No CPU table: a broker killed and reaped within a window would count as a client "
+                         "(perf/sysstat.py).")
     return section
 
 
