@@ -291,6 +291,7 @@ def one_record(work: Path, s: dict[str, Any], rounds: int, version: str) -> Sect
                                    target=AT_LEAST_KAFKA),
                             figure(results, phase, "records_per_cpu_s", "records per broker CPU-s", target=AT_LEAST_KAFKA),
                             figure(results, phase, "cpu_us_per_request", "broker CPU µs per request"),
+                            figure(results, phase, "retries", "requests the producers retried"),
                             Figure("broker CPU-s per second of load", *(loaded_cpu(results[n][phase]) for n in BROKERS),
                                    "{:.2f}")]
         section.figures += pair.memory_figures()

@@ -5,7 +5,8 @@ bench/vs_kafka.py).
 Producers send 100-byte records as fast as they go for a number of seconds; consumers read a
 topic from its start, either for a number of seconds (every consumer every partition) or to
 its end (the partitions shared out among them).  Requests are counted by the clients
-themselves (librdkafka's statistics: requests sent per broker and type), CPU from /proc
+themselves (librdkafka's statistics: requests sent per broker and type, and a producer's
+retried requests), CPU from /proc
 (perf/sysstat.py)."""
 
 from __future__ import annotations
@@ -58,7 +59,9 @@ def _producer(bootstrap: str, topic: str, settings: Mapping[str, object], second
     ended = time.monotonic()
     time.sleep(0.6)  # one more statistics report, after the last request
     p.poll(0)
-    out.put({"records": delivered, "requests": _requests(last, "Produce"), "started": started, "ended": ended})
+    retries = sum(b.get("txretries", 0) for b in last.get("brokers", {}).values() if b.get("nodeid", -1) >= 0)
+    out.put({"records": delivered, "requests": _requests(last, "Produce"), "retries": retries, "started": started,
+             "ended": ended})
 
 
 def _consumer(bootstrap: str, topic: str, settings: Mapping[str, object], seconds: float,
@@ -117,9 +120,10 @@ def run_clients(bootstrap: str, groups: Mapping[str, Sequence[int]], topic: str,
         proc.join(30)
     records = sum(r["records"] for r in results)
     requests = sum(r["requests"] for r in results)
+    retries = sum(r.get("retries", 0) for r in results)
     elapsed, cpu = usage.seconds, usage.cpu_s["brokers"]
     active = max(r["ended"] for r in results) - min(r["started"] for r in results)
-    return {"records": records, "requests": requests, "seconds": elapsed, "active_s": active, "broker_cpu_s": cpu,
+    return {"records": records, "requests": requests, "retries": retries, "seconds": elapsed, "active_s": active, "broker_cpu_s": cpu,
             "records_per_s": records / elapsed, "requests_per_s": requests / elapsed,
             "records_per_active_s": records / active if active else 0.0,
             "requests_per_active_s": requests / active if active else 0.0,
