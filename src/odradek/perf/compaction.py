@@ -81,7 +81,12 @@ def latencies(bootstrap: str, topic: str, rate: float, duration_s: float, stop: 
     while (now := time.perf_counter()) - start < duration_s and not stop.is_set():  # type: ignore[attr-defined]
         ahead = start + i * interval - now
         if ahead > 0:
-            p.poll(ahead)
+            # poll() takes whole milliseconds: under one it returns at once and the loop would
+            # spin a core the broker needs (as perf/latency.py's pacing explains).
+            if ahead >= 0.002:
+                p.poll(ahead - 0.001)
+            else:
+                time.sleep(ahead)
             continue
         sent = time.monotonic_ns()
         p.produce(topic, value=value, key=b"k", on_delivery=lambda e, m, s=sent: delivered(e, m, s))
