@@ -422,8 +422,8 @@ def scale(work: Path, s: dict[str, Any], rounds: int, version: str) -> Section:
                         Figure("brokers' peak RSS, all together (MB, highest round)", peaks["odradek"], peaks["kafka"])]
     section.raw = per_round
     section.notes.append("Topics written to ZooKeeper; times from ZooKeeper's znodes (perf/controller_scale.py); "
-                         "the SIGKILLed and shut-down broker is restarted and every ISR full again before the next "
-                         "step.  RSS of all three brokers together; a JVM's RSS includes the heap it has touched, "
+                         "the kills and the shutdown are timed on the partitions of the second (larger) topic; the "
+                         "broker is restarted and every ISR full again before the next step.  RSS of all three brokers together; a JVM's RSS includes the heap it has touched, "
                          "which G1 keeps.")
     return section
 
