@@ -41,7 +41,8 @@ JMX_OPTS = ("-Dcom.sun.management.jmxremote", "-Dcom.sun.management.jmxremote.au
 _REPO_JVM = Path(__file__).resolve().parents[3] / "jvm"
 
 # Kafka's own log4j layout, in the broker's directory: everything to stdout (server.log, as an
-# odradek broker's), the controller and state-change loggers to files of their own.
+# odradek broker's), the controller, state-change and log cleaner loggers to files of their own
+# (log-cleaner.log, where an odradek broker writes its cleaner's summaries too).
 _LOG4J = """\
 log4j.rootLogger=INFO, stdout
 log4j.appender.stdout=org.apache.log4j.ConsoleAppender
@@ -55,6 +56,10 @@ log4j.appender.stateChange=org.apache.log4j.FileAppender
 log4j.appender.stateChange.File={dir}/state-change.log
 log4j.appender.stateChange.layout=org.apache.log4j.PatternLayout
 log4j.appender.stateChange.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.appender.cleaner=org.apache.log4j.FileAppender
+log4j.appender.cleaner.File={dir}/log-cleaner.log
+log4j.appender.cleaner.layout=org.apache.log4j.PatternLayout
+log4j.appender.cleaner.layout.ConversionPattern=[%d] %p %m (%c)%n
 log4j.logger.kafka=INFO
 log4j.logger.kafka.network.RequestChannel$=WARN
 log4j.logger.kafka.request.logger=WARN
@@ -62,6 +67,8 @@ log4j.logger.kafka.controller=TRACE, controller
 log4j.additivity.kafka.controller=false
 log4j.logger.state.change.logger=INFO, stateChange
 log4j.additivity.state.change.logger=false
+log4j.logger.kafka.log.LogCleaner=INFO, cleaner
+log4j.additivity.kafka.log.LogCleaner=false
 """
 
 
