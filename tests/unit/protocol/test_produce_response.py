@@ -48,7 +48,7 @@ def _kio_payload(version: int, topics: Topics, throttle_time_ms: int = 0) -> Any
 
 
 def _text(rng: random.Random, max_size: int) -> str:
-    return "".join(rng.choice(_ALPHABET) for _ in range(rng.randint(0, max_size)))
+    return "".join(rng.choices(_ALPHABET, k=rng.randint(0, max_size)))
 
 
 def _message(rng: random.Random) -> str | None:
