@@ -52,7 +52,8 @@ def _text(rng: random.Random, max_size: int) -> str:
 
 
 def _message(rng: random.Random) -> str | None:
-    return rng.choice([None, "", _text(rng, 10), _text(rng, 90)])  # 90 chars: > 127 bytes
+    kind = rng.randrange(4)  # null, empty, short, or long (90 chars: > 127 bytes)
+    return None if kind == 0 else "" if kind == 1 else _text(rng, 10 if kind == 2 else 90)
 
 
 def _i64(rng: random.Random) -> int:
