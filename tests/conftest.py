@@ -27,6 +27,15 @@ CLUSTER_FIXTURES = frozenset({"zookeeper", "zk_connect", "cluster_factory", "mod
                               "odradek_broker", "tansu_broker", "spark"})
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Under ``-m "not slow"`` leave the end-to-end directories out: every test there would be
+    deselected, after its module had imported clients, Spark and the like for nothing."""
+    if (collection_path.parent == TESTS and collection_path.name in END_TO_END_DIRECTORIES
+            and " ".join(config.option.markexpr.split()) == "not slow"):
+        return True
+    return None
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         directory = item.path.relative_to(TESTS).parts[0]

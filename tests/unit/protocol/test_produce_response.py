@@ -48,11 +48,12 @@ def _kio_payload(version: int, topics: Topics, throttle_time_ms: int = 0) -> Any
 
 
 def _text(rng: random.Random, max_size: int) -> str:
-    return "".join(rng.choice(_ALPHABET) for _ in range(rng.randint(0, max_size)))
+    return "".join(rng.choices(_ALPHABET, k=rng.randint(0, max_size)))
 
 
 def _message(rng: random.Random) -> str | None:
-    return rng.choice([None, "", _text(rng, 10), _text(rng, 90)])  # 90 chars: > 127 bytes
+    kind = rng.randrange(4)  # null, empty, short, or long (90 chars: > 127 bytes)
+    return None if kind == 0 else "" if kind == 1 else _text(rng, 10 if kind == 2 else 90)
 
 
 def _i64(rng: random.Random) -> int:
