@@ -7,7 +7,7 @@ at all when the broker runs without an authorizer.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from odradek.security.acls import CLUSTER_RESOURCE_NAME, Operation, ResourceType
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from odradek.broker.context import BrokerContext
     from odradek.net.server import Request
 
-__all__ = ["authorized_names", "cluster_authorized", "unauthorized_names"]
+__all__ = ["authorized_names", "authorized_operations", "cluster_authorized", "unauthorized_names"]
 
 
 def authorized_names(broker: BrokerContext, request: Request, operation: Operation,
@@ -37,6 +37,15 @@ def unauthorized_names(broker: BrokerContext, request: Request, operation: Opera
         return set()
     distinct = {name for name in names if name is not None}
     return {name for name in distinct if not broker.authorize(request, operation, resource_type, name)}
+
+
+def authorized_operations(broker: BrokerContext, request: Request, resource_type: ResourceType, name: str,
+                          codes: Mapping[Operation, int]) -> int:
+    """AuthHelper.authorizedOperations (KIP-430): the bit field (Kafka's AclOperation codes) of
+    the operations in ``codes``, those the resource type supports, that the principal may perform
+    on the resource; all of them without an authorizer."""
+    return sum(1 << code for op, code in codes.items()
+               if broker.authorizer is None or broker.authorize(request, op, resource_type, name))
 
 
 def cluster_authorized(broker: BrokerContext, request: Request, operation: Operation) -> bool:

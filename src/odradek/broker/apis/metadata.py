@@ -5,7 +5,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from odradek.broker.apis.authorization import authorized_names, cluster_authorized
+from odradek.broker.apis.authorization import (
+    authorized_names,
+    authorized_operations,
+    cluster_authorized,
+)
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
 from odradek.common import INTERNAL_TOPICS, validate_topic_name
 from odradek.net.server import CloseConnection
@@ -24,6 +28,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+_OMITTED = -2147483648  # authorized operations not asked for
+# Kafka's AclOperation codes of the operations a TOPIC resource supports (KIP-430).
+_TOPIC_OPERATION_CODES = {Operation.READ: 3, Operation.WRITE: 4, Operation.CREATE: 5, Operation.DELETE: 6,
+                          Operation.ALTER: 7, Operation.DESCRIBE: 8, Operation.DESCRIBE_CONFIGS: 10,
+                          Operation.ALTER_CONFIGS: 11}
 
 
 @api(ApiKey.METADATA, "Metadata", 0, 12)
@@ -80,7 +89,8 @@ async def handle_metadata(broker: BrokerContext, request: Request) -> Response:
                 created.add(topic)
             else:
                 errors[topic] = ErrorCode.unknown_topic_or_partition
-    return respond(request, _response(broker, request, wanted, errors))
+    include_operations = version >= 8 and body.include_topic_authorized_operations
+    return respond(request, _response(broker, request, wanted, errors, include_operations))
 
 
 async def _auto_create(broker: BrokerContext, topic: str) -> ErrorCode:
@@ -98,7 +108,8 @@ async def _auto_create(broker: BrokerContext, topic: str) -> ErrorCode:
     return ErrorCode.leader_not_available
 
 
-def _response(broker: BrokerContext, request: Request, topics: list[str], errors: dict[str, ErrorCode]) -> object:
+def _response(broker: BrokerContext, request: Request, topics: list[str], errors: dict[str, ErrorCode],
+              include_operations: bool) -> object:
     version = request.api_version
     m = response_module(ApiKey.METADATA, version)
     cache = broker.metadata_cache
@@ -109,9 +120,13 @@ def _response(broker: BrokerContext, request: Request, topics: list[str], errors
     alive = set(cache.alive_brokers)
     topic_entries = []
     for topic in topics:
+        # KafkaApis: every topic of the answer gets the operations allowed on it when asked.
+        operations = (authorized_operations(broker, request, ResourceType.TOPIC, topic, _TOPIC_OPERATION_CODES)
+                      if include_operations else _OMITTED)
         if topic in errors:
             topic_entries.append(build(m.MetadataResponseTopic, error_code=errors[topic], name=topic,
-                                       topic_id=None, is_internal=False, partitions=()))
+                                       topic_id=None, is_internal=False, partitions=(),
+                                       topic_authorized_operations=operations))
             continue
         partitions = []
         for p, meta in sorted(cache.partitions_of(topic).items()):
@@ -128,9 +143,9 @@ def _response(broker: BrokerContext, request: Request, topics: list[str], errors
         topic_entries.append(build(
             m.MetadataResponseTopic, error_code=ErrorCode.none, name=topic, topic_id=cache.topic_id(topic),
             is_internal=topic in INTERNAL_TOPICS, partitions=tuple(partitions),
-            topic_authorized_operations=-2147483648))
+            topic_authorized_operations=operations))
     controller = cache.controller_id if cache.controller_id is not None else -1
     return build(
         m.MetadataResponse, throttle_time_ms=0, brokers=brokers, cluster_id=broker.cluster_id,
-        controller_id=controller, topics=tuple(topic_entries), cluster_authorized_operations=-2147483648,
+        controller_id=controller, topics=tuple(topic_entries), cluster_authorized_operations=_OMITTED,
         error_code=ErrorCode.none)
