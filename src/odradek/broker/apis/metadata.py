@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import TYPE_CHECKING
 
 from odradek.broker.apis.authorization import (
@@ -55,6 +56,17 @@ async def handle_metadata(broker: BrokerContext, request: Request) -> Response:
     else:
         wanted = [t.name for t in body.topics if t.name is not None]
         explicit = True
+    # Metadata v12 (KIP-516): topics asked for by id; an unknown id is answered UNKNOWN_TOPIC_ID.
+    by_id: dict[str, uuid.UUID] = {}
+    unknown_ids: list[uuid.UUID] = []
+    for t in body.topics or ():
+        if t.name is None and getattr(t, "topic_id", None):
+            name = cache.topic_name(t.topic_id)
+            if name is None:
+                unknown_ids.append(t.topic_id)
+            else:
+                wanted.append(name)
+                by_id[name] = t.topic_id
     allow_auto = version < 4 or getattr(body, "allow_auto_topic_creation", True)
     created: set[str] = set()
     errors: dict[str, ErrorCode] = {}
@@ -67,7 +79,7 @@ async def handle_metadata(broker: BrokerContext, request: Request) -> Response:
             if topic not in may_describe:
                 errors[topic] = ErrorCode.topic_authorization_failed
                 continue
-            if cache.contains_topic(topic):
+            if cache.contains_topic(topic) or topic in by_id:
                 continue
             if not initialized:
                 # The controller has not told us about any topic yet: "try again", not "no such topic".
@@ -90,7 +102,7 @@ async def handle_metadata(broker: BrokerContext, request: Request) -> Response:
             else:
                 errors[topic] = ErrorCode.unknown_topic_or_partition
     include_operations = version >= 8 and body.include_topic_authorized_operations
-    return respond(request, _response(broker, request, wanted, errors, include_operations))
+    return respond(request, _response(broker, request, wanted, errors, include_operations, by_id, unknown_ids))
 
 
 async def _auto_create(broker: BrokerContext, topic: str) -> ErrorCode:
@@ -109,7 +121,7 @@ async def _auto_create(broker: BrokerContext, topic: str) -> ErrorCode:
 
 
 def _response(broker: BrokerContext, request: Request, topics: list[str], errors: dict[str, ErrorCode],
-              include_operations: bool) -> object:
+              include_operations: bool, by_id: dict[str, uuid.UUID], unknown_ids: list[uuid.UUID]) -> object:
     version = request.api_version
     m = response_module(ApiKey.METADATA, version)
     cache = broker.metadata_cache
@@ -124,9 +136,10 @@ def _response(broker: BrokerContext, request: Request, topics: list[str], errors
         operations = (authorized_operations(broker, request, ResourceType.TOPIC, topic, _TOPIC_OPERATION_CODES)
                       if include_operations else _OMITTED)
         if topic in errors:
-            topic_entries.append(build(m.MetadataResponseTopic, error_code=errors[topic], name=topic,
-                                       topic_id=None, is_internal=False, partitions=(),
-                                       topic_authorized_operations=operations))
+            # A topic asked for by id is refused by id (ids are not secret; names may be).
+            topic_entries.append(build(m.MetadataResponseTopic, error_code=errors[topic],
+                                       name=None if topic in by_id else topic, topic_id=by_id.get(topic),
+                                       is_internal=False, partitions=(), topic_authorized_operations=operations))
             continue
         partitions = []
         for p, meta in sorted(cache.partitions_of(topic).items()):
@@ -144,6 +157,9 @@ def _response(broker: BrokerContext, request: Request, topics: list[str], errors
             m.MetadataResponseTopic, error_code=ErrorCode.none, name=topic, topic_id=cache.topic_id(topic),
             is_internal=topic in INTERNAL_TOPICS, partitions=tuple(partitions),
             topic_authorized_operations=operations))
+    topic_entries += [build(m.MetadataResponseTopic, error_code=ErrorCode.unknown_topic_id, name=None, topic_id=topic_id,
+                            is_internal=False, partitions=(), topic_authorized_operations=_OMITTED)
+                      for topic_id in unknown_ids]
     controller = cache.controller_id if cache.controller_id is not None else -1
     return build(
         m.MetadataResponse, throttle_time_ms=0, brokers=brokers, cluster_id=broker.cluster_id,
