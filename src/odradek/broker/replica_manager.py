@@ -651,9 +651,10 @@ class ReplicaManager:
         return ErrorCode.none, found.timestamp, found.offset, epoch
 
     def active_producers(self, topic: str, partition: int) -> ErrorCode | list[Any]:
-        """DescribeProducers: the producer state entries of a partition led here (Kafka's
-        ReplicaManager.activeProducerState), or the error to answer with."""
-        p = self._local_log_or_error(topic, partition)
+        """DescribeProducers: the producer state entries of a partition hosted here, led or
+        followed (Kafka's ReplicaManager.activeProducerState: kafka-transactions find-hanging
+        asks each replica), or the error to answer with."""
+        p = self._local_log_or_error(topic, partition, followers_too=True)
         if isinstance(p, ErrorCode):
             return p
         assert p.log is not None
