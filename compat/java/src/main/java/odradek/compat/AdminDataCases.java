@@ -20,6 +20,7 @@ import org.apache.kafka.clients.admin.AbortTransactionSpec;
 import org.apache.kafka.clients.admin.ConsumerGroupDescription;
 import org.apache.kafka.clients.admin.ConsumerGroupListing;
 import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsOptions;
+import org.apache.kafka.clients.admin.ListConsumerGroupOffsetsSpec;
 import org.apache.kafka.clients.admin.ListConsumerGroupsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsOptions;
 import org.apache.kafka.clients.admin.ListOffsetsResult.ListOffsetsResultInfo;
@@ -331,12 +332,24 @@ final class AdminDataCases {
         return get(env.admin().describeConsumerGroups(List.of(group)).describedGroups().get(group));
     }
 
-    static Map<TopicPartition, Long> committed(Env env, String group) throws Exception {
+    /**
+     * The group's committed offsets (of {@code partitions} only, when given).  Asked with
+     * requireStable (KIP-447): for named partitions a pending transactional offset is waited
+     * for (UNSTABLE_OFFSET_COMMIT, retried by the client), not skipped.
+     */
+    static Map<TopicPartition, Long> committed(Env env, String group, TopicPartition... partitions) throws Exception {
+        ListConsumerGroupOffsetsSpec spec = new ListConsumerGroupOffsetsSpec();
+        if (partitions.length > 0) {
+            spec.topicPartitions(List.of(partitions));
+        }
         Map<TopicPartition, Long> offsets = new HashMap<>();
-        // requireStable (KIP-447): pending transactional offsets are waited for, not skipped.
-        get(env.admin().listConsumerGroupOffsets(group, new ListConsumerGroupOffsetsOptions().requireStable(true))
-                .partitionsToOffsetAndMetadata())
-                .forEach((p, o) -> offsets.put(p, o == null ? null : o.offset()));
+        get(env.admin().listConsumerGroupOffsets(Map.of(group, spec), new ListConsumerGroupOffsetsOptions()
+                .requireStable(true)).partitionsToOffsetAndMetadata(group))
+                .forEach((p, o) -> {
+                    if (o != null) {
+                        offsets.put(p, o.offset());
+                    }
+                });
         return offsets;
     }
 

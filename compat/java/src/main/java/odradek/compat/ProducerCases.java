@@ -158,11 +158,12 @@ final class ProducerCases {
                     producer.commitTransaction();
                 } else {
                     producer.abortTransaction();
-                    equal(Map.of(), AdminDataCases.committed(env, group), "offsets after the aborted transaction");
+                    equal(Map.of(), AdminDataCases.committed(env, group, tp(input, 0), tp(input, 1)),
+                            "offsets after the aborted transaction");
                 }
             }
-            equal(Map.of(tp(input, 0), 10L, tp(input, 1), 10L), AdminDataCases.committed(env, group),
-                    "offsets after the committed transaction");
+            equal(Map.of(tp(input, 0), 10L, tp(input, 1), 10L), AdminDataCases.committed(env, group, tp(input, 0),
+                    tp(input, 1)), "offsets after the committed transaction");
             equal(10L, consumer.committed(Set.of(tp(input, 0))).get(tp(input, 0)).offset(), "the consumer's committed()");
         }
         List<String> out = values(env, output, 1, "read_committed", 20);
@@ -194,7 +195,7 @@ final class ProducerCases {
             }, CommitFailedException.class);
             producer.abortTransaction();
         }
-        equal(Map.of(), AdminDataCases.committed(env, group), "committed offsets");
+        equal(Map.of(), AdminDataCases.committed(env, group, tp(input, 0)), "committed offsets");
     }
 
     static void compression(Env env) throws Exception {
