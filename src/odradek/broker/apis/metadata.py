@@ -56,17 +56,20 @@ async def handle_metadata(broker: BrokerContext, request: Request) -> Response:
     else:
         wanted = [t.name for t in body.topics if t.name is not None]
         explicit = True
-    # Metadata v12 (KIP-516): topics asked for by id; an unknown id is answered UNKNOWN_TOPIC_ID.
+    # Metadata v12 (KIP-516): a request naming any topic id asks by id and its names are ignored
+    # (Java clients send "" beside an id); an unknown id is answered UNKNOWN_TOPIC_ID.
     by_id: dict[str, uuid.UUID] = {}
     unknown_ids: list[uuid.UUID] = []
-    for t in body.topics or ():
-        if t.name is None and getattr(t, "topic_id", None):
-            name = cache.topic_name(t.topic_id)
+    topic_ids = [t.topic_id for t in body.topics or () if getattr(t, "topic_id", None) and t.topic_id.int]
+    if topic_ids:
+        wanted = []
+        for topic_id in topic_ids:
+            name = cache.topic_name(topic_id)
             if name is None:
-                unknown_ids.append(t.topic_id)
+                unknown_ids.append(topic_id)
             else:
                 wanted.append(name)
-                by_id[name] = t.topic_id
+                by_id[name] = topic_id
     allow_auto = version < 4 or getattr(body, "allow_auto_topic_creation", True)
     created: set[str] = set()
     errors: dict[str, ErrorCode] = {}

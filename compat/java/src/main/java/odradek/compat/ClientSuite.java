@@ -111,6 +111,9 @@ public final class ClientSuite {
             if (cause instanceof Check.Failure) {
                 return new String[] {"FAIL", cause.getMessage()};
             }
+            // The whole trace goes to stderr (the suite's jvm.log) for the post-mortem.
+            System.err.println("=== " + c.name() + " failed:");
+            cause.printStackTrace();
             return new String[] {"FAIL", Check.describe(cause) + at(cause)};
         }
     }
