@@ -268,8 +268,10 @@ def console_producer_consumer(b: Bench) -> None:
 # ----------------------------------------------------------------------------- kafka-consumer-groups
 
 
-# kafka-consumer-groups gives up after 5 s by default: too short on a loaded machine.
-GROUPS_TIMEOUT = ("--timeout", "30000")
+def _groups(b: Bench, *args: str, **kwargs: object) -> JvmRun:
+    """kafka-consumer-groups, which must succeed; it gives up after 5 s by default (and --list
+    then shows what it had): too short on a loaded machine."""
+    return b.expect("kafka-consumer-groups", "--timeout", "30000", *args, **kwargs)  # type: ignore[arg-type]
 
 
 def consumer_groups(b: Bench) -> None:
@@ -279,41 +281,37 @@ def consumer_groups(b: Bench) -> None:
     for p in (0, 1):
         b.setup.produce(topic, 10, partition=p)
     b.setup.commit_group(group, topic, 2, 20)
-    assert group in b.expect("kafka-consumer-groups", "--list").stdout.split(), "--list lacks the group"
+    assert group in _groups(b, "--list").stdout.split(), "--list lacks the group"
     assert _offsets(b, group, topic) == {0: ("10", "10", "0"), 1: ("10", "10", "0")}, "--describe"
     if not b.quick:
         _describe_modes(b, group, topic)
-    b.expect("kafka-consumer-groups", "--reset-offsets", "--group", group, "--topic", topic, "--to-earliest",
-             "--execute")
+    _groups(b, "--reset-offsets", "--group", group, "--topic", topic, "--to-earliest", "--execute")
     assert _offsets(b, group, topic) == {0: ("0", "10", "10"), 1: ("0", "10", "10")}, "after --to-earliest"
     if not b.quick:
         _shift_and_delete_offsets(b, group, topic)
-    b.expect("kafka-consumer-groups", "--delete", "--group", group,
-             says=(f"Deletion of requested consumer groups ('{group}') was successful.",))
-    assert group not in b.expect("kafka-consumer-groups", "--list").stdout.split(), "--list after --delete"
+    _groups(b, "--delete", "--group", group, says=(f"Deletion of requested consumer groups ('{group}') was successful.",))
+    assert group not in _groups(b, "--list").stdout.split(), "--list after --delete"
 
 
 def _describe_modes(b: Bench, group: str, topic: str) -> None:
     """--state, --members and a --dry-run reset of an empty group."""
     # GROUP COORDINATOR (ID) ASSIGNMENT-STRATEGY STATE #MEMBERS: the strategy of an empty group is blank.
-    state = b.expect("kafka-consumer-groups", "--describe", "--group", group, "--state", *GROUPS_TIMEOUT).stdout
+    state = _groups(b, "--describe", "--group", group, "--state").stdout
     (row,) = [line.split() for line in state.splitlines() if line.startswith(group)] or [[]]
     assert row[-2:] == ["Empty", "0"] and row[2][1:-1] in map(str, b.cluster.brokers), f"--state: {state}"
-    b.expect("kafka-consumer-groups", "--describe", "--group", group, "--members", *GROUPS_TIMEOUT,
-             says=(f"Consumer group '{group}' has no active members.",))
-    dry = table(b.expect("kafka-consumer-groups", "--reset-offsets", "--group", group, "--topic", topic,
-                         "--to-earliest", "--dry-run").stdout, "GROUP")
+    _groups(b, "--describe", "--group", group, "--members", says=(f"Consumer group '{group}' has no active members.",))
+    dry = table(_groups(b, "--reset-offsets", "--group", group, "--topic", topic, "--to-earliest",
+                        "--dry-run").stdout, "GROUP")
     assert sorted(r["NEW-OFFSET"] for r in dry) == ["0", "0"], f"--dry-run: {dry}"
     assert _offsets(b, group, topic)[0][0] == "10", "--dry-run changed the offsets"
 
 
 def _shift_and_delete_offsets(b: Bench, group: str, topic: str) -> None:
     """--shift-by on one partition, then --delete-offsets (OffsetDelete) of the other."""
-    b.expect("kafka-consumer-groups", "--reset-offsets", "--group", group, "--topic", f"{topic}:0", "--shift-by", "3",
-             "--execute")
+    _groups(b, "--reset-offsets", "--group", group, "--topic", f"{topic}:0", "--shift-by", "3", "--execute")
     assert _offsets(b, group, topic)[0] == ("3", "10", "7"), "after --shift-by 3 on partition 0"
-    deleted = b.expect("kafka-consumer-groups", "--delete-offsets", "--group", group, "--topic", f"{topic}:1",
-                       api="OffsetDelete", says=(f"Request succeed for deleting offsets from group {group}.",))
+    deleted = _groups(b, "--delete-offsets", "--group", group, "--topic", f"{topic}:1",
+                      api="OffsetDelete", says=(f"Request succeed for deleting offsets from group {group}.",))
     assert [(r["PARTITION"], r["STATUS"]) for r in table(deleted.stdout, "TOPIC")] == [("1", "Successful")], (
         f"--delete-offsets: {deleted.stdout}")
     assert set(_offsets(b, group, topic)) == {0}, "partition 1's offset after --delete-offsets"
@@ -321,7 +319,7 @@ def _shift_and_delete_offsets(b: Bench, group: str, topic: str) -> None:
 
 def _offsets(b: Bench, group: str, topic: str) -> dict[int, tuple[str, str, str]]:
     """--describe: partition -> (CURRENT-OFFSET, LOG-END-OFFSET, LAG) of the partitions with a committed offset."""
-    rows = table(b.expect("kafka-consumer-groups", "--describe", "--group", group, *GROUPS_TIMEOUT).stdout, "GROUP")
+    rows = table(_groups(b, "--describe", "--group", group).stdout, "GROUP")
     return {int(r["PARTITION"]): (r["CURRENT-OFFSET"], r["LOG-END-OFFSET"], r["LAG"])
             for r in rows if r["TOPIC"] == topic and r["CURRENT-OFFSET"] != "-"}
 
