@@ -6,7 +6,8 @@ A suite is one module ``compat/suites/<name>.py`` with:
   ``TITLE`` (one line: what runs);
 * ``VARIANTS``: the clusters it runs against, e.g. ``(Variant(), Variant("sasl_ssl",
   security="sasl_ssl", quick=False))``;
-* ``BROKER_OVERRIDES``: server.properties keys its cluster needs (``min.insync.replicas``...);
+* ``BROKER_OVERRIDES``: server.properties keys its cluster needs (``DURABLE`` for a suite that
+  writes durably: RF 3, ``min.insync.replicas=2``);
 * ``run(cluster, ctx, quick) -> SuiteResult``: the cluster is started before and stopped after;
   ``ctx`` (compat.context.SuiteContext) has the scratch directory, the JVM launcher and the
   client settings; ``quick`` asks for the subset the test suite runs;
@@ -30,7 +31,15 @@ if TYPE_CHECKING:
     from compat.context import SuiteContext
     from odradek.local.cluster import LocalCluster
 
-__all__ = ["CaseResult", "MissingApi", "Skip", "Status", "Suite", "SuiteResult", "Variant", "missing_api"]
+__all__ = ["DURABLE", "CaseResult", "MissingApi", "Skip", "Status", "Suite", "SuiteResult", "Variant", "missing_api"]
+
+# BROKER_OVERRIDES of a suite that writes durably: replication factor 3 and two in-sync replicas
+# for every new topic; and, as Kafka's own tests, no 3 s wait before a new group's first rebalance.
+DURABLE = {
+    "default.replication.factor": "3",
+    "min.insync.replicas": "2",
+    "group.initial.rebalance.delay.ms": "0",
+}
 
 
 class Status(enum.StrEnum):

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from compat import java_build
 from compat.context import SuiteContext
-from compat.suite import CaseResult, Status, SuiteResult, Variant, missing_api, one_line
+from compat.suite import DURABLE, CaseResult, Status, SuiteResult, Variant, missing_api, one_line
 from odradek.local.cluster import LocalCluster
 from odradek.local.security import CLIENT_USER
 
@@ -18,12 +18,7 @@ NAME = "java-clients"
 ORDER = 1
 TITLE = "Kafka's Java clients: AdminClient, idempotent/transactional producers, consumers"
 VARIANTS = (Variant(), Variant("sasl_ssl", security="sasl_ssl", quick=False))
-BROKER_OVERRIDES = {
-    "default.replication.factor": "3",
-    "min.insync.replicas": "2",
-    # Kafka's own test settings: no 3 s wait before a new group's first rebalance.
-    "group.initial.rebalance.delay.ms": "0",
-}
+BROKER_OVERRIDES = DURABLE
 MAIN = "odradek.compat.ClientSuite"
 HEAP = ("-Xmx512M",)
 

@@ -16,7 +16,7 @@ from compat.context import SuiteContext
 from compat.jvm import JvmRun
 from compat.kafka_tools import KafkaTools
 from compat.setup_clients import SetupClients
-from compat.suite import MissingApi, SuiteResult, Variant
+from compat.suite import DURABLE, MissingApi, SuiteResult, Variant
 from compat.tool_output import api_versions, table, topic_description, unsupported_api
 from odradek.broker.apis import load_handlers
 from odradek.local.cluster import LocalCluster
@@ -25,11 +25,7 @@ NAME = "kafka-tools"
 ORDER = 2
 TITLE = "Kafka's command-line tools (bin/kafka-*.sh) from Kafka 3.9's jars"
 VARIANTS = (Variant(), Variant("sasl_ssl", security="sasl_ssl", quick=False))
-BROKER_OVERRIDES = {
-    "default.replication.factor": "3",
-    "min.insync.replicas": "2",
-    "group.initial.rebalance.delay.ms": "0",
-}
+BROKER_OVERRIDES = DURABLE
 
 
 class Bench:
@@ -242,8 +238,8 @@ def acls(b: Bench) -> None:
     b.expect("kafka-acls", "--remove", "--force", "--topic", topic)
     b.expect("kafka-acls", "--remove", "--force", "--group", group)
     b.expect("kafka-acls", "--remove", "--force", "--topic", prefix, "--resource-pattern-type", "prefixed")
-    left = b.expect("kafka-acls", "--list", "--principal", "User:bob").stdout
-    assert "User:bob" not in left, f"ACLs left after --remove: {left}"
+    left = b.expect("kafka-acls", "--list", "--principal", "User:bob", says=("ACLs for principal `User:bob`",)).stdout
+    assert "Current ACLs for resource" not in left, f"ACLs left after --remove: {left}"
 
 
 # ----------------------------------------------------------------------------- console producer/consumer
