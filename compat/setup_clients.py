@@ -49,8 +49,9 @@ class SetupClients:
         assert not failed, failed[:3]
 
     def transactional_producer(self, transactional_id: str) -> Producer:
-        """An initialized transactional producer (the caller ends its transactions and closes it)."""
-        producer = Producer({**self.config, "transactional.id": transactional_id})
+        """An initialized transactional producer (the caller ends its transactions and closes it);
+        its transactions may stay open for 15 minutes (tools run slowly on a loaded machine)."""
+        producer = Producer({**self.config, "transactional.id": transactional_id, "transaction.timeout.ms": 900000})
         producer.init_transactions(TIMEOUT_S)
         return producer
 
