@@ -7,6 +7,7 @@ lacks, not odradek's.  Such rows say so in their variant and never go into RESUL
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import time
@@ -55,7 +56,7 @@ def run_variant(suite: Suite, variant: Variant, workdir: Path, *, quick: bool = 
         result.cases.append(CaseResult("(suite)", Status.FAILED, one_line(f"{type(e).__name__}: {e}")))
     finally:
         cluster.stop()
-    result.versions.setdefault("java", jvm_settings().split(";")[0])
+    result.versions.setdefault("Java", _java_version())
     return Row.of(suite.NAME, variant, result, time.monotonic() - start, quick=quick,
                   finished=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"), commit=_commit())
 
@@ -67,6 +68,12 @@ def _check_brokers(cluster: LocalCluster, result: SuiteResult) -> None:
         tails = "; ".join(f"broker {b.broker_id}: "
                           + (b.config_path.parent / "server.log").read_text(errors="replace")[-300:] for b in dead)
         result.cases.append(CaseResult("(brokers alive)", Status.FAILED, one_line(tails)))
+
+
+def _java_version() -> str:
+    """``17.0.15`` of ``openjdk version "17.0.15" 2025-04-15``."""
+    line = jvm_settings().split(";")[0]
+    return match.group(1) if (match := re.search(r'"([^"]+)"', line)) else line
 
 
 def _commit() -> str:
