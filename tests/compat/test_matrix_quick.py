@@ -14,7 +14,8 @@ from compat.runner import run_variant
 from compat.suite import Status, Variant
 from compat.suites import java_clients, kafka_tools
 
-pytestmark = pytest.mark.slow
+# About a minute each on an idle machine (each tool is a JVM start); room for a loaded one.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 
 @pytest.mark.parametrize("suite", [java_clients, kafka_tools], ids=lambda s: s.NAME)
