@@ -310,7 +310,7 @@ def _shift_and_delete_offsets(b: Bench, group: str, topic: str) -> None:
     _groups(b, "--reset-offsets", "--group", group, "--topic", f"{topic}:0", "--shift-by", "3", "--execute")
     assert _offsets(b, group, topic)[0] == ("3", "10", "7"), "after --shift-by 3 on partition 0"
     deleted = _groups(b, "--delete-offsets", "--group", group, "--topic", f"{topic}:1",
-                      api="OffsetDelete", says=(f"Request succeed for deleting offsets from group {group}.",))
+                      api="OffsetDelete", says=(f"Request succeed for deleting offsets with topic {topic}:1 group {group}",))
     assert [(r["PARTITION"], r["STATUS"]) for r in table(deleted.stdout, "TOPIC")] == [("1", "Successful")], (
         f"--delete-offsets: {deleted.stdout}")
     assert set(_offsets(b, group, topic)) == {0}, "partition 1's offset after --delete-offsets"
