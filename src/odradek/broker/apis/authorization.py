@@ -7,7 +7,7 @@ at all when the broker runs without an authorizer.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING
 
 from odradek.security.acls import CLUSTER_RESOURCE_NAME, Operation, ResourceType
@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from odradek.broker.context import AuthorizingContext
     from odradek.net.server import Request
 
-__all__ = ["authorized", "authorized_names", "cluster_authorized", "unauthorized_names"]
+__all__ = ["authorized", "authorized_names", "authorized_operations", "cluster_authorized", "unauthorized_names"]
 
 
 def authorized(broker: AuthorizingContext, request: Request, operation: Operation, resource_type: ResourceType,
@@ -48,6 +48,15 @@ def unauthorized_names(broker: AuthorizingContext, request: Request, operation: 
         return set()
     distinct = {name for name in names if name is not None}
     return {name for name in distinct if not authorized(broker, request, operation, resource_type, name)}
+
+
+def authorized_operations(broker: AuthorizingContext, request: Request, resource_type: ResourceType, name: str,
+                          codes: Mapping[Operation, int]) -> int:
+    """AuthHelper.authorizedOperations (KIP-430): the bit field (Kafka's AclOperation codes) of
+    the operations in ``codes``, those the resource type supports, that the principal may perform
+    on the resource; all of them without an authorizer."""
+    return sum(1 << code for op, code in codes.items()
+               if authorized(broker, request, op, resource_type, name))
 
 
 def cluster_authorized(broker: AuthorizingContext, request: Request, operation: Operation) -> bool:

@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import logging
+import uuid
 from typing import TYPE_CHECKING
 
-from odradek.broker.apis.authorization import authorized_names, cluster_authorized
+from odradek.broker.apis.authorization import (
+    authorized_names,
+    authorized_operations,
+    cluster_authorized,
+)
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
 from odradek.common import INTERNAL_TOPICS, validate_topic_name
 from odradek.net.server import CloseConnection
@@ -24,6 +29,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+_OMITTED = -2147483648  # authorized operations not asked for
+# Kafka's AclOperation codes of the operations a TOPIC resource supports (KIP-430).
+_TOPIC_OPERATION_CODES = {Operation.READ: 3, Operation.WRITE: 4, Operation.CREATE: 5, Operation.DELETE: 6,
+                          Operation.ALTER: 7, Operation.DESCRIBE: 8, Operation.DESCRIBE_CONFIGS: 10,
+                          Operation.ALTER_CONFIGS: 11}
 
 
 @api(ApiKey.METADATA, "Metadata", 0, 12)
@@ -46,6 +56,20 @@ async def handle_metadata(broker: MetadataContext, request: Request) -> Response
     else:
         wanted = [t.name for t in body.topics if t.name is not None]
         explicit = True
+    # Metadata v12 (KIP-516): a request naming any topic id asks by id and its names are ignored
+    # (Java clients send "" beside an id); an unknown id is answered UNKNOWN_TOPIC_ID.
+    by_id: dict[str, uuid.UUID] = {}
+    unknown_ids: list[uuid.UUID] = []
+    topic_ids = [t.topic_id for t in body.topics or () if getattr(t, "topic_id", None) and t.topic_id.int]
+    if topic_ids:
+        wanted = []
+        for topic_id in topic_ids:
+            name = cache.topic_name(topic_id)
+            if name is None:
+                unknown_ids.append(topic_id)
+            else:
+                wanted.append(name)
+                by_id[name] = topic_id
     allow_auto = version < 4 or getattr(body, "allow_auto_topic_creation", True)
     created: set[str] = set()
     errors: dict[str, ErrorCode] = {}
@@ -58,7 +82,7 @@ async def handle_metadata(broker: MetadataContext, request: Request) -> Response
             if topic not in may_describe:
                 errors[topic] = ErrorCode.topic_authorization_failed
                 continue
-            if cache.contains_topic(topic):
+            if cache.contains_topic(topic) or topic in by_id:
                 continue
             if not initialized:
                 # The controller has not told us about any topic yet: "try again", not "no such topic".
@@ -80,7 +104,8 @@ async def handle_metadata(broker: MetadataContext, request: Request) -> Response
                 created.add(topic)
             else:
                 errors[topic] = ErrorCode.unknown_topic_or_partition
-    return respond(request, _response(broker, request, wanted, errors))
+    include_operations = version >= 8 and body.include_topic_authorized_operations
+    return respond(request, _response(broker, request, wanted, errors, include_operations, by_id, unknown_ids))
 
 
 async def _auto_create(broker: MetadataContext, topic: str) -> ErrorCode:
@@ -98,7 +123,8 @@ async def _auto_create(broker: MetadataContext, topic: str) -> ErrorCode:
     return ErrorCode.leader_not_available
 
 
-def _response(broker: MetadataContext, request: Request, topics: list[str], errors: dict[str, ErrorCode]) -> object:
+def _response(broker: MetadataContext, request: Request, topics: list[str], errors: dict[str, ErrorCode],
+              include_operations: bool, by_id: dict[str, uuid.UUID], unknown_ids: list[uuid.UUID]) -> object:
     version = request.api_version
     m = response_module(ApiKey.METADATA, version)
     cache = broker.metadata_cache
@@ -109,9 +135,14 @@ def _response(broker: MetadataContext, request: Request, topics: list[str], erro
     alive = set(cache.alive_brokers)
     topic_entries = []
     for topic in topics:
+        # KafkaApis: every topic of the answer gets the operations allowed on it when asked.
+        operations = (authorized_operations(broker, request, ResourceType.TOPIC, topic, _TOPIC_OPERATION_CODES)
+                      if include_operations else _OMITTED)
         if topic in errors:
-            topic_entries.append(build(m.MetadataResponseTopic, error_code=errors[topic], name=topic,
-                                       topic_id=None, is_internal=False, partitions=()))
+            # A topic asked for by id is refused by id (ids are not secret; names may be).
+            topic_entries.append(build(m.MetadataResponseTopic, error_code=errors[topic],
+                                       name=None if topic in by_id else topic, topic_id=by_id.get(topic),
+                                       is_internal=False, partitions=(), topic_authorized_operations=operations))
             continue
         partitions = []
         for p, meta in sorted(cache.partitions_of(topic).items()):
@@ -128,9 +159,12 @@ def _response(broker: MetadataContext, request: Request, topics: list[str], erro
         topic_entries.append(build(
             m.MetadataResponseTopic, error_code=ErrorCode.none, name=topic, topic_id=cache.topic_id(topic),
             is_internal=topic in INTERNAL_TOPICS, partitions=tuple(partitions),
-            topic_authorized_operations=-2147483648))
+            topic_authorized_operations=operations))
+    topic_entries += [build(m.MetadataResponseTopic, error_code=ErrorCode.unknown_topic_id, name=None, topic_id=topic_id,
+                            is_internal=False, partitions=(), topic_authorized_operations=_OMITTED)
+                      for topic_id in unknown_ids]
     controller = cache.controller_id if cache.controller_id is not None else -1
     return build(
         m.MetadataResponse, throttle_time_ms=0, brokers=brokers, cluster_id=broker.cluster_id,
-        controller_id=controller, topics=tuple(topic_entries), cluster_authorized_operations=-2147483648,
+        controller_id=controller, topics=tuple(topic_entries), cluster_authorized_operations=_OMITTED,
         error_code=ErrorCode.none)
