@@ -1,0 +1,171 @@
+"""librdkafka's own regression tests against a running odradek cluster.
+
+The tests run through ``librdkafka-suite`` (``/work/shared/tools/librdkafka-suite``, or
+``LIBRDKAFKA_SUITE``): it clones librdkafka at its tag (v2.15.0) from ``RDK_SRC`` (a git
+repository or bare mirror), builds it once into ``~/.cache/rdk``, runs one test number at a
+time with librdkafka's ``test-runner`` and prints one line per number, which becomes one case.
+
+Without test numbers the script picks every broker test of 0000-0150 that is neither
+local-only, sockem nor a known issue.  Secured runs take the cluster's client settings
+(cluster.json's ``client``, librdkafka's names) as ``RDK_EXTRA_CONF`` and run the security
+tests: 0097 (certificate verification; its ``SSL_*`` files, which trivup would write, are made
+here from the client's key and the cluster's CA), 0135 (SASL credentials) and 0142
+(KIP-368 re-authentication).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["QUICK_TESTS", "SECURED_TESTS", "TAG", "CaseResult", "parse_suite_output", "run"]
+
+TAG = "v2.15.0"
+SECURED_TESTS = ("0097", "0135", "0142")
+# Twenty quick broker tests (a few seconds each here): produce, consume, groups, admin, idempotence.
+QUICK_TESTS = (
+    "0001", "0002", "0003", "0005", "0007", "0012", "0013", "0014", "0015", "0019",
+    "0021", "0031", "0035", "0036", "0039", "0052", "0063", "0073", "0099", "0109",
+)
+DEFAULT_SCRIPT = Path("/work/shared/tools/librdkafka-suite")
+DEFAULT_SRC = Path("/work/.mirror/confluentinc+librdkafka/repo")
+_LINE = re.compile(r"^(\d{4}) (PASSED|FAILED|TIMEOUT|SKIPPED)\s+(\d+)s  ?(.*)$")
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One test number's outcome: ``passed``, ``failed`` or ``skipped``, with a one-line cause."""
+
+    name: str
+    outcome: str
+    seconds: float
+    cause: str = ""
+
+
+def parse_suite_output(lines: Iterable[str], logs: Path | None = None) -> list[CaseResult]:
+    """Cases from librdkafka-suite's per-test lines (``NNNN WORD  SECSs  first failure line``);
+    other lines (the build, the summary) are ignored.  A timeout is a failure."""
+    cases = []
+    for line in lines:
+        m = _LINE.match(line.rstrip("\n"))
+        if m is None:
+            continue
+        number, word, secs, detail = m.groups()
+        outcome = {"PASSED": "passed", "SKIPPED": "skipped"}.get(word, "failed")
+        cause = ""
+        if outcome == "failed":
+            cause = (f"timed out: {detail}" if word == "TIMEOUT" else detail).strip() or word.lower()
+            if logs is not None:
+                cause += f" (log: {logs / (number + '.log')})"
+        elif outcome == "skipped" and logs is not None:
+            cause = _skip_reason(logs / f"{number}.log")
+        cases.append(CaseResult(number, outcome, float(secs), cause))
+    return cases
+
+
+def _skip_reason(log: Path) -> str:
+    """The test's own words for skipping (``SKIPPING`` lines of test-runner)."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return ""
+    for line in text.splitlines():
+        if "SKIP" in line and "|" not in line:
+            return re.sub(r"\x1b\[[0-9;]*m", "", line).strip()[:300]
+    return ""
+
+
+def extra_conf(secured: Mapping[str, str] | None) -> str:
+    """``RDK_EXTRA_CONF``: the client settings as test.conf lines."""
+    return "".join(f"{k}={v}\n" for k, v in (secured or {}).items())
+
+
+def tests_to_run(secured: Mapping[str, str] | None, quick: bool) -> tuple[str, ...]:
+    """Test numbers for the script; empty means its own selection (every broker test)."""
+    if secured:
+        return SECURED_TESTS
+    return QUICK_TESTS if quick else ()
+
+
+def run(bootstrap: str, *, secured: dict[str, str] | None, quick: bool, workdir: Path) -> list[CaseResult]:
+    """Run librdkafka's tests against ``bootstrap`` (IPv4 literals); one case per test number.
+    The script's output is kept in ``workdir/librdkafka-suite.log``."""
+    script = Path(os.environ.get("LIBRDKAFKA_SUITE", DEFAULT_SCRIPT))
+    src = Path(os.environ.get("RDK_SRC", DEFAULT_SRC))
+    rdk_work = Path(os.environ.get("RDK_WORK", Path.home() / ".cache" / "rdk"))
+    conf = dict(secured or {})
+    env = dict(os.environ, RDK_TAG=TAG, RDK_WORK=str(rdk_work))
+    if conf.get("security.protocol", "").upper() in ("SSL", "SASL_SSL"):
+        ssl_env, ssl_conf = ssl_test_files(conf, workdir / "ssl")
+        env.update(ssl_env)
+        conf.update(ssl_conf)
+    env["RDK_EXTRA_CONF"] = extra_conf(conf)
+    workdir.mkdir(parents=True, exist_ok=True)
+    log = workdir / "librdkafka-suite.log"
+    with log.open("w") as out:
+        # The script exits 1 when a test failed; its lines say which.
+        subprocess.run([str(script), str(src), bootstrap, *tests_to_run(secured, quick)], env=env,
+                       stdout=out, stderr=subprocess.STDOUT, check=False)
+    with log.open() as lines:
+        return parse_suite_output(lines, rdk_work / "logs")
+
+
+def ssl_test_files(secured: Mapping[str, str], directory: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """The ``SSL_*`` variables test 0097 reads (trivup writes them for its clusters) and the
+    client settings that go with them: the client's key (password-protected, as trivup's) and
+    certificate as PEM, DER and PKCS#12 (with the CA), the CA as PEM and DER.  A cluster
+    without client certificates (SASL_SSL) gets a self-signed one: its brokers ask for none,
+    so every connection succeeds, as 0097 expects of a SASL_SSL listener."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
+    directory.mkdir(parents=True, exist_ok=True)
+    ca = x509.load_pem_x509_certificate(Path(secured["ssl.ca.location"]).read_bytes())
+    if "ssl.key.location" in secured:
+        key = serialization.load_pem_private_key(Path(secured["ssl.key.location"]).read_bytes(), None)
+        cert = x509.load_pem_x509_certificate(Path(secured["ssl.certificate.location"]).read_bytes())
+    else:
+        key, cert = _self_signed("odradek-compat-client")
+    password = "odradek-compat"
+    encrypted = serialization.BestAvailableEncryption(password.encode())
+    pem, der, pkcs8 = serialization.Encoding.PEM, serialization.Encoding.DER, serialization.PrivateFormat.PKCS8
+    files = {
+        "SSL_pub_pem": cert.public_bytes(pem),
+        "SSL_pub_der": cert.public_bytes(der),
+        "SSL_priv_pem": key.private_bytes(pem, pkcs8, encrypted),
+        "SSL_priv_der": key.private_bytes(der, pkcs8, serialization.NoEncryption()),
+        "SSL_ca_pem": ca.public_bytes(pem),
+        "SSL_all_cas_pem": ca.public_bytes(pem),
+        "SSL_ca_der": ca.public_bytes(der),
+        "SSL_pkcs": pkcs12.serialize_key_and_certificates(b"client", key, cert, [ca], encrypted),  # type: ignore[arg-type]
+    }
+    env = {"SSL_password": password}
+    for name, data in files.items():
+        path = directory / name.removeprefix("SSL_").replace("_", ".")
+        path.write_bytes(data)
+        env[name] = str(path)
+    conf = {"ssl.key.location": env["SSL_priv_pem"], "ssl.certificate.location": env["SSL_pub_pem"],
+            "ssl.key.password": password}
+    return env, conf
+
+
+def _self_signed(cn: str):  # type: ignore[no-untyped-def]
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=2)).sign(key, hashes.SHA256()))
+    return key, cert
