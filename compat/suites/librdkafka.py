@@ -6,11 +6,25 @@ repository or bare mirror), builds it once into ``~/.cache/rdk``, runs one test 
 time with librdkafka's ``test-runner`` and prints one line per number, which becomes one case.
 
 Without test numbers the script picks every broker test of 0000-0150 that is neither
-local-only, sockem nor a known issue.  Secured runs take the cluster's client settings
-(cluster.json's ``client``, librdkafka's names) as ``RDK_EXTRA_CONF`` and run the security
-tests: 0097 (certificate verification; its ``SSL_*`` files, which trivup would write, are made
-here from the client's key and the cluster's CA), 0135 (SASL credentials) and 0142
-(KIP-368 re-authentication).
+local-only, sockem nor a known issue.  librdkafka's CI runs them on a trivup cluster, and the
+tests expect what trivup gives them; so does this runner:
+
+* the cluster (``BROKER_OVERRIDES``, ``racks``): auto-created topics with 4 partitions and
+  3 replicas, an ACL authorizer that allows everything without ACLs (0081, 0109, 0115 and
+  0119 add and describe ACLs), ``broker.rack=RACK<id>`` with the rack-aware replica selector
+  (0101 fetches from a follower);
+* a Kafka distribution at ``KAFKA_PATH`` with ``ZK_ADDRESS``: tests call
+  ``bin/kafka-topics.sh --zookeeper`` (TEST_KAFKA_VERSION 2.8), ``bin/kafka-acls.sh`` and
+  ``bin/kafka-run-class.sh`` (0098 and 0113 run librdkafka's Java helpers).  Here it is
+  Kafka 2.8's own jars (``jvm/kafka-2.8``, fetched by ``sh scripts/bootstrap --test``) behind
+  Kafka's script names;
+* the ``noautocreate`` scenario (0107, 0111) needs a cluster without auto-created topics:
+  ``run(..., scenario="noautocreate")`` runs those two.
+
+Secured runs take the cluster's client settings (cluster.json's ``client``, librdkafka's
+names) as ``RDK_EXTRA_CONF`` and run the security tests: 0097 (certificate verification; its
+``SSL_*`` files, which trivup would write, are made here from the client's key and the
+cluster's CA), 0135 (SASL credentials) and 0142 (KIP-368 re-authentication).
 """
 
 from __future__ import annotations
@@ -22,18 +36,37 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["QUICK_TESTS", "SECURED_TESTS", "TAG", "CaseResult", "parse_suite_output", "run"]
+__all__ = ["BROKER_OVERRIDES", "NOAUTOCREATE_TESTS", "QUICK_TESTS", "SECURED_TESTS", "TAG", "CaseResult",
+           "kafka_distribution", "parse_suite_output", "racks", "run"]
 
 TAG = "v2.15.0"
 SECURED_TESTS = ("0097", "0135", "0142")
+NOAUTOCREATE_TESTS = ("0107", "0111")
 # Twenty quick broker tests (a few seconds each here): produce, consume, groups, admin, idempotence.
 QUICK_TESTS = (
     "0001", "0002", "0003", "0005", "0007", "0012", "0013", "0014", "0015", "0019",
     "0021", "0031", "0035", "0036", "0039", "0052", "0063", "0073", "0099", "0109",
 )
+# trivup's broker settings for librdkafka's default scenario (tests/scenarios/default.json and
+# KafkaBrokerApp: SimpleAclAuthorizer; cluster_testing.py: racks and the replica selector).
+BROKER_OVERRIDES = {
+    "auto.create.topics.enable": "true",
+    "num.partitions": "4",
+    "default.replication.factor": "3",
+    "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+    "allow.everyone.if.no.acl.found": "true",
+    "replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector",
+}
+# test-runner bounds each test itself; the script's outer bound must not cut 0113 (~6 min here).
+TEST_TIMEOUT_S = 900
 DEFAULT_SCRIPT = Path("/work/shared/tools/librdkafka-suite")
 DEFAULT_SRC = Path("/work/.mirror/confluentinc+librdkafka/repo")
 _LINE = re.compile(r"^(\d{4}) (PASSED|FAILED|TIMEOUT|SKIPPED)\s+(\d+)s  ?(.*)$")
+
+
+def racks(broker_ids: Iterable[int]) -> list[str]:
+    """``broker.rack`` per broker, as trivup names them (0101 derives a rack from a broker id)."""
+    return [f"RACK{b}" for b in broker_ids]
 
 
 @dataclass(frozen=True)
@@ -84,34 +117,97 @@ def extra_conf(secured: Mapping[str, str] | None) -> str:
     return "".join(f"{k}={v}\n" for k, v in (secured or {}).items())
 
 
-def tests_to_run(secured: Mapping[str, str] | None, quick: bool) -> tuple[str, ...]:
+def tests_to_run(secured: Mapping[str, str] | None, quick: bool, scenario: str = "default") -> tuple[str, ...]:
     """Test numbers for the script; empty means its own selection (every broker test)."""
+    if scenario == "noautocreate":
+        return NOAUTOCREATE_TESTS
     if secured:
         return SECURED_TESTS
     return QUICK_TESTS if quick else ()
 
 
-def run(bootstrap: str, *, secured: dict[str, str] | None, quick: bool, workdir: Path) -> list[CaseResult]:
-    """Run librdkafka's tests against ``bootstrap`` (IPv4 literals); one case per test number.
-    The script's output is kept in ``workdir/librdkafka-suite.log``."""
+def run(bootstrap: str, *, secured: dict[str, str] | None, quick: bool, workdir: Path,
+        zookeeper: str | None = None, scenario: str = "default", tests: Iterable[str] = ()) -> list[CaseResult]:
+    """Run librdkafka's tests against ``bootstrap`` (IPv4 literals; a cluster set up as the
+    module docstring says, ``zookeeper`` its connect string); one case per test number.
+    ``tests`` names the numbers to run instead of the variant's selection.  The script's
+    output is kept in ``workdir/librdkafka-suite.log``."""
     script = Path(os.environ.get("LIBRDKAFKA_SUITE", DEFAULT_SCRIPT))
     src = Path(os.environ.get("RDK_SRC", DEFAULT_SRC))
     rdk_work = Path(os.environ.get("RDK_WORK", Path.home() / ".cache" / "rdk"))
+    workdir.mkdir(parents=True, exist_ok=True)
     conf = dict(secured or {})
-    env = dict(os.environ, RDK_TAG=TAG, RDK_WORK=str(rdk_work))
+    env = dict(os.environ, RDK_TAG=TAG, RDK_WORK=str(rdk_work), TEST_SCENARIO=scenario,
+               RDK_TIMEOUT=os.environ.get("RDK_TIMEOUT", str(TEST_TIMEOUT_S)))
+    kafka_path = kafka_distribution(workdir / "kafka")
+    env["KAFKA_PATH"] = str(kafka_path)
+    if zookeeper:
+        env["ZK_ADDRESS"] = zookeeper
     if conf.get("security.protocol", "").upper() in ("SSL", "SASL_SSL"):
         ssl_env, ssl_conf = ssl_test_files(conf, workdir / "ssl")
         env.update(ssl_env)
         conf.update(ssl_conf)
     env["RDK_EXTRA_CONF"] = extra_conf(conf)
-    workdir.mkdir(parents=True, exist_ok=True)
+    tree = rdk_work / f"librdkafka-{TAG}"
+    if not (tree / "tests" / "test-runner").exists():
+        # The script builds on its first call; the test it is given is cut at once.
+        subprocess.run([str(script), str(src), bootstrap, "0000"], env=dict(env, RDK_TIMEOUT="1"),
+                       capture_output=True, check=False)
+    build_java_helpers(tree / "tests" / "java", kafka_path)
     log = workdir / "librdkafka-suite.log"
     with log.open("w") as out:
         # The script exits 1 when a test failed; its lines say which.
-        subprocess.run([str(script), str(src), bootstrap, *tests_to_run(secured, quick)], env=env,
+        subprocess.run([str(script), str(src), bootstrap, *(tuple(tests) or tests_to_run(secured, quick, scenario))], env=env,
                        stdout=out, stderr=subprocess.STDOUT, check=False)
     with log.open() as lines:
         return parse_suite_output(lines, rdk_work / "logs")
+
+
+# Kafka's bin/ scripts as the tests call them: kafka-run-class.sh honours CLASSPATH (the Java
+# helpers' run-class.sh sets it) and logs only warnings, as tools-log4j.properties does.
+_RUN_CLASS = """#!/bin/sh
+base=$(cd "$(dirname "$0")/.." && pwd)
+exec java -Xmx256M -Dlog4j.configuration="file:$base/config/tools-log4j.properties" \\
+  -cp "${CLASSPATH:+$CLASSPATH:}$base/libs/*" "$@"
+"""
+_TOOLS = {"kafka-topics.sh": "kafka.admin.TopicCommand", "kafka-configs.sh": "kafka.admin.ConfigCommand",
+          "kafka-acls.sh": "kafka.admin.AclCommand"}
+_TOOLS_LOG4J = ("log4j.rootLogger=WARN, stderr\n"
+                "log4j.appender.stderr=org.apache.log4j.ConsoleAppender\n"
+                "log4j.appender.stderr.layout=org.apache.log4j.PatternLayout\n"
+                "log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
+                "log4j.appender.stderr.Target=System.err\n")
+
+
+def kafka_distribution(directory: Path) -> Path:
+    """A Kafka 2.8 installation as the tests expect at ``KAFKA_PATH``: ``libs/`` (links to
+    jvm/kafka-2.8's jars), ``bin/kafka-run-class.sh`` and the tools the tests run."""
+    from odradek.perf.kafka_ref import jvm_classpath
+
+    libs = directory / "libs"
+    libs.mkdir(parents=True, exist_ok=True)
+    for jar in jvm_classpath("kafka-2.8"):
+        link = libs / jar.name
+        if not link.exists():
+            link.symlink_to(jar)
+    (directory / "config").mkdir(exist_ok=True)
+    (directory / "config" / "tools-log4j.properties").write_text(_TOOLS_LOG4J)
+    bin_dir = directory / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    scripts = {"kafka-run-class.sh": _RUN_CLASS}
+    scripts.update({name: f'#!/bin/sh\nexec "$(dirname "$0")/kafka-run-class.sh" {main} "$@"\n'
+                    for name, main in _TOOLS.items()})
+    for name, text in scripts.items():
+        path = bin_dir / name
+        path.write_text(text)
+        path.chmod(0o755)
+    return directory
+
+
+def build_java_helpers(java_dir: Path, kafka_path: Path) -> None:
+    """Compile librdkafka's Java test helpers (tests/java) against Kafka's client jar once."""
+    if java_dir.is_dir() and not (java_dir / "TransactionProducerCli.class").exists():
+        subprocess.run(["make", "-C", str(java_dir), f"KAFKA_PATH={kafka_path}"], capture_output=True, check=True)
 
 
 def ssl_test_files(secured: Mapping[str, str], directory: Path) -> tuple[dict[str, str], dict[str, str]]:
