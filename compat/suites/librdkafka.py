@@ -31,13 +31,14 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 __all__ = ["BROKER_OVERRIDES", "NOAUTOCREATE_TESTS", "QUICK_TESTS", "SECURED_TESTS", "TAG", "CaseResult",
-           "kafka_distribution", "parse_suite_output", "racks", "run"]
+           "kafka_distribution", "parse_suite_output", "racks", "run", "source_from_crate"]
 
 TAG = "v2.15.0"
 SECURED_TESTS = ("0097", "0135", "0142")
@@ -140,9 +141,12 @@ def run(bootstrap: str, *, secured: dict[str, str] | None, quick: bool, workdir:
     script = Path(os.environ.get("LIBRDKAFKA_SUITE", DEFAULT_SCRIPT))
     src = Path(os.environ.get("RDK_SRC", DEFAULT_SRC))
     rdk_work = Path(os.environ.get("RDK_WORK", Path.home() / ".cache" / "rdk"))
+    tag = TAG
+    if src.suffix == ".crate":
+        src, tag = source_from_crate(src, rdk_work / "crates")
     workdir.mkdir(parents=True, exist_ok=True)
     conf = {"test.timeout.multiplier": TIMEOUT_MULTIPLIER, **(secured or {})}
-    env = dict(os.environ, RDK_TAG=TAG, RDK_WORK=str(rdk_work), TEST_SCENARIO=scenario,
+    env = dict(os.environ, RDK_TAG=tag, RDK_WORK=str(rdk_work), TEST_SCENARIO=scenario,
                RDK_TIMEOUT=os.environ.get("RDK_TIMEOUT", str(TEST_TIMEOUT_S)))
     kafka_path = kafka_distribution(workdir / "kafka")
     env["KAFKA_PATH"] = str(kafka_path)
@@ -153,7 +157,7 @@ def run(bootstrap: str, *, secured: dict[str, str] | None, quick: bool, workdir:
         env.update(ssl_env)
         conf.update(ssl_conf)
     env["RDK_EXTRA_CONF"] = extra_conf(conf)
-    tree = rdk_work / f"librdkafka-{TAG}"
+    tree = rdk_work / f"librdkafka-{tag}"
     if not (tree / "tests" / "test-runner").exists():
         # The script builds on its first call; the test it is given is cut at once.
         subprocess.run([str(script), str(src), bootstrap, "0000"], env=dict(env, RDK_TIMEOUT="1"),
@@ -166,6 +170,31 @@ def run(bootstrap: str, *, secured: dict[str, str] | None, quick: bool, workdir:
                        stdout=out, stderr=subprocess.STDOUT, check=False)
     with log.open() as lines:
         return parse_suite_output(lines, rdk_work / "logs")
+
+
+def source_from_crate(crate: Path, directory: Path) -> tuple[Path, str]:
+    """librdkafka's sources from crates.io's ``rdkafka-sys`` crate (``rdkafka-sys-X+V.crate``
+    bundles librdkafka V with its tests/) as the git repository the script clones, tagged
+    ``vV``: where ``RDK_SRC`` names a downloaded crate (CI, without a librdkafka mirror)."""
+    import tarfile
+
+    version = crate.name.removesuffix(".crate").rpartition("+")[2]
+    tag = f"v{version}"
+    repo = directory / f"librdkafka-{version}"
+    if (repo / ".git").is_dir():
+        return repo, tag
+    directory.mkdir(parents=True, exist_ok=True)
+    staging = directory / f".{repo.name}.partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    with tarfile.open(crate) as archive:
+        archive.extractall(staging, filter="data")
+    [top] = staging.iterdir()
+    git = ["git", "-C", str(top / "librdkafka"), "-c", "user.name=odradek", "-c", "user.email=odradek@localhost"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", crate.name], ["tag", tag]):
+        subprocess.run([*git, *args], check=True, capture_output=True)
+    (top / "librdkafka").rename(repo)
+    shutil.rmtree(staging)
+    return repo, tag
 
 
 # Kafka's bin/ scripts as the tests call them: kafka-run-class.sh honours CLASSPATH (the Java

@@ -126,3 +126,23 @@ def test_librdkafka_ssl_files_from_a_sasl_ssl_cluster(tmp_path: Path) -> None:
     assert librdkafka.tests_to_run(None, quick=True) == librdkafka.QUICK_TESTS
     assert librdkafka.tests_to_run(None, quick=False) == ()
     assert librdkafka.extra_conf({"a": "1", "b": "2"}) == "a=1\nb=2\n"
+
+
+def test_librdkafka_sources_from_an_rdkafka_sys_crate(tmp_path: Path) -> None:
+    import io
+    import subprocess
+    import tarfile
+
+    crate = tmp_path / "rdkafka-sys-4.9.0+2.10.0.crate"
+    with tarfile.open(crate, "w:gz") as archive:
+        for name, text in (("Cargo.toml", b"[package]\n"), ("librdkafka/configure", b"#!/bin/sh\n"),
+                           ("librdkafka/tests/test.c", b"/* tests */\n")):
+            info = tarfile.TarInfo(f"rdkafka-sys-4.9.0+2.10.0/{name}")
+            info.size = len(text)
+            archive.addfile(info, io.BytesIO(text))
+    repo, tag = librdkafka.source_from_crate(crate, tmp_path / "crates")
+    assert tag == "v2.10.0" and repo == tmp_path / "crates" / "librdkafka-2.10.0"
+    files = subprocess.run(["git", "-C", str(repo), "ls-tree", "-r", "--name-only", tag],
+                           capture_output=True, text=True, check=True).stdout.split()
+    assert files == ["configure", "tests/test.c"]
+    assert librdkafka.source_from_crate(crate, tmp_path / "crates") == (repo, tag)  # once only
