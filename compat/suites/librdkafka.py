@@ -21,10 +21,14 @@ tests expect what trivup gives them; so does this runner:
 * the ``noautocreate`` scenario (0107, 0111) needs a cluster without auto-created topics:
   ``run(..., scenario="noautocreate")`` runs those two.
 
-Secured runs take the cluster's client settings (cluster.json's ``client``, librdkafka's
-names) as ``RDK_EXTRA_CONF`` and run the security tests: 0097 (certificate verification; its
-``SSL_*`` files, which trivup would write, are made here from the client's key and the
-cluster's CA), 0135 (SASL credentials) and 0142 (KIP-368 re-authentication).
+Secured runs (an ``odradek up --security sasl_ssl`` cluster with ``SECURED_BROKER_OVERRIDES``)
+take the cluster's client settings (cluster.json's ``client``, librdkafka's names) as
+``RDK_EXTRA_CONF`` and run the security tests: 0097 (certificate verification; its ``SSL_*``
+files, which trivup would write, are made here from the client's key and the cluster's CA),
+0135 (SASL credentials) and 0142 (KIP-368 re-authentication) without their share-consumer
+sub-tests (KIP-932 share groups came with Kafka 4.2; they are reported as skipped).
+
+Every run uses librdkafka CI's timeout multiplier (3).
 """
 
 from __future__ import annotations
@@ -37,11 +41,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["BROKER_OVERRIDES", "NOAUTOCREATE_TESTS", "QUICK_TESTS", "SECURED_TESTS", "TAG", "CaseResult",
+__all__ = ["BROKER_OVERRIDES", "NOAUTOCREATE_TESTS", "QUICK_TESTS", "SECURED_BROKER_OVERRIDES", "SECURED_RUNS",
+           "TAG", "CaseResult",
            "kafka_distribution", "parse_suite_output", "racks", "run", "source_from_crate"]
 
 TAG = "v2.15.0"
-SECURED_TESTS = ("0097", "0135", "0142")
+# v2.15.0's 0135 and 0142 also test share consumers (KIP-932, Kafka 4.2), with no version gate;
+# their other sub-tests run alone, picked with test-runner's SUBTESTS (a substring of
+# "function:line: name"), one script call each: (test, SUBTESTS or None).
+SECURED_RUNS = (("0097", None), ("0135", "do_test:"), ("0142", "do_test_producer:"), ("0142", "do_test_consumer:"),
+                ("0142", "do_test_txn_producer:"), ("0142", "do_test_reauth_failure:"))
+SHARE_GROUP_SUBTESTS = ("0135 [do_test_share_consumer:]", "0142 [do_test_share_consumer:]",
+                        "0142 [do_test_share_oauthbearer:]", "0142 [do_test_share_reauth_failure:]")
 NOAUTOCREATE_TESTS = ("0107", "0111")
 # Twenty broker tests of at most 3 s each here, none needing a Kafka tool: produce (acks,
 # batches, sizes, headers), consume (offsets, seeks, batches), metadata, ApiVersions, commits.
@@ -59,6 +70,9 @@ BROKER_OVERRIDES = {
     "allow.everyone.if.no.acl.found": "true",
     "replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector",
 }
+# The secured row's cluster: odradek up --security sasl_ssl, plus a re-authentication interval
+# (0142 skips itself on brokers without connections.max.reauth.ms; librdkafka's CI uses 10 s).
+SECURED_BROKER_OVERRIDES = {"connections.max.reauth.ms": "10000"}
 # test-runner bounds each test itself; the script's outer bound must not cut 0113 (~6 min here).
 TEST_TIMEOUT_S = 900
 # librdkafka's CI runs its tests with timeouts tripled (test.c: CI in the environment adds 2 to
@@ -123,13 +137,15 @@ def extra_conf(secured: Mapping[str, str] | None) -> str:
     return "".join(f"{k}={v}\n" for k, v in (secured or {}).items())
 
 
-def tests_to_run(secured: Mapping[str, str] | None, quick: bool, scenario: str = "default") -> tuple[str, ...]:
-    """Test numbers for the script; empty means its own selection (every broker test)."""
+def script_runs(secured: Mapping[str, str] | None, quick: bool, scenario: str = "default"
+                ) -> list[tuple[tuple[str, ...], str | None]]:
+    """The script calls of a run: (test numbers, SUBTESTS or None); no numbers means the
+    script's own selection (every broker test)."""
     if scenario == "noautocreate":
-        return NOAUTOCREATE_TESTS
+        return [(NOAUTOCREATE_TESTS, None)]
     if secured:
-        return SECURED_TESTS
-    return QUICK_TESTS if quick else ()
+        return [((number,), subtests) for number, subtests in SECURED_RUNS]
+    return [(QUICK_TESTS if quick else (), None)]
 
 
 def run(bootstrap: str, *, secured: dict[str, str] | None, quick: bool, workdir: Path,
@@ -163,13 +179,23 @@ def run(bootstrap: str, *, secured: dict[str, str] | None, quick: bool, workdir:
         subprocess.run([str(script), str(src), bootstrap, "0000"], env=dict(env, RDK_TIMEOUT="1"),
                        capture_output=True, check=False)
     build_java_helpers(tree / "tests" / "java", kafka_path)
-    log = workdir / "librdkafka-suite.log"
-    with log.open("w") as out:
-        # The script exits 1 when a test failed; its lines say which.
-        subprocess.run([str(script), str(src), bootstrap, *(tuple(tests) or tests_to_run(secured, quick, scenario))], env=env,
-                       stdout=out, stderr=subprocess.STDOUT, check=False)
-    with log.open() as lines:
-        return parse_suite_output(lines, rdk_work / "logs")
+    runs = [(tuple(tests), None)] if tests else script_runs(secured, quick, scenario)
+    cases: list[CaseResult] = []
+    for i, (numbers, subtests) in enumerate(runs):
+        log = workdir / ("librdkafka-suite.log" if i == 0 else f"librdkafka-suite-{i}.log")
+        with log.open("w") as out:
+            # The script exits 1 when a test failed; its lines say which.
+            subprocess.run([str(script), str(src), bootstrap, *numbers],
+                           env=dict(env, SUBTESTS=subtests) if subtests else env,
+                           stdout=out, stderr=subprocess.STDOUT, check=False)
+        with log.open() as lines:
+            found = parse_suite_output(lines, rdk_work / "logs")
+        cases += [CaseResult(f"{c.name} [{subtests}]", c.outcome, c.seconds, c.cause) if subtests else c
+                  for c in found]
+    if secured and not tests:
+        cases += [CaseResult(name, "skipped", 0.0, "share groups (KIP-932, Kafka 4.2+): not in Kafka 2.8")
+                  for name in SHARE_GROUP_SUBTESTS]
+    return cases
 
 
 def source_from_crate(crate: Path, directory: Path) -> tuple[Path, str]:

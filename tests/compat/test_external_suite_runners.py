@@ -122,9 +122,12 @@ def test_librdkafka_ssl_files_from_a_sasl_ssl_cluster(tmp_path: Path) -> None:
     _, _, cas = pkcs12.load_key_and_certificates(Path(env["SSL_pkcs"]).read_bytes(), password)
     assert [c.subject for c in cas] == [x509.load_pem_x509_certificate(ca_file.read_bytes()).subject]
     assert conf["ssl.key.password"] == env["SSL_password"]
-    assert librdkafka.tests_to_run(secured, quick=True) == librdkafka.SECURED_TESTS
-    assert librdkafka.tests_to_run(None, quick=True) == librdkafka.QUICK_TESTS
-    assert librdkafka.tests_to_run(None, quick=False) == ()
+    secured_runs = librdkafka.script_runs(secured, quick=True)
+    assert secured_runs[0] == (("0097",), None) and (("0135",), "do_test:") in secured_runs
+    assert all("share" not in (subtests or "") for _, subtests in secured_runs)
+    assert librdkafka.script_runs(None, quick=True) == [(librdkafka.QUICK_TESTS, None)]
+    assert librdkafka.script_runs(None, quick=False) == [((), None)]
+    assert librdkafka.script_runs(None, quick=False, scenario="noautocreate") == [(librdkafka.NOAUTOCREATE_TESTS, None)]
     assert librdkafka.extra_conf({"a": "1", "b": "2"}) == "a=1\nb=2\n"
 
 
