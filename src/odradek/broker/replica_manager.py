@@ -51,6 +51,7 @@ from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.partition import Partition
 from odradek.broker.purgatory import Purgatory
 from odradek.broker.replica_alter_log_dirs import ReplicaAlterLogDirsManager
+from odradek.broker.replica_selector import ReplicaView, replica_selector
 from odradek.common import TopicPartition, now_ms
 from odradek.log.log_info import AppendOrigin
 from odradek.log.producer_state import NO_GUARD_CHECK
@@ -141,8 +142,13 @@ class ReplicaManager:
         self.fetch_purgatory = Purgatory()
         self._fetch_wakeups: set[TopicPartition] = set()  # see wake_fetches
         self._fetch_wakeup_scheduled = False
+        # KIP-392.  The key is read raw until config.py knows it (it warns about it meanwhile).
+        self.replica_selector = replica_selector(config.originals.get("replica.selector.class"))
+        # Consumers fetch from followers only when a leader's selector sends them there; then a
+        # follower's high watermark moving must wake the fetches waiting on it.
         self.fetchers = ReplicaFetcherManager(broker_id, config, metadata_cache, self.logger.info,
-                                              security=inter_broker_security)
+                                              security=inter_broker_security,
+                                              on_high_watermark=self.wake_fetches if self.replica_selector else None)
         self.alter_partition = AlterPartitionManager(broker_id, broker_epoch, metadata_cache,
                                                      config.inter_broker_listener_name, self._on_isr_applied,
                                                      security=inter_broker_security)
@@ -579,11 +585,12 @@ class ReplicaManager:
     # ------------------------------------------------------------------ fetch
 
     def fetch_messages(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
-                       requests: list[FetchPartitionRequest], isolation_level: int = 0
-                       ) -> dict[TopicPartition, FetchPartitionResult] | DelayedFetch:
-        """Read from the leaders here; a DelayedFetch (await its future) when fewer than
+                       requests: list[FetchPartitionRequest], isolation_level: int = 0,
+                       client_rack: str | None = None) -> dict[TopicPartition, FetchPartitionResult] | DelayedFetch:
+        """Read from the leaders here (and, for a consumer that sent ``client_rack``, Fetch
+        v11+, from the followers); a DelayedFetch (await its future) when fewer than
         ``min_bytes`` are available and the fetch may wait."""
-        results = self.read_from_local_log(replica_id, max_bytes, requests, isolation_level)
+        results = self.read_from_local_log(replica_id, max_bytes, requests, isolation_level, client_rack)
         if max_wait_ms <= 0 or not requests:
             return results
         total = 0
@@ -593,18 +600,25 @@ class ReplicaManager:
             total += r.size
         if total >= min_bytes:
             return results
+        if client_rack is not None and self.replica_selector is not None and any(
+                r.preferred_read_replica >= 0 for r in results.values()):
+            return results  # the consumer is to go elsewhere: tell it now
         delayed = DelayedFetch(self.partitions, max_wait_ms, replica_id, min_bytes, requests,
-                               lambda: self.read_from_local_log(replica_id, max_bytes, requests, isolation_level),
-                               isolation_level)
+                               lambda: self.read_from_local_log(replica_id, max_bytes, requests, isolation_level,
+                                                                client_rack),
+                               isolation_level, fetch_only_from_leader=client_rack is None)
         # Completed at once or not, its future holds the answer.
         self.fetch_purgatory.try_complete_else_watch(delayed, [TopicPartition(r.topic, r.partition) for r in requests])
         return delayed
 
     def read_from_local_log(self, replica_id: int, max_bytes: int, requests: list[FetchPartitionRequest],
-                            isolation_level: int = 0) -> dict[TopicPartition, FetchPartitionResult]:
+                            isolation_level: int = 0, client_rack: str | None = None
+                            ) -> dict[TopicPartition, FetchPartitionResult]:
         """Read each partition: consumers up to the high watermark (read_committed: the last
         stable offset, with the aborted transactions of the range), followers (``replica_id``
-        >= 0) up to the log end offset, recording the follower's position."""
+        >= 0) up to the log end offset, recording the follower's position.  A consumer that
+        sent ``client_rack`` (Fetch v11+) may read from a follower, and a leader with a
+        replica selector may send it to another replica instead (Kafka's readFromLocalLog)."""
         results: dict[TopicPartition, FetchPartitionResult] = {}
         remaining = max_bytes
         first_with_data = True
@@ -612,9 +626,11 @@ class ReplicaManager:
         follower = replica_id >= 0
         committed = isolation_level == READ_COMMITTED and not follower
         partition_or_error = self.partition_or_error
+        followers_too = client_rack is not None
+        selecting = followers_too and self.replica_selector is not None
         for r in requests:
             tp = TopicPartition(r.topic, r.partition)
-            p = partition_or_error(tp, r.current_leader_epoch)
+            p = partition_or_error(tp, r.current_leader_epoch, followers_too=followers_too)
             if not isinstance(p, Partition):
                 results[tp] = FetchPartitionResult(p)
                 continue
@@ -623,6 +639,12 @@ class ReplicaManager:
                 results[tp] = FetchPartitionResult(ErrorCode.not_leader_or_follower)
                 continue
             lso = lg.last_stable_offset
+            if selecting and p.is_leader:
+                preferred = self.preferred_read_replica(p, client_rack or "", r.fetch_offset, now)
+                if preferred >= 0:
+                    results[tp] = FetchPartitionResult(ErrorCode.none, lg.high_watermark, lg.log_start_offset, (),
+                                                       lso, preferred_read_replica=preferred)
+                    continue
             if follower and r.fetch_offset == lg.log_end_offset:
                 # A caught-up follower (most partitions, most of the time): nothing to read.
                 self._record_follower_fetch(p, tp, replica_id, r.fetch_offset, now)
@@ -656,6 +678,23 @@ class ReplicaManager:
             results[tp] = FetchPartitionResult(ErrorCode.none, lg.high_watermark, lg.log_start_offset, data.regions,
                                                lso, aborted)
         return results
+
+    def preferred_read_replica(self, p: Partition, client_rack: str, fetch_offset: int, now: int) -> int:
+        """The replica this leader's selector prefers for a consumer of ``client_rack`` reading
+        at ``fetch_offset``, or -1 for this leader (Kafka's findPreferredReadReplica): the
+        candidates are the live replicas whose log reaches the offset."""
+        assert self.replica_selector is not None and p.log is not None
+        alive = self.metadata_cache.alive_brokers
+        here = alive.get(self.broker_id)
+        leader = ReplicaView(self.broker_id, here.rack if here is not None else None, p.log.log_end_offset, 0)
+        candidates = [leader]
+        for broker_id, remote in p.remote.items():
+            broker = alive.get(broker_id)
+            if broker is not None and remote.log_end_offset >= fetch_offset:
+                candidates.append(ReplicaView(broker_id, broker.rack, remote.log_end_offset,
+                                              now - remote.last_caught_up_time_ms))
+        chosen = self.replica_selector(client_rack, leader, candidates)
+        return -1 if chosen is leader else chosen.broker_id
 
     def _record_follower_fetch(self, p: Partition, tp: TopicPartition, replica_id: int, fetch_offset: int,
                                now: int) -> None:

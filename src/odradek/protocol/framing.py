@@ -154,6 +154,11 @@ def response_schema(api_key: int, api_version: int) -> type[Payload] | None:
     return schema
 
 
+# Versions kio has no schema for (Kafka 4 dropped them) that odradek reads by hand: Produce
+# v0-v2 (protocol.produce_request).  Their headers are v1, their bodies never decoded by kio.
+HAND_READ_VERSIONS = frozenset({(ApiKey.PRODUCE, 0), (ApiKey.PRODUCE, 1), (ApiKey.PRODUCE, 2)})
+
+
 def _request_header_version_of(schema: type[Payload]) -> int:
     return 2 if schema.__flexible__ else 1
 
@@ -309,7 +314,7 @@ def decode_request_header(frame: bytes | memoryview) -> tuple[RequestHeaderInfo,
     except _MALFORMED as exc:
         raise MalformedRequestError(f"request header: {exc}") from None
     header = RequestHeaderInfo(api_key, api_version, correlation_id, client_id, header_version)
-    if schema is None:
+    if schema is None and (api_key, api_version) not in HAND_READ_VERSIONS:
         raise UnsupportedRequestError(api_key, api_version, header)
     return header, pos
 
@@ -321,7 +326,9 @@ def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader
     when the body does not parse as the header's api key and version or leaves bytes over.
     """
     header, pos = decode_request_header(frame)
-    schema = _request_schemas[header.api_key, header.api_version]
+    schema = _request_schemas.get((header.api_key, header.api_version))
+    if schema is None:  # a version only read by hand (HAND_READ_VERSIONS)
+        raise UnsupportedRequestError(header.api_key, header.api_version, header)
     # A large frame arrives in its own bytearray; the body readers want a read-only view.
     view = memoryview(frame)
     if not view.readonly:

@@ -1,9 +1,11 @@
-"""ProduceRequest (v3-v9) read by hand: record batches come back as views into the frame.
+"""ProduceRequest (v0-v9) read by hand: record batches come back as views into the frame.
 
 The generic decoder copies every partition's records into a new ``bytes``; a large produce
 request read into its own buffer (see the socket server) is instead appended straight from
 that buffer, with its offsets rewritten in place.  Every length is bounds-checked: a request
-that lies about its sizes is malformed, never a crash or an over-read.
+that lies about its sizes is malformed, never a crash or an over-read.  Versions 0-2 (no
+transactional id) carry magic 0/1 message sets, which the handler up-converts
+(``protocol.legacy_records``).
 """
 
 from __future__ import annotations
@@ -31,12 +33,12 @@ class ProduceRequestView:
 
 def parse_produce_request(frame: bytes | bytearray | memoryview, offset: int, version: int) -> ProduceRequestView:
     """Parse the body of a Produce request that starts at ``offset`` of ``frame``."""
-    if not 3 <= version <= 9:
+    if not 0 <= version <= 9:
         raise MalformedRequestError(f"produce request version {version} is not supported here")
     flexible = version >= 9
     view = memoryview(frame)
     r = BodyReader(view, offset, len(view), flexible, "produce request")
-    transactional_id = r.string(nullable=True)
+    transactional_id = r.string(nullable=True) if version >= 3 else None
     acks = r.int16()
     timeout_ms = r.int32()
     partitions: list[tuple[str, int, memoryview | None]] = []

@@ -57,8 +57,11 @@ def handle_fetch(broker: ProduceFetchContext, request: Request) -> Response | as
     allowed = [r for r in requests if r.topic not in denied] if denied else requests
     if not allowed:
         return _encode(correlation_id, version, context, denied, {})
+    # Fetch v11+ consumers send their rack (KIP-392): they may read from followers.
+    client_rack = body.rack_id if version >= 11 and body.replica_id < 0 else None
     outcome = broker.replica_manager.fetch_messages(
-        body.replica_id, body.max_wait_ms, body.min_bytes, body.max_bytes, allowed, body.isolation_level)
+        body.replica_id, body.max_wait_ms, body.min_bytes, body.max_bytes, allowed, body.isolation_level,
+        client_rack)
     if not isinstance(outcome, DelayedFetch):
         return _encode(correlation_id, version, context, denied, outcome)
     return answer_when_done(outcome.future, lambda done: _encode(correlation_id, version, context, denied, done))
@@ -76,5 +79,6 @@ def _encode(correlation_id: int, version: int, context: FetchContext, denied: se
         aborted = res.aborted_transactions
         topics.setdefault(r.topic, []).append(FetchedPartition(
             r.partition, res.error, res.high_watermark, res.last_stable_offset, res.log_start_offset,
-            res.regions, aborted_transactions_null=aborted is None, aborted_transactions=aborted or ()))
+            res.regions, aborted_transactions_null=aborted is None, aborted_transactions=aborted or (),
+            preferred_read_replica=res.preferred_read_replica))
     return encode_fetch_response(correlation_id, version, ErrorCode.none, context.session_id, list(topics.items()))
