@@ -96,7 +96,7 @@ def test_produce_answers_each_partition_with_its_own_error(with_broker: WithBrok
         got = await produced(b, produce({("t", 0): batch(b"a"), ("t", 1): batch(b"b"), ("t", 2): None,
                                          ("followed", 0): batch(b"c"), ("nope", 0): batch(b"d")}))
         assert {tp: p.error_code for tp, p in got.items()} == {
-            ("t", 0): E.none, ("t", 1): E.unknown_topic_or_partition, ("t", 2): E.corrupt_message,
+            ("t", 0): E.none, ("t", 1): E.unknown_topic_or_partition, ("t", 2): E.invalid_record,
             ("followed", 0): E.not_leader_or_follower, ("nope", 0): E.unknown_topic_or_partition}
 
     with_broker(body)
@@ -110,6 +110,57 @@ def test_invalid_produce_requests_append_nothing(with_broker: WithBroker) -> Non
         got = await produced(b, produce({("t", 0): batch(b"a", producer_id=7, transactional=True)}))
         assert got[("t", 0)].error_code == E.transactional_id_authorization_failed
         assert b.replica_manager.partitions[("t", 0)].log_end_offset == 0  # type: ignore[index]
+
+    with_broker(body)
+
+
+def test_produce_takes_exactly_one_whole_batch_per_partition(with_broker: WithBroker) -> None:
+    """Kafka's ProduceRequest.validateRecords (found by the differential oracle): no batch, a
+    cut one or two are INVALID_RECORD, answered without the log start offset; a fragment too
+    short to be a second batch is dropped."""
+    async def body(b: FakeBroker) -> None:
+        await b.lead("t", [0, 1, 2, 3])
+        one = batch(b"a")
+        got = await produced(b, produce({("t", 0): b"", ("t", 1): one[:40], ("t", 2): one + batch(b"b"),
+                                         ("t", 3): one + b"\x00" * 10}))
+        assert {tp: (p.error_code, p.log_start_offset) for tp, p in got.items()} == {
+            ("t", 0): (E.invalid_record, -1), ("t", 1): (E.invalid_record, -1), ("t", 2): (E.invalid_record, -1),
+            ("t", 3): (E.none, 0)}
+        assert [b.replica_manager.partitions[("t", p)].log_end_offset for p in range(4)] == [0, 0, 0, 1]  # type: ignore[index]
+        got = await produced(b, produce({("t", 0): one[:8] + (2).to_bytes(4, "big") + one[12:]}))
+        assert got[("t", 0)].error_code == E.corrupt_message  # a length below any batch's
+
+    with_broker(body)
+
+
+def test_clients_may_not_write_internal_topics(with_broker: WithBroker) -> None:
+    async def body(b: FakeBroker) -> None:
+        await b.lead("__consumer_offsets", [0])
+        got = await produced(b, produce({("__consumer_offsets", 0): batch(b"a")}))
+        assert (got[("__consumer_offsets", 0)].error_code, got[("__consumer_offsets", 0)].log_start_offset) == (
+            E.invalid_topic_exception, -1)
+        results, _ = b.replica_manager.append_records(1, 1000, [("__consumer_offsets", 0, batch(b"b"))],
+                                                      internal_topics_allowed=True)
+        assert [r.error for r in results.values()] == [E.none]
+
+    with_broker(body)
+
+
+def test_refused_appends_carry_the_log_start_offset_except_for_broken_batches(with_broker: WithBroker) -> None:
+    """Kafka answers a refused append with the partition's log start offset, except the
+    errors it catches before the log is asked (a corrupt or too large batch: -1)."""
+    async def body(b: FakeBroker) -> None:
+        await b.lead("t", [0])
+        await produced(b, produce({("t", 0): batch(b"a", producer_id=9)}))  # sequence 0
+        b.replica_manager.partitions[("t", 0)].log.maybe_increment_log_start_offset(1)  # type: ignore[index,union-attr]
+        corrupt = bytearray(batch(b"c"))
+        corrupt[-1] ^= 0xFF
+        out_of_order = build_batch([SimpleRecord(b"x")], producer_id=9, producer_epoch=0, base_sequence=5,
+                                   timestamp=time.time_ns() // 1_000_000)
+        got = await produced(b, produce({("t", 0): bytes(corrupt)}))
+        assert (got[("t", 0)].error_code, got[("t", 0)].log_start_offset) == (E.corrupt_message, -1)
+        got = await produced(b, produce({("t", 0): out_of_order}))
+        assert (got[("t", 0)].error_code, got[("t", 0)].log_start_offset) == (E.out_of_order_sequence_number, 1)
 
     with_broker(body)
 
