@@ -595,8 +595,8 @@ class ReplicaManager:
                 data = lg.read(r.fetch_offset, min(r.max_bytes, remaining) if remaining > 0 else 0, bound,
                                first_with_data)
             except KafkaError as e:
-                results[tp] = FetchPartitionResult(e.code, lg.high_watermark, lg.log_start_offset,
-                                                   last_stable_offset=lso)
+                # Kafka's createLogReadResult(e): an error carries no offsets (-1 each).
+                results[tp] = FetchPartitionResult(e.code)
                 continue
             size = data.size
             aborted = None

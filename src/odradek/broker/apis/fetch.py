@@ -74,9 +74,12 @@ def _encode(correlation_id: int, version: int, context: FetchContext, denied: se
     for r in context.select(results):
         res = results[(r.topic, r.partition)]
         aborted = res.aborted_transactions
+        # Kafka leaves the aborted transactions null only in answers without an error (and
+        # without read_committed data); an error partition carries an empty list.
         topics.setdefault(r.topic, []).append(FetchedPartition(
             r.partition, res.error, res.high_watermark, res.last_stable_offset, res.log_start_offset,
-            res.regions, aborted_transactions_null=aborted is None, aborted_transactions=aborted or ()))
+            res.regions, aborted_transactions_null=aborted is None and res.error == ErrorCode.none,
+            aborted_transactions=aborted or ()))
     return encode_fetch_response(correlation_id, version, ErrorCode.none, context.session_id, list(topics.items()))
 
 
