@@ -240,9 +240,12 @@ def test_fetch_answers_each_partition_with_its_own_error(with_broker: WithBroker
         assert {tp: p.error_code for tp, p in got.items()} == {
             ("t", 0): E.offset_out_of_range, ("t", 1): E.unknown_topic_or_partition,
             ("followed", 0): E.not_leader_or_follower, ("nope", 0): E.unknown_topic_or_partition}
-        # As Kafka's createLogReadResult(e): no offsets, and an empty (not null) aborted list.
-        assert {(p.high_watermark, p.last_stable_offset, p.log_start_offset, p.aborted_transactions)
-                for p in got.values()} == {(-1, -1, -1, ())}
+        # As Kafka's createLogReadResult(e): no offsets; the aborted transactions are null once
+        # the replica manager answered, empty for a partition refused before (as Kafka's).
+        assert {tp: (p.high_watermark, p.last_stable_offset, p.log_start_offset, p.aborted_transactions)
+                for tp, p in got.items()} == {
+            ("t", 0): (-1, -1, -1, None), ("t", 1): (-1, -1, -1, ()),
+            ("followed", 0): (-1, -1, -1, None), ("nope", 0): (-1, -1, -1, ())}
         for epoch, error in ((2, E.fenced_leader_epoch), (4, E.unknown_leader_epoch), (3, E.none)):
             got = await fetched(b, fetch({("t", 0): 0}, leader_epoch=epoch))
             assert got[("t", 0)].error_code == error
