@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import re
+from typing import TYPE_CHECKING, Any
 
-from odradek.broker.apis.registry import REGISTRY, api, build, response_module
+from odradek.broker.apis.registry import REGISTRY, api, build, decode_body, response_module
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.framing import UnsupportedRequestError, encode_response
@@ -39,7 +40,25 @@ def _response(version: int, error: ErrorCode) -> object:
 # so the table covers every ApiVersions version kio knows.
 @api(ApiKey.API_VERSIONS, "ApiVersions", 0, 4)
 def handle_api_versions(broker: object, request: Request) -> Response:
-    return encode_response(_response(request.api_version, ErrorCode.none), request.header.correlation_id)
+    version = request.api_version
+    if version >= 3 and not _valid_client_software(decode_body(request)):
+        # Kafka's ApiVersionsRequest.isValid: an INVALID_REQUEST answer with no api keys.
+        m = response_module(ApiKey.API_VERSIONS, version)
+        answer = build(m.ApiVersionsResponse, error_code=ErrorCode.invalid_request, api_keys=(),
+                       supported_features=(), finalized_features_epoch=-1, finalized_features=(),
+                       zk_migration_ready=False)
+        return encode_response(answer, request.header.correlation_id)
+    return encode_response(_response(version, ErrorCode.none), request.header.correlation_id)
+
+
+# What Kafka accepts as a client software name or version (v3+): letters, digits, '-' and '.',
+# starting and ending with a letter or digit.
+_SOFTWARE_NAME_OR_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+def _valid_client_software(body: Any) -> bool:
+    return all(_SOFTWARE_NAME_OR_VERSION.fullmatch(value)
+               for value in (body.client_software_name, body.client_software_version))
 
 
 def unsupported_api_versions(error: UnsupportedRequestError) -> Response:
