@@ -146,7 +146,10 @@ async def handle_create_topics(broker: TopicAdminContext, request: Request) -> R
                          "Timed out waiting for the new partitions to get leaders; the topic was created.")
     m = response_module(ApiKey.CREATE_TOPICS, request.api_version)
     entries = []
-    for name, (error, message) in results.items():
+    # One result per requested topic, as Kafka's multi-collection holds them: a topic named
+    # twice is answered twice.
+    for name in (t.name for t in body.topics):
+        error, message = results[name]
         fields: dict[str, Any] = {"name": name, "error_code": error, "error_message": message,
                                   "topic_id": _ZERO_UUID, "configs": ()}
         if name in created and error in (ErrorCode.none, ErrorCode.request_timed_out):
@@ -195,7 +198,6 @@ async def handle_delete_topics(broker: TopicAdminContext, request: Request) -> R
     results: list[tuple[str | None, uuid.UUID | None, Outcome]] = []
     to_delete: list[str] = []
     by_id = {topic_id: name for name, topic_id in cache.topic_ids.items()}
-    ids = dict(cache.topic_ids)  # taken before the deletions remove them from the cache
     # KafkaApis.handleDeleteTopicsRequest: Delete on each topic; a topic named by id without
     # Describe on it is refused without its name, which the client must not learn.
     named = [name if name is not None else by_id.get(topic_id) for name, topic_id in wanted]  # type: ignore[arg-type]
@@ -243,7 +245,8 @@ async def handle_delete_topics(broker: TopicAdminContext, request: Request) -> R
     entries = []
     for name, topic_id, outcome in results:
         error, message = outcome if name is None or outcome != _OK else outcomes[name]
-        entries.append(build(m.DeletableTopicResult, name=name, topic_id=topic_id or ids.get(name, _ZERO_UUID),  # type: ignore[arg-type]
+        # The topic id is the request's (zero for a topic named by name), as Kafka echoes it.
+        entries.append(build(m.DeletableTopicResult, name=name, topic_id=topic_id or _ZERO_UUID,
                              error_code=error, error_message=message))
     return respond(request, build(m.DeleteTopicsResponse, responses=tuple(entries)))
 

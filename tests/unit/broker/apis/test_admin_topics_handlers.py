@@ -88,6 +88,11 @@ def test_create_topics_refuses_invalid_requests_topic_by_topic(with_broker: With
             "twice": E.invalid_request, "both": E.invalid_request, "nulls": E.invalid_request,
             "exists": E.topic_already_exists, "ok": E.none}
         assert got["twice"].error_message == "Found multiple entries for this topic."
+        # Kafka answers each entry of a topic named twice (the differential oracle's find).
+        response = await b.call(ct_req.CreateTopicsRequest(topics=(creatable("dup"), creatable("dup")),
+                                                           timeout=ms(5000), validate_only=False),
+                                ct_resp.CreateTopicsResponse)
+        assert [(t.name, t.error_code) for t in response.topics] == [("dup", E.invalid_request)] * 2
         b.topic_admin.fail_with = RuntimeError("ZooKeeper exploded")
         failed = (await create(b, creatable("boom")))["boom"]
         assert (failed.error_code, failed.error_message) == (E.unknown_server_error, "RuntimeError: ZooKeeper exploded")
@@ -134,6 +139,11 @@ def test_delete_topics_by_name_or_id_answers_once_they_are_gone(with_broker: Wit
             ("a", E.invalid_request, "You may not specify both topic name and topic id.")]
         assert b.metadata_cache.topics() == []
         assert await delete(b, ("a", ZERO)) == [("a", E.unknown_topic_or_partition, "Topic 'a' does not exist.")]
+        # Each result carries the request's topic id (zero when named by name), as Kafka echoes it.
+        await b.lead("c", [0])
+        response = await b.call(dt_req.DeleteTopicsRequest(topics=(dt_req.DeleteTopicState(name="c", topic_id=ZERO),),
+                                                           timeout=ms(5000)), dt_resp.DeleteTopicsResponse)
+        assert [(r.name, r.topic_id) for r in response.responses] == [("c", None)]  # kio's zero id
 
     with_broker(body)
 
