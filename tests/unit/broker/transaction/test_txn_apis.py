@@ -75,6 +75,7 @@ def test_a_transaction_through_the_wire(with_broker: WithBroker) -> None:
         assert (first.transaction_state, first.producer_id, first.transaction_timeout) == ("Ongoing", 1000, ms(60000))
         assert {(d.topic, tuple(d.partitions)) for d in first.topics} >= {("t", (0, 1))}
         assert second.error_code == E.transactional_id_not_found
+        assert (second.producer_id, second.producer_epoch) == (0, 0)  # Kafka's schema defaults, as its answer
         listed = await b.call(lt_req.ListTransactionsRequest(state_filters=("Ongoing", "Nah")),
                             lt_resp.ListTransactionsResponse)
         assert [(s.transactional_id, s.transaction_state) for s in listed.transaction_states] == [("tx", "Ongoing")]
