@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import pytest
 from fake_broker import FakeBroker, WithBroker
+from kio.schema.api_versions.v0 import response as av0_resp
 from kio.schema.api_versions.v3 import request as av_req
 from kio.schema.api_versions.v3 import response as av_resp
 
 from odradek.broker.apis import load_handlers
+from odradek.broker.apis.api_versions import unsupported_api_versions
 from odradek.protocol.errors import ErrorCode as E
+from odradek.protocol.framing import RequestHeaderInfo, UnsupportedRequestError, decode_response
 
 
 async def api_versions(b: FakeBroker, name: str, version: str) -> av_resp.ApiVersionsResponse:
@@ -37,3 +40,14 @@ def test_invalid_client_software_is_an_invalid_request(with_broker: WithBroker, 
         assert (answer.error_code, answer.api_keys) == (E.invalid_request, ())
 
     with_broker(body)
+
+
+def test_an_unknown_api_versions_version_is_answered_with_the_api_versions_range_alone() -> None:
+    """KIP-511's ApiVersionsRequest.getErrorResponse, as Kafka answers (the oracle's find):
+    a v0 response with UNSUPPORTED_VERSION and ApiVersions' own versions."""
+    header = RequestHeaderInfo(18, 99, 4242, "client", 2)
+    frame = unsupported_api_versions(UnsupportedRequestError(18, 99, header))
+    correlation_id, answer = decode_response(frame[4:], av0_resp.ApiVersionsResponse)
+    assert (correlation_id, answer.error_code) == (4242, E.unsupported_version)
+    assert [(k.api_key, k.min_version, k.max_version) for k in answer.api_keys] == [(18, 0, 4)]
+    assert unsupported_api_versions(UnsupportedRequestError(3, 99, header)) is None  # not ApiVersions
