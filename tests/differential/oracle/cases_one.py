@@ -102,7 +102,7 @@ PRODUCE = [
     Case(A.PRODUCE, "negative-partition", one(lambda s: rq.produce(s.req, s.topic(), rq.batch(), partition=-1))),
     Case(A.PRODUCE, "two-partitions-and-errors", produce_two_partitions),
     Case(A.PRODUCE, "corrupt-crc", one(lambda s: rq.produce(s.req, s.topic(), _corrupt(rq.batch(b"crc"))))),
-    Case(A.PRODUCE, "null-records", one(lambda s: rq.produce(s.req, s.topic(), None))),
+    Case(A.PRODUCE, "null-records", lambda s: s.call(rq.produce(s.req, s.topic(), None), timeout=5)),
     Case(A.PRODUCE, "empty-records", one(lambda s: rq.produce(s.req, s.topic(), b""))),
     Case(A.PRODUCE, "truncated-batch", one(lambda s: rq.produce(s.req, s.topic(), rq.batch(b"cut")[:40]))),
     Case(A.PRODUCE, "gzip", one(lambda s: rq.produce(s.req, s.topic(), rq.batch(
@@ -529,7 +529,7 @@ TOPICS = [
     Case(A.CREATE_TOPICS, "assignment", create_then(lambda s, n: rq.create_topics(
         s.req, (n, -1, -1), assignments={0: [0], 1: [0]}))),
     Case(A.CREATE_TOPICS, "assignment-unknown-broker", create_then(lambda s, n: rq.create_topics(
-        s.req, (n, -1, -1), assignments={0: [5]}))),
+        s.req, (n, -1, -1), assignments={0: [5]}, timeout_ms=1000))),
     Case(A.CREATE_TOPICS, "assignment-with-counts", create_then(lambda s, n: rq.create_topics(
         s.req, (n, 1, 1), assignments={0: [0]}))),
     Case(A.CREATE_TOPICS, "assignment-duplicate-broker", create_then(lambda s, n: rq.create_topics(

@@ -237,13 +237,17 @@ def _diff_keyed(kafka: dict[str, Any], odradek: dict[str, Any], path: str) -> li
 
 
 def path_pattern(pattern: str) -> re.Pattern[str]:
-    """A path glob as a regex: ``*`` matches within one name or index, ``**`` across levels."""
+    """A path glob as a regex: ``[*]`` matches any one name or index (dots included, as in a
+    config's name), ``*`` any part of one field name, ``**`` anything across levels."""
     out = []
     i = 0
     while i < len(pattern):
         if pattern.startswith("**", i):
             out.append(".*")
             i += 2
+        elif pattern.startswith("[*]", i):
+            out.append(r"\[[^\]]*\]")
+            i += 3
         elif pattern[i] == "*":
             out.append(r"[^.\[\]]*")
             i += 1

@@ -23,18 +23,19 @@ __all__ = ["ADVERTISED", "FRAMES", "KNOWN", "Known", "unexplained"]
 
 @dataclass(frozen=True)
 class Known:
-    """Cases of ``api`` whose scenario matches the glob ``scenario`` (at ``versions``, all
-    when None) differ at the paths the globs ``paths`` match (``*`` within one name or
-    index, ``**`` across levels); ``id`` names the section of docs/COMPATIBILITY.md."""
+    """Cases of ``api`` whose scenario matches one of the globs ``scenarios`` (at
+    ``versions``, all when None) differ at the paths the globs ``paths`` match (see
+    compare.path_pattern); ``id`` names the section of docs/COMPATIBILITY.md."""
 
     id: str
     api: A
-    scenario: str
+    scenarios: str | tuple[str, ...]
     paths: tuple[str, ...]
     versions: tuple[int, int] | None = None
 
     def applies(self, run: CaseRun) -> bool:
-        return (run.case.api == self.api and fnmatch.fnmatchcase(run.case.scenario, self.scenario)
+        scenarios = (self.scenarios,) if isinstance(self.scenarios, str) else self.scenarios
+        return (run.case.api == self.api and any(fnmatch.fnmatchcase(run.case.scenario, s) for s in scenarios)
                 and (self.versions is None or self.versions[0] <= run.version <= self.versions[1]))
 
 
@@ -59,15 +60,20 @@ KNOWN: list[Known] = [
           ("first.topics[*].error_code", "later.topics[*].error_code", "later.topics[*].topic_id",
            "later.topics[*].partitions**")),
     Known("kafka-3-topic-configs", A.DESCRIBE_CONFIGS, "topic-all", _topic_configs("results[*].configs")),
-    Known("kafka-3-topic-configs", A.CREATE_TOPICS, "*", _topic_configs("create.topics[*].configs"), (5, 7)),
+    Known("kafka-3-topic-configs", A.CREATE_TOPICS, ("valid", "with-configs", "validate-only", "defaults",
+                                                      "assignment"), _topic_configs("create.topics[*].configs"),
+          (5, 7)),
     Known("config-documentation", A.DESCRIBE_CONFIGS, "topic-documentation", ("results[*].configs[*].documentation",)),
     Known("null-topic-config", A.CREATE_TOPICS, "null-config-value", ("create.topics[*].error_code",)),
-    Known("assignment-to-unknown-broker", A.CREATE_TOPICS, "assignment-unknown-broker", ("create.*",)),
+    Known("assignment-to-unknown-broker", A.CREATE_TOPICS, "assignment-unknown-broker",
+          ("create.topics[*].error_code", "create.topics[*].topic_id")),
     Known("incremental-alter-invalid-operation", A.INCREMENTAL_ALTER_CONFIGS, "invalid-operation",
           ("alter.responses[*].error_code",)),
     Known("verify-only-transaction-abortable", A.ADD_PARTITIONS_TO_TXN, "verify-only-not-added",
           ("results_by_transaction[*].topic_results[*].results_by_partition[*].partition_error_code",)),
     Known("finalized-features-epoch", A.API_VERSIONS, "answer", ("finalized_features_epoch",), (3, 4)),
+    Known("txn-offset-commit-verification", A.TXN_OFFSET_COMMIT, "offsets-not-added",
+          ("topics[*].partitions[*].error_code",)),
 ]
 
 # api key -> the sections of docs/COMPATIBILITY.md on why the two ApiVersions answers differ

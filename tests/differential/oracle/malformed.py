@@ -16,7 +16,7 @@ from kio.schema.metadata.v1 import request as metadata_v1
 from kio.schema.metadata.v1 import response as metadata_v1_resp
 from kio.schema.metadata.v12 import request as metadata_v12
 from kio.schema.metadata.v12 import response as metadata_v12_resp
-from oracle.side import Closed, Session
+from oracle.side import Session
 
 from odradek.protocol.framing import decode_response, encode_request
 
@@ -97,14 +97,12 @@ FRAMES: list[tuple[str, bytes, type | None]] = [
 
 
 def outcome(s: Session, data: bytes, response_type: type | None) -> Any:
-    """What the broker does with ``data`` on a fresh connection: ``{"closed": True}``,
-    ``{"waits": True}`` (nothing within 5 s, the connection open), or the answer (decoded
-    as ``response_type``, or its correlation id alone when there is none)."""
-    answer = s.raw(data, wait_s=5.0)
-    if isinstance(answer, Closed):
+    """What the broker does with ``data`` on a fresh connection: :class:`Closed`,
+    :class:`NoAnswer` (within 5 s, the connection open), or the answer (decoded as
+    ``response_type``, or its correlation id alone when there is none)."""
+    answer = s.raw(data, timeout=5.0)
+    if not isinstance(answer, bytes):
         return answer
-    if answer is None:
-        return {"waits": True}
     if response_type is None:
         return {"answered": True, "correlation_id": _SIZE.unpack_from(answer, 0)[0]}
     correlation_id, response = decode_response(answer, response_type)

@@ -41,7 +41,7 @@ from support.topics import create_topic
 from support.waiting import wait_until
 from support.wire import RawConnection
 
-__all__ = ["Closed", "Outcome", "Req", "Session", "Side"]
+__all__ = ["Closed", "NoAnswer", "Outcome", "Req", "Session", "Side", "now_ms"]
 
 _SIZE = struct.Struct(">i")
 
@@ -53,7 +53,15 @@ class Closed:
     closed: bool = True
 
 
-Outcome = Any  # a decoded response, Closed(), or None (a request that expects no answer)
+@dataclass(frozen=True, slots=True)
+class NoAnswer:
+    """What a request got instead of an answer: nothing, within the time allowed, on a
+    connection still open."""
+
+    no_answer: bool = True
+
+
+Outcome = Any  # a decoded response, Closed(), NoAnswer(), or None (a request that expects none)
 
 
 class Side:
@@ -211,8 +219,9 @@ class Session:
         brokers = self.side.cluster.brokers
         return next(iter(brokers)) if len(brokers) == 1 else self.side.leader(topic, partition)
 
-    def call(self, payload: Any, broker: int = 0) -> Outcome:
-        """Send ``payload`` to ``broker`` and return its decoded answer, or :class:`Closed`."""
+    def call(self, payload: Any, broker: int = 0, timeout: float = 30.0) -> Outcome:
+        """Send ``payload`` to ``broker`` and return its decoded answer, :class:`Closed`, or
+        :class:`NoAnswer` when none came within ``timeout`` seconds."""
         conn = self._conn(broker)
         try:
             conn.send(payload)
@@ -221,35 +230,50 @@ class Session:
             return Closed()
         if _expects_no_response(payload):
             return None
-        frame = conn.frame()
-        if frame is None:
-            self._drop(broker)
-            return Closed()
+        frame = self._receive(broker, timeout)
+        if not isinstance(frame, bytes):
+            return frame
         schema = response_schema(type(payload).__api_key__, type(payload).__version__)
         correlation, response = decode_response(frame, schema)
         assert correlation == conn.correlation
         return response
 
-    def raw(self, data: bytes, broker: int = 0, wait_s: float = 5.0) -> bytes | Closed | None:
-        """Send raw bytes; the next response frame, Closed(), or None if nothing came within
-        ``wait_s`` and the connection is still open."""
+    def raw(self, data: bytes, broker: int = 0, timeout: float = 5.0) -> bytes | Closed | NoAnswer:
+        """Send raw bytes; the next response frame (without its size), :class:`Closed`, or
+        :class:`NoAnswer` if nothing came within ``timeout`` seconds."""
         conn = self._conn(broker)
         try:
             conn.sock.sendall(data)
         except OSError:
             self._drop(broker)
             return Closed()
-        conn.sock.settimeout(wait_s)
+        return self._receive(broker, timeout)
+
+    def _receive(self, broker: int, timeout: float) -> bytes | Closed | NoAnswer:
+        """One response frame read with a deadline, telling a closed connection from silence."""
+        sock = self._conns[broker].sock
+        deadline = time.monotonic() + timeout
+        data = b""
+        wanted = _SIZE.size
         try:
-            frame = conn.frame()
+            while len(data) < wanted:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return NoAnswer()
+                sock.settimeout(remaining)
+                chunk = sock.recv(wanted - len(data))
+                if not chunk:
+                    self._drop(broker)
+                    return Closed()
+                data += chunk
+                if len(data) == _SIZE.size:
+                    wanted += _SIZE.unpack(data)[0]
         except TimeoutError:
-            frame = b""
-        finally:
-            conn.sock.settimeout(30)
-        if frame is None:
+            return NoAnswer()
+        except OSError:
             self._drop(broker)
             return Closed()
-        return frame or None
+        return data[_SIZE.size:]
 
     def wait(self, condition: Callable[[], Any], message: str, timeout: float = 30.0) -> Any:
         """wait_until, for a step whose outcome settles in the background (markers, ISRs)."""
