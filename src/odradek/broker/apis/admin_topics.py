@@ -1,8 +1,10 @@
 """CreateTopics (key 19), DeleteTopics (key 20) and CreatePartitions (key 37).
 
-Any broker answers them: the work is a ZooKeeper write through :class:`AdminZkClient` (the same
-validation and placement as ``odradek topics --zookeeper``), after which the controller brings
-the partitions online or deletes them.  As Kafka's DelayedCreatePartitions and
+The active controller answers them (any other broker: NOT_CONTROLLER for each topic, as
+Kafka's KafkaApis in ZooKeeper mode; clients send them to the controller Metadata names).  The
+work is a ZooKeeper write through :class:`AdminZkClient` (the same validation and placement as
+``odradek topics --zookeeper``), after which the controller brings the partitions online or
+deletes them.  As Kafka's DelayedCreatePartitions and
 DelayedDeleteTopics do, the answer waits (up to the request's timeout) until this broker's
 metadata cache shows the outcome — every partition with a live leader, or the topic gone — so
 a client can use the result at once.  A timeout of 0 answers right after the write.
@@ -105,6 +107,11 @@ def _duplicates(names: Iterable[str | None]) -> set[str | None]:
 @api(ApiKey.CREATE_TOPICS, "CreateTopics", 2, 7)
 async def handle_create_topics(broker: TopicAdminContext, request: Request) -> Response:
     body = decode_body(request)
+    if not broker.controller.is_active:
+        m = response_module(ApiKey.CREATE_TOPICS, request.api_version)
+        return respond(request, build(m.CreateTopicsResponse, topics=tuple(
+            build(m.CreatableTopicResult, name=t.name, error_code=ErrorCode.not_controller, error_message=None,
+                  topic_id=_ZERO_UUID, configs=()) for t in body.topics)))
     timeout_ms = _timeout_ms(body)
     duplicates = _duplicates(t.name for t in body.topics)
     # KafkaApis.handleCreateTopicsRequest: Create on the cluster allows every topic, else Create
@@ -195,6 +202,11 @@ async def handle_delete_topics(broker: TopicAdminContext, request: Request) -> R
                   for t in body.topics]
     else:
         wanted = [(name, None) for name in body.topic_names]
+    if not broker.controller.is_active:
+        m = response_module(ApiKey.DELETE_TOPICS, version)
+        return respond(request, build(m.DeleteTopicsResponse, responses=tuple(
+            build(m.DeletableTopicResult, name=name, topic_id=topic_id or _ZERO_UUID,
+                  error_code=ErrorCode.not_controller, error_message=None) for name, topic_id in wanted)))
     results: list[tuple[str | None, uuid.UUID | None, Outcome]] = []
     to_delete: list[str] = []
     by_id = {topic_id: name for name, topic_id in cache.topic_ids.items()}
@@ -257,6 +269,12 @@ async def handle_delete_topics(broker: TopicAdminContext, request: Request) -> R
 @api(ApiKey.CREATE_PARTITIONS, "CreatePartitions", 0, 3)
 async def handle_create_partitions(broker: TopicAdminContext, request: Request) -> Response:
     body = decode_body(request)
+    if not broker.controller.is_active:
+        m = response_module(ApiKey.CREATE_PARTITIONS, request.api_version)
+        return respond(request, build(m.CreatePartitionsResponse, results=tuple(
+            build(m.CreatePartitionsTopicResult, name=name, error_code=ErrorCode.not_controller,
+                  error_message="This is not the correct controller for this cluster.")
+            for name in dict.fromkeys(t.name for t in body.topics))))
     duplicates = _duplicates(t.name for t in body.topics)
     # KafkaApis.handleCreatePartitionsRequest: Alter on each topic.
     may_alter = authorized_names(broker, request, Operation.ALTER, ResourceType.TOPIC, (t.name for t in body.topics))

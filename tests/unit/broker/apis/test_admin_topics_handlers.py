@@ -211,3 +211,19 @@ def test_create_partitions_errors(with_broker: WithBroker) -> None:
         assert b.topic_admin.added == []
 
     with_broker(body)
+
+
+def test_only_the_active_controller_creates_deletes_or_grows_topics(with_broker: WithBroker) -> None:
+    """As Kafka's KafkaApis in ZooKeeper mode (the differential oracle's find): any other broker
+    answers NOT_CONTROLLER for each topic and writes nothing."""
+    async def body(b: FakeBroker) -> None:
+        await b.lead("t", [0])
+        b.controller.is_active = False
+        created = await create(b, creatable("new"), creatable("new"))
+        assert [(name, r.error_code) for name, r in created.items()] == [("new", E.not_controller)]
+        assert await delete(b, ("t", ZERO)) == [("t", E.not_controller, None)]
+        grown = await add_partitions(b, cp_req.CreatePartitionsTopic(name="t", count=i32(3), assignments=None))
+        assert {name: error for name, (error, _) in grown.items()} == {"t": E.not_controller}
+        assert b.zk.topics == {"t"} and len(b.metadata_cache.partitions_of("t")) == 1
+
+    with_broker(body)
