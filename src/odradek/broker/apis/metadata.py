@@ -57,6 +57,10 @@ async def handle_metadata(broker: MetadataContext, request: Request) -> Response
         wanted = [t.name for t in body.topics if t.name is not None]
         explicit = True
         topic_ids = [t.topic_id for t in body.topics if getattr(t, "topic_id", None) not in (None, _ZERO_UUID)]
+        if version < 12 and (topic_ids or len(wanted) < len(body.topics)):
+            # KafkaApis: v10-11 carry topic ids but may not use them (nor omit a name); the
+            # whole request fails as MetadataRequest.getErrorResponse answers it.
+            return respond(request, _invalid(request, body))
         if topic_ids:
             # KafkaApis (v12): topics named by id replace those named by name; an id this
             # broker does not know is UNKNOWN_TOPIC_ID, with no name.
@@ -111,6 +115,14 @@ async def _auto_create(broker: MetadataContext, topic: str) -> ErrorCode:
         log.info("Could not auto-create topic %s: %s", topic, e)
         return e.code
     return ErrorCode.leader_not_available
+
+
+def _invalid(request: Request, body: Any) -> object:
+    m = response_module(ApiKey.METADATA, request.api_version)
+    return build(m.MetadataResponse, brokers=(), cluster_id=None, controller_id=-1, topics=tuple(
+        build(m.MetadataResponseTopic, error_code=ErrorCode.invalid_request, name=t.name or "", topic_id=t.topic_id,
+              is_internal=False, partitions=(), topic_authorized_operations=OMITTED_OPERATIONS)
+        for t in body.topics), cluster_authorized_operations=OMITTED_OPERATIONS)
 
 
 def _by_topic_id(broker: MetadataContext, request: Request, body: Any, topic_ids: list[uuid.UUID]) -> object:

@@ -11,6 +11,8 @@ from kio.schema.describe_cluster.v0 import request as dc_req
 from kio.schema.describe_cluster.v0 import response as dc_resp
 from kio.schema.describe_cluster.v1 import request as dc1_req
 from kio.schema.describe_cluster.v1 import response as dc1_resp
+from kio.schema.metadata.v11 import request as md11_req
+from kio.schema.metadata.v11 import response as md11_resp
 from kio.schema.metadata.v12 import request as md_req
 from kio.schema.metadata.v12 import response as md_resp
 from kio.static.primitive import i8
@@ -151,5 +153,22 @@ def test_describe_cluster_for_controller_endpoints_is_a_mismatched_endpoint_type
                                                              endpoint_type=i8(2)), dc1_resp.DescribeClusterResponse)
         assert (answer.error_code, answer.endpoint_type, answer.cluster_id, answer.brokers) == (
             E.mismatched_endpoint_type, 1, "", ())
+
+    with_broker(body)
+
+
+def test_topic_ids_before_v12_fail_the_whole_request(with_broker: WithBroker) -> None:
+    """KafkaApis refuses topic ids (or a topic without a name) in Metadata v10-11 with
+    INVALID_REQUEST for every topic of the request, no brokers and no controller."""
+    async def body(b: FakeBroker) -> None:
+        await b.lead("t", [0])
+        topic_id = b.metadata_cache.topic_id("t")
+        request = md11_req.MetadataRequest(topics=(md11_req.MetadataRequestTopic(topic_id=topic_id, name=None),
+                                                   md11_req.MetadataRequestTopic(topic_id=None, name="t")),
+                                           allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        response = await b.call(request, md11_resp.MetadataResponse)
+        assert (response.brokers, response.controller_id) == ((), -1)
+        assert [(t.name, t.topic_id, t.error_code) for t in response.topics] == [
+            ("", topic_id, E.invalid_request), ("t", None, E.invalid_request)]
 
     with_broker(body)
