@@ -11,7 +11,7 @@ from pathlib import Path
 from oracle.side import Side
 
 from odradek.local.cluster import LocalCluster
-from odradek.local.security import CLIENT_USER
+from odradek.local.security import ADMIN, CLIENT_USER
 from odradek.local.zookeeper import EmbeddedZooKeeper
 from odradek.perf.kafka_ref import KafkaRefCluster
 from support.cluster import unique_chroot
@@ -39,14 +39,16 @@ def cluster_pair(zookeeper: EmbeddedZooKeeper, directory: Path, brokers: int, *,
         for cluster in (kafka, odradek):
             stack.callback(cluster.stop)
             cluster.start(timeout_s=240)
-        sides = (Side("kafka", kafka, login=_login(kafka)), Side("odradek", odradek, login=_login(odradek)))
-        for side in sides:
+        kafka_side, odradek_side = (
+            Side(name, cluster, login=_login(cluster, CLIENT_USER), admin_login=_login(cluster, ADMIN))
+            for name, cluster in (("kafka", kafka), ("odradek", odradek)))
+        for side in (kafka_side, odradek_side):
             side.warm_up()
-        yield sides
+        yield kafka_side, odradek_side
 
 
-def _login(cluster: LocalCluster) -> tuple[str, str] | None:
+def _login(cluster: LocalCluster, name: str) -> tuple[str, str] | None:
     if cluster.security is None:
         return None
-    user = cluster.security.users[CLIENT_USER]
+    user = cluster.security.users[name]
     return user.name, user.password

@@ -59,6 +59,7 @@ KNOWN: list[Known] = [
     Known("auto-create-topics-default", A.METADATA, "auto-create",
           ("first.topics[*].error_code", "later.topics[*].error_code", "later.topics[*].topic_id",
            "later.topics[*].partitions**")),
+    Known("auto-create-topics-default", A.METADATA, "unknown-topic-auto-created", ("topics[*].error_code",)),
     Known("kafka-3-topic-configs", A.DESCRIBE_CONFIGS, "topic-all", _topic_configs("results[*].configs")),
     Known("kafka-3-topic-configs", A.CREATE_TOPICS, ("valid", "with-configs", "validate-only", "defaults",
                                                       "assignment"), _topic_configs("create.topics[*].configs"),

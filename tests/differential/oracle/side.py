@@ -67,24 +67,28 @@ Outcome = Any  # a decoded response, Closed(), NoAnswer(), or None (a request th
 class Side:
     """A cluster under comparison, named ``kafka`` or ``odradek``.
 
-    ``login`` is (user, password) for a SASL PLAIN login on every connection (a secure
-    cluster's CLIENT listener); topics made through :meth:`topic` exist once per side.
+    On a secure cluster, ``login`` is (user, password) for the SASL PLAIN login of the cases'
+    connections and ``admin_login`` that of their setup steps and of the side's own requests;
+    topics made through :meth:`topic` exist once per side.
     """
 
-    def __init__(self, name: str, cluster: LocalCluster, *, login: tuple[str, str] | None = None) -> None:
+    def __init__(self, name: str, cluster: LocalCluster, *, login: tuple[str, str] | None = None,
+                 admin_login: tuple[str, str] | None = None) -> None:
         self.name = name
         self.cluster = cluster
         self.login = login
+        self.admin_login = admin_login
         self._topics: set[str] = set()
         self._topic_names: dict[str, str] = {}
 
     def __repr__(self) -> str:
         return f"Side({self.name})"
 
-    def connect(self, broker_id: int, login: tuple[str, str] | None = None) -> RawConnection:
-        """A fresh connection to one broker, logged in as ``login`` (the side's by default)."""
+    def connect(self, broker_id: int, *, admin: bool = False) -> RawConnection:
+        """A fresh connection to one broker, logged in (on a secure cluster) as the cases' user,
+        or with ``admin`` as the administrator."""
         conn = RawConnection(self.cluster.brokers[broker_id].port, timeout_s=30, client_id="oracle")
-        login = login or self.login
+        login = self.admin_login if admin else self.login
         if login is not None:
             _sasl_plain(conn, *login)
         return conn
@@ -122,7 +126,7 @@ class Side:
         """Create the internal topics (FindCoordinator does), so that no case's answer depends
         on whether an earlier case happened to create them."""
         for key_type in (0, 1):
-            conn = self.connect(next(iter(self.cluster.brokers)))
+            conn = self.connect(next(iter(self.cluster.brokers)), admin=True)
             try:
                 wait_until(lambda conn=conn, key_type=key_type: conn.request(
                     find_coordinator_req.FindCoordinatorRequest(key="warm-up", key_type=key_type),
@@ -140,7 +144,7 @@ class Side:
         self._topic_names.update({str(t.topic_id): t.name for t in self._metadata(None).topics})
 
     def _metadata(self, topics: Sequence[str] | None) -> Any:
-        conn = self.connect(next(iter(self.cluster.brokers)))
+        conn = self.connect(next(iter(self.cluster.brokers)), admin=True)
         try:
             return conn.request(metadata_req.MetadataRequest(
                 topics=None if topics is None else tuple(
@@ -174,7 +178,11 @@ class Req:
         self.module: types.ModuleType = sys.modules[schema.__module__]
 
     def __getattr__(self, name: str) -> Callable[..., Any]:
-        cls = getattr(self.module, name)
+        cls = getattr(self.module, name, None)
+        if cls is None:
+            # A class this version does not have (LeaveGroup's MemberIdentity before v3): the
+            # field that would hold it is absent too, and build() drops whatever is made here.
+            return lambda **values: None
 
         def make(**values: Any) -> Any:
             return build(cls, **{k: tuple(v) if isinstance(v, list) else v for k, v in values.items()})
@@ -196,7 +204,7 @@ class Session:
     version: int
     case_id: str
     req: Req = field(init=False)
-    _conns: dict[int, RawConnection] = field(default_factory=dict)
+    _conns: dict[tuple[int, bool], RawConnection] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.req = Req(self.api_key, self.version)
@@ -219,18 +227,20 @@ class Session:
         brokers = self.side.cluster.brokers
         return next(iter(brokers)) if len(brokers) == 1 else self.side.leader(topic, partition)
 
-    def call(self, payload: Any, broker: int = 0, timeout: float = 30.0) -> Outcome:
+    def call(self, payload: Any, broker: int = 0, timeout: float = 30.0, *, admin: bool = False) -> Outcome:
         """Send ``payload`` to ``broker`` and return its decoded answer, :class:`Closed`, or
-        :class:`NoAnswer` when none came within ``timeout`` seconds."""
-        conn = self._conn(broker)
+        :class:`NoAnswer` when none came within ``timeout`` seconds; with ``admin``, on the
+        administrator's connection (a secure cluster's setup steps)."""
+        key = (broker, admin)
+        conn = self._conn(key)
         try:
             conn.send(payload)
         except OSError:
-            self._drop(broker)
+            self._drop(key)
             return Closed()
         if _expects_no_response(payload):
             return None
-        frame = self._receive(broker, timeout)
+        frame = self._receive(key, timeout)
         if not isinstance(frame, bytes):
             return frame
         schema = response_schema(type(payload).__api_key__, type(payload).__version__)
@@ -241,17 +251,18 @@ class Session:
     def raw(self, data: bytes, broker: int = 0, timeout: float = 5.0) -> bytes | Closed | NoAnswer:
         """Send raw bytes; the next response frame (without its size), :class:`Closed`, or
         :class:`NoAnswer` if nothing came within ``timeout`` seconds."""
-        conn = self._conn(broker)
+        key = (broker, False)
+        conn = self._conn(key)
         try:
             conn.sock.sendall(data)
         except OSError:
-            self._drop(broker)
+            self._drop(key)
             return Closed()
-        return self._receive(broker, timeout)
+        return self._receive(key, timeout)
 
-    def _receive(self, broker: int, timeout: float) -> bytes | Closed | NoAnswer:
+    def _receive(self, key: tuple[int, bool], timeout: float) -> bytes | Closed | NoAnswer:
         """One response frame read with a deadline, telling a closed connection from silence."""
-        sock = self._conns[broker].sock
+        sock = self._conns[key].sock
         deadline = time.monotonic() + timeout
         data = b""
         wanted = _SIZE.size
@@ -263,7 +274,7 @@ class Session:
                 sock.settimeout(remaining)
                 chunk = sock.recv(wanted - len(data))
                 if not chunk:
-                    self._drop(broker)
+                    self._drop(key)
                     return Closed()
                 data += chunk
                 if len(data) == _SIZE.size:
@@ -271,7 +282,7 @@ class Session:
         except TimeoutError:
             return NoAnswer()
         except OSError:
-            self._drop(broker)
+            self._drop(key)
             return Closed()
         return data[_SIZE.size:]
 
@@ -294,13 +305,13 @@ class Session:
             conn.close()
         self._conns.clear()
 
-    def _conn(self, broker: int) -> RawConnection:
-        if broker not in self._conns:
-            self._conns[broker] = self.side.connect(broker)
-        return self._conns[broker]
+    def _conn(self, key: tuple[int, bool]) -> RawConnection:
+        if key not in self._conns:
+            self._conns[key] = self.side.connect(key[0], admin=key[1])
+        return self._conns[key]
 
-    def _drop(self, broker: int) -> None:
-        conn = self._conns.pop(broker, None)
+    def _drop(self, key: tuple[int, bool]) -> None:
+        conn = self._conns.pop(key, None)
         if conn is not None:
             conn.close()
 
