@@ -655,9 +655,10 @@ class ReplicaManager:
         return ErrorCode.none, found.timestamp, found.offset, epoch
 
     def active_producers(self, topic: str, partition: int) -> ErrorCode | list[Any]:
-        """DescribeProducers: the producer state entries of a partition led here (Kafka's
-        ReplicaManager.activeProducerState), or the error to answer with."""
-        p = self.partition_or_error(TopicPartition(topic, partition))
+        """DescribeProducers: the producer state entries of a partition hosted here, led or
+        followed (Kafka's ReplicaManager.activeProducerState asks any replica), or the error
+        to answer with."""
+        p = self.partition_or_error(TopicPartition(topic, partition), followers_too=True)
         if not isinstance(p, Partition):
             return p
         assert p.log is not None
