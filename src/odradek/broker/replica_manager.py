@@ -342,18 +342,13 @@ class ReplicaManager:
     def stop_replicas(self, correlation_id: int, request: control.StopReplicaRequest) -> control.StopReplicaResponse:
         ctrl = f"controller {request.controller_id} epoch {request.controller_epoch}"
         entries = [(ts.topic_name, ps) for ts in request.topic_states for ps in ts.partition_states]
-
-        def all_with(err: ErrorCode) -> control.StopReplicaResponse:
-            return control.StopReplicaResponse(error_code=err, partition_errors=tuple(
-                control.StopReplicaPartitionError(topic_name=t, partition_index=ps.partition_index, error_code=err)
-                for t, ps in entries))
-
         stale = stale_request_error(request.controller_epoch, request.broker_epoch, self.controller_epoch,
                                     self._broker_epoch())
         if stale != ErrorCode.none:
             if stale == ErrorCode.stale_controller_epoch:
                 self.logger.warn(f"Ignoring StopReplica request from {ctrl}: stale controller epoch")
-            return all_with(stale)
+            # As Kafka: the error alone, no partition errors.
+            return control.StopReplicaResponse(error_code=stale, partition_errors=())
         self.controller_epoch = request.controller_epoch
         errors = []
         stopped: list[tuple[Partition | None, TopicPartition, bool]] = []
