@@ -73,6 +73,9 @@ KNOWN: list[Known] = [
     Known("verify-only-transaction-abortable", A.ADD_PARTITIONS_TO_TXN, "verify-only-not-added",
           ("results_by_transaction[*].topic_results[*].results_by_partition[*].partition_error_code",)),
     Known("finalized-features-epoch", A.API_VERSIONS, "answer", ("finalized_features_epoch",), (3, 4)),
+    Known("fetch-from-follower", A.FETCH, ("consumer-on-follower", "consumer-on-follower-with-rack"),
+          tuple(f"responses[*].partitions[0].{f}" for f in ("error_code", "high_watermark", "last_stable_offset",
+                                                             "log_start_offset", "records**")), (11, 99)),
     Known("txn-offset-commit-verification", A.TXN_OFFSET_COMMIT, "offsets-not-added",
           ("topics[*].partitions[*].error_code",)),
 ]
