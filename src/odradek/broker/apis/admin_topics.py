@@ -159,13 +159,15 @@ async def handle_create_topics(broker: TopicAdminContext, request: Request) -> R
         error, message = results[name]
         fields: dict[str, Any] = {"name": name, "error_code": error, "error_message": message,
                                   "topic_id": _ZERO_UUID, "configs": ()}
-        if name in created and error in (ErrorCode.none, ErrorCode.request_timed_out):
+        if name not in may_describe_configs:
+            # Kafka: without DescribeConfigs on a topic, its result (created or not) says so and
+            # holds nothing of the topic: no id, counts or configs.
+            fields["topic_config_error_code"] = ErrorCode.topic_authorization_failed
+        elif name in created and error in (ErrorCode.none, ErrorCode.request_timed_out):
             assignment = created[name]
             fields["num_partitions"] = len(assignment)
             fields["replication_factor"] = len(assignment[min(assignment)])
-            if request.api_version >= 5 and name not in may_describe_configs:
-                fields["topic_config_error_code"] = ErrorCode.topic_authorization_failed
-            elif request.api_version >= 5:
+            if request.api_version >= 5:
                 fields["configs"] = tuple(
                     build(m.CreatableTopicConfigs, name=e.name, value=e.value, read_only=e.read_only,
                           config_source=e.source, is_sensitive=e.sensitive)

@@ -116,7 +116,10 @@ def test_create_topics_needs_create_and_reports_configs_only_with_describe_confi
         b.allow(ALICE, Operation.CREATE, ResourceType.TOPIC, "mine")
         got = await create(b, creatable("mine"), creatable("theirs"), principal=ALICE)
         assert (got["mine"].error_code, got["mine"].topic_config_error_code) == (E.none, E.topic_authorization_failed)
-        assert got["theirs"].error_code == E.topic_authorization_failed
+        # Without DescribeConfigs nothing of the topic is told, created or not (as Kafka: the oracle's find).
+        assert (got["mine"].num_partitions, got["mine"].replication_factor, got["mine"].topic_id) == (-1, -1, None)
+        assert (got["theirs"].error_code, got["theirs"].topic_config_error_code) == (
+            E.topic_authorization_failed, E.topic_authorization_failed)
         assert b.zk.topics == {"mine"}
         b.allow(ALICE, Operation.CREATE, ResourceType.CLUSTER)
         b.allow(ALICE, Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, "theirs")
