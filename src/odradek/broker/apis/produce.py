@@ -10,7 +10,7 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from odradek.broker.apis.authorization import authorized, cluster_authorized, unauthorized_names
+from odradek.broker.apis.authorization import authorized, unauthorized_names
 from odradek.broker.apis.registry import answer_when_done, api
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -23,10 +23,6 @@ if TYPE_CHECKING:
     from odradek.broker.delayed_produce import DelayedProduce, ProducePartitionResult
     from odradek.common import TopicPartition
     from odradek.net.server import Request, Response
-
-# v2 record batch header: magic at byte 16, producer id at bytes 43-50.
-_MAGIC_AT = 16
-_PRODUCER_ID_AT = 43
 
 
 @api(ApiKey.PRODUCE, "Produce", 3, 9)
@@ -49,16 +45,13 @@ def handle_produce(broker: ProduceFetchContext, request: Request) -> Response | 
     refused: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
     if broker.authorizer is not None:
         # KafkaApis.handleProduceRequest: Write on the transactional id for transactional
-        # requests, IdempotentWrite on the cluster for idempotent ones (whole request refused),
-        # then Write on each topic.
-        if transactional_id is not None:
-            if not authorized(broker, request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
-                results = {(t, p): (ErrorCode.transactional_id_authorization_failed,
-                                    "Transactional Id authorization failed.") for t, p, _ in entries}
-                return _error_response(request, results)
-        elif _has_idempotent_records(entries) and not cluster_authorized(broker, request, Operation.IDEMPOTENT_WRITE):
-            results = {(t, p): (ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
-                       for t, p, _ in entries}
+        # requests (whole request refused), then Write on each topic.  Since Kafka 3.0
+        # (KIP-679) an idempotent produce needs nothing more: a 3.x producer is idempotent by
+        # default, with Write on its topics alone.
+        if transactional_id is not None and not authorized(
+                broker, request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            results = {(t, p): (ErrorCode.transactional_id_authorization_failed,
+                                "Transactional Id authorization failed.") for t, p, _ in entries}
             return _error_response(request, results)
         denied = unauthorized_names(broker, request, Operation.WRITE, ResourceType.TOPIC, (t for t, _, _ in entries))
         if denied:
@@ -109,16 +102,6 @@ def _encode(request: Request, results: dict[TopicPartition, ProducePartitionResu
         by_topic.setdefault(topic, []).append(ProducedPartition(
             partition, r.error, r.base_offset, r.log_append_time, r.log_start_offset, r.record_errors, r.message))
     return encode_produce_response(request.header.correlation_id, request.api_version, list(by_topic.items()))
-
-
-def _has_idempotent_records(entries: list[tuple[str, int, memoryview | None]]) -> bool:
-    """Kafka's RequestUtils.hasIdempotentRecords: some partition's first v2 batch carries a
-    producer id (asked only when an authorizer is on)."""
-    for _, _, records in entries:
-        if (records is not None and len(records) >= _PRODUCER_ID_AT + 8 and records[_MAGIC_AT] == 2
-                and int.from_bytes(records[_PRODUCER_ID_AT:_PRODUCER_ID_AT + 8], "big", signed=True) >= 0):
-            return True
-    return False
 
 
 def _error_response(request: Request, results: dict[tuple[str, int], tuple[ErrorCode, str | None]]) -> bytes:
