@@ -17,8 +17,8 @@ if TYPE_CHECKING:
     from odradek.broker.context import AuthorizingContext
     from odradek.net.server import Request
 
-__all__ = ["OMITTED_OPERATIONS", "authorized", "authorized_names", "authorized_operations", "cluster_authorized",
-           "unauthorized_names"]
+__all__ = ["OMITTED_OPERATIONS", "authorized", "authorized_by_resource_type", "authorized_names",
+           "authorized_operations", "cluster_authorized", "unauthorized_names"]
 
 # KIP-430's authorized_operations when the client did not ask for them.
 OMITTED_OPERATIONS = -2147483648
@@ -75,3 +75,14 @@ def authorized_operations(broker: AuthorizingContext, request: Request, resource
     without an authorizer."""
     return sum(1 << operation_code(op) for op in _SUPPORTED_OPERATIONS[resource_type]
                if authorized(broker, request, op, resource_type, name))
+
+
+def authorized_by_resource_type(broker: AuthorizingContext, request: Request, operation: Operation,
+                                resource_type: ResourceType) -> bool:
+    """AuthHelper.authorizeByResourceType (KIP-679): whether the principal may perform
+    ``operation`` on some resource of the type (always true without an authorizer)."""
+    authorizer = broker.authorizer
+    if authorizer is None:
+        return True
+    connection = request.connection
+    return authorizer.authorize_by_resource_type(connection.principal, connection.client_host, operation, resource_type)
