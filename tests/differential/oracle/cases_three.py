@@ -187,7 +187,8 @@ CASES = [
     Case(A.METADATA, "auto-create-enabled", metadata_auto_create, versions=(4, 99), normalise=_erase_placement),
     # The controller.
     Case(A.CREATE_TOPICS, "on-controller", create_then_describe(lambda s, n: rq.create_topics(s.req, (n, 3, 3)),
-                                                               lambda s: s.side.controller)),
+                                                               lambda s: s.side.controller),
+         normalise=_erase_placement),
     Case(A.CREATE_TOPICS, "not-on-controller", create_then_describe(lambda s, n: rq.create_topics(s.req, (n, 3, 3)),
                                                                    not_controller)),
     Case(A.DELETE_TOPICS, "not-on-controller", lambda s: s.call(rq.delete_topics(s.req, topic(s)), not_controller(s))),

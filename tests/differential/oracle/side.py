@@ -10,6 +10,7 @@ case returns (a response, or a dict of named responses) is what gets compared.
 
 from __future__ import annotations
 
+import datetime
 import struct
 import sys
 import time
@@ -21,6 +22,8 @@ from typing import Any
 
 from kio.schema.find_coordinator.v3 import request as find_coordinator_req
 from kio.schema.find_coordinator.v3 import response as find_coordinator_resp
+from kio.schema.init_producer_id.v2 import request as init_pid_req
+from kio.schema.init_producer_id.v2 import response as init_pid_resp
 from kio.schema.metadata.v12 import request as metadata_req
 from kio.schema.metadata.v12 import response as metadata_resp
 from kio.schema.sasl_authenticate.v2 import request as sasl_auth_req
@@ -123,17 +126,21 @@ class Side:
         return uuid.UUID(next(i for i, t in self._topic_names.items() if t == name))
 
     def warm_up(self) -> None:
-        """Create the internal topics (FindCoordinator does), so that no case's answer depends
-        on whether an earlier case happened to create them."""
-        for key_type in (0, 1):
-            conn = self.connect(next(iter(self.cluster.brokers)), admin=True)
-            try:
-                wait_until(lambda conn=conn, key_type=key_type: conn.request(
+        """Create the internal topics (FindCoordinator does) and get a first block of producer
+        ids, so that no case's answer depends on whether an earlier case did."""
+        conn = self.connect(next(iter(self.cluster.brokers)), admin=True)
+        try:
+            for key_type in (0, 1):
+                wait_until(lambda key_type=key_type: conn.request(
                     find_coordinator_req.FindCoordinatorRequest(key="warm-up", key_type=key_type),
                     find_coordinator_resp.FindCoordinatorResponse).error_code == ErrorCode.none,
                     timeout=120, message=f"{self.name}: the coordinators (key type {key_type})")
-            finally:
-                conn.close()
+            wait_until(lambda: conn.request(init_pid_req.InitProducerIdRequest(
+                transactional_id=None, transaction_timeout=datetime.timedelta(minutes=1)),
+                init_pid_resp.InitProducerIdResponse).error_code == ErrorCode.none,
+                timeout=60, message=f"{self.name}: a producer id")
+        finally:
+            conn.close()
 
     def leader(self, topic: str, partition: int) -> int:
         """The partition's leader, as the first broker's metadata says."""
