@@ -104,7 +104,6 @@ FRAMES: dict[str, str] = {
     "produce-v2": "produce-v0-2",
     "metadata-v12-forged-topic-count": "varint-overflow",
     "metadata-v1-invalid-utf8": "invalid-utf8",
-    "metadata-v12-unknown-tagged-field": "unknown-tagged-fields",
 }
 
 
