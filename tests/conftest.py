@@ -19,7 +19,7 @@ TESTS = Path(__file__).parent
 
 # End-to-end by design: their tests start clusters, `odradek` processes, Spark or a lab, some
 # without a fixture (LocalCluster, EmbeddedZooKeeper or a subprocess in the test itself).
-END_TO_END_DIRECTORIES = frozenset({"integration", "compat", "fault", "spark", "lab"})
+END_TO_END_DIRECTORIES = frozenset({"integration", "compat", "fault", "spark", "lab", "differential"})
 
 # Fixtures that start ZooKeeper, brokers or Spark; a test using one, directly or through another
 # fixture, is slow wherever it lives (a unit test of the ACL store on a real ZooKeeper, say).
@@ -34,6 +34,11 @@ def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool 
             and " ".join(config.option.markexpr.split()) == "not slow"):
         return True
     return None
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--oracle-full", action="store_true",
+                     help="tests/differential: compare every version both sides advertise, not only the highest")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

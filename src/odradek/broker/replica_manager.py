@@ -52,11 +52,12 @@ from odradek.broker.partition import Partition
 from odradek.broker.purgatory import Purgatory
 from odradek.broker.replica_alter_log_dirs import ReplicaAlterLogDirsManager
 from odradek.broker.replica_selector import ReplicaView, replica_selector
-from odradek.common import TopicPartition, now_ms
+from odradek.common import INTERNAL_TOPICS, TopicPartition, now_ms
 from odradek.log.log_info import AppendOrigin
 from odradek.log.producer_state import NO_GUARD_CHECK
 from odradek.protocol import control
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.produce_request import validate_records
 from odradek.protocol.records import RecordBatchHeader, parse_header
 from odradek.state_change_log import StateChangeLogger
 from odradek.zk.zk_data import uuid_to_topic_id
@@ -73,6 +74,11 @@ __all__ = ["PartitionVerifier", "ReplicaManager", "TimeSlice", "transactional_he
 # StopReplica leader epochs that bypass the stale-epoch check: unknown, and "topic deleted".
 _NO_EPOCH = -1
 _EPOCH_DURING_DELETE = -2
+# Append errors answered without the log start offset (Kafka's ReplicaManager.appendToLocalLog
+# catches these before the partition is known good); every other one carries it.
+_NO_LOG_START_OFFSET = frozenset({ErrorCode.unknown_topic_or_partition, ErrorCode.not_leader_or_follower,
+                                  ErrorCode.message_too_large, ErrorCode.record_list_too_large,
+                                  ErrorCode.corrupt_message, ErrorCode.kafka_storage_error})
 
 
 class TimeSlice:
@@ -361,18 +367,13 @@ class ReplicaManager:
     def stop_replicas(self, correlation_id: int, request: control.StopReplicaRequest) -> control.StopReplicaResponse:
         ctrl = f"controller {request.controller_id} epoch {request.controller_epoch}"
         entries = [(ts.topic_name, ps) for ts in request.topic_states for ps in ts.partition_states]
-
-        def all_with(err: ErrorCode) -> control.StopReplicaResponse:
-            return control.StopReplicaResponse(error_code=err, partition_errors=tuple(
-                control.StopReplicaPartitionError(topic_name=t, partition_index=ps.partition_index, error_code=err)
-                for t, ps in entries))
-
         stale = stale_request_error(request.controller_epoch, request.broker_epoch, self.controller_epoch,
                                     self._broker_epoch())
         if stale != ErrorCode.none:
             if stale == ErrorCode.stale_controller_epoch:
                 self.logger.warn(f"Ignoring StopReplica request from {ctrl}: stale controller epoch")
-            return all_with(stale)
+            # As Kafka: the error alone, no partition errors.
+            return control.StopReplicaResponse(error_code=stale, partition_errors=())
         self.controller_epoch = request.controller_epoch
         errors = []
         stopped: list[tuple[Partition | None, TopicPartition, bool]] = []
@@ -479,14 +480,16 @@ class ReplicaManager:
     # ------------------------------------------------------------------ produce
 
     def append_records(self, acks: int, timeout_ms: int, entries: Iterable[tuple[str, int, bytes | None]], *,
-                       origin: AppendOrigin = AppendOrigin.CLIENT,
+                       origin: AppendOrigin = AppendOrigin.CLIENT, internal_topics_allowed: bool = False,
                        verification_guards: Mapping[TopicPartition, object] | None = None
                        ) -> tuple[dict[TopicPartition, ProducePartitionResult], DelayedProduce | None]:
         """Append to the leaders here.  With acks=-1 a DelayedProduce is returned when some
         partition's high watermark has not reached its batch yet (await its future).
 
         ``origin`` is Kafka's AppendOrigin (COORDINATOR: transaction markers and transactional
-        offset commits).  This never awaits: client transactional batches that need KIP-890
+        offset commits); only the coordinators, ``internal_topics_allowed``, may write to
+        ``__consumer_offsets`` and ``__transaction_state`` (INVALID_TOPIC_EXCEPTION for anyone
+        else).  This never awaits: client transactional batches that need KIP-890
         verification go through :meth:`append_records_async`, which passes the
         ``verification_guards`` it created; without them, and with a verifier configured, a
         client batch cannot start a transaction."""
@@ -496,6 +499,10 @@ class ReplicaManager:
         for topic, partition_id, records in entries:
             tp = TopicPartition(topic, partition_id)
             guard = default_guard if verification_guards is None else verification_guards.get(tp)
+            if tp.topic in INTERNAL_TOPICS and not internal_topics_allowed:
+                results[tp] = ProducePartitionResult(ErrorCode.invalid_topic_exception,
+                                                     message=f"Cannot append to internal topic {tp.topic}")
+                continue
             results[tp] = self._append_to_leader(tp, records, acks, origin, guard)
         if acks != -1:
             return results, None
@@ -561,19 +568,28 @@ class ReplicaManager:
         partition = self.partition_or_error(tp)
         if not isinstance(partition, Partition):
             return ProducePartitionResult(partition)
-        if not records:
+        if origin is AppendOrigin.CLIENT:
+            try:
+                end = validate_records(records)
+            except KafkaError as e:
+                return ProducePartitionResult(e.code, message=str(e))
+            assert records is not None
+            if end < len(records):
+                records = memoryview(records)[:end]
+        elif not records:
             return ProducePartitionResult(ErrorCode.corrupt_message, message="no record batches")
+        lg = partition.log
         if acks == -1 and len(partition.isr) < partition.min_insync_replicas():
             return ProducePartitionResult(
-                ErrorCode.not_enough_replicas,
+                ErrorCode.not_enough_replicas, log_start_offset=lg.log_start_offset,
                 message=f"the ISR of {partition.name} has {len(partition.isr)} replicas, fewer than "
                         f"min.insync.replicas={partition.min_insync_replicas()}")
-        lg = partition.log
         try:
             info = lg.append_as_leader(records, partition.leader_epoch, origin=origin, verification_guard=guard)
         except KafkaError as e:
-            return ProducePartitionResult(e.code, message=str(e),
-                                          record_errors=tuple(getattr(e, "record_errors", ())))
+            return ProducePartitionResult(
+                e.code, log_start_offset=-1 if e.code in _NO_LOG_START_OFFSET else lg.log_start_offset,
+                message=str(e), record_errors=tuple(getattr(e, "record_errors", ())))
         if not info.duplicate:
             # Followers waiting for data; read_committed fetches when a marker moved the LSO.
             self.wake_fetches(tp)
@@ -655,8 +671,8 @@ class ReplicaManager:
                 data = lg.read(r.fetch_offset, min(r.max_bytes, remaining) if remaining > 0 else 0, bound,
                                first_with_data)
             except KafkaError as e:
-                results[tp] = FetchPartitionResult(e.code, lg.high_watermark, lg.log_start_offset,
-                                                   last_stable_offset=lso)
+                # Kafka's createLogReadResult(e): an error carries no offsets (-1 each).
+                results[tp] = FetchPartitionResult(e.code)
                 continue
             size = data.size
             aborted = None

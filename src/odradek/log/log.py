@@ -377,9 +377,10 @@ class Log:
             for _, header in batches:
                 dup = self.producer_state.find_duplicate(header) if header.producer_id >= 0 else None
                 if dup is not None:
+                    # Kafka answers a duplicate with the first append's timestamp as its
+                    # log append time, whatever the topic's timestamp type.
                     return LogAppendInfo(dup.first_offset, dup.last_offset, dup.timestamp,
-                                         dup.last_offset,
-                                         dup.timestamp if log_append else NO_TIMESTAMP,
+                                         dup.last_offset, dup.timestamp,
                                          self.log_start_offset, 0, 0, 0, duplicate=True)
             update = self.producer_state.prepare(True, verification_guard=verification_guard)
         else:

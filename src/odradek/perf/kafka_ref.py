@@ -122,8 +122,9 @@ def jvm_settings() -> str:
 
 class KafkaRefCluster(LocalCluster):
     """``num_brokers`` Apache Kafka brokers of ``version`` ("3.9" or "2.8") on an embedded
-    ZooKeeper of their own, or on ``zookeeper_connect`` (a chroot included). The same
-    constructor, life cycle (context manager, ``start_broker`` / ``stop_broker`` /
+    ZooKeeper of their own, or on ``zookeeper_connect`` (a chroot included); ``security`` as a
+    local cluster's (``odradek up --security``: the same listeners, users and authorizer). The
+    same constructor, life cycle (context manager, ``start_broker`` / ``stop_broker`` /
     ``kill_broker``, ``wait_for_brokers``) and cluster.json as ``LocalCluster``; each broker's
     log.dirs is ``<dir>/broker-<id>/data`` and its logs are beside it."""
 
@@ -131,12 +132,12 @@ class KafkaRefCluster(LocalCluster):
                  racks: Sequence[str | None] | None = None, zookeeper_connect: str | None = None,
                  zookeeper_port: int = 0, ports: Sequence[int] | None = None,
                  overrides: Mapping[str, str] | None = None, first_broker_id: int = 0,
-                 zookeepers: int = 1) -> None:
+                 zookeepers: int = 1, security: str | None = None) -> None:
         if version not in VERSIONS:
             raise ValueError(f"no Kafka {version!r} here: choose one of {', '.join(VERSIONS)}")
         super().__init__(directory, num_brokers, racks=racks, zookeeper_connect=zookeeper_connect,
                          zookeeper_port=zookeeper_port, ports=ports, overrides=overrides,
-                         first_broker_id=first_broker_id, zookeepers=zookeepers)
+                         first_broker_id=first_broker_id, zookeepers=zookeepers, security=security)
         self.version = version
         self.start_timeout_s = 180.0  # a JVM takes longer to start than an odradek broker
         self.classpath = jvm_classpath(VERSIONS[version])

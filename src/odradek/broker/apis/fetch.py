@@ -29,6 +29,12 @@ if TYPE_CHECKING:
     from odradek.net.server import Request, Response
 
 
+# Errors Kafka's KafkaApis answers before the replica manager reads (a partition its metadata
+# cache does not know, a refused topic): their aborted transactions are an empty list, not
+# the null of every partition the replica manager answered, with or without an error.
+_REFUSED_BEFORE_READING = frozenset({ErrorCode.unknown_topic_or_partition, ErrorCode.topic_authorization_failed})
+
+
 @api(ApiKey.FETCH, "Fetch", 4, 12)
 def handle_fetch(broker: ProduceFetchContext, request: Request) -> Response | asyncio.Future[Response]:
     """Answered at once when there is data (or the fetch may not wait); otherwise a future of
@@ -79,6 +85,7 @@ def _encode(correlation_id: int, version: int, context: FetchContext, denied: se
         aborted = res.aborted_transactions
         topics.setdefault(r.topic, []).append(FetchedPartition(
             r.partition, res.error, res.high_watermark, res.last_stable_offset, res.log_start_offset,
-            res.regions, aborted_transactions_null=aborted is None, aborted_transactions=aborted or (),
+            res.regions, aborted_transactions_null=aborted is None and res.error not in _REFUSED_BEFORE_READING,
+            aborted_transactions=aborted or (),
             preferred_read_replica=res.preferred_read_replica))
     return encode_fetch_response(correlation_id, version, ErrorCode.none, context.session_id, list(topics.items()))

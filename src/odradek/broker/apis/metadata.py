@@ -1,12 +1,15 @@
-"""Metadata (key 3): brokers, controller and partition leadership from the metadata cache."""
+"""Metadata (key 3): brokers, controller and partition leadership from the metadata cache.
+Topics are named by name, or (v12) by id; the topics' and (v8-10) the cluster's authorized
+operations (KIP-430) are given when asked for."""
 
 from __future__ import annotations
 
 import logging
 import uuid
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.apis.authorization import (
+    OMITTED_OPERATIONS,
     authorized_names,
     authorized_operations,
     cluster_authorized,
@@ -29,11 +32,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-_OMITTED = -2147483648  # authorized operations not asked for
-# Kafka's AclOperation codes of the operations a TOPIC resource supports (KIP-430).
-_TOPIC_OPERATION_CODES = {Operation.READ: 3, Operation.WRITE: 4, Operation.CREATE: 5, Operation.DELETE: 6,
-                          Operation.ALTER: 7, Operation.DESCRIBE: 8, Operation.DESCRIBE_CONFIGS: 10,
-                          Operation.ALTER_CONFIGS: 11}
+_ZERO_UUID = uuid.UUID(int=0)
+
 
 
 @api(ApiKey.METADATA, "Metadata", 0, 12)
@@ -56,20 +56,15 @@ async def handle_metadata(broker: MetadataContext, request: Request) -> Response
     else:
         wanted = [t.name for t in body.topics if t.name is not None]
         explicit = True
-    # Metadata v12 (KIP-516): a request naming any topic id asks by id and its names are ignored
-    # (Java clients send "" beside an id); an unknown id is answered UNKNOWN_TOPIC_ID.
-    by_id: dict[str, uuid.UUID] = {}
-    unknown_ids: list[uuid.UUID] = []
-    topic_ids = [t.topic_id for t in body.topics or () if getattr(t, "topic_id", None) and t.topic_id.int]
-    if topic_ids:
-        wanted = []
-        for topic_id in topic_ids:
-            name = cache.topic_name(topic_id)
-            if name is None:
-                unknown_ids.append(topic_id)
-            else:
-                wanted.append(name)
-                by_id[name] = topic_id
+        topic_ids = [t.topic_id for t in body.topics if getattr(t, "topic_id", None) not in (None, _ZERO_UUID)]
+        if version < 12 and (topic_ids or len(wanted) < len(body.topics)):
+            # KafkaApis: v10-11 carry topic ids but may not use them (nor omit a name); the
+            # whole request fails as MetadataRequest.getErrorResponse answers it.
+            return respond(request, _invalid(request, body))
+        if topic_ids:
+            # KafkaApis (v12): topics named by id replace those named by name; an id this
+            # broker does not know is UNKNOWN_TOPIC_ID, with no name.
+            return respond(request, _by_topic_id(broker, request, body, topic_ids))
     allow_auto = version < 4 or getattr(body, "allow_auto_topic_creation", True)
     created: set[str] = set()
     errors: dict[str, ErrorCode] = {}
@@ -82,7 +77,7 @@ async def handle_metadata(broker: MetadataContext, request: Request) -> Response
             if topic not in may_describe:
                 errors[topic] = ErrorCode.topic_authorization_failed
                 continue
-            if cache.contains_topic(topic) or topic in by_id:
+            if cache.contains_topic(topic):
                 continue
             if not initialized:
                 # The controller has not told us about any topic yet: "try again", not "no such topic".
@@ -104,8 +99,7 @@ async def handle_metadata(broker: MetadataContext, request: Request) -> Response
                 created.add(topic)
             else:
                 errors[topic] = ErrorCode.unknown_topic_or_partition
-    include_operations = version >= 8 and body.include_topic_authorized_operations
-    return respond(request, _response(broker, request, wanted, errors, include_operations, by_id, unknown_ids))
+    return respond(request, _response(broker, request, body, wanted, errors))
 
 
 async def _auto_create(broker: MetadataContext, topic: str) -> ErrorCode:
@@ -123,8 +117,30 @@ async def _auto_create(broker: MetadataContext, topic: str) -> ErrorCode:
     return ErrorCode.leader_not_available
 
 
-def _response(broker: MetadataContext, request: Request, topics: list[str], errors: dict[str, ErrorCode],
-              include_operations: bool, by_id: dict[str, uuid.UUID], unknown_ids: list[uuid.UUID]) -> object:
+def _invalid(request: Request, body: Any) -> object:
+    m = response_module(ApiKey.METADATA, request.api_version)
+    return build(m.MetadataResponse, brokers=(), cluster_id=None, controller_id=-1, topics=tuple(
+        build(m.MetadataResponseTopic, error_code=ErrorCode.invalid_request, name=t.name or "", topic_id=t.topic_id,
+              is_internal=False, partitions=(), topic_authorized_operations=OMITTED_OPERATIONS)
+        for t in body.topics), cluster_authorized_operations=OMITTED_OPERATIONS)
+
+
+def _by_topic_id(broker: MetadataContext, request: Request, body: Any, topic_ids: list[uuid.UUID]) -> object:
+    by_id = {topic_id: name for name, topic_id in broker.metadata_cache.topic_ids.items()}
+    known = [by_id[i] for i in dict.fromkeys(topic_ids) if i in by_id]
+    may_describe = authorized_names(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, known)
+    m = response_module(ApiKey.METADATA, request.api_version)
+    unknown = tuple(build(m.MetadataResponseTopic, error_code=ErrorCode.unknown_topic_id, name=None, topic_id=i,
+                          is_internal=False, partitions=(), topic_authorized_operations=OMITTED_OPERATIONS)
+                    for i in dict.fromkeys(topic_ids) if i not in by_id)
+    errors = {t: ErrorCode.topic_authorization_failed for t in known if t not in may_describe}
+    return _response(broker, request, body, known, errors, leading=unknown, by_id=True)
+
+
+def _response(broker: MetadataContext, request: Request, body: Any, topics: list[str],
+              errors: dict[str, ErrorCode], leading: tuple[object, ...] = (), by_id: bool = False) -> object:
+    """The answer for ``topics``; ``by_id``: they were asked for by id, so a refused one is
+    named by its id alone (KafkaApis: ids are not secret, names may be)."""
     version = request.api_version
     m = response_module(ApiKey.METADATA, version)
     cache = broker.metadata_cache
@@ -133,16 +149,21 @@ def _response(broker: MetadataContext, request: Request, topics: list[str], erro
         build(m.MetadataResponseBroker, node_id=broker_id, host=host, port=port, rack=rack)
         for broker_id, host, port, rack in cache.brokers_for_listener(listener))
     alive = set(cache.alive_brokers)
-    topic_entries = []
+    with_operations = getattr(body, "include_topic_authorized_operations", False)
+
+    def operations(topic: str) -> int:
+        # KIP-430: asked for, each topic the principal may describe gets its operations.
+        if not with_operations or errors.get(topic) == ErrorCode.topic_authorization_failed:
+            return OMITTED_OPERATIONS
+        return authorized_operations(broker, request, ResourceType.TOPIC, topic)
+
+    topic_entries = list(leading)
     for topic in topics:
-        # KafkaApis: every topic of the answer gets the operations allowed on it when asked.
-        operations = (authorized_operations(broker, request, ResourceType.TOPIC, topic, _TOPIC_OPERATION_CODES)
-                      if include_operations else _OMITTED)
         if topic in errors:
-            # A topic asked for by id is refused by id (ids are not secret; names may be).
             topic_entries.append(build(m.MetadataResponseTopic, error_code=errors[topic],
-                                       name=None if topic in by_id else topic, topic_id=by_id.get(topic),
-                                       is_internal=False, partitions=(), topic_authorized_operations=operations))
+                                       name=None if by_id else topic, topic_id=cache.topic_id(topic) if by_id else None,
+                                       is_internal=topic in INTERNAL_TOPICS and not by_id, partitions=(),
+                                       topic_authorized_operations=operations(topic)))
             continue
         partitions = []
         for p, meta in sorted(cache.partitions_of(topic).items()):
@@ -159,12 +180,13 @@ def _response(broker: MetadataContext, request: Request, topics: list[str], erro
         topic_entries.append(build(
             m.MetadataResponseTopic, error_code=ErrorCode.none, name=topic, topic_id=cache.topic_id(topic),
             is_internal=topic in INTERNAL_TOPICS, partitions=tuple(partitions),
-            topic_authorized_operations=operations))
-    topic_entries += [build(m.MetadataResponseTopic, error_code=ErrorCode.unknown_topic_id, name=None, topic_id=topic_id,
-                            is_internal=False, partitions=(), topic_authorized_operations=_OMITTED)
-                      for topic_id in unknown_ids]
+            topic_authorized_operations=operations(topic)))
     controller = cache.controller_id if cache.controller_id is not None else -1
+    cluster_operations = OMITTED_OPERATIONS
+    if getattr(body, "include_cluster_authorized_operations", False):  # v8-10
+        cluster_operations = (authorized_operations(broker, request, ResourceType.CLUSTER)
+                              if cluster_authorized(broker, request, Operation.DESCRIBE) else 0)
     return build(
         m.MetadataResponse, throttle_time_ms=0, brokers=brokers, cluster_id=broker.cluster_id,
-        controller_id=controller, topics=tuple(topic_entries), cluster_authorized_operations=_OMITTED,
+        controller_id=controller, topics=tuple(topic_entries), cluster_authorized_operations=cluster_operations,
         error_code=ErrorCode.none)

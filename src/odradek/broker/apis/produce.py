@@ -12,14 +12,13 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from odradek.broker.apis.authorization import authorized, cluster_authorized, unauthorized_names
+from odradek.broker.apis.authorization import authorized, unauthorized_names
 from odradek.broker.apis.registry import answer_when_done, api
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.legacy_records import is_legacy_message_set, up_convert
 from odradek.protocol.produce_request import has_transactional_records, parse_produce_request
 from odradek.protocol.produce_response import ProducedPartition, encode_produce_response
-from odradek.protocol.records import MAGIC, MAGIC_OFFSET, PRODUCER_ID_OFFSET
 from odradek.security.acls import Operation, ResourceType
 
 if TYPE_CHECKING:
@@ -51,16 +50,13 @@ def handle_produce(broker: ProduceFetchContext, request: Request) -> Response | 
         return _error_response(request, results)
     if broker.authorizer is not None:
         # KafkaApis.handleProduceRequest: Write on the transactional id for transactional
-        # requests, IdempotentWrite on the cluster for idempotent ones (whole request refused),
-        # then Write on each topic.
-        if transactional_id is not None:
-            if not authorized(broker, request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
-                results = {(t, p): (ErrorCode.transactional_id_authorization_failed,
-                                    "Transactional Id authorization failed.") for t, p, _ in entries}
-                return _error_response(request, results)
-        elif _has_idempotent_records(entries) and not cluster_authorized(broker, request, Operation.IDEMPOTENT_WRITE):
-            results = {(t, p): (ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
-                       for t, p, _ in entries}
+        # requests (whole request refused), then Write on each topic.  Since Kafka 3.0
+        # (KIP-679) an idempotent produce needs nothing more: a 3.x producer is idempotent by
+        # default, with Write on its topics alone.
+        if transactional_id is not None and not authorized(
+                broker, request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            results = {(t, p): (ErrorCode.transactional_id_authorization_failed,
+                                "Transactional Id authorization failed.") for t, p, _ in entries}
             return _error_response(request, results)
         denied = unauthorized_names(broker, request, Operation.WRITE, ResourceType.TOPIC, (t for t, _, _ in entries))
         if denied:
@@ -128,16 +124,6 @@ def _up_convert(entries: list[tuple[str, int, memoryview | None]]
         except KafkaError as e:
             refused[(topic, partition)] = (e.code, str(e))
     return converted, refused
-
-
-def _has_idempotent_records(entries: list[tuple[str, int, memoryview | None]]) -> bool:
-    """Kafka's RequestUtils.hasIdempotentRecords: some partition's first v2 batch carries a
-    producer id (asked only when an authorizer is on)."""
-    for _, _, records in entries:
-        if (records is not None and len(records) >= PRODUCER_ID_OFFSET + 8 and records[MAGIC_OFFSET] == MAGIC
-                and int.from_bytes(records[PRODUCER_ID_OFFSET:PRODUCER_ID_OFFSET + 8], "big", signed=True) >= 0):
-            return True
-    return False
 
 
 def _error_response(request: Request, results: dict[tuple[str, int], tuple[ErrorCode, str | None]]) -> bytes:
