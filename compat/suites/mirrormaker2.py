@@ -135,6 +135,7 @@ class Mirror:
         properties.write_text("".join(f"{k} = {v}\n" for k, v in settings.items()))
         self.driver = JvmService(ctx, "mirror-maker", MIRROR_MAKER, [str(properties)])
         self.backup_config = backup.client_properties()
+        self.admin = AdminClient(self.backup_config)
 
     def seed(self) -> None:
         """The topic with its configs and records, and the half-way group's offsets."""
@@ -174,7 +175,7 @@ class Mirror:
 
     def synced_offsets(self, group: str) -> dict[tuple[str, int], int]:
         """The offsets MirrorMaker committed for ``group`` on the backup cluster."""
-        admin = AdminClient(self.backup_config)
+        admin = self.admin
         request = ConsumerGroupTopicPartitions(group)
         answer = admin.list_consumer_group_offsets([request])[group].result(30)
         return {(tp.topic, tp.partition): tp.offset for tp in answer.topic_partitions if tp.offset >= 0}
@@ -200,6 +201,7 @@ def run(cluster: LocalCluster, ctx: SuiteContext, quick: bool) -> SuiteResult:
     finally:
         if mirror is not None:
             mirror.driver.stop(timeout_s=30)
+        mirror = None  # its clients of the backup cluster go before the cluster does
         backup.stop()
     return result
 
@@ -215,7 +217,7 @@ def _cases(m: Mirror, result: SuiteResult) -> None:
                     f"{remote_topic} on the backup cluster", TIMEOUT_S)
 
     def topic_and_configs() -> None:
-        admin = AdminClient(m.backup_config)
+        admin = m.admin
         meta = admin.list_topics(remote_topic, timeout=30).topics[remote_topic]
         assert len(meta.partitions) == PARTITIONS, f"{len(meta.partitions)} partitions"
         resource = ConfigResource(ConfigResource.Type.TOPIC, remote_topic)
@@ -241,10 +243,12 @@ def _cases(m: Mirror, result: SuiteResult) -> None:
     def translated() -> None:
         await_value(lambda: m.translate(m.done_group) == expected or None,
                     f"{m.done_group} translated to {expected} (last: {m.translate(m.done_group)})", TIMEOUT_S, 3)
+        # A partition with no sync kept at or before the group's offset gets no checkpoint.
         half = m.translate(m.half_group)
-        assert set(half) == set(expected) and all(0 <= t <= RECORDS // 2 for t in half.values()), (
+        assert set(half) <= set(expected) and all(0 <= t <= RECORDS // 2 for t in half.values()), (
             f"{m.half_group}, committed at {RECORDS // 2}, translated to {half}")
-        result.versions["half-way group translated"] = f"{sorted(half.values())} of {RECORDS // 2}"
+        result.versions["half-way group translated"] = (f"{sorted(half.values())} of {RECORDS // 2} "
+                                                        f"({len(half)} of {PARTITIONS} partitions)")
 
     def synced() -> None:
         for group, want in ((m.done_group, expected), (m.half_group, m.translate(m.half_group))):
