@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from odradek.broker.fetch_session import FetchSessionCache
     from odradek.broker.group.coordinator import GroupCoordinator
     from odradek.broker.metadata_cache import MetadataCache
+    from odradek.broker.quota.quota_managers import QuotaManagers
     from odradek.broker.replica_manager import ReplicaManager
     from odradek.broker.transaction.coordinator import TransactionCoordinator
     from odradek.config import KafkaConfig
@@ -177,6 +178,7 @@ class ProduceFetchContext(AuthorizingContext, Protocol):
 
     replica_manager: ReplicaManager
     fetch_sessions: FetchSessionCache
+    quotas: QuotaManagers  # a consumer's fetch records its bytes (apis/fetch.py)
 
 
 @runtime_checkable
