@@ -37,6 +37,7 @@ __all__ = [
     "AclStore",
     "AclsContext",
     "AuthorizingContext",
+    "ClientQuotasContext",
     "ConfigStore",
     "ConfigsContext",
     "ControlContext",
@@ -105,7 +106,8 @@ class ConfigStore(Protocol):
 
 @runtime_checkable
 class UserConfigStore(Protocol):
-    """``/config/users``, where SCRAM credentials live (KafkaZkClient)."""
+    """``/config/users`` and ``/config/clients``, where SCRAM credentials and client quotas live
+    (KafkaZkClient)."""
 
     async def get_children(self, path: str) -> list[str] | None: ...
 
@@ -276,6 +278,14 @@ class ScramContext(AuthorizingContext, Protocol):
 
 
 @runtime_checkable
+class ClientQuotasContext(AuthorizingContext, Protocol):
+    """DescribeClientQuotas, AlterClientQuotas (any broker)."""
+
+    @property
+    def zk(self) -> UserConfigStore: ...
+
+
+@runtime_checkable
 class ControlContext(AuthorizingContext, Protocol):
     """What brokers and the controller send each other: LeaderAndIsr, StopReplica,
     UpdateMetadata, ControlledShutdown, AlterPartition."""
@@ -292,4 +302,4 @@ class ControlContext(AuthorizingContext, Protocol):
 # Every family; the broker (and a fake standing in for it) satisfies each.
 FAMILIES: tuple[type, ...] = (ProduceFetchContext, MetadataContext, TopicAdminContext, ConfigsContext,
                               GroupsContext, TransactionsContext, FindCoordinatorContext, AclsContext,
-                              ScramContext, ControlContext)
+                              ScramContext, ClientQuotasContext, ControlContext)

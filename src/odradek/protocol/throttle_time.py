@@ -64,7 +64,9 @@ def with_throttle_time(response: Any, api_key: int, api_version: int, throttle_m
     for i, chunk in enumerate(chunks):  # the buffer holding the field (the size prefix may be a chunk of its own)
         if not isinstance(chunk, _BUFFERS):
             break
-        if position + 4 <= offset + len(chunk):
+        if position < offset + len(chunk):
+            if position + 4 > offset + len(chunk):
+                break  # split across chunks: not how any encoder here writes it
             chunks[i] = _patched(chunk, position - offset, throttle_ms)
             return chunks
         offset += len(chunk)
