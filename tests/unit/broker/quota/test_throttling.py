@@ -7,7 +7,14 @@ from __future__ import annotations
 import datetime
 import time
 
-from fake_broker import CLIENT_ID, OTHER_BROKER, FakeBroker, FakeConnection, WithBroker, decode_answer
+from fake_broker import (
+    CLIENT_ID,
+    OTHER_BROKER,
+    FakeBroker,
+    FakeConnection,
+    WithBroker,
+    decode_answer,
+)
 from kio.schema.fetch.v12 import request as fetch_req
 from kio.schema.fetch.v12 import response as fetch_resp
 from kio.schema.list_groups.v4 import request as list_groups_req
