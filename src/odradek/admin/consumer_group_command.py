@@ -221,8 +221,10 @@ async def run_group_command(service: GroupService, opts: GroupCommandOptions, ou
 # --- list ------------------------------------------------------------------------------------------
 
 async def _list(service: GroupService, opts: GroupCommandOptions, out: Output) -> None:
-    listed = [(g, state) for g, protocol, state in await service.list_groups(list_states(opts.state))
-              if protocol in ("consumer", "")]
+    by_group = {g: state for g, protocol, state in await service.list_groups(list_states(opts.state))
+                if protocol in ("consumer", "")}
+    # Kafka's admin client gathers the listings in a HashMap keyed by group id.
+    listed = hash_map_order(list(by_group.items()), [java_string_hash(g) for g in by_group])
     if opts.state is None:
         for group, _ in listed:
             out(group)
@@ -269,7 +271,7 @@ async def _describe(service: GroupService, opts: GroupCommandOptions, groups: li
 
 async def _offset_rows(service: GroupService, description: GroupDescription) -> list[tuple[str, ...]]:
     """ConsumerGroupCommand.collectGroupsOffsets: members' partitions (members with the most
-    first), then committed partitions no member has, each lot by partition number."""
+    first, each one's by partition number), then committed partitions no member has."""
     group = description.group_id
     committed = await service.committed_offsets(group)
     assigned: list[tuple[TopicPartition, tuple[str, str, str]]] = []
@@ -280,7 +282,9 @@ async def _offset_rows(service: GroupService, description: GroupDescription) -> 
             assigned.append((tp, (member.member_id, member.host, member.client_id)))
     taken = {tp for tp, _ in assigned}
     unassigned = [tp for tp in _hash_ordered(committed) if tp not in taken]
-    rows_of = assigned + [(tp, (MISSING, MISSING, MISSING)) for tp in sorted(unassigned, key=lambda tp: tp[1])]
+    # Partitions no member has come in the committed-offsets map's order (Kafka 2.8 does not
+    # sort them; checked side by side with its tool for a few partitions).
+    rows_of = assigned + [(tp, (MISSING, MISSING, MISSING)) for tp in unassigned]
     ends = await service.list_offsets([tp for tp, _ in rows_of], LATEST) if rows_of else {}
     rows = []
     for tp, member_columns in rows_of:
