@@ -90,7 +90,9 @@ def ours(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def kafkas(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess[str]:
-    return kafka_tool("kafka.admin.ConsumerGroupCommand", "--bootstrap-server", cluster.bootstrap_servers, *args)
+    # --timeout: the admin calls' deadline (5 s by default, short on a busy machine).
+    return kafka_tool("kafka.admin.ConsumerGroupCommand", "--bootstrap-server", cluster.bootstrap_servers,
+                      "--timeout", "60000", *args)
 
 
 def same(cluster: LocalCluster, *args: str) -> str:
