@@ -8,9 +8,11 @@ from __future__ import annotations
 from support.clients import consume_all, delete_records, produce
 from support.cluster import (
     ClusterFactory,
+    JbodCluster,
     controller_of,
     current_controller,
     partition_state,
+    run_kafka_tool,
     run_odradek,
     unique_chroot,
     zk_json,
@@ -41,6 +43,7 @@ __all__ = [
     "Address",
     "ClusterFactory",
     "Headers",
+    "JbodCluster",
     "OdradekBroker",
     "PartitionInfo",
     "Rec",
@@ -65,6 +68,7 @@ __all__ = [
     "partitions_of",
     "produce",
     "produce_records",
+    "run_kafka_tool",
     "run_odradek",
     "unique_chroot",
     "unique_topic",

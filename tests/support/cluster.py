@@ -9,17 +9,20 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
 from kazoo.exceptions import NoNodeError
 
-from odradek.local.cluster import LocalCluster
+from odradek.local.cluster import BrokerProcess, LocalCluster
 from odradek.local.zookeeper import EmbeddedZooKeeper
 from odradek.zk.zk_data import ControllerEpochZNode, ControllerZNode, TopicPartitionStateZNode
 
 __all__ = [
     "ClusterFactory",
+    "JbodCluster",
     "controller_of",
     "current_controller",
     "partition_state",
+    "run_kafka_tool",
     "run_odradek",
     "unique_chroot",
     "zk_json",
@@ -29,6 +32,20 @@ __all__ = [
 def unique_chroot(zookeeper: EmbeddedZooKeeper, prefix: str) -> str:
     """A connect string with a chroot no other test uses."""
     return f"{zookeeper.connect_string}/{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+def run_kafka_tool(project: str, main_class: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """One of Kafka's own command-line tools (``main_class``, e.g. ``kafka.admin.LogDirsCommand``)
+    from the jars of ``jvm/<project>`` (``kafka-2.8``, ...); the test is skipped without them."""
+    from odradek.local.zookeeper import find_java
+    from odradek.perf.kafka_ref import KafkaRefError, jvm_classpath
+
+    try:
+        classpath = os.pathsep.join(map(str, jvm_classpath(project)))
+    except KafkaRefError as e:
+        pytest.skip(f"Kafka's jars are not here: {e}")
+    return subprocess.run([find_java(), "-cp", classpath, main_class, *args],
+                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
 def run_odradek(*args: str, timeout: float = 120, env: dict[str, str] | None = None,
@@ -49,10 +66,11 @@ class ClusterFactory:
         self.base = base
         self.clusters: list[LocalCluster] = []
 
-    def __call__(self, num_brokers: int = 3, **kwargs: object) -> LocalCluster:
+    def __call__(self, num_brokers: int = 3, *, cluster_class: type[LocalCluster] = LocalCluster,
+                 **kwargs: object) -> LocalCluster:
         directory = self.base / f"cluster{len(self.clusters)}"
-        cluster = LocalCluster(directory, num_brokers, zookeeper_connect=unique_chroot(self.zookeeper, "c"),
-                               **kwargs)  # type: ignore[arg-type]
+        cluster = cluster_class(directory, num_brokers, zookeeper_connect=unique_chroot(self.zookeeper, "c"),
+                                **kwargs)  # type: ignore[arg-type]
         self.clusters.append(cluster)
         cluster.start()
         return cluster
@@ -60,6 +78,18 @@ class ClusterFactory:
     def stop_all(self) -> None:
         for cluster in self.clusters:
             cluster.stop()
+
+
+class JbodCluster(LocalCluster):
+    """A LocalCluster whose brokers each have two log directories, ``data-a`` and ``data-b``."""
+
+    def log_dirs(self, broker_id: int) -> list[Path]:
+        home = self.brokers[broker_id].config_path.parent
+        return [home / "data-a", home / "data-b"]
+
+    def broker_properties(self, broker: BrokerProcess) -> dict[str, str]:
+        return {**super().broker_properties(broker),
+                "log.dirs": ",".join(map(str, self.log_dirs(broker.broker_id)))}
 
 
 def controller_of(cluster: LocalCluster) -> tuple[int, int]:

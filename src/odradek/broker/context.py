@@ -46,6 +46,7 @@ __all__ = [
     "FindCoordinatorContext",
     "GroupsContext",
     "InternalTopicsContext",
+    "LogDirsContext",
     "MetadataContext",
     "ProduceFetchContext",
     "ProducerIds",
@@ -208,10 +209,13 @@ class MetadataContext(AuthorizingContext, Protocol):
 
 @runtime_checkable
 class TopicAdminContext(AuthorizingContext, Protocol):
-    """CreateTopics, DeleteTopics, CreatePartitions."""
+    """CreateTopics, DeleteTopics, CreatePartitions (the active controller only)."""
 
     config: KafkaConfig
     metadata_cache: MetadataCache
+
+    @property
+    def controller(self) -> ControllerRole: ...
 
     @property
     def topic_admin(self) -> TopicAdmin: ...
@@ -299,7 +303,14 @@ class ControlContext(AuthorizingContext, Protocol):
     def zk(self) -> TopicConfigReader: ...
 
 
+@runtime_checkable
+class LogDirsContext(AuthorizingContext, Protocol):
+    """DescribeLogDirs, AlterReplicaLogDirs."""
+
+    replica_manager: ReplicaManager
+
+
 # Every family; the broker (and a fake standing in for it) satisfies each.
 FAMILIES: tuple[type, ...] = (ProduceFetchContext, MetadataContext, TopicAdminContext, ConfigsContext,
                               GroupsContext, TransactionsContext, FindCoordinatorContext, AclsContext,
-                              ScramContext, ClientQuotasContext, ControlContext)
+                              ScramContext, ClientQuotasContext, ControlContext, LogDirsContext)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Set
 from dataclasses import dataclass
 
 from odradek.broker.partition import Partition
@@ -31,9 +31,11 @@ class DelayedProduce(DelayedOperation):
     """acks=-1: wait until every appended partition's high watermark passes its batch."""
 
     def __init__(self, partitions: Mapping[TopicPartition, Partition], timeout_ms: int,
-                 results: dict[TopicPartition, ProducePartitionResult]) -> None:
+                 results: dict[TopicPartition, ProducePartitionResult],
+                 offline: Set[TopicPartition] = frozenset()) -> None:
         super().__init__(timeout_ms)
         self.partitions = partitions
+        self.offline = offline  # partitions of failed log directories
         self.results = results
         self.pending = {tp for tp, r in results.items() if r.error == ErrorCode.none and r.required_offset >= 0}
 
@@ -42,7 +44,8 @@ class DelayedProduce(DelayedOperation):
         for tp in list(self.pending):
             partition = self.partitions.get(tp)
             if partition is None or not partition.is_leader:
-                self.results[tp].error = ErrorCode.not_leader_or_follower
+                self.results[tp].error = (ErrorCode.kafka_storage_error if tp in self.offline
+                                          else ErrorCode.not_leader_or_follower)
                 self.pending.discard(tp)
                 continue
             done, enough = partition.enough_replicas_reached(self.results[tp].required_offset)

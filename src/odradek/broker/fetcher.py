@@ -36,7 +36,7 @@ from odradek.broker.partition import Partition
 from odradek.common import TopicPartition
 from odradek.log.log import UnexpectedAppendOffsetError
 from odradek.net.client import BrokerConnection, ConnectionClosed
-from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.errors import ErrorCode, KafkaError, KafkaStorageError
 from odradek.protocol.fetch_session_client import FollowerFetchSession
 from odradek.protocol.framing import MalformedResponseError
 from odradek.protocol.replica_fetch import (
@@ -315,7 +315,15 @@ class ReplicaFetcher:
                     log.warning("%s; truncating by leader epoch again", e)
                     p.needs_truncation = True
                     return
-            lg.update_high_watermark(min(pd.high_watermark, lg.log_end_offset))
+                except KafkaStorageError:
+                    # Its directory failed: the failure handler takes the partition offline.
+                    item.backoff_until = time.monotonic() + self.manager.config["replica.fetch.backoff.ms"] / 1000
+                    return
+            on_high_watermark = self.manager.on_high_watermark
+            if on_high_watermark is None:
+                lg.update_high_watermark(min(pd.high_watermark, lg.log_end_offset))
+            elif lg.high_watermark != lg.update_high_watermark(min(pd.high_watermark, lg.log_end_offset)):
+                on_high_watermark(TopicPartition(p.topic, p.partition))
             if pd.log_start_offset > lg.log_start_offset:
                 lg.maybe_increment_log_start_offset(min(pd.log_start_offset, lg.high_watermark))
             return
@@ -371,8 +379,11 @@ class ReplicaFetcher:
 
 class ReplicaFetcherManager:
     def __init__(self, broker_id: int, config: KafkaConfig, metadata_cache: MetadataCache,
-                 state_change: Callable[[str], None], *, security: ClientSecurity | None = None) -> None:
+                 state_change: Callable[[str], None], *, security: ClientSecurity | None = None,
+                 on_high_watermark: Callable[[TopicPartition], None] | None = None) -> None:
         self.broker_id = broker_id
+        # Told when a follower's high watermark moves (consumers may be waiting on it, KIP-392).
+        self.on_high_watermark = on_high_watermark
         self.security = security
         self.config = config
         self.metadata_cache = metadata_cache

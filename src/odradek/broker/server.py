@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+import os
 import socket
-from pathlib import Path
 from typing import Any
 
 from odradek import state_change_log
@@ -22,6 +22,7 @@ from odradek.broker.group.group_metadata_manager import GroupMetadataManager
 from odradek.broker.group.offsets_topic import ReplicatedOffsetsTopic
 from odradek.broker.group.scheduler import AsyncioScheduler
 from odradek.broker.listener_security import ListenerSecurityError, listener_security
+from odradek.broker.log_dir_failure_handler import LogDirFailureHandler
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.producer_id_manager import ProducerIdManager
 from odradek.broker.quota.quota_managers import QuotaManagers
@@ -39,14 +40,11 @@ from odradek.config import KafkaConfig
 from odradek.controller.controller import KafkaController
 from odradek.log.cleaner.log_cleaner import LogCleaner
 from odradek.log.log_manager import LogDirLockedError, LogManager, LogManagerConfig
-from odradek.log.meta_properties import (
-    InconsistentBrokerMetadataError,
-    check_and_write_meta_properties,
-)
+from odradek.log.meta_properties import InconsistentBrokerMetadataError
 from odradek.net.client import BrokerConnection
 from odradek.net.server import Request, Response, SocketServer
 from odradek.protocol import control
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, KafkaStorageError
 from odradek.security.acls import AclAuthorizer
 from odradek.security.client import ClientSecurity
 from odradek.zk.acl_store import ZkAclStore
@@ -79,7 +77,7 @@ class KafkaServer:
         # How this broker's own connections to the inter-broker listener authenticate.
         self.inter_broker_security = ClientSecurity.from_properties(config.inter_broker_client_properties())
         self.log_manager = LogManager(LogManagerConfig.from_kafka_config(config), config.log_config())
-        self.log_cleaner = LogCleaner(config.cleaner_config(), self.log_manager.log_dirs,
+        self.log_cleaner = LogCleaner(config.cleaner_config(), self.log_manager.live_log_dirs,
                                       self.log_manager.all_logs, self.log_manager.get_log)
         txn_config = TxnConfig.from_kafka_config(config)
         # KIP-890: transactional produce checks its partition is in the transaction.  The
@@ -95,6 +93,10 @@ class KafkaServer:
                                               lambda _topic, overrides: self.config.log_config(overrides),
                                               inter_broker_security=self.inter_broker_security,
                                               txn_verifier=self.txn_verifier)
+        # A failed log directory: its partitions go offline here, the controller is told.
+        self.log_dir_failure_handler = LogDirFailureHandler(
+            self.log_manager.failure_channel, self.replica_manager,
+            lambda: self.zk.propagate_log_dir_event(self.broker_id), _halt)
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         # Client quotas (users/..., clients/... in ZooKeeper, through the config manager).
         self.quotas = QuotaManagers.from_kafka_config(config)
@@ -189,11 +191,11 @@ class KafkaServer:
         self.cluster_id = await self.zk.get_or_create_cluster_id()
         try:
             self.log_manager.startup()  # creates and locks the directories, recovers the logs
-            check_and_write_meta_properties([Path(d) for d in self.config.log_dirs], self.broker_id,
-                                            self.cluster_id)
-        except (LogDirLockedError, InconsistentBrokerMetadataError, OSError) as e:
+            self.log_manager.check_and_write_meta_properties(self.broker_id, self.cluster_id)
+        except (LogDirLockedError, InconsistentBrokerMetadataError, KafkaStorageError, OSError) as e:
             await self.zk.close()
             raise BrokerStartupError(f"cannot use log.dirs {','.join(self.config.log_dirs)}: {e}") from None
+        self.log_dir_failure_handler.start()
         self.replica_manager.startup()
         await self.log_cleaner.startup()
         await self.group_coordinator.startup(self.zk)
@@ -327,6 +329,7 @@ class KafkaServer:
         await _bounded("transaction marker channel", self.txn_marker_channel.shutdown(), 5)
         if self.txn_verifier is not None:
             await _bounded("transaction verifier", self.txn_verifier.shutdown(), 5)
+        await _bounded("log dir failure handler", self.log_dir_failure_handler.shutdown(), 5)
         await _bounded("replica manager", self.replica_manager.shutdown(), 10)
         await _bounded("controller", self.controller.shutdown(), 15)
         await _bounded("log cleaner", self.log_cleaner.shutdown(), 10)
@@ -367,6 +370,13 @@ class KafkaServer:
             if attempt < retries:
                 await asyncio.sleep(backoff_s)
         log.warning("Controlled shutdown did not complete after %d attempts", retries + 1)
+
+
+def _halt(reason: str) -> None:
+    """Kafka's Exit.halt(1) when no log directory is left: nothing could be served."""
+    log.critical(reason)
+    logging.shutdown()
+    os._exit(1)
 
 
 async def _bounded(step: str, awaitable: Any, timeout_s: float) -> None:

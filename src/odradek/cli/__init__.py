@@ -1,5 +1,6 @@
 """The ``odradek`` command and its subcommands, one module each: ``zookeeper``, ``broker``,
-``up``, ``lab``, ``topics``, ``configs``, ``consumer-groups``, ``acls``, ``transactions``, ``reassign-partitions``, ``perf`` and ``demo``.
+``up``, ``lab``, ``topics``, ``configs``, ``consumer-groups``, ``acls``, ``transactions``, ``reassign-partitions``,
+``log-dirs``, ``perf`` and ``demo``.
 
 A subcommand's module is imported only when that subcommand runs (or help lists it): the
 admin client and the protocol schemas alone take a third of a second to import, which every
@@ -27,6 +28,7 @@ COMMANDS = {
     "acls": ("acls", "acls"),
     "transactions": ("transactions", "transactions"),
     "reassign-partitions": ("reassign_partitions", "reassign_partitions"),
+    "log-dirs": ("log_dirs", "log_dirs"),
     "perf": ("perf", "perf"),
     "demo": ("demo", "demo"),
 }

@@ -103,7 +103,7 @@ class BrokerChangeHandler:
         others = [r for r in replicas if not self.deletion.is_topic_queued_up_for_deletion(r.topic)]
         offline_leader = [
             tp for tp, state in self.ctx.leadership.items()
-            if not self.ctx.is_replica_online(state.leader, include_shutting_down=True)
+            if not self.ctx.is_replica_online(state.leader, tp, include_shutting_down=True)
             and not self.deletion.is_topic_queued_up_for_deletion(tp.topic)
         ]
         await self.partition_sm.handle_state_changes(offline_leader, PartitionState.OFFLINE)

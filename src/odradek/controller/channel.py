@@ -262,7 +262,7 @@ class ControllerBrokerRequestBatch:
             if state is None:
                 continue  # no leader assigned yet; nothing to publish
             replicas = self.ctx.partition_replica_assignment(tp)
-            offline = tuple(r for r in replicas if not self.ctx.is_replica_online(r, include_shutting_down=True))
+            offline = tuple(r for r in replicas if not self.ctx.is_replica_online(r, tp, include_shutting_down=True))
             if tp.topic in deleting:
                 state = LeaderAndIsr(LeaderAndIsr.LEADER_DURING_DELETE, state.leader_epoch, state.isr,
                                      state.controller_epoch, state.zk_version)

@@ -60,6 +60,9 @@ class ControllerContext:
     assignments: dict[str, dict[int, ReplicaAssignment]] = field(default_factory=lambda: defaultdict(dict))
     leadership: dict[TopicPartition, LeaderAndIsr] = field(default_factory=dict)
     partitions_being_reassigned: set[TopicPartition] = field(default_factory=set)
+    # broker id -> its replicas in failed log directories (from LeaderAndIsr responses'
+    # KAFKA_STORAGE_ERROR); forgotten when the broker goes or comes back
+    replicas_on_offline_dirs: dict[int, set[TopicPartition]] = field(default_factory=dict)
 
     # ------------------------------------------------------------------ brokers
 
@@ -71,24 +74,29 @@ class ControllerContext:
     def live_or_shutting_down_broker_ids(self) -> set[int]:
         return set(self.live_brokers)
 
-    def is_replica_online(self, broker_id: int, *, include_shutting_down: bool = False) -> bool:
-        """A replica is online while its broker is live (and, unless ``include_shutting_down``,
-        not shutting down).  Kafka also counts replicas in offline log directories as offline;
-        a broker here has no offline directories, so the partition does not matter."""
-        if include_shutting_down:
-            return broker_id in self.live_brokers
-        return broker_id in self.live_brokers and broker_id not in self.shutting_down_broker_ids
+    def is_replica_online(self, broker_id: int, tp: TopicPartition, *, include_shutting_down: bool = False) -> bool:
+        """Kafka's isReplicaOnline: the replica of ``tp`` on ``broker_id`` is online while its
+        broker is live (and, unless ``include_shutting_down``, not shutting down) and the log
+        directory holding it has not failed."""
+        if broker_id not in self.live_brokers:
+            return False
+        if not include_shutting_down and broker_id in self.shutting_down_broker_ids:
+            return False
+        offline = self.replicas_on_offline_dirs.get(broker_id)
+        return offline is None or tp not in offline
 
     def add_live_brokers(self, brokers: dict[int, tuple[BrokerInfo, int]]) -> None:
         for broker_id, (info, epoch) in brokers.items():
             self.live_brokers[broker_id] = info
             self.broker_epochs[broker_id] = epoch
+            self.replicas_on_offline_dirs.pop(broker_id, None)  # a (re)started broker reports anew
 
     def remove_live_brokers(self, broker_ids: Iterable[int]) -> None:
         for broker_id in broker_ids:
             self.live_brokers.pop(broker_id, None)
             self.broker_epochs.pop(broker_id, None)
             self.shutting_down_broker_ids.discard(broker_id)
+            self.replicas_on_offline_dirs.pop(broker_id, None)
 
     # ------------------------------------------------------------------ partitions
 
@@ -140,7 +148,8 @@ class ControllerContext:
         return [tp for tp in self.leadership if tp.topic in self.all_topics]
 
     def all_live_replicas(self) -> set[PartitionAndReplica]:
-        return set(self.replicas_on_brokers(self.live_broker_ids))
+        return {r for r in self.replicas_on_brokers(self.live_broker_ids)
+                if self.is_replica_online(r.replica, r.topic_partition)}
 
     def remove_topic(self, topic: str) -> None:
         self.all_topics.discard(topic)

@@ -6,7 +6,7 @@ ZooKeeper only enqueue events (see ``events.py``); this class processes them one
 A write that finds ``/controller_epoch`` moved raises ControllerMovedError, and the controller
 resigns.  The handlers live beside it, one module per concern, with their collaborators
 injected: ``broker_change``, ``topic_change``, ``topic_deletion``, ``reassignment``,
-``alter_partition``, ``controlled_shutdown`` and ``preferred_election``.
+``alter_partition``, ``controlled_shutdown``, ``preferred_election`` and ``log_dir_event``.
 """
 
 from __future__ import annotations
@@ -38,6 +38,7 @@ from odradek.controller.events import (
     ControllerEvent,
     Expire,
     LeaderAndIsrResponseReceived,
+    LogDirEventNotification,
     PartitionModifications,
     PartitionReassignment,
     PreferredReplicaLeaderElection,
@@ -49,6 +50,7 @@ from odradek.controller.events import (
     TopicDeletionStopReplicaResponseReceived,
     TopicUncleanLeaderElectionEnable,
 )
+from odradek.controller.log_dir_event import LogDirEventHandler
 from odradek.controller.partition_state_machine import PartitionStateMachine
 from odradek.controller.preferred_election import PreferredReplicaElection
 from odradek.controller.reassignment import ReassignmentManager, ZkReassignmentClient
@@ -108,7 +110,10 @@ class KafkaController:
             self.ctx, self.partition_sm, self.replica_sm, self.batch, self.deletion)
         self.preferred_election = PreferredReplicaElection(
             self.ctx, zk, self.partition_sm, self.deletion, self._on_preferred_election)
-        self._watchers: dict[object, Callable[[WatchedEvent], None]] = {}
+        self.log_dir_event = LogDirEventHandler(
+            self.broker_id, self.ctx, zk, self.replica_sm, self.broker_change.on_replicas_become_offline,
+            self._on_log_dir_event)
+        self._watchers: dict[str | int, Callable[[WatchedEvent], None]] = {}
         self._rebalance_task: asyncio.Task[None] | None = None
         self._session_lost = False
         self._zk_unreachable = False
@@ -178,27 +183,29 @@ class KafkaController:
         if event.type in (EventType.CREATED, EventType.CHANGED):
             self.event_manager.put(PreferredReplicaLeaderElection())
 
+    def _on_log_dir_event(self, _event: WatchedEvent) -> None:
+        self.event_manager.put(LogDirEventNotification())
+
     def _on_reassignment_znode(self, event: WatchedEvent) -> None:
         if event.type in (EventType.CREATED, EventType.CHANGED):
             self.event_manager.put(PartitionReassignment())
 
     def topic_watcher(self, topic: str) -> Callable[[WatchedEvent], None]:
-        """One callback per topic znode (the ZooKeeper client keys its watches by callback)."""
-        watcher = self._watchers.get(topic)
-        if watcher is None:
-            def watcher(event: WatchedEvent, topic: str = topic) -> None:
-                if event.type == EventType.CHANGED:
-                    self.event_manager.put(PartitionModifications(topic))
-            self._watchers[topic] = watcher
-        return watcher
+        """The watch callback of a topic znode."""
+        return self._change_watcher(topic, PartitionModifications(topic))
 
     def _broker_watcher(self, broker_id: int) -> Callable[[WatchedEvent], None]:
-        watcher = self._watchers.get(broker_id)
+        return self._change_watcher(broker_id, BrokerModifications(broker_id))
+
+    def _change_watcher(self, key: str | int, on_change: ControllerEvent) -> Callable[[WatchedEvent], None]:
+        """One callback per znode, queuing ``on_change`` whenever the znode changes (the
+        ZooKeeper client keys its watches by callback, so a znode must always get the same one)."""
+        watcher = self._watchers.get(key)
         if watcher is None:
-            def watcher(event: WatchedEvent, broker_id: int = broker_id) -> None:
+            def watcher(event: WatchedEvent) -> None:
                 if event.type == EventType.CHANGED:
-                    self.event_manager.put(BrokerModifications(broker_id))
-            self._watchers[broker_id] = watcher
+                    self.event_manager.put(on_change)
+            self._watchers[key] = watcher
         return watcher
 
     async def _watch_broker(self, broker_id: int) -> None:
@@ -256,6 +263,9 @@ class KafkaController:
                                                              event.top_error)
             case LeaderAndIsrResponseReceived():
                 _log_leader_and_isr_errors(event)
+                await self.log_dir_event.process_leader_and_isr_response(event)
+            case LogDirEventNotification():
+                await self.log_dir_event.process_notifications()
             case ControlledShutdown():
                 await self.controlled_shutdown.process(event)
             case AlterPartitionReceived():
@@ -322,6 +332,7 @@ class KafkaController:
 
         await self.zk.get_children(DeleteTopicsZNode.path, watch=self.on_topic_deletion)
         await self.zk.exists(PreferredReplicaElectionZNode.path, watch=self._on_preferred_election)
+        await self.log_dir_event.on_failover()
         await self._initialize_controller_context()
         phase(f"loaded {len(self.ctx.live_brokers)} brokers, {len(self.ctx.all_topics)} topics, "
               f"{len(self.ctx.leadership)} partition states")
@@ -386,7 +397,7 @@ class KafkaController:
         ineligible = {
             r.topic for r in self.ctx.replicas_for_partitions(
                 tp for t in to_delete for tp in self.ctx.partitions_for_topic(t))
-            if not self.ctx.is_replica_online(r.replica, include_shutting_down=True)
+            if not self.ctx.is_replica_online(r.replica, r.topic_partition, include_shutting_down=True)
         }
         ineligible |= {tp.topic for tp in self.ctx.partitions_being_reassigned if tp.topic in to_delete}
         return to_delete, ineligible

@@ -26,6 +26,7 @@ __all__ = [
     "ControllerRequestEvent",
     "Expire",
     "LeaderAndIsrResponseReceived",
+    "LogDirEventNotification",
     "PartitionModifications",
     "PartitionReassignment",
     "PreferredReplicaLeaderElection",
@@ -145,6 +146,11 @@ class LeaderAndIsrResponseReceived(ControllerEvent):
 
 
 @dataclass(frozen=True, slots=True)
+class LogDirEventNotification(ControllerEvent):
+    """The children of ``/log_dir_event_notification`` changed: a broker's log directory failed."""
+
+
+@dataclass(frozen=True, slots=True)
 class PartitionReassignment(ControllerEvent):
     """``/admin/reassign_partitions`` was created."""
 
@@ -178,6 +184,11 @@ class ControlledShutdown(ControllerRequestEvent):
 
     def empty_result(self) -> Any:
         return []
+
+    def fail(self, error: ErrorCode) -> None:
+        # Kafka fails a controlled shutdown that reached no active controller with
+        # ControllerMovedException, STALE_CONTROLLER_EPOCH on the wire (not NOT_CONTROLLER).
+        self.answer(ErrorCode.stale_controller_epoch if error == ErrorCode.not_controller else error, [])
 
 
 @dataclass(frozen=True, slots=True)

@@ -87,7 +87,7 @@ class PartitionStateMachine:
             state = self.ctx.leadership.get(tp)
             if state is None:
                 self.states[tp] = PartitionState.NEW
-            elif self.ctx.is_replica_online(state.leader, include_shutting_down=True):
+            elif self.ctx.is_replica_online(state.leader, tp, include_shutting_down=True):
                 self.states[tp] = PartitionState.ONLINE
             else:
                 self.states[tp] = PartitionState.OFFLINE
@@ -179,7 +179,7 @@ class PartitionStateMachine:
         proposed: dict[TopicPartition, LeaderAndIsr] = {}
         for tp in partitions:
             replicas = self.ctx.partition_replica_assignment(tp)
-            live = [r for r in replicas if self.ctx.is_replica_online(r)]
+            live = [r for r in replicas if self.ctx.is_replica_online(r, tp)]
             if not live:
                 msg = (f"Encountered error during state change of partition {tp} from New to Online, "
                        f"assigned replicas are [{','.join(map(str, replicas))}], live brokers are "
@@ -267,14 +267,14 @@ class PartitionStateMachine:
     def _elect(self, tp: TopicPartition, current: LeaderAndIsr, election: ElectionType,
                unclean_enabled: bool) -> ElectionResult:
         full = self.ctx.partition_full_replica_assignment(tp)
-        live = [r for r in full.replicas if self.ctx.is_replica_online(r)]
+        live = [r for r in full.replicas if self.ctx.is_replica_online(r, tp)]
         if election is ElectionType.OFFLINE:
             return offline_partition_election(full.replicas, current.isr, live, unclean_enabled)
         if election is ElectionType.REASSIGN:
             return reassign_partition_election(full.target_replicas, current.isr, live)
         if election is ElectionType.PREFERRED:
             return preferred_replica_election(full.replicas, current.isr, live)
-        live_incl_shutting = [r for r in full.replicas if self.ctx.is_replica_online(r, include_shutting_down=True)]
+        live_incl_shutting = [r for r in full.replicas if self.ctx.is_replica_online(r, tp, include_shutting_down=True)]
         return controlled_shutdown_election(full.replicas, current.isr, live_incl_shutting,
                                             self.ctx.shutting_down_broker_ids)
 
@@ -288,7 +288,7 @@ class PartitionStateMachine:
             current = self.ctx.leadership.get(tp)
             if current is None:
                 continue
-            if not any(self.ctx.is_replica_online(r) for r in current.isr):
+            if not any(self.ctx.is_replica_online(r, tp) for r in current.isr):
                 needy.add(tp.topic)
         if not needy:
             return set()

@@ -87,7 +87,7 @@ class PreferredReplicaElection:
         for broker_id, tps in by_preferred.items():
             not_preferred = [tp for tp in tps if tp in self.ctx.leadership and self.ctx.leadership[tp].leader != broker_id]
             if len(not_preferred) / len(tps) > threshold:
-                candidates = [tp for tp in not_preferred if self.ctx.is_replica_online(broker_id)
+                candidates = [tp for tp in not_preferred if self.ctx.is_replica_online(broker_id, tp)
                               and tp not in self.ctx.partitions_being_reassigned]
                 if candidates:
                     log.info("Leader imbalance on broker %d (%d of %d not led by it): electing preferred leaders",

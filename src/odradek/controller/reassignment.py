@@ -122,7 +122,7 @@ class ReassignmentManager:
             [PartitionAndReplica(tp.topic, tp.partition, r) for r in target], ReplicaState.ONLINE)
         final = ReplicaAssignment(target)
         self.ctx.update_partition_full_replica_assignment(tp, final)
-        if state.leader not in target or not self.ctx.is_replica_online(state.leader):
+        if state.leader not in target or not self.ctx.is_replica_online(state.leader, tp):
             await self.partition_sm.handle_state_changes([tp], PartitionState.ONLINE, ElectionType.REASSIGN)
         else:
             await self._bump_epoch_and_send(tp, final, list(target))

@@ -83,7 +83,7 @@ class ReplicaStateMachine:
         self.logger = StateChangeLogger(self.broker_id, controller_epoch=self.ctx.epoch)
         online, offline = [], []
         for replica in self.ctx.replicas_for_partitions(self.ctx.all_partitions()):
-            if self.ctx.is_replica_online(replica.replica, include_shutting_down=True):
+            if self.ctx.is_replica_online(replica.replica, replica.topic_partition, include_shutting_down=True):
                 self.states[replica] = ReplicaState.ONLINE
                 online.append(replica)
             else:

@@ -162,7 +162,7 @@ class TopicDeletionManager:
 
     async def _start_replica_deletion(self, topic: str) -> None:
         replicas = self.ctx.replicas_for_topic(topic)
-        alive = [r for r in replicas if self.ctx.is_replica_online(r.replica, include_shutting_down=True)]
+        alive = [r for r in replicas if self.ctx.is_replica_online(r.replica, r.topic_partition, include_shutting_down=True)]
         dead = [r for r in replicas if r not in set(alive)]
         deleted = set(self.replica_sm.replicas_in_state(topic, ReplicaState.DELETION_SUCCESSFUL))
         to_delete = [r for r in alive if r not in deleted]

@@ -37,6 +37,7 @@ from odradek.log.abstract_index import IndexCorruptError
 from odradek.log.checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile, fsync_dir
 from odradek.log.cleaner.job import CLEANED_SUFFIX, SWAP_SUFFIX
 from odradek.log.leader_epoch_cache import LeaderEpochFileCache
+from odradek.log.log_dir_failure_channel import LogDirFailureChannel
 from odradek.log.log_info import (
     AppendOrigin,
     FetchDataInfo,
@@ -50,6 +51,7 @@ from odradek.log.partition_metadata import read_topic_id
 from odradek.log.producer_state import (
     NO_GUARD_CHECK,
     CompletedTxn,
+    ProducerAppend,
     ProducerStateManager,
     last_stable_offset,
 )
@@ -99,7 +101,8 @@ class Log:
     """One partition's log. Open with :meth:`Log.open`."""
 
     def __init__(self, directory: Path, config: LogConfig, *, topic: str, partition: int,
-                 time_ms: Callable[[], int], producer_id_expiration_ms: int) -> None:
+                 time_ms: Callable[[], int], producer_id_expiration_ms: int,
+                 failure_channel: LogDirFailureChannel | None = None) -> None:
         self.dir = directory
         self.topic = topic
         self.partition = partition
@@ -125,12 +128,15 @@ class Log:
         # The lowest offset the log was truncated to since the cleaner last looked (the
         # cleaner lowers its checkpoint to it; Kafka's maybeTruncateCheckpoint).
         self.truncated_to: int | None = None
+        # Where an I/O error takes this log's directory offline (None: only raised).
+        self.failure_channel = failure_channel
 
     @classmethod
     def open(cls, directory: Path, config: LogConfig, *, topic: str, partition: int,
              log_start_offset: int = 0, recovery_point: int = 0, high_watermark: int = 0,
              had_clean_shutdown: bool = True, time_ms: Callable[[], int] = now_ms,
-             producer_id_expiration_ms: int = 86_400_000, sync_parent: bool = True) -> Log:
+             producer_id_expiration_ms: int = 86_400_000, sync_parent: bool = True,
+             failure_channel: LogDirFailureChannel | None = None) -> Log:
         """Open (creating if needed) the log in ``directory`` and recover it if the broker
         did not shut down cleanly. A created directory is made durable by an fsync of its
         parent, unless ``sync_parent`` is False (the caller then does it, for many at once)."""
@@ -139,7 +145,7 @@ class Log:
         if created and sync_parent:
             fsync_dir(directory.parent)  # the partition directory itself must survive a crash
         self = cls(directory, config, topic=topic, partition=partition, time_ms=time_ms,
-                   producer_id_expiration_ms=producer_id_expiration_ms)
+                   producer_id_expiration_ms=producer_id_expiration_ms, failure_channel=failure_channel)
         self.topic_id = read_topic_id(directory)
         cache = self.leader_epoch_cache
 
@@ -230,6 +236,14 @@ class Log:
     def __repr__(self) -> str:
         return (f"Log({self.topic}-{self.partition}, start={self.log_start_offset}, "
                 f"end={self._next_offset}, hw={self._high_watermark})")
+
+    def _storage_error(self, doing: str, error: OSError) -> KafkaStorageError:
+        """Kafka's maybeHandleIOException: report this log's directory as failed and
+        return the KAFKA_STORAGE_ERROR to raise."""
+        message = f"Error while {doing} {self.name} in dir {self.dir.parent}"
+        if self.failure_channel is not None:
+            self.failure_channel.maybe_add_offline_log_dir(self.dir.parent, message, error)
+        return KafkaStorageError(f"{message}: {error.strerror or error}")
 
     @property
     def active_segment(self) -> LogSegment:
@@ -323,7 +337,10 @@ class Log:
 
     def assign_epoch_start_offset(self, epoch: int, start_offset: int) -> None:
         """A new leader records its epoch's start (its log end offset) before appending."""
-        self.leader_epoch_cache.assign(epoch, start_offset)
+        try:
+            self.leader_epoch_cache.assign(epoch, start_offset)
+        except OSError as e:
+            raise self._storage_error("recording a leader epoch of", e) from e
 
     def _segment_index(self, offset: int) -> int:
         return bisect.bisect_right(self._bases, offset) - 1
@@ -360,9 +377,10 @@ class Log:
             for _, header in batches:
                 dup = self.producer_state.find_duplicate(header) if header.producer_id >= 0 else None
                 if dup is not None:
+                    # Kafka answers a duplicate with the first append's timestamp as its
+                    # log append time, whatever the topic's timestamp type.
                     return LogAppendInfo(dup.first_offset, dup.last_offset, dup.timestamp,
-                                         dup.last_offset,
-                                         dup.timestamp if log_append else NO_TIMESTAMP,
+                                         dup.last_offset, dup.timestamp,
                                          self.log_start_offset, 0, 0, 0, duplicate=True)
             update = self.producer_state.prepare(True, verification_guard=verification_guard)
         else:
@@ -385,13 +403,9 @@ class Log:
         if leader_epoch >= 0:
             latest = self.leader_epoch_cache.latest_epoch
             if latest is None or leader_epoch > latest:
-                self.leader_epoch_cache.assign(leader_epoch, assigned.first_offset)
+                self.assign_epoch_start_offset(leader_epoch, assigned.first_offset)
         self._write(buf, assigned.infos, assigned.first_offset, assigned.last_offset,
-                    assigned.max_timestamp, now)
-        update.commit(self._next_offset)
-        if completed:
-            self._complete_txns(completed)
-        self._maybe_flush()
+                    assigned.max_timestamp, now, update, completed)
         return LogAppendInfo(assigned.first_offset, assigned.last_offset, assigned.max_timestamp,
                              assigned.offset_of_max_timestamp, now if log_append else NO_TIMESTAMP,
                              self.log_start_offset, len(batches), assigned.num_records, len(buf))
@@ -441,36 +455,43 @@ class Log:
         for _, header in batches:
             epoch = header.partition_leader_epoch
             if epoch >= 0 and (cache.latest_epoch is None or epoch > cache.latest_epoch):
-                cache.assign(epoch, header.base_offset)
+                self.assign_epoch_start_offset(epoch, header.base_offset)
         data = records if valid == len(records) else memoryview(records)[:valid]
-        self._write(data, infos, first, expected - 1, max_ts, self._time_ms())
-        update.commit(self._next_offset)
-        if completed:
-            self._complete_txns(completed)
-        self._maybe_flush()
+        self._write(data, infos, first, expected - 1, max_ts, self._time_ms(), update, completed)
         return LogAppendInfo(first, expected - 1, max_ts, offset_of_max, NO_TIMESTAMP,
                              self.log_start_offset, len(batches), num_records, valid)
 
     def _write(self, data: bytes | bytearray | memoryview, infos: list[BatchInfo], first: int,
-               last: int, max_ts: int, now: int) -> None:
-        segment = self.active_segment
-        if segment.should_roll(messages_size=len(data), max_timestamp=max_ts, max_offset=last,
-                               now_ms=now, segment_bytes=self.config.segment_bytes,
-                               segment_ms=self.config.segment_ms):
-            segment = self.roll(first)
-        before = segment.size
+               last: int, max_ts: int, now: int, update: ProducerAppend, completed: list[CompletedTxn]
+               ) -> None:
+        """Append validated batches to the active segment (rolled first when due) and make them
+        the log's: producer state, the transactions their markers complete, a flush if due.  An
+        I/O error reports the directory and raises KAFKA_STORAGE_ERROR."""
         try:
-            segment.append(data, infos)
-        except OSError as e:
-            # Leave no partial batch behind if the disk lets us; otherwise recovery will.
+            segment = self.active_segment
+            if segment.should_roll(messages_size=len(data), max_timestamp=max_ts, max_offset=last,
+                                   now_ms=now, segment_bytes=self.config.segment_bytes,
+                                   segment_ms=self.config.segment_ms):
+                segment = self.roll(first)
+            before = segment.size
             try:
-                os.ftruncate(segment.fd, before)
-                segment.size = before
-                segment.forget_tail()
+                segment.append(data, infos)
             except OSError:
-                pass
-            raise KafkaStorageError(f"error appending to {segment.log_path}: {e}") from e
-        self._next_offset = last + 1
+                # Leave no partial batch behind if the disk lets us; otherwise recovery will.
+                try:
+                    os.ftruncate(segment.fd, before)
+                    segment.size = before
+                    segment.forget_tail()
+                except OSError:
+                    pass
+                raise
+            self._next_offset = last + 1
+            update.commit(self._next_offset)
+            if completed:
+                self._complete_txns(completed)
+            self._maybe_flush()
+        except OSError as e:
+            raise self._storage_error("appending records to", e) from e
 
     def _maybe_flush(self) -> None:
         if self._next_offset - self.recovery_point >= self.config.flush_messages:
@@ -517,14 +538,14 @@ class Log:
         i = max(self._segment_index(start_offset), 0)
         while i < len(self.segments):
             segment = self.segments[i]
-            if i + 1 < len(self.segments) and self._bases[i + 1] <= bound:
-                max_position = segment.size
-            else:
-                max_position = self._position_of(bound, segment)
             try:
+                if i + 1 < len(self.segments) and self._bases[i + 1] <= bound:
+                    max_position = segment.size
+                else:
+                    max_position = self._position_of(bound, segment)
                 found = segment.read(start_offset, max_bytes, max_position, min_one_message)
             except OSError as e:
-                raise KafkaStorageError(f"error reading {segment.log_path}: {e}") from e
+                raise self._storage_error("reading", e) from e
             if found is not None:
                 position, size = found
                 if not size:
@@ -572,17 +593,25 @@ class Log:
             return TimestampAndOffset(NO_TIMESTAMP, bound, cache.latest_epoch)
         if timestamp == MAX_TIMESTAMP:
             best = max(self.segments, key=lambda s: s.max_timestamp_so_far)
-            if best.max_timestamp_so_far < 0 or best.offset_of_max_timestamp_so_far >= bound:
+            newest = best.max_timestamp_so_far
+            if newest < 0 or best.offset_of_max_timestamp_so_far >= bound:
                 return None
+            # The record that carries it, not its batch's last offset (Kafka 3.8+, KAFKA-16310).
+            found = best.find_batch_by_timestamp(newest, self.log_start_offset)
             offset = best.offset_of_max_timestamp_so_far
-            return TimestampAndOffset(best.max_timestamp_so_far, offset, cache.epoch_for_offset(offset))
+            if found is not None:
+                newest, offset = self._first_record_at_or_after(best, *found, newest)
+            return TimestampAndOffset(newest, offset, cache.epoch_for_offset(offset))
         for segment in self.segments:
             if segment.largest_timestamp < timestamp:
                 continue
-            found = segment.find_batch_by_timestamp(timestamp, self.log_start_offset)
-            if found is None:
-                continue
-            ts, offset = self._first_record_at_or_after(segment, *found, timestamp)
+            try:
+                found = segment.find_batch_by_timestamp(timestamp, self.log_start_offset)
+                if found is None:
+                    continue
+                ts, offset = self._first_record_at_or_after(segment, *found, timestamp)
+            except OSError as e:
+                raise self._storage_error("searching by timestamp in", e) from e
             if offset >= bound:
                 return None
             return TimestampAndOffset(ts, offset, cache.epoch_for_offset(offset))
@@ -616,25 +645,31 @@ class Log:
         if target_offset < self.segments[0].base_offset:
             self.truncate_fully_and_start_at(target_offset)
             return True
-        keep = self._segment_index(target_offset) + 1
-        self._async_delete(self.segments[keep:])
-        del self.segments[keep:]
-        del self._bases[keep:]
-        self.active_segment.truncate_to(target_offset)
-        self._next_offset = self.active_segment.next_offset
-        self._after_truncation()
+        try:
+            keep = self._segment_index(target_offset) + 1
+            self._async_delete(self.segments[keep:])
+            del self.segments[keep:]
+            del self._bases[keep:]
+            self.active_segment.truncate_to(target_offset)
+            self._next_offset = self.active_segment.next_offset
+            self._after_truncation()
+        except OSError as e:
+            raise self._storage_error("truncating", e) from e
         return True
 
     def truncate_fully_and_start_at(self, new_offset: int) -> None:
         """Delete every segment and start empty at ``new_offset``."""
-        self._async_delete(self.segments)
-        self.segments = [self._make_segment(new_offset)]
-        self._bases = [new_offset]
-        self._dir_dirty = True
-        self.leader_epoch_cache.clear_and_flush()
-        self.producer_state.truncate_fully_and_start_at(new_offset)
-        self._next_offset = self.log_start_offset = self.recovery_point = new_offset
-        self._after_truncation()
+        try:
+            self._async_delete(self.segments)
+            self.segments = [self._make_segment(new_offset)]
+            self._bases = [new_offset]
+            self._dir_dirty = True
+            self.leader_epoch_cache.clear_and_flush()
+            self.producer_state.truncate_fully_and_start_at(new_offset)
+            self._next_offset = self.log_start_offset = self.recovery_point = new_offset
+            self._after_truncation()
+        except OSError as e:
+            raise self._storage_error("truncating", e) from e
 
     def _after_truncation(self) -> None:
         self._bound_cache = None
@@ -811,7 +846,7 @@ class Log:
                     fsync_dir(self.dir)
                     self._dir_dirty = False
             except OSError as e:
-                raise KafkaStorageError(f"error flushing {self.dir}: {e}") from e
+                raise self._storage_error("flushing", e) from e
             self.recovery_point = offset
         self._last_flush_ms = self._time_ms()
 
@@ -833,6 +868,12 @@ class Log:
         for pending in self._pending_deletes:
             pending.segment.delete()
         self._pending_deletes = []
+
+    def close_handlers(self) -> None:
+        """Release every descriptor without writing anything (the directory failed, so a
+        snapshot or index write would only fail again; Kafka's closeHandlers)."""
+        for segment in self.segments + [p.segment for p in self._pending_deletes]:
+            segment.close_handlers()
 
     def rename_dir(self, new_dir: Path) -> None:
         """Move the partition directory (async delete); descriptors stay valid."""

@@ -425,6 +425,15 @@ class LogSegment:
         os.close(self.fd)
         self.fd = -1
 
+    def close_handlers(self) -> None:
+        """Release the descriptor and write nothing (its directory failed)."""
+        if self.fd >= 0:
+            try:
+                os.close(self.fd)
+            except OSError:
+                pass
+            self.fd = -1
+
     def add_suffix(self, suffix: str) -> None:
         """Rename all files to end in ``suffix`` (open descriptors stay valid)."""
         self.change_suffix("", suffix)

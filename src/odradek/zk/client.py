@@ -44,6 +44,8 @@ from odradek.zk.zk_data import (
     DeleteTopicsTopicZNode,
     DeleteTopicsZNode,
     LeaderAndIsr,
+    LogDirEventNotificationSequenceZNode,
+    LogDirEventNotificationZNode,
     ProducerIdBlockZNode,
     TopicAssignment,
     TopicConfigZNode,
@@ -622,6 +624,32 @@ class KafkaZkClient:
         if topics:
             await self.fenced_multi(epoch_zk_version, lambda tx: [
                 tx.delete(DeleteTopicsTopicZNode.path(t)) for t in topics])
+
+    # ------------------------------------------------------------------ log dir events
+
+    async def propagate_log_dir_event(self, broker_id: int) -> None:
+        """A log directory of ``broker_id`` failed: tell the controller (Kafka's
+        propagateLogDirEvent)."""
+        await self.create(LogDirEventNotificationSequenceZNode.path_prefix(),
+                          LogDirEventNotificationSequenceZNode.encode(broker_id), sequence=True, makepath=True)
+
+    async def get_log_dir_event_notifications(self, watch: Callable[[WatchedEvent], None] | None = None
+                                              ) -> list[str]:
+        """The pending notifications' names, oldest first (a watch sees new ones)."""
+        return sorted(await self.get_children(LogDirEventNotificationZNode.path, watch) or [])
+
+    async def get_broker_ids_from_log_dir_events(self, names: Iterable[str]) -> list[int]:
+        """The brokers those notifications name (one that vanished meanwhile is skipped)."""
+        paths = [LogDirEventNotificationSequenceZNode.path(n) for n in names]
+        found = await self.get_many(paths)
+        ids = [LogDirEventNotificationSequenceZNode.decode(got[0]) for got in found if got is not None]
+        return [b for b in ids if b is not None]
+
+    async def delete_log_dir_event_notifications(self, names: Iterable[str], epoch_zk_version: int) -> None:
+        """Delete processed notifications (fenced: a deposed controller deletes nothing)."""
+        paths = [LogDirEventNotificationSequenceZNode.path(n) for n in names]
+        if paths:
+            await self.fenced_multi(epoch_zk_version, lambda tx: [tx.delete(p) for p in paths])
 
     # ------------------------------------------------------------------ producer ids
 

@@ -32,6 +32,8 @@ __all__ = [
     "DeleteTopicsZNode",
     "EndPoint",
     "LeaderAndIsr",
+    "LogDirEventNotificationSequenceZNode",
+    "LogDirEventNotificationZNode",
     "PreferredReplicaElectionZNode",
     "ProducerIdBlockZNode",
     "ReassignPartitionsZNode",
@@ -510,6 +512,36 @@ class IsrChangeNotificationZNode:
 
 class LogDirEventNotificationZNode:
     path = "/log_dir_event_notification"
+
+
+class LogDirEventNotificationSequenceZNode:
+    """``/log_dir_event_notification/log_dir_event_<seq>``: a broker tells the controller one of
+    its log directories failed (``{"version":1,"broker":<id>,"event":1}``)."""
+
+    PREFIX = "log_dir_event_"
+    LOG_DIR_FAILURE_EVENT = 1
+
+    @staticmethod
+    def path_prefix() -> str:
+        return f"{LogDirEventNotificationZNode.path}/{LogDirEventNotificationSequenceZNode.PREFIX}"
+
+    @staticmethod
+    def path(name: str) -> str:
+        """The path of a child named ``name`` (as ``get_children`` lists it)."""
+        return f"{LogDirEventNotificationZNode.path}/{name}"
+
+    @staticmethod
+    def encode(broker_id: int) -> bytes:
+        return _dumps({"version": 1, "broker": broker_id,
+                       "event": LogDirEventNotificationSequenceZNode.LOG_DIR_FAILURE_EVENT})
+
+    @staticmethod
+    def decode(data: bytes | None) -> int | None:
+        """The broker that wrote the notification (None for an empty or foreign one)."""
+        obj = _loads(data)
+        if not isinstance(obj, dict) or "broker" not in obj:
+            return None
+        return int(obj["broker"])
 
 
 class ConsumerPathZNode:

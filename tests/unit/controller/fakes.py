@@ -400,7 +400,7 @@ class Cluster:
         deleting = [r for r in replicas if self.deletion.is_topic_queued_up_for_deletion(r.topic)]
         others = [r for r in replicas if not self.deletion.is_topic_queued_up_for_deletion(r.topic)]
         offline_leader = [p for p, s in self.ctx.leadership.items()
-                          if not self.ctx.is_replica_online(s.leader, include_shutting_down=True)
+                          if not self.ctx.is_replica_online(s.leader, p, include_shutting_down=True)
                           and not self.deletion.is_topic_queued_up_for_deletion(p.topic)]
         await self.psm.handle_state_changes(offline_leader, PartitionState.OFFLINE)
         await self.psm.trigger_online_partition_state_change()

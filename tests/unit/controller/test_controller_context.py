@@ -26,13 +26,26 @@ def test_live_and_shutting_down_brokers() -> None:
     ctx.shutting_down_broker_ids.add(1)
     assert ctx.live_broker_ids == {0, 2}
     assert ctx.live_or_shutting_down_broker_ids == {0, 1, 2}
-    assert not ctx.is_replica_online(1)
-    assert ctx.is_replica_online(1, include_shutting_down=True)
-    assert not ctx.is_replica_online(7, include_shutting_down=True)
+    assert not ctx.is_replica_online(1, tp("a", 0))
+    assert ctx.is_replica_online(1, tp("a", 0), include_shutting_down=True)
+    assert not ctx.is_replica_online(7, tp("a", 0), include_shutting_down=True)
     assert ctx.broker_epochs == {0: 10, 1: 11, 2: 12}
     # A replica on a shutting-down broker does not count as live.
     assert pr("a", 0, 1) not in ctx.all_live_replicas()
     assert pr("a", 0, 0) in ctx.all_live_replicas()
+
+
+def test_a_replica_in_a_failed_log_dir_is_offline_until_its_broker_restarts() -> None:
+    ctx = _ctx()
+    ctx.replicas_on_offline_dirs[0] = {tp("a", 0)}
+    assert not ctx.is_replica_online(0, tp("a", 0), include_shutting_down=True)
+    assert ctx.is_replica_online(0, tp("b", 0))  # its other directory still serves
+    assert pr("a", 0, 0) not in ctx.all_live_replicas()
+    ctx.add_live_brokers({0: (ctx.live_brokers[0], 20)})  # registered again: reports anew
+    assert ctx.is_replica_online(0, tp("a", 0))
+    ctx.replicas_on_offline_dirs[2] = {tp("b", 0)}
+    ctx.remove_live_brokers([2])
+    assert 2 not in ctx.replicas_on_offline_dirs
 
 
 def test_removing_a_broker_forgets_its_epoch_and_shutdown_flag() -> None:

@@ -79,7 +79,7 @@ def test_unclean_start_recovers_torn_tail(tmp_path: Path, clock: Clock) -> None:
     mgr.checkpoint_recovery_points()  # recovery point 0: nothing flushed yet
     log_path = lg.active_segment.log_path
     size = lg.active_segment.size
-    for fd in mgr._locks:  # simulate the process dying: no shutdown, locks released
+    for fd in mgr._locks.values():  # simulate the process dying: no shutdown, locks released
         os.close(fd)
     mgr._locks.clear()
     with open(log_path, "r+b") as f:

@@ -27,6 +27,7 @@ from odradek.zk.zk_data import (
     DeleteTopicsZNode,
     EndPoint,
     LeaderAndIsr,
+    LogDirEventNotificationSequenceZNode,
     PreferredReplicaElectionZNode,
     ProducerIdBlockZNode,
     ReassignPartitionsZNode,
@@ -522,3 +523,12 @@ def test_entity_names_sanitized_as_kafka() -> None:
     assert sanitize_entity_name("CN=alice,O=odradek") == "CN%3Dalice%2CO%3Dodradek"
     assert sanitize_entity_name("a b*c~d/é") == "a%20b%2Ac%7Ed%2F%C3%A9"
     assert desanitize_entity_name(sanitize_entity_name("a b*c~d/é@x")) == "a b*c~d/é@x"
+
+
+def test_log_dir_event_notification_as_kafka_writes_it() -> None:
+    assert LogDirEventNotificationSequenceZNode.encode(3) == b'{"version":1,"broker":3,"event":1}'
+    assert LogDirEventNotificationSequenceZNode.decode(b'{"version":1,"broker":3,"event":1}') == 3
+    assert LogDirEventNotificationSequenceZNode.decode(b"") is None
+    assert LogDirEventNotificationSequenceZNode.path_prefix() == "/log_dir_event_notification/log_dir_event_"
+    assert LogDirEventNotificationSequenceZNode.path("log_dir_event_0000000004") == \
+        "/log_dir_event_notification/log_dir_event_0000000004"

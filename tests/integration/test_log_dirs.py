@@ -1,0 +1,164 @@
+"""Log directories on a real cluster whose brokers have two each: kafka-python's admin client
+describes them and moves a replica between them while a producer writes to it (nothing
+lost), its errors (LOG_DIR_NOT_FOUND, unknown topic, a broker without the replica), and
+``odradek log-dirs`` printing exactly what Kafka 2.8's own kafka-log-dirs.sh prints about the
+same cluster."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kafka import TopicPartitionReplica
+from kafka.admin import KafkaAdminClient
+from kafka.errors import (
+    LogDirNotFoundError,
+    NoError,
+    ReplicaNotAvailableError,
+    UnknownTopicOrPartitionError,
+)
+
+from odradek.admin.log_dirs import LogDirsAdmin
+from odradek.admin.log_dirs import TopicPartitionReplica as LogDirsTopicPartitionReplica
+from odradek.local.cluster import LocalCluster
+from odradek.local.zookeeper import EmbeddedZooKeeper
+from odradek.protocol.errors import ErrorCode
+from support import (
+    ClusterFactory,
+    JbodCluster,
+    consume_all,
+    create_topic,
+    partition_state,
+    produce,
+    run_kafka_tool,
+    run_odradek,
+    wait_until,
+)
+
+IDEMPOTENT = {"enable.idempotence": "true", "batch.size": "16384"}  # batches below segment.bytes
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper: EmbeddedZooKeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[JbodCluster]:
+    factory = ClusterFactory(zookeeper, tmp_path_factory.mktemp("jbod"))
+    try:
+        yield factory(3, cluster_class=JbodCluster)  # type: ignore[misc]
+    finally:
+        factory.stop_all()
+
+
+@pytest.fixture(scope="module")
+def spread(cluster: JbodCluster) -> str:
+    """A topic with a replica of each of its 4 partitions on every broker, and some records."""
+    create_topic(cluster, "spread", 4, 3)
+    produce(cluster.bootstrap_servers, "spread", [(p, None, b"x" * 100) for p in range(4)])
+    return "spread"
+
+
+@pytest.fixture
+def admin(cluster: LocalCluster) -> Iterator[KafkaAdminClient]:
+    client = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+        yield client
+    finally:
+        client.close()
+
+
+def replica_dirs(admin: KafkaAdminClient, broker: int, topic: str) -> dict[int, tuple[str, bool]]:
+    """Where ``broker`` keeps each partition of ``topic``: (log dir, is a future replica)."""
+    (answer,) = admin.describe_log_dirs(brokers=[broker])
+    return {p["partition_index"]: (d["log_dir"], p["is_future_key"])
+            for d in answer["log_dirs"] for t in d["topics"] if t["name"] == topic for p in t["partitions"]}
+
+
+def test_each_broker_spreads_its_partitions_over_its_dirs(cluster: JbodCluster, admin: KafkaAdminClient,
+                                                          spread: str) -> None:
+    for broker in cluster.brokers:
+        (answer,) = admin.describe_log_dirs(brokers=[broker])
+        dirs = {d["log_dir"]: d for d in answer["log_dirs"]}
+        assert list(dirs) == [str(d) for d in cluster.log_dirs(broker)]
+        assert all(d["error_code"] == 0 and 0 < d["usable_bytes"] <= d["total_bytes"] for d in dirs.values())
+        counts = [sum(len(t["partitions"]) for t in d["topics"] if t["name"] == spread) for d in dirs.values()]
+        assert counts == [2, 2]  # the directory with the fewest partitions gets the next one
+
+
+def test_a_replica_moves_between_dirs_while_a_producer_writes(cluster: JbodCluster, admin: KafkaAdminClient) -> None:
+    create_topic(cluster, "moving", 1, 3, {"segment.bytes": "50000"})
+    before = [b"before-%05d" % i for i in range(3000)]
+    produce(cluster.bootstrap_servers, "moving", [(0, None, v) for v in before], **IDEMPOTENT)
+    broker = 1
+    source, _ = replica_dirs(admin, broker, "moving")[0]
+    target = next(str(d) for d in cluster.log_dirs(broker) if str(d) != source)
+    during: list[bytes] = []  # acknowledged (produce() fails the test otherwise)
+    stop = threading.Event()
+
+    def write() -> None:
+        while not stop.is_set():
+            batch = [b"during-%05d" % n for n in range(len(during), len(during) + 200)]
+            produce(cluster.bootstrap_servers, "moving", [(0, None, v) for v in batch], **IDEMPOTENT)
+            during.extend(batch)
+
+    writer = threading.Thread(target=write)
+    writer.start()
+    try:
+        replica = TopicPartitionReplica("moving", 0, broker)
+        assert admin.alter_replica_log_dirs({replica: target}) == {replica: NoError}
+        wait_until(lambda: replica_dirs(admin, broker, "moving") == {0: (target, False)}, timeout=60,
+                   message="the replica in its new directory")
+    finally:
+        stop.set()
+        writer.join()
+    assert not any(p.name.startswith("moving-0") and not p.name.endswith("-delete") for p in Path(source).iterdir())
+    assert during, "nothing was written during the move"
+    values = [m.value() for m in consume_all(cluster.bootstrap_servers, "moving", 1, len(before) + len(during))]
+    assert values == before + during
+    wait_until(lambda: broker in (partition_state(cluster, "moving", 0) or {}).get("isr", ()),
+               message="the moved replica in the ISR")
+
+
+def test_the_admin_layer_moves_a_replica(cluster: JbodCluster) -> None:
+    """What the reassignment tool's ``log_dirs`` will use: LogDirsAdmin.alter_replica_log_dirs."""
+    create_topic(cluster, "admin-moved", 1, 2, assignment=[[2, 1]])
+    produce(cluster.bootstrap_servers, "admin-moved", [(0, None, b"r%d" % i) for i in range(100)])
+    admin = LogDirsAdmin(cluster.bootstrap_servers)
+
+    def where() -> str:
+        (dirs,) = asyncio.run(admin.describe_log_dirs([2])).values()
+        return next(d.path for d in dirs for r in d.replicas if r.topic_partition == ("admin-moved", 0))
+
+    target = next(str(d) for d in cluster.log_dirs(2) if str(d) != where())
+    replica = LogDirsTopicPartitionReplica("admin-moved", 0, 2)
+    missing = LogDirsTopicPartitionReplica("admin-moved", 0, 7)
+    assert asyncio.run(admin.alter_replica_log_dirs({replica: target, missing: target})) == {
+        replica: ErrorCode.none, missing: ErrorCode.broker_not_available}
+    wait_until(lambda: where() == target, timeout=60, message="the replica in its new directory")
+    assert [m.value() for m in consume_all(cluster.bootstrap_servers, "admin-moved", 1, 100)] == \
+        [b"r%d" % i for i in range(100)]
+
+
+def test_alter_replica_log_dirs_errors(cluster: JbodCluster, admin: KafkaAdminClient) -> None:
+    create_topic(cluster, "placed", 1, replication_factor=1, assignment=[[0]])
+    on_0 = TopicPartitionReplica("placed", 0, 0)
+    not_on_1 = TopicPartitionReplica("placed", 0, 1)
+    unknown = TopicPartitionReplica("no-such-topic", 0, 0)
+    assert admin.alter_replica_log_dirs({on_0: "/not/a/configured/dir"}) == {on_0: LogDirNotFoundError}
+    answers = admin.alter_replica_log_dirs({unknown: str(cluster.log_dirs(0)[1]),
+                                            not_on_1: str(cluster.log_dirs(1)[1])})
+    assert answers == {unknown: UnknownTopicOrPartitionError, not_on_1: ReplicaNotAvailableError}
+
+
+@pytest.mark.parametrize("args", [(), ("--topic-list", "spread,placed"), ("--broker-list", "2,0")],
+                         ids=["all", "topic-list", "broker-list"])
+def test_odradek_log_dirs_prints_what_kafka_log_dirs_prints(cluster: JbodCluster, spread: str,
+                                                           args: tuple[str, ...]) -> None:
+    bootstrap = ["--bootstrap-server", cluster.bootstrap_servers.split(",")[0], "--describe", *args]
+    kafka = run_kafka_tool("kafka-2.8", "kafka.admin.LogDirsCommand", *bootstrap)
+    ours = run_odradek("log-dirs", *bootstrap)
+    assert kafka.returncode == ours.returncode == 0, (kafka.stderr, ours.stderr)
+    assert ours.stdout.splitlines()[:2] == ["Querying brokers for log directories information",
+                                            f"Received log directory information from brokers "
+                                            f"{'2,0' if '--broker-list' in args else '0,1,2'}"]
+    assert ours.stdout == kafka.stdout
