@@ -112,11 +112,17 @@ def same_on_twins(cluster: LocalCluster, mine: str, theirs: str, *args: str) -> 
     return a.stdout
 
 
-def test_list_and_describe_print_what_kafka_prints(cluster: LocalCluster, groups: Consumer) -> None:
+# Each of Kafka's runs starts a JVM (ten seconds and more on a busy machine): a few per test.
+
+
+def test_list_prints_what_kafka_prints(cluster: LocalCluster, groups: Consumer) -> None:
     listed = same(cluster, "--list")
     assert {"cg-empty", "cg-live"} <= set(listed.split())
     assert "cg-live         Stable" in same(cluster, "--list", "--state")
     assert same(cluster, "--list", "--state", "Stable").split()[2:] == ["cg-live", "Stable"]
+
+
+def test_describe_offsets_print_what_kafka_prints(cluster: LocalCluster, groups: Consumer) -> None:
     lagging = same(cluster, "--describe", "--group", "cg-empty")
     rows = [line.split() for line in lagging.splitlines()[2:]]
     # GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG CONSUMER-ID HOST CLIENT-ID
@@ -124,18 +130,20 @@ def test_list_and_describe_print_what_kafka_prints(cluster: LocalCluster, groups
     live = same(cluster, "--describe", "--group", "cg-live", "--offsets")
     live_rows = [line.split() for line in live.splitlines()[2:]]
     assert len(live_rows) == PARTITIONS and all(row[-1] == "cg-live-c" for row in live_rows)
+    assert "Error: Consumer group 'nope' does not exist." in same(cluster, "--describe", "--group", "nope")
+
+
+def test_describe_members_and_state_print_what_kafka_prints(cluster: LocalCluster, groups: Consumer) -> None:
     members = same(cluster, "--describe", "--group", "cg-live", "--members", "--verbose")
     assert f"{TOPIC}(0,1,2)" in members and "#PARTITIONS" in members
     same(cluster, "--describe", "--group", "cg-live", "--members")
     state = same(cluster, "--describe", "--group", "cg-live", "--state")
     assert state.split()[-3:] == ["range", "Stable", "1"]
-    assert "Error: Consumer group 'nope' does not exist." in same(cluster, "--describe", "--group", "nope")
     same(cluster, "--describe", "--all-groups", "--state")
 
 
 def test_reset_offsets_dry_runs_print_what_kafka_prints(cluster: LocalCluster, groups: Consumer) -> None:
-    # Each of Kafka's runs starts a JVM (seconds on a busy machine): a few scenarios side by
-    # side, the others checked for their offsets.
+    # A few scenarios side by side, the others checked for their offsets.
     def new_offsets(out: str) -> dict[int, int]:
         return {int(line.split()[2]): int(line.split()[3]) for line in out.splitlines()[2:]}
 
