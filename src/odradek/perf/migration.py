@@ -240,10 +240,11 @@ class GroupReader:
         try:
             committed = consumer.commit(asynchronous=False)
         except KafkaException as e:
+            if e.args[0].code() == KafkaError._NO_OFFSET:  # nothing read since the last commit
+                return
             # A coordinator moving or a rebalance: the next commit tries again.
             self.commit_errors += 1
-            if e.args[0].code() != KafkaError._NO_OFFSET:  # nothing read since the last commit
-                self.log(f"group commit failed ({self.commit_errors} so far): {e}")
+            self.log(f"group commit failed ({self.commit_errors} so far): {e}")
             return
         self.commits += 1
         with self._lock:
