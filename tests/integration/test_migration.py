@@ -45,6 +45,6 @@ def test_kafka_to_odradek_and_back_by_rolling_restart(zookeeper: EmbeddedZooKeep
     duplicated = {entry.split(" ")[0] for entry in report.durability.duplicated}
     assert all(entry.split(" ")[0] in duplicated for entry in report.durability.lost), report.durability.lost[:5]
     if duplicated:
-        # Seen in 1 complete run of 3: records written twice (docs/COMPATIBILITY.md, "An idempotent
+        # Seen in 1 complete run of 4: records written twice (docs/COMPATIBILITY.md, "An idempotent
         # producer's epoch bumps"); not yet understood, so not yet fixed.
         pytest.xfail(f"{len(duplicated)} records written twice, e.g. {report.durability.duplicated[:2]}")
