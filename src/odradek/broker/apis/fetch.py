@@ -49,7 +49,7 @@ def handle_fetch(broker: ProduceFetchContext, request: Request) -> Response | as
     body = parse_fetch_request(request.frame, request.body_offset, version)
     correlation_id = request.header.correlation_id
     requests = [FetchPartitionRequest(p.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
-                                      p.current_leader_epoch) for p in body.partitions]
+                                      p.current_leader_epoch, p.last_fetched_epoch) for p in body.partitions]
     if version >= 7:  # fetch sessions (KIP-227)
         context = broker.fetch_sessions.new_context(body, requests, monotonic_ms())
         if context.error != ErrorCode.none:
@@ -125,5 +125,5 @@ def _encode(correlation_id: int, version: int, context: FetchContext, denied: se
             r.partition, res.error, res.high_watermark, res.last_stable_offset, res.log_start_offset,
             res.regions, aborted_transactions_null=aborted is None and res.error not in _REFUSED_BEFORE_READING,
             aborted_transactions=aborted or (),
-            preferred_read_replica=res.preferred_read_replica))
+            preferred_read_replica=res.preferred_read_replica, diverging_epoch=res.diverging_epoch))
     return encode_fetch_response(correlation_id, version, ErrorCode.none, context.session_id, list(topics.items()))
