@@ -46,6 +46,7 @@ __all__ = [
     "InternalTopicsContext",
     "LogDirsContext",
     "MetadataContext",
+    "PartitionAdminContext",
     "ProduceFetchContext",
     "ProducerIds",
     "ScramContext",
@@ -295,7 +296,18 @@ class LogDirsContext(AuthorizingContext, Protocol):
     replica_manager: ReplicaManager
 
 
+@runtime_checkable
+class PartitionAdminContext(AuthorizingContext, Protocol):
+    """ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments: requests the
+    active controller answers (this broker's, or NOT_CONTROLLER)."""
+
+    metadata_cache: MetadataCache
+
+    @property
+    def controller(self) -> ControllerInbox: ...
+
+
 # Every family; the broker (and a fake standing in for it) satisfies each.
 FAMILIES: tuple[type, ...] = (ProduceFetchContext, MetadataContext, TopicAdminContext, ConfigsContext,
                               GroupsContext, TransactionsContext, FindCoordinatorContext, AclsContext,
-                              ScramContext, ControlContext, LogDirsContext)
+                              ScramContext, ControlContext, LogDirsContext, PartitionAdminContext)
