@@ -1,5 +1,5 @@
 """The ``odradek`` command and its subcommands, one module each: ``zookeeper``, ``broker``,
-``up``, ``lab``, ``topics``, ``configs``, ``acls``, ``transactions``, ``reassign-partitions``, ``log-dirs``,
+``up``, ``lab``, ``topics``, ``configs``, ``acls``, ``transactions``, ``reassign-partitions``, ``log-dirs``, ``leader-election``,
 ``perf`` and ``demo``.
 
 A subcommand's module is imported only when that subcommand runs (or help lists it): the
@@ -28,6 +28,7 @@ COMMANDS = {
     "transactions": ("transactions", "transactions"),
     "reassign-partitions": ("reassign_partitions", "reassign_partitions"),
     "log-dirs": ("log_dirs", "log_dirs"),
+    "leader-election": ("leader_election", "leader_election"),
     "perf": ("perf", "perf"),
     "demo": ("demo", "demo"),
 }
