@@ -20,6 +20,9 @@ User configs (Kafka's UserConfigHandler): every ``/config/users/<user>`` is read
 and again on each ``users/<user>`` notification, and handed to the ``on_user_config``
 callback with the user's name desanitized (the broker's SCRAM credential cache).
 
+Every applied topic config is also handed to ``on_topic_config`` (the replication throttles'
+``*.replication.throttled.replicas``, Kafka's QuotaConfigHandler).
+
 A topic whose config turns ``unclean.leader.election.enable`` on is handed to the
 ``enable_unclean_election`` callback (Kafka's TopicConfigHandler calls
 KafkaController.enableTopicUncleanLeaderElection): the server passes the controller's, which
@@ -82,6 +85,7 @@ class DynamicConfigManager:
                  enable_unclean_election: Callable[[str], None], *,
                  on_broker_config: Callable[[KafkaConfig], None] = _no_op,
                  on_user_config: Callable[[str, dict[str, str]], None] = _no_user_op,
+                 on_topic_config: Callable[[str, dict[str, str]], None] = _no_user_op,
                  time_ms: Callable[[], int] = now_ms) -> None:
         self.zk = zk
         self.static_config = config
@@ -89,6 +93,7 @@ class DynamicConfigManager:
         self.config = config
         self.on_broker_config = on_broker_config
         self.on_user_config = on_user_config
+        self.on_topic_config = on_topic_config
         self.log_manager = log_manager
         self.enable_unclean_election = enable_unclean_election
         self._time_ms = time_ms
@@ -212,4 +217,5 @@ class DynamicConfigManager:
             log.error("not applying the stored config of topic %s: %s", topic, e)
             return False
         self.log_manager.update_config(topic, log_config)
+        self.on_topic_config(topic, overrides)  # the replication throttles' replicas
         return True

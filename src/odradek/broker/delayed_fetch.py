@@ -47,13 +47,16 @@ class DelayedFetch(DelayedOperation):
 
     def __init__(self, partitions: Mapping[TopicPartition, Partition], timeout_ms: int, replica_id: int,
                  min_bytes: int, requests: list[FetchPartitionRequest],
-                 read: Callable[[], dict[TopicPartition, FetchPartitionResult]], isolation_level: int = 0) -> None:
+                 read: Callable[[], dict[TopicPartition, FetchPartitionResult]], isolation_level: int = 0,
+                 held_back: Callable[[Partition], bool] | None = None) -> None:
         super().__init__(timeout_ms)
         self.partitions = partitions
         self.replica_id = replica_id
         self.min_bytes = min_bytes
         self.requests = requests
         self._read = read
+        # A follower's throttled partitions (replication throttles): bytes there do not count.
+        self._held_back = held_back
         self.read_committed = isolation_level == READ_COMMITTED and replica_id < 0
         self._epochs = {(r.topic, r.partition): self._epoch(r) for r in requests}
 
@@ -83,6 +86,8 @@ class DelayedFetch(DelayedOperation):
             if bound < r.fetch_offset or r.fetch_offset < p.log.log_start_offset:
                 return self.force_complete()  # truncated or out of range: answer with the error now
             if bound > r.fetch_offset:
+                if self._held_back is not None and self._held_back(p):
+                    continue
                 if self.min_bytes <= 1:
                     return self.force_complete()  # a whole batch is at least a byte
                 try:
