@@ -9,7 +9,11 @@ from control_helpers import lai_state, leader_and_isr
 from test_replica_manager import _rm, become
 
 from odradek.broker.delayed_fetch import FetchPartitionRequest
-from odradek.broker.replication_quota import UNBOUNDED, ReplicationQuotaManager, throttled_partitions
+from odradek.broker.replication_quota import (
+    UNBOUNDED,
+    ReplicationQuotaManager,
+    throttled_partitions,
+)
 from odradek.protocol.records import SimpleRecord, build_batch
 
 
