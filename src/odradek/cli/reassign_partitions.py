@@ -41,7 +41,7 @@ ACTIONS = ("--generate", "--execute", "--verify", "--cancel", "--list")
 
 def _read(path: str | None, option: str) -> str:
     if path is None:
-        fail(f"Missing required argument \"[{option.lstrip('-')}]\"")
+        fail(f"Missing option '{option}'.")
     try:
         return Path(path).read_text()
     except OSError as e:
@@ -102,7 +102,7 @@ def _admin_client_mode(bootstrap_server: str, command_config: str | None, action
         if action == "--generate":
             topics = command.parse_topics_to_move(_read(topics_file, "--topics-to-move-json-file"))
             if broker_list is None:
-                fail('Missing required argument "[broker-list]"')
+                fail("Missing option '--broker-list'.")
             try:
                 brokers = [int(b) for b in broker_list.split(",") if b.strip()]
             except ValueError:
