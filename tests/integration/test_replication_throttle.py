@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -51,29 +52,38 @@ def test_a_throttled_reassignment_stays_under_the_rate(cluster_factory: ClusterF
                                                               "replicas": [source, target]}]}))
     args = ("reassign-partitions", "--bootstrap-server", cluster.bootstrap_servers, "--reassignment-json-file",
             str(plan))
-    started = time.monotonic()
-    executed = run_odradek(*args, "--execute", "--throttle", str(RATE))
-    assert executed.returncode == 0, executed.stderr
-    assert f"The inter-broker throttle limit was set to {RATE} B/s" in executed.stdout
+    # Sampled from before the command starts (under load the command itself may take seconds).
     samples: list[tuple[float, int]] = []
+    done = threading.Event()
 
-    def copied() -> bool:
-        samples.append((time.monotonic() - started, log_bytes(cluster, target, "heavy")))
-        return samples[-1][1] >= total
+    def sample() -> None:
+        while not done.is_set():
+            samples.append((time.monotonic(), log_bytes(cluster, target, "heavy")))
+            if samples[-1][1] >= total:
+                return
+            time.sleep(0.1)
 
-    wait_until(copied, timeout=120, interval=0.2, message="the new replica holds the whole log")
-    first = next(t for t, size in samples if size > 0)
-    elapsed = samples[-1][0]
-    average = total / (elapsed - first)
-    # Every sample: no more than the rate since the command started, plus the one window
-    # (1 s) a throttle allows at once and one batch.
-    worst = max(size / ((t + 1.0) * RATE) for t, size in samples)
-    print(f"\nthrottle {RATE} B/s: {total} bytes copied in {elapsed - first:.1f} s "
-          f"(first byte at {first:.1f} s): {average:.0f} B/s on average; "
-          f"highest share of the allowed bytes at any sample: {worst:.2f}")
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        executed = run_odradek(*args, "--execute", "--throttle", str(RATE))
+        assert executed.returncode == 0, executed.stderr
+        assert f"The inter-broker throttle limit was set to {RATE} B/s" in executed.stdout
+        sampler.join(120)
+    finally:
+        done.set()
+    assert samples[-1][1] >= total, "the new replica did not get the whole log in 120 s"
+    t0, first = next((t, size) for t, size in samples if size > 0)
+    t1 = samples[-1][0]
+    average = (total - first) / (t1 - t0)
+    # The fastest 3 s of the copy (the throttle lets one window's worth through at once).
+    spans = [(b - a_size) / (tb - ta) for ta, a_size in samples for tb, b in samples if 3.0 <= tb - ta <= 3.5]
+    fastest = max(spans, default=average)
+    print(f"\nthrottle {RATE} B/s: {total} bytes copied in {t1 - t0:.1f} s ({first} in the first sample): "
+          f"{average:.0f} B/s on average after it, {fastest:.0f} B/s in the fastest 3 s")
     assert average <= RATE * 1.1
-    assert worst <= 1.1
-    assert elapsed >= total / RATE * 0.8  # throttled indeed: unthrottled it takes well under a second
+    assert fastest <= RATE * 1.5
+    assert t1 - t0 >= (total - first) / RATE * 0.8  # throttled indeed: unthrottled it takes well under a second
     on_source = configs(cluster, f"/config/brokers/{source}")
     assert on_source.get("leader.replication.throttled.rate") == str(RATE)
 
