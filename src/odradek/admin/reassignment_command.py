@@ -34,7 +34,7 @@ from odradek.admin.partition_admin import (
 )
 from odradek.assignment import assign_replicas_to_brokers
 from odradek.common import TopicPartition
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ApiError, ErrorCode
 
 __all__ = ["cancel", "execute", "generate", "list_reassignments", "parse_plan", "parse_topics_to_move", "verify"]
 
@@ -129,6 +129,9 @@ async def execute(admin: PartitionAdmin, plan: Plan, out: Output, *, additional:
             "this and create a new partition assignment in addition to the existing one. The --additional flag "
             "can also be used to change the throttle by resubmitting the current reassignment.")
     current = await admin.assignments(tp.topic for tp in plan)
+    if {tp.topic for tp in plan} - {tp.topic for tp in current}:
+        # Kafka's tool fails describing the topics first.
+        raise PartitionAdminError(exception_text(ApiError(ErrorCode.unknown_topic_or_partition)))
     missing = sorted(tp for tp in plan if tp not in current)
     if missing:
         raise PartitionAdminError("The proposed assignment contains non-existent partitions: "
