@@ -72,14 +72,26 @@ _DEFAULT_MESSAGES = {
 }
 
 
+# Error codes whose Java exception is not named after the code.
+_EXCEPTION_NAMES = {ErrorCode.cluster_authorization_failed: "ClusterAuthorizationException",
+                    ErrorCode.topic_authorization_failed: "TopicAuthorizationException",
+                    ErrorCode.request_timed_out: "TimeoutException"}
+
+
 class PartitionAdminError(Exception):
-    """What the command cannot do, in one line."""
+    """What the command cannot do, in one line; ``error``: the response's error code, if one
+    refused the whole request."""
+
+    def __init__(self, message: str, error: ErrorCode | None = None) -> None:
+        super().__init__(message)
+        self.error = error
 
 
 def exception_text(error: ApiError) -> str:
     """``exception.toString()`` of the Java exception Kafka's admin client makes of ``error``."""
-    name = "".join(part.capitalize() for part in ErrorCode(error.error).name.split("_")) + "Exception"
-    message = error.message or _DEFAULT_MESSAGES.get(ErrorCode(error.error), ErrorCode(error.error).name)
+    code = ErrorCode(error.error)
+    name = _EXCEPTION_NAMES.get(code) or "".join(part.capitalize() for part in code.name.split("_")) + "Exception"
+    message = error.message or _DEFAULT_MESSAGES.get(code, code.name)
     return f"org.apache.kafka.common.errors.{name}: {message}"
 
 
@@ -151,7 +163,8 @@ class PartitionAdmin:
 
         response = await self._to_controller(ApiKey.ELECT_LEADERS, body)
         if response.error_code != ErrorCode.none:
-            raise PartitionAdminError(exception_text(ApiError(ErrorCode(response.error_code))))
+            error = ErrorCode(response.error_code)
+            raise PartitionAdminError(exception_text(ApiError(error)), error)
         return {TopicPartition(r.topic, p.partition_id): ApiError(ErrorCode(p.error_code), p.error_message)
                 for r in response.replica_election_results for p in r.partition_result}
 

@@ -16,12 +16,14 @@ from odradek.admin.client import AdminClientError
 from odradek.admin.partition_admin import PartitionAdmin, PartitionAdminError, election_output
 from odradek.cli.common import OneLineCommand, client_security, fail, over_bootstrap
 from odradek.common import TopicPartition
-from odradek.protocol.errors import KafkaError
+from odradek.protocol.errors import ErrorCode, KafkaError
 
 __all__ = ["leader_election"]
 
 ELECTION_TYPES = {"PREFERRED": 0, "UNCLEAN": 1}
 TIMEOUT_MS = 30_000  # Kafka's tool: 30 s for the whole election
+REFUSALS = {ErrorCode.cluster_authorization_failed: "Not authorized to perform leader election",
+            ErrorCode.request_timed_out: "Timeout waiting for election results"}
 
 
 def _json_partitions(path: str) -> list[TopicPartition]:
@@ -85,7 +87,15 @@ def leader_election(bootstrap_server: str | None, admin_config: str | None, json
 
     async def elect() -> None:
         async with admin:
-            results = await admin.elect_leaders(ELECTION_TYPES[kind], partitions, TIMEOUT_MS)
+            try:
+                results = await admin.elect_leaders(ELECTION_TYPES[kind], partitions, TIMEOUT_MS)
+            except PartitionAdminError as e:
+                # Kafka's tool says these two in its own words (on stdout), then fails.
+                said = REFUSALS.get(e.error) if e.error is not None else None
+                if said is None:
+                    raise
+                click.echo(said)
+                raise PartitionAdminError(said) from None
         lines, failed = election_output(kind, results)
         for line in lines:
             click.echo(line)
