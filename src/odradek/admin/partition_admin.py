@@ -104,6 +104,13 @@ class Reassignment:
     removing: tuple[int, ...]
 
 
+def _by_topic(partitions: Iterable[TopicPartition]) -> dict[str, list[int]]:
+    named: dict[str, list[int]] = {}
+    for tp in partitions:
+        named.setdefault(tp.topic, []).append(tp.partition)
+    return named
+
+
 class _Node(AdminConnection):
     """An AdminConnection that speaks the election and reassignment APIs too."""
 
@@ -149,11 +156,7 @@ class PartitionAdmin:
                             timeout_ms: int) -> dict[TopicPartition, ApiError]:
         """Each partition's outcome (every partition that needed an election when ``partitions``
         is None); PartitionAdminError when the whole request fails."""
-        named: dict[str, list[int]] | None = None
-        if partitions is not None:
-            named = {}
-            for tp in partitions:
-                named.setdefault(tp.topic, []).append(tp.partition)
+        named = None if partitions is None else _by_topic(partitions)
 
         def body(m: types.ModuleType, _version: int) -> Any:
             topics = None if named is None else tuple(
@@ -190,11 +193,8 @@ class PartitionAdmin:
 
     async def list_reassignments(self, partitions: Iterable[TopicPartition] | None = None
                                  ) -> dict[TopicPartition, Reassignment]:
-        named: dict[str, list[int]] | None = None
-        if partitions is not None:
-            named = {}
-            for tp in partitions:
-                named.setdefault(tp.topic, []).append(tp.partition)
+        """The reassignments in progress (of ``partitions``, or all)."""
+        named = None if partitions is None else _by_topic(partitions)
 
         def body(m: types.ModuleType, _version: int) -> Any:
             return build(m.ListPartitionReassignmentsRequest, timeout=30_000, topics=None if named is None else tuple(
