@@ -96,11 +96,12 @@ def step(cluster: LocalCluster, *args: str) -> tuple[str, str]:
 
 
 def moving_cluster(cluster_factory: ClusterFactory, tmp_path: Path) -> tuple[LocalCluster, tuple[int, int, int]]:
-    """Three brokers, topics ``k`` and ``o`` on [a, b] with 200 kB each, and the plan ``@.json``
-    moving them to [c, a]: executed with ``--throttle 1000`` (bytes/s) it stays in progress."""
+    """Three brokers, topics ``k`` and ``o`` on [a, b] with 200 batches of 1 kB each, and the plan
+    ``@.json`` moving them to [c, a]: executed with ``--throttle 100`` (bytes/s: a batch every
+    ten seconds) it stays in progress for half an hour."""
     cluster = cluster_factory(3)
     a, b, c = 0, 1, 2
-    with Producer({"bootstrap.servers": cluster.bootstrap_servers, "batch.size": 16384}) as producer:
+    with Producer({"bootstrap.servers": cluster.bootstrap_servers, "batch.size": 1100, "linger.ms": 0}) as producer:
         for topic in ("k", "o"):
             create_topic(cluster, topic, assignment=[[a, b]])
             plan(tmp_path, topic, [c, a], f"{topic}.json")
@@ -111,12 +112,12 @@ def moving_cluster(cluster_factory: ClusterFactory, tmp_path: Path) -> tuple[Loc
 
 
 def test_reassignment_in_progress_side_by_side(cluster_factory: ClusterFactory, tmp_path: Path) -> None:
-    """--execute, --list and --verify while a move is held back by a throttle of 1000 B/s."""
+    """--execute, --list and --verify while a move is held back by a throttle of 100 B/s."""
     cluster, (a, b, added) = moving_cluster(cluster_factory, tmp_path)
     kafka, ours = both(cluster, REASSIGN, "reassign-partitions", "--list")
     assert kafka.stdout == ours.stdout == "No partition reassignments found.\n"
     json_file = str(tmp_path / "@.json")
-    executed = step(cluster, "--execute", "--reassignment-json-file", json_file, "--additional", "--throttle", "1000")
+    executed = step(cluster, "--execute", "--reassignment-json-file", json_file, "--additional", "--throttle", "100")
     listed = both(cluster, REASSIGN, "reassign-partitions", "--list")
     verified = step(cluster, "--verify", "--reassignment-json-file", json_file)
     assert executed[0] == executed[1]
@@ -126,7 +127,7 @@ def test_reassignment_in_progress_side_by_side(cluster_factory: ClusterFactory, 
                            "Save this to use as the --reassignment-json-file option during rollback\n"
                            "Warning: You must run --verify periodically, until the reassignment completes, to "
                            "ensure the throttle is removed.\n"
-                           "The inter-broker throttle limit was set to 1000 B/s\n"
+                           "The inter-broker throttle limit was set to 100 B/s\n"
                            "Successfully started partition reassignment for @-0\n")
     ongoing = f"replicas: {added},{a},{b}. adding: {added}. removing: {b}."
     assert listed[0].stdout == listed[1].stdout == f"Current partition reassignments:\nk-0: {ongoing}\no-0: {ongoing}\n"
@@ -147,9 +148,9 @@ def test_cancel_and_throttles_side_by_side(cluster_factory: ClusterFactory, tmp_
     cluster, (a, b, added) = moving_cluster(cluster_factory, tmp_path)
     json_file = str(tmp_path / "@.json")
     executed = step(cluster, "--execute", "--reassignment-json-file", json_file, "--additional",
-                    "--throttle", "1000")
+                    "--throttle", "100")
     assert executed[0] == executed[1]
-    assert "The inter-broker throttle limit was set to 1000 B/s" in executed[1]
+    assert "The inter-broker throttle limit was set to 100 B/s" in executed[1]
     zk = cluster.zk_client()
     for t in ("k", "o"):
         config = json.loads(zk.get(f"/config/topics/{t}")[0])["config"]
@@ -157,8 +158,8 @@ def test_cancel_and_throttles_side_by_side(cluster_factory: ClusterFactory, tmp_
                           "follower.replication.throttled.replicas": f"0:{added}"}, (t, config)
     for broker in (0, 1, 2):
         config = json.loads(zk.get(f"/config/brokers/{broker}")[0])["config"]
-        assert config == {"leader.replication.throttled.rate": "1000",
-                          "follower.replication.throttled.rate": "1000"}, (broker, config)
+        assert config == {"leader.replication.throttled.rate": "100",
+                          "follower.replication.throttled.rate": "100"}, (broker, config)
     cancelled = step(cluster, "--cancel", "--reassignment-json-file", json_file)
     assert cancelled[0] == cancelled[1] == ("Successfully cancelled partition reassignment for: @-0\n"
                                             "None of the specified partition moves are active.\n"
