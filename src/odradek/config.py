@@ -427,6 +427,12 @@ def _broker_keys() -> list[ConfigKey]:
         k("leader.imbalance.per.broker.percentage", Type.INT, 10, between(0, 100)),
         k("replica.lag.time.max.ms", Type.LONG, 30000, at_least(1)),
         k("replica.fetch.max.bytes", Type.INT, 1048576, at_least(0)),
+        # Replication throttles (Kafka's ReplicationQuotaManager): dynamic broker configs.
+        k("leader.replication.throttled.rate", Type.LONG, LONG_MAX, at_least(0)),
+        k("follower.replication.throttled.rate", Type.LONG, LONG_MAX, at_least(0)),
+        k("replica.alter.log.dirs.io.max.bytes.per.second", Type.LONG, LONG_MAX, at_least(0)),
+        k("replication.quota.window.num", Type.INT, 11, at_least(1)),
+        k("replication.quota.window.size.seconds", Type.INT, 1, at_least(1)),
         k("replica.fetch.min.bytes", Type.INT, 1, at_least(1)),
         k("replica.fetch.wait.max.ms", Type.INT, 500, at_least(0)),
         k("replica.fetch.response.max.bytes", Type.INT, 10485760, at_least(0)),
@@ -602,8 +608,15 @@ DYNAMIC_ACCEPTED_CONFIGS = frozenset({
     "sasl.kerberos.ticket.renew.window.factor", "sasl.kerberos.ticket.renew.jitter",
     "sasl.kerberos.min.time.before.relogin", "sasl.kerberos.principal.to.local.rules",
 })
+# Kafka's DynamicReplicationConfig.ReconfigurableConfigs (the log-dir move rate is accepted,
+# not enforced: odradek's future replicas catch up unthrottled).
+DYNAMIC_REPLICATION_CONFIGS = frozenset({
+    "leader.replication.throttled.rate", "follower.replication.throttled.rate",
+    "replica.alter.log.dirs.io.max.bytes.per.second",
+})
 # Kafka's DynamicBrokerConfig.AllDynamicConfigs as far as odradek has them.
-DYNAMIC_BROKER_CONFIGS = DYNAMIC_LOG_CONFIGS | DYNAMIC_CLEANER_CONFIGS | DYNAMIC_ACCEPTED_CONFIGS
+DYNAMIC_BROKER_CONFIGS = (DYNAMIC_LOG_CONFIGS | DYNAMIC_CLEANER_CONFIGS | DYNAMIC_ACCEPTED_CONFIGS
+                          | DYNAMIC_REPLICATION_CONFIGS)
 
 
 def validate_dynamic_broker_config(config: Mapping[str, str]) -> dict[str, str]:

@@ -9,13 +9,14 @@ import asyncio
 
 from kazoo.client import KazooClient
 
+from odradek.common import TopicPartition
 from odradek.config import KafkaConfig
 from odradek.controller.controller import KafkaController
 from odradek.controller.events import (
     AlterPartitionReceived,
     ControlledShutdown,
     ControllerRequestEvent,
-    PreferredReplicaLeaderElection,
+    ReplicaLeaderElection,
 )
 from odradek.protocol.errors import ErrorCode
 from odradek.zk.client import KafkaZkClient, split_chroot
@@ -49,7 +50,7 @@ def request_events() -> list[ControllerRequestEvent]:
     return [
         ControlledShutdown(2, 10, loop.create_future()),
         AlterPartitionReceived(2, 10, {("id", 0): (1, (2,), 0)}, loop.create_future()),
-        PreferredReplicaLeaderElection(frozenset({("t", 0)}), loop.create_future()),
+        ReplicaLeaderElection(frozenset({TopicPartition("t", 0)}), reply=loop.create_future()),
     ]
 
 

@@ -24,6 +24,9 @@ Client quotas (Kafka's UserConfigHandler and ClientIdConfigHandler): every ``use
 ``users/<user>/clients/<client>`` and ``clients/<client>`` entity is read at start-up and again
 on its notification, and handed to the ``on_quota_config`` callback (the quota managers).
 
+Every applied topic config is also handed to ``on_topic_config`` (the replication throttles'
+``*.replication.throttled.replicas``, Kafka's QuotaConfigHandler).
+
 A topic whose config turns ``unclean.leader.election.enable`` on is handed to the
 ``enable_unclean_election`` callback (Kafka's TopicConfigHandler calls
 KafkaController.enableTopicUncleanLeaderElection): the server passes the controller's, which
@@ -94,6 +97,7 @@ class DynamicConfigManager:
                  enable_unclean_election: Callable[[str], None], *,
                  on_broker_config: Callable[[KafkaConfig], None] = _no_op,
                  on_user_config: Callable[[str, dict[str, str]], None] = _no_user_op,
+                 on_topic_config: Callable[[str, dict[str, str]], None] = _no_user_op,
                  on_quota_config: Callable[[ClientQuotaEntity, dict[str, str]], None] = _no_quota_op,
                  time_ms: Callable[[], int] = now_ms) -> None:
         self.zk = zk
@@ -102,6 +106,7 @@ class DynamicConfigManager:
         self.config = config
         self.on_broker_config = on_broker_config
         self.on_user_config = on_user_config
+        self.on_topic_config = on_topic_config
         self.on_quota_config = on_quota_config
         self.log_manager = log_manager
         self.enable_unclean_election = enable_unclean_election
@@ -241,4 +246,5 @@ class DynamicConfigManager:
             log.error("not applying the stored config of topic %s: %s", topic, e)
             return False
         self.log_manager.update_config(topic, log_config)
+        self.on_topic_config(topic, overrides)  # the replication throttles' replicas
         return True

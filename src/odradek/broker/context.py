@@ -48,6 +48,7 @@ __all__ = [
     "InternalTopicsContext",
     "LogDirsContext",
     "MetadataContext",
+    "PartitionAdminContext",
     "ProduceFetchContext",
     "ProducerIds",
     "ScramContext",
@@ -310,7 +311,19 @@ class LogDirsContext(AuthorizingContext, Protocol):
     replica_manager: ReplicaManager
 
 
+@runtime_checkable
+class PartitionAdminContext(AuthorizingContext, Protocol):
+    """ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments: requests the
+    active controller answers (this broker's, or NOT_CONTROLLER)."""
+
+    metadata_cache: MetadataCache
+
+    @property
+    def controller(self) -> ControllerInbox: ...
+
+
 # Every family; the broker (and a fake standing in for it) satisfies each.
 FAMILIES: tuple[type, ...] = (ProduceFetchContext, MetadataContext, TopicAdminContext, ConfigsContext,
                               GroupsContext, TransactionsContext, FindCoordinatorContext, AclsContext,
-                              ScramContext, ClientQuotasContext, ControlContext, LogDirsContext)
+                              ScramContext, ClientQuotasContext, ControlContext, LogDirsContext,
+                              PartitionAdminContext)

@@ -54,13 +54,15 @@ class DelayedFetch(DelayedOperation):
     def __init__(self, partitions: Mapping[TopicPartition, Partition], timeout_ms: int, replica_id: int,
                  min_bytes: int, requests: list[FetchPartitionRequest],
                  read: Callable[[], dict[TopicPartition, FetchPartitionResult]], isolation_level: int = 0,
-                 fetch_only_from_leader: bool = True) -> None:
+                 fetch_only_from_leader: bool = True, held_back: Callable[[Partition], bool] | None = None) -> None:
         super().__init__(timeout_ms)
         self.partitions = partitions
         self.replica_id = replica_id
         self.min_bytes = min_bytes
         self.requests = requests
         self._read = read
+        # A follower's throttled partitions (replication throttles): bytes there do not count.
+        self._held_back = held_back
         self.read_committed = isolation_level == READ_COMMITTED and replica_id < 0
         # KIP-392: a consumer's fetch (v11+) may be served by a follower, up to its high watermark.
         self.fetch_only_from_leader = fetch_only_from_leader
@@ -98,6 +100,8 @@ class DelayedFetch(DelayedOperation):
             if bound < r.fetch_offset or r.fetch_offset < p.log.log_start_offset:
                 return self.force_complete()  # truncated or out of range: answer with the error now
             if bound > r.fetch_offset:
+                if self._held_back is not None and self._held_back(p):
+                    continue
                 if self.min_bytes <= 1:
                     return self.force_complete()  # a whole batch is at least a byte
                 try:

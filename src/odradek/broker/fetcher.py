@@ -49,6 +49,7 @@ from odradek.security.client import ClientSecurity
 
 if TYPE_CHECKING:
     from odradek.broker.metadata_cache import MetadataCache
+    from odradek.broker.replication_quota import ReplicationQuotaManager
     from odradek.config import KafkaConfig
 
 log = logging.getLogger(__name__)
@@ -240,15 +241,29 @@ class ReplicaFetcher:
             self._session_conn = conn
         specs: list[FetchPartitionSpec] = []
         asked: dict[TopicPartition, tuple[_Fetching, int]] = {}
+        quota = self.manager.quota
+        throttling = quota is not None and quota.active  # the one check an unthrottled round pays
+        allowance = quota.allowance() if quota is not None and throttling else 0
         for item in items:
             p = item.partition
             lg = p.log
             assert lg is not None
+            max_bytes = partition_max_bytes
+            if throttling and quota is not None and quota.is_throttled(p.topic, p.partition) \
+                    and self.manager.broker_id not in p.isr:
+                # Kafka's shouldFollowerThrottle: left out while the rate is used up, else
+                # asking for no more than it allows.
+                if allowance <= 0:
+                    continue
+                max_bytes = min(max_bytes, allowance)
             offset = lg.log_end_offset
             latest = lg.latest_epoch
             specs.append((p.topic, p.partition, item.leader_epoch, offset, latest if latest is not None else -1,
-                          lg.log_start_offset, partition_max_bytes))
+                          lg.log_start_offset, max_bytes))
             asked[TopicPartition(p.topic, p.partition)] = (item, offset)
+        if not specs and quota is not None:
+            await asyncio.sleep(quota.delay_s())  # every partition is held back by the throttle
+            return
         # Partitions left out of this round (backing off) leave the session as forgotten.
         session = self.session
         built = session.build(specs)
@@ -299,6 +314,8 @@ class ReplicaFetcher:
             if entry is None or self.partitions.get(tp) is not entry[0]:
                 continue  # reassigned while the fetch was in flight
             self._handle_partition(*entry, pd)
+            if throttling and quota is not None and pd.records and quota.is_throttled(tp.topic, tp.partition):
+                quota.record(len(pd.records))
 
     def _handle_partition(self, item: _Fetching, offset: int, pd: FollowerFetchPartition) -> None:
         p = item.partition
@@ -385,10 +402,12 @@ class ReplicaFetcher:
 class ReplicaFetcherManager:
     def __init__(self, broker_id: int, config: KafkaConfig, metadata_cache: MetadataCache,
                  state_change: Callable[[str], None], *, security: ClientSecurity | None = None,
-                 on_high_watermark: Callable[[TopicPartition], None] | None = None) -> None:
+                 on_high_watermark: Callable[[TopicPartition], None] | None = None,
+                 quota: ReplicationQuotaManager | None = None) -> None:
         self.broker_id = broker_id
         # Told when a follower's high watermark moves (consumers may be waiting on it, KIP-392).
         self.on_high_watermark = on_high_watermark
+        self.quota = quota  # the follower's replication throttle
         self.security = security
         self.config = config
         self.metadata_cache = metadata_cache

@@ -52,6 +52,7 @@ from odradek.broker.partition import Partition
 from odradek.broker.purgatory import Purgatory
 from odradek.broker.replica_alter_log_dirs import ReplicaAlterLogDirsManager
 from odradek.broker.replica_selector import ReplicaView, replica_selector
+from odradek.broker.replication_quota import ReplicationQuotaManager
 from odradek.common import INTERNAL_TOPICS, TopicPartition, now_ms
 from odradek.log.log_info import AppendOrigin
 from odradek.log.producer_state import NO_GUARD_CHECK
@@ -151,11 +152,17 @@ class ReplicaManager:
         self._fetch_wakeup_scheduled = False
         # KIP-392.  The key is read raw until config.py knows it (it warns about it meanwhile).
         self.replica_selector = replica_selector(config.originals.get("replica.selector.class"))
+        # Replication throttles (KIP-73): what this broker sends as a leader, and fetches as a follower.
+        windows = (config["replication.quota.window.num"], config["replication.quota.window.size.seconds"])
+        self.leader_quota = ReplicationQuotaManager(broker_id, "leader.replication.throttled.replicas", *windows)
+        self.follower_quota = ReplicationQuotaManager(broker_id, "follower.replication.throttled.replicas", *windows)
+        self.update_replication_throttles(config)
         # Consumers fetch from followers only when a leader's selector sends them there; then a
         # follower's high watermark moving must wake the fetches waiting on it.
         self.fetchers = ReplicaFetcherManager(broker_id, config, metadata_cache, self.logger.info,
                                               security=inter_broker_security,
-                                              on_high_watermark=self.wake_fetches if self.replica_selector else None)
+                                              on_high_watermark=self.wake_fetches if self.replica_selector else None,
+                                              quota=self.follower_quota)
         self.alter_partition = AlterPartitionManager(broker_id, broker_epoch, metadata_cache,
                                                      config.inter_broker_listener_name, self._on_isr_applied,
                                                      security=inter_broker_security)
@@ -169,6 +176,16 @@ class ReplicaManager:
         self.txn_verifier = txn_verifier
         self.alter_log_dirs = ReplicaAlterLogDirsManager(log_manager, self.partitions, self.offline_partitions,
                                                          metadata_cache)
+
+    def update_replication_throttles(self, config: KafkaConfig) -> None:
+        """The throttle rates of a (new, dynamic) broker config."""
+        self.leader_quota.update_bound(config["leader.replication.throttled.rate"])
+        self.follower_quota.update_bound(config["follower.replication.throttled.rate"])
+
+    def update_throttled_replicas(self, topic: str, overrides: Mapping[str, str]) -> None:
+        """A topic's config was applied: which of its replicas here are throttled."""
+        self.leader_quota.update_topic(topic, overrides)
+        self.follower_quota.update_topic(topic, overrides)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -623,7 +640,8 @@ class ReplicaManager:
         delayed = DelayedFetch(self.partitions, max_wait_ms, replica_id, min_bytes, requests,
                                lambda: self.read_from_local_log(replica_id, max_bytes, requests, isolation_level,
                                                                 client_rack),
-                               isolation_level, fetch_only_from_leader=client_rack is None)
+                               isolation_level, fetch_only_from_leader=client_rack is None,
+                               held_back=self._held_back(replica_id))
         # Completed at once or not, its future holds the answer.
         self.fetch_purgatory.try_complete_else_watch(delayed, [TopicPartition(r.topic, r.partition) for r in requests])
         return delayed
@@ -645,6 +663,8 @@ class ReplicaManager:
         partition_or_error = self.partition_or_error
         followers_too = client_rack is not None
         selecting = followers_too and self.replica_selector is not None
+        # The one check an unthrottled fetch pays.
+        quota = self.leader_quota if follower and self.leader_quota.active else None
         for r in requests:
             tp = TopicPartition(r.topic, r.partition)
             p = partition_or_error(tp, r.current_leader_epoch, followers_too=followers_too)
@@ -677,9 +697,19 @@ class ReplicaManager:
                 results[tp] = FetchPartitionResult(ErrorCode.none, lg.high_watermark, lg.log_start_offset, (), lso)
                 continue
             bound = None if follower else lso if committed else lg.high_watermark
+            limit = min(r.max_bytes, remaining) if remaining > 0 else 0
+            throttled = quota is not None and quota.is_throttled(r.topic, r.partition)
+            if throttled and quota is not None and replica_id not in p.isr:
+                # Kafka's shouldLeaderThrottle, and the bytes bounded by what the rate allows
+                # (but the first batch whole: a replica must get past a batch bigger than that).
+                limit = min(limit, quota.allowance())
+                if limit <= 0:
+                    self._record_follower_fetch(p, tp, replica_id, r.fetch_offset, now)
+                    results[tp] = FetchPartitionResult(ErrorCode.none, lg.high_watermark, lg.log_start_offset, (),
+                                                       lso)
+                    continue
             try:
-                data = lg.read(r.fetch_offset, min(r.max_bytes, remaining) if remaining > 0 else 0, bound,
-                               first_with_data)
+                data = lg.read(r.fetch_offset, limit, bound, first_with_data)
             except KafkaError as e:
                 # Kafka's createLogReadResult(e): an error carries no offsets (-1 each).
                 results[tp] = FetchPartitionResult(e.code)
@@ -701,9 +731,20 @@ class ReplicaManager:
                 remaining -= size
             if follower:
                 self._record_follower_fetch(p, tp, replica_id, r.fetch_offset, now)
+                if throttled and quota is not None:
+                    quota.record(size)
             results[tp] = FetchPartitionResult(ErrorCode.none, lg.high_watermark, lg.log_start_offset, data.regions,
                                                lso, aborted)
         return results
+
+    def _held_back(self, replica_id: int) -> Callable[[Partition], bool] | None:
+        """For a waiting follower fetch while throttles are on: whether a partition's bytes are
+        held back now (they must not complete the wait; Kafka's DelayedFetch skips them)."""
+        quota = self.leader_quota
+        if replica_id < 0 or not quota.active:
+            return None
+        return lambda p: (quota.is_throttled(p.topic, p.partition) and replica_id not in p.isr
+                          and quota.is_quota_exceeded())
 
     def preferred_read_replica(self, p: Partition, client_rack: str, fetch_offset: int, now: int) -> int:
         """The replica this leader's selector prefers for a consumer of ``client_rack`` reading

@@ -140,7 +140,8 @@ class KafkaServer:
                                                    self.controller.enable_topic_unclean_leader_election,
                                                    on_broker_config=self.apply_broker_config,
                                                    on_user_config=self.credential_cache.update,
-                                                   on_quota_config=self.quotas.update)
+                                                   on_quota_config=self.quotas.update,
+                                                   on_topic_config=self.replica_manager.update_throttled_replicas)
         self.broker_info: BrokerInfo | None = None
         self._started = False
         # Kafka's startProcessingRequests: the listener is bound early (its port goes into the
@@ -172,6 +173,7 @@ class KafkaServer:
         self.config = new
         self.log_manager.update_default_config(new.log_config())
         self.log_cleaner.reconfigure(new.cleaner_config())
+        self.replica_manager.update_replication_throttles(new)
 
     # ------------------------------------------------------------------ start-up
 

@@ -1,6 +1,6 @@
 """The ``odradek`` command and its subcommands, one module each: ``zookeeper``, ``broker``,
 ``up``, ``lab``, ``topics``, ``configs``, ``consumer-groups``, ``acls``, ``transactions``, ``reassign-partitions``,
-``log-dirs``, ``perf`` and ``demo``.
+``log-dirs``, ``leader-election``, ``perf`` and ``demo``.
 
 A subcommand's module is imported only when that subcommand runs (or help lists it): the
 admin client and the protocol schemas alone take a third of a second to import, which every
@@ -29,6 +29,7 @@ COMMANDS = {
     "transactions": ("transactions", "transactions"),
     "reassign-partitions": ("reassign_partitions", "reassign_partitions"),
     "log-dirs": ("log_dirs", "log_dirs"),
+    "leader-election": ("leader_election", "leader_election"),
     "perf": ("perf", "perf"),
     "demo": ("demo", "demo"),
 }

@@ -43,8 +43,27 @@ class ReplicaAssignment:
         return tuple(r for r in self.replicas if r not in self.removing_replicas)
 
     @property
+    def origin_replicas(self) -> tuple[int, ...]:
+        """The replicas before the reassignment (ORS)."""
+        return tuple(r for r in self.replicas if r not in self.adding_replicas)
+
+    @property
     def is_being_reassigned(self) -> bool:
         return bool(self.adding_replicas or self.removing_replicas)
+
+    def remove_replica(self, replica: int) -> ReplicaAssignment:
+        """This assignment without ``replica`` (whose reassignment, if any, goes on)."""
+        return ReplicaAssignment(*(tuple(r for r in rs if r != replica)
+                                   for rs in (self.replicas, self.adding_replicas, self.removing_replicas)))
+
+    def reassign_to(self, target: tuple[int, ...]) -> ReplicaAssignment:
+        """The assignment while moving from the origin replicas to ``target``: RS = TRS + ORS,
+        adding TRS - ORS, removing ORS - TRS (Kafka's ReplicaAssignment.reassignTo); moving to
+        the origin replicas is no reassignment at all."""
+        origin = self.origin_replicas
+        full = tuple(dict.fromkeys(target + origin))
+        return ReplicaAssignment(full, tuple(r for r in full if r not in origin),
+                                 tuple(r for r in full if r not in target))
 
 
 @dataclass

@@ -30,6 +30,7 @@ from odradek.controller.controlled_shutdown import ControlledShutdownHandler
 from odradek.controller.event_manager import ControllerEventManager
 from odradek.controller.events import (
     AlterPartitionReceived,
+    ApiPartitionReassignment,
     AutoPreferredReplicaLeaderElection,
     BrokerChange,
     BrokerModifications,
@@ -38,12 +39,13 @@ from odradek.controller.events import (
     ControllerEvent,
     Expire,
     LeaderAndIsrResponseReceived,
+    ListPartitionReassignments,
     LogDirEventNotification,
     PartitionModifications,
     PartitionReassignment,
-    PreferredReplicaLeaderElection,
     Reelect,
     RegisterBrokerAndReelect,
+    ReplicaLeaderElection,
     Startup,
     TopicChange,
     TopicDeletion,
@@ -181,7 +183,7 @@ class KafkaController:
 
     def _on_preferred_election(self, event: WatchedEvent) -> None:
         if event.type in (EventType.CREATED, EventType.CHANGED):
-            self.event_manager.put(PreferredReplicaLeaderElection())
+            self.event_manager.put(ReplicaLeaderElection())
 
     def _on_log_dir_event(self, _event: WatchedEvent) -> None:
         self.event_manager.put(LogDirEventNotification())
@@ -270,7 +272,7 @@ class KafkaController:
                 await self.controlled_shutdown.process(event)
             case AlterPartitionReceived():
                 await self.alter_partition.process(event)
-            case PreferredReplicaLeaderElection():
+            case ReplicaLeaderElection():
                 await self.preferred_election.process(event)
             case AutoPreferredReplicaLeaderElection():
                 await self.preferred_election.check_and_trigger_auto_leader_rebalance(
@@ -279,6 +281,11 @@ class KafkaController:
                 await self.partition_sm.trigger_online_partition_state_change(topic)
             case PartitionReassignment():
                 await self.reassignment.on_request_znode()
+            case ApiPartitionReassignment():
+                event.answer(ErrorCode.none, await self.reassignment.alter_partition_reassignments(
+                    event.reassignments, event.allow_replication_factor_change))
+            case ListPartitionReassignments():
+                event.answer(ErrorCode.none, self.reassignment.list_partition_reassignments(event.partitions))
 
     # ------------------------------------------------------------------ election
 
@@ -351,7 +358,7 @@ class KafkaController:
         await self.reassignment.initialize()
         await self.deletion.try_topic_deletion()
         if await self.zk.exists(PreferredReplicaElectionZNode.path) is not None:
-            self.event_manager.put(PreferredReplicaLeaderElection())
+            self.event_manager.put(ReplicaLeaderElection())
         if self.config["auto.leader.rebalance.enable"]:
             self._schedule_auto_rebalance()
         self.failover_count += 1

@@ -10,13 +10,18 @@ shutting down), by ``preempt()`` with NOT_CONTROLLER, as Kafka's ControllerEvent
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any
 
+from odradek.common import TopicPartition
+from odradek.controller.leader_selectors import ElectionType
 from odradek.protocol.errors import ErrorCode
 
 __all__ = [
     "AlterPartitionReceived",
+    "ApiPartitionReassignment",
     "AutoPreferredReplicaLeaderElection",
     "BrokerChange",
     "BrokerModifications",
@@ -24,14 +29,16 @@ __all__ = [
     "ControllerChange",
     "ControllerEvent",
     "ControllerRequestEvent",
+    "ElectionTrigger",
     "Expire",
     "LeaderAndIsrResponseReceived",
+    "ListPartitionReassignments",
     "LogDirEventNotification",
     "PartitionModifications",
     "PartitionReassignment",
-    "PreferredReplicaLeaderElection",
     "Reelect",
     "RegisterBrokerAndReelect",
+    "ReplicaLeaderElection",
     "Startup",
     "TopicChange",
     "TopicDeletion",
@@ -156,10 +163,42 @@ class PartitionReassignment(ControllerEvent):
 
 
 @dataclass(frozen=True, slots=True)
-class PreferredReplicaLeaderElection(ControllerRequestEvent):
-    """``/admin/preferred_replica_election`` was created, or an ElectLeaders request came."""
+class ApiPartitionReassignment(ControllerRequestEvent):
+    """An AlterPartitionReassignments request (KIP-455): each partition's target replicas, or
+    None to cancel its reassignment.  The result maps each partition to its ApiError."""
 
-    partitions: frozenset[tuple[str, int]] | None = None
+    reassignments: Mapping[TopicPartition, tuple[int, ...] | None] = field(hash=False, compare=False)
+    # AlterPartitionReassignments v1 (KIP-860): False refuses a change of replication factor.
+    allow_replication_factor_change: bool = True
+    reply: asyncio.Future[Any] | None = field(default=None, hash=False, compare=False)
+
+
+@dataclass(frozen=True, slots=True)
+class ListPartitionReassignments(ControllerRequestEvent):
+    """A ListPartitionReassignments request: the named partitions (None: all) that are being
+    reassigned, each with its ReplicaAssignment."""
+
+    partitions: frozenset[TopicPartition] | None = None
+    reply: asyncio.Future[Any] | None = field(default=None, hash=False, compare=False)
+
+
+class ElectionTrigger(Enum):
+    """Who asked for a leader election (Kafka's ElectionTrigger)."""
+
+    ADMIN_CLIENT = "AdminClientTriggered"
+    ZK = "ZkTriggered"
+    AUTO = "AutoTriggered"
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaLeaderElection(ControllerRequestEvent):
+    """An ElectLeaders request (``election`` PREFERRED or UNCLEAN), or, without partitions,
+    ``/admin/preferred_replica_election`` was created.  The result maps each partition to its
+    new leader (an int) or an ApiError."""
+
+    partitions: frozenset[TopicPartition] | None = None
+    election: ElectionType = ElectionType.PREFERRED
+    trigger: ElectionTrigger = ElectionTrigger.ZK
     reply: asyncio.Future[Any] | None = field(default=None, hash=False, compare=False)
 
 

@@ -21,7 +21,12 @@ __all__ = [
 
 
 class ElectionType(Enum):
+    """Which algorithm elects the leader (Kafka's PartitionLeaderElectionStrategy)."""
+
     OFFLINE = "offline"
+    # An ElectLeaders request of type UNCLEAN: the offline algorithm with unclean election
+    # allowed whatever the topic says (Kafka's OfflinePartitionLeaderElectionStrategy(true)).
+    UNCLEAN = "unclean"
     REASSIGN = "reassign"
     PREFERRED = "preferred"
     CONTROLLED_SHUTDOWN = "controlled shutdown"

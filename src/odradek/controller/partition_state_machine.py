@@ -268,7 +268,7 @@ class PartitionStateMachine:
                unclean_enabled: bool) -> ElectionResult:
         full = self.ctx.partition_full_replica_assignment(tp)
         live = [r for r in full.replicas if self.ctx.is_replica_online(r, tp)]
-        if election is ElectionType.OFFLINE:
+        if election in (ElectionType.OFFLINE, ElectionType.UNCLEAN):
             return offline_partition_election(full.replicas, current.isr, live, unclean_enabled)
         if election is ElectionType.REASSIGN:
             return reassign_partition_election(full.target_replicas, current.isr, live)
@@ -280,7 +280,10 @@ class PartitionStateMachine:
 
     async def _unclean_topics(self, partitions: list[TopicPartition], election: ElectionType) -> set[str]:
         """Topics among ``partitions`` that allow unclean election, reading their config only
-        when a partition actually lacks a live in-sync replica (as Kafka does)."""
+        when a partition actually lacks a live in-sync replica (as Kafka does).  An UNCLEAN
+        election allows it everywhere."""
+        if election is ElectionType.UNCLEAN:
+            return {tp.topic for tp in partitions}
         if election is not ElectionType.OFFLINE:
             return set()
         needy: set[str] = set()

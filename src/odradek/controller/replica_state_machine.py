@@ -208,9 +208,8 @@ class ReplicaStateMachine:
         """The replicas leave their partitions' assignment and this state machine."""
         for r in replicas:
             tp = r.topic_partition
-            assignment = self.ctx.partition_full_replica_assignment(tp)
             self.ctx.update_partition_full_replica_assignment(
-                tp, type(assignment)(tuple(b for b in assignment.replicas if b != broker_id)))
+                tp, self.ctx.partition_full_replica_assignment(tp).remove_replica(broker_id))
             self._set(r, ReplicaState.NON_EXISTENT)
             self.states.pop(r, None)
 

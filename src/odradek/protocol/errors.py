@@ -7,6 +7,8 @@ error codes at the edge (``KafkaError.code``).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from kio.schema.errors import ErrorCode
 
 
@@ -75,3 +77,14 @@ FencedLeaderEpochError = _BY_CODE[ErrorCode.fenced_leader_epoch]
 UnknownLeaderEpochError = _BY_CODE[ErrorCode.unknown_leader_epoch]
 InvalidRecordError = _BY_CODE[ErrorCode.invalid_record]
 ReassignmentInProgressError = _BY_CODE[ErrorCode.reassignment_in_progress]
+
+
+class ApiError(NamedTuple):
+    """An error code and the message that goes with it in a response (Kafka's ApiError)."""
+
+    error: ErrorCode
+    message: str | None = None
+
+    @property
+    def is_success(self) -> bool:
+        return self.error == ErrorCode.none

@@ -44,11 +44,12 @@ from odradek.broker.transaction.state_topic import ReplicatedTransactionStateTop
 from odradek.broker.transaction.txn_config import TxnConfig
 from odradek.common import TopicPartition
 from odradek.config import KafkaConfig
-from odradek.controller.events import ControllerEvent
+from odradek.controller.events import ControllerEvent, ControllerRequestEvent
 from odradek.log.log_manager import LogManager, LogManagerConfig
 from odradek.net.kafka_channel import KafkaChannel
 from odradek.net.server import Request
 from odradek.protocol.errors import (
+    ErrorCode,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -242,15 +243,19 @@ class FakeAclStore:
 
 
 class FakeController:
-    """This broker's controller: active or not, and the events put on its queue."""
+    """This broker's controller: active or not, and the events put on its queue; ``answer``,
+    when set, answers each request event at once with what it returns for it."""
 
     def __init__(self) -> None:
         self.is_active = True
         self.events: list[ControllerEvent] = []
         self.event_manager = self  # the queue is the list above
+        self.answer: Callable[[ControllerEvent], tuple[ErrorCode, Any]] | None = None
 
     def put(self, event: ControllerEvent) -> None:
         self.events.append(event)
+        if self.answer is not None and isinstance(event, ControllerRequestEvent):
+            event.answer(*self.answer(event))
 
 
 class FakeProducerIds:

@@ -16,6 +16,7 @@ from kio.schema.offset_for_leader_epoch.v3 import response as epoch_resp
 from odradek.broker.fetcher import ReplicaFetcherManager
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.partition import Partition
+from odradek.broker.replication_quota import ReplicationQuotaManager
 from odradek.config import KafkaConfig, Listener
 from odradek.log.log import Log
 from odradek.log.log_manager import LogManager, LogManagerConfig
@@ -153,10 +154,11 @@ def follower_log(logs: LogManager, epochs: list[tuple[int, int]]) -> Log:
 
 
 @contextlib.asynccontextmanager
-async def follow(leader: FakeLeader, lg: Log, leader_epoch: int, backoff_ms: int = 50
+async def follow(leader: FakeLeader, lg: Log, leader_epoch: int, backoff_ms: int = 50,
+                 quota: ReplicationQuotaManager | None = None, isr: tuple[int, ...] = (LEADER, FOLLOWER)
                  ) -> AsyncIterator[tuple[Partition, list[str]]]:
-    """Fetch partition t-0 from the fake leader at ``leader_epoch``: (the partition, the
-    state-change lines written)."""
+    """Fetch partition t-0 from the fake leader at ``leader_epoch`` (under the follower's
+    replication ``quota``, if given): (the partition, the state-change lines written)."""
     port = (await leader.server.start())["PLAINTEXT"]
     config = KafkaConfig.from_props({
         "broker.id": str(FOLLOWER), "zookeeper.connect": "unused:2181", "log.dirs": "unused",
@@ -167,10 +169,10 @@ async def follow(leader: FakeLeader, lg: Log, leader_epoch: int, backoff_ms: int
             control.UpdateMetadataBroker(id=LEADER, rack=None, endpoints=(control.UpdateMetadataEndpoint(
                 port=port, host="127.0.0.1", listener="PLAINTEXT", security_protocol=0),)),)))
     state_changes: list[str] = []
-    fetchers = ReplicaFetcherManager(FOLLOWER, config, cache, state_changes.append)
+    fetchers = ReplicaFetcherManager(FOLLOWER, config, cache, state_changes.append, quota=quota)
     partition = Partition(TOPIC, 0, FOLLOWER, log=lg)
     partition.make_follower(control.LeaderAndIsrPartitionState(
-        partition_index=0, controller_epoch=1, leader=LEADER, leader_epoch=leader_epoch, isr=(LEADER, FOLLOWER),
+        partition_index=0, controller_epoch=1, leader=LEADER, leader_epoch=leader_epoch, isr=isr,
         zk_version=0, replicas=(LEADER, FOLLOWER)))
     assert partition.needs_truncation
     fetchers.add_partitions([partition])
@@ -283,6 +285,39 @@ def test_fetched_batches_are_appended_and_the_high_watermark_follows_the_leader(
             leader.high_watermark = 5  # never past our own log end offset
             await leader.until(lambda: lg.high_watermark == 2)
             assert [offset for offset, _ in leader.fetches[:2]] == [0, 2]
+
+    asyncio.run(scenario())
+
+
+def test_a_throttled_follower_outside_the_isr_fetches_no_more_than_its_rate(logs: LogManager) -> None:
+    """follower.replication.throttled.*: once the rate is used up the partition is left out
+    of the fetches until time lets more through (a frozen clock: never)."""
+    class Clock:
+        now = 50.0
+
+        def __call__(self) -> float:
+            return self.now
+
+    async def scenario() -> None:
+        lg = logs.get_or_create_log(TOPIC, 0)
+        leader = FakeLeader()
+        for offset in range(40):
+            leader.records[offset] = build_batch([SimpleRecord(value=bytes(1000))], base_offset=offset,
+                                                 partition_leader_epoch=1)
+        leader.high_watermark = 40
+        clock = Clock()
+        quota = ReplicationQuotaManager(FOLLOWER, "follower.replication.throttled.replicas", clock=clock)
+        quota.update_bound(3000)
+        quota.update_topic(TOPIC, {"follower.replication.throttled.replicas": f"0:{FOLLOWER}"})
+        async with follow(leader, lg, leader_epoch=1, quota=quota, isr=(LEADER,)):
+            await leader.until(lambda: lg.log_end_offset >= 1)
+            await asyncio.sleep(0.3)  # many fetch rounds' time, but no time on the quota's clock
+            held = lg.log_end_offset
+            assert 1 <= held <= 3 < 40  # 3000 bytes' worth (the last batch whole)
+            clock.now += 2.0
+            await leader.until(lambda: lg.log_end_offset > held)
+            await asyncio.sleep(0.3)
+            assert lg.log_end_offset <= held + 7  # two more seconds' worth, and a batch
 
     asyncio.run(scenario())
 

@@ -31,7 +31,7 @@ def test_an_unknown_option_is_one_line_and_exit_1(command: str) -> None:
      "property 'oops' is not of the form key=value"),
     (["transactions", "--bootstrap-server", "127.0.0.1:1"], "Missing command."),
     (["up", "--brokers", "0"], "Invalid value for '-n' / '--brokers': 0 is not in the range 1<=x<=100."),
-    (["reassign-partitions", "--zookeeper", "127.0.0.1:1"], "Missing option '--reassignment-json-file'."),
+    (["reassign-partitions", "--zookeeper", "127.0.0.1:1"], "Command must include exactly one action: --generate, --execute, --verify, --cancel, --list"),
 ])
 def test_refused_command_lines(args: list[str], message: str) -> None:
     _refused(CliRunner().invoke(main, args), message)

@@ -291,9 +291,11 @@ class FakeReassignmentClient:
     async def read_requests(self) -> dict[TopicPartition, tuple[int, ...]]:
         return dict(self.requests)
 
-    async def remove_request(self, tp: TopicPartition) -> None:
-        self.removed.append(tp)
-        self.requests.pop(tp, None)
+    async def remove_requests(self, partitions: Mapping[TopicPartition, tuple[int, ...] | None]) -> None:
+        for partition, replicas in partitions.items():
+            if partition in self.requests and replicas in (None, self.requests[partition]):
+                self.removed.append(partition)
+                del self.requests[partition]
 
     async def write_assignment(self, topic: str, partitions: Mapping[int, ReplicaAssignment]) -> None:
         self.zk._fence(self.ctx.epoch_zk_version)

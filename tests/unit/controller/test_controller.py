@@ -7,6 +7,7 @@ import asyncio
 
 from fakes import run
 
+from odradek.common import TopicPartition
 from odradek.config import KafkaConfig
 from odradek.controller.controller import KafkaController
 from odradek.controller.events import (
@@ -14,7 +15,7 @@ from odradek.controller.events import (
     ControlledShutdown,
     ControllerRequestEvent,
     Expire,
-    PreferredReplicaLeaderElection,
+    ReplicaLeaderElection,
 )
 from odradek.protocol.errors import ErrorCode
 
@@ -44,7 +45,7 @@ def queued_requests(c: KafkaController) -> list[ControllerRequestEvent]:
     events: list[ControllerRequestEvent] = [
         ControlledShutdown(2, 10, loop.create_future()),
         AlterPartitionReceived(2, 10, {("id", 0): (1, (2,), 0)}, loop.create_future()),
-        PreferredReplicaLeaderElection(frozenset({("t", 0)}), loop.create_future()),
+        ReplicaLeaderElection(frozenset({TopicPartition("t", 0)}), reply=loop.create_future()),
     ]
     for e in events:
         c.event_manager.put(e)

@@ -9,6 +9,7 @@ import logging
 import pytest
 from fakes import run
 
+from odradek.common import TopicPartition
 from odradek.controller import event_manager
 from odradek.controller.event_manager import ControllerEventManager
 from odradek.controller.events import (
@@ -20,7 +21,7 @@ from odradek.controller.events import (
     ControllerRequestEvent,
     Expire,
     PartitionModifications,
-    PreferredReplicaLeaderElection,
+    ReplicaLeaderElection,
     TopicChange,
 )
 from odradek.protocol.errors import ErrorCode
@@ -32,7 +33,7 @@ def request_events() -> list[ControllerRequestEvent]:
     return [
         ControlledShutdown(1, 10, loop.create_future()),
         AlterPartitionReceived(1, 10, {("id", 0): (3, (1, 2), 7)}, loop.create_future()),
-        PreferredReplicaLeaderElection(frozenset({("t", 0)}), loop.create_future()),
+        ReplicaLeaderElection(frozenset({TopicPartition("t", 0)}), reply=loop.create_future()),
     ]
 
 

@@ -9,10 +9,12 @@ NonExistent, TRS is written as the assignment and the request is removed.
 
 from __future__ import annotations
 
+import pytest
 from fakes import CONTROLLER_EPOCH, Cluster, pr, run, tp
 
 from odradek.controller.context import ReplicaAssignment
 from odradek.controller.replica_state_machine import ReplicaState
+from odradek.protocol.errors import ApiError, ErrorCode
 from odradek.zk.client import BadVersionError
 
 P = tp("moving", 0)
@@ -119,14 +121,18 @@ def test_invalid_requests_are_removed_and_change_nothing() -> None:
     assert cluster.ctx.partition_full_replica_assignment(P) == ReplicaAssignment((0, 1))
 
 
-def test_a_request_for_the_current_replicas_is_removed_without_a_change() -> None:
+def test_a_request_for_the_current_replicas_completes_at_once() -> None:
+    """As Kafka: no replica moves, the leader stays at a new epoch and the request is removed."""
     cluster = cluster_with_partition((0, 1))
     before = cluster.zk.states[P]
     cluster.reassign_client.requests[P] = (0, 1)
     run(cluster.reassignment.on_request_znode())
     assert cluster.reassign_client.removed == [P]
-    assert cluster.zk.states[P] == before
+    after = cluster.zk.states[P]
+    assert (after.leader, after.leader_epoch, after.isr) == (before.leader, before.leader_epoch + 1, before.isr)
+    assert cluster.ctx.partition_full_replica_assignment(P) == ReplicaAssignment((0, 1))
     assert P not in cluster.ctx.partitions_being_reassigned
+    assert cluster.batch.stop_replica == []
 
 
 def test_deletion_waits_for_the_reassignment_and_resumes_after_it() -> None:
@@ -167,3 +173,86 @@ def test_a_failed_epoch_bump_leaves_the_cached_state_alone() -> None:
     # Only the NewReplica's own LeaderAndIsr went out, at the old epoch; no bumped one.
     assert [(r.broker, r.state) for r in cluster.batch.leader_and_isr] == [(2, before)]
     assert P in cluster.ctx.partitions_being_reassigned  # the request stays; completion can follow
+
+
+# ----------------------------------------------------------------------------- KIP-455 (the API)
+
+
+def test_the_api_starts_a_reassignment_and_takes_precedence_over_a_zookeeper_request() -> None:
+    cluster = cluster_with_partition((0, 1))
+    cluster.reassign_client.requests[P] = (0, 3)  # an older request through ZooKeeper
+    results = run(cluster.reassignment.alter_partition_reassignments({P: (1, 2)}))
+    assert results == {P: ApiError(ErrorCode.none)}
+    assert cluster.ctx.partition_full_replica_assignment(P) == ReplicaAssignment((1, 2, 0), (2,), (0,))
+    assert cluster.reassign_client.requests == {}  # the API's request won
+    assert cluster.reassignment.list_partition_reassignments(None) == {
+        P: ReplicaAssignment((1, 2, 0), (2,), (0,))}
+    assert cluster.reassignment.list_partition_reassignments([P, tp("moving", 9)]) == {
+        P: ReplicaAssignment((1, 2, 0), (2,), (0,))}
+
+    cluster.grow_isr(P, (0, 1, 2))
+    run(cluster.reassignment.maybe_complete(P))
+    assert cluster.ctx.partition_full_replica_assignment(P) == ReplicaAssignment((1, 2))
+    assert cluster.reassignment.list_partition_reassignments(None) == {}
+
+
+def test_cancelling_returns_to_the_origin_replicas_and_deletes_the_added_ones() -> None:
+    cluster = cluster_with_partition((0, 1))
+    run(cluster.reassignment.alter_partition_reassignments({P: (1, 2)}))
+    epoch = cluster.zk.states[P].leader_epoch
+    cluster.batch.clear()
+
+    assert run(cluster.reassignment.alter_partition_reassignments({P: None})) == {P: ApiError(ErrorCode.none)}
+    assert cluster.ctx.partition_full_replica_assignment(P) == ReplicaAssignment((1, 0))
+    assert cluster.zk.topics["moving"][0] == (1, 0)
+    assert P not in cluster.reassign_client.reassigning
+    assert P not in cluster.ctx.partitions_being_reassigned
+    assert [(s.broker, s.delete) for s in cluster.batch.stop_replica if s.delete] == [(2, True)]
+    assert pr("moving", 0, 2) not in cluster.rsm.states
+    state = cluster.zk.states[P]
+    assert state.leader == 0 and state.leader_epoch > epoch and 2 not in state.isr
+    # Nothing left to cancel.
+    assert run(cluster.reassignment.alter_partition_reassignments({P: None})) == {
+        P: ApiError(ErrorCode.no_reassignment_in_progress)}
+
+
+def test_a_new_target_starts_from_the_origin_replicas() -> None:
+    cluster = cluster_with_partition((0, 1))
+    run(cluster.reassignment.alter_partition_reassignments({P: (1, 2)}))
+    cluster.batch.clear()
+    run(cluster.reassignment.alter_partition_reassignments({P: (1, 3)}))
+    # ORS stays [0, 1]: RS = [1, 3, 0], adding 3, removing 0; replica 2 is no longer wanted.
+    assert cluster.ctx.partition_full_replica_assignment(P) == ReplicaAssignment((1, 3, 0), (3,), (0,))
+    assert [s.broker for s in cluster.batch.stop_replica if s.delete] == [2]
+    assert cluster.rsm.states[pr("moving", 0, 3)] is ReplicaState.NEW
+
+
+@pytest.mark.parametrize(("target", "error", "message"), [
+    ((), ErrorCode.invalid_replica_assignment, "Empty replica list specified in partition reassignment."),
+    ((1, 1), ErrorCode.invalid_replica_assignment,
+     "Duplicate replica ids in partition reassignment replica list: ArrayBuffer(1, 1)"),
+    ((1, -1), ErrorCode.invalid_replica_assignment, "Invalid broker id in replica list: ArrayBuffer(1, -1)"),
+    ((1, 7), ErrorCode.invalid_replica_assignment,
+     "Replica assignment has brokers that are not alive. Replica list: ArrayBuffer(7), "
+     "live broker list: Set(0, 1, 2, 3)"),
+], ids=["empty", "duplicates", "negative", "dead-broker"])
+def test_invalid_targets_are_refused_with_kafkas_errors(target: tuple[int, ...], error: ErrorCode,
+                                                       message: str) -> None:
+    cluster = cluster_with_partition((0, 1))
+    assert run(cluster.reassignment.alter_partition_reassignments({P: target})) == {P: ApiError(error, message)}
+    assert cluster.ctx.partitions_being_reassigned == set()
+    assert cluster.batch.leader_and_isr == []
+
+
+def test_unknown_and_deleted_partitions_and_a_refused_replication_factor_change() -> None:
+    cluster = cluster_with_partition((0, 1))
+    run(cluster.create_topic("doomed", {0: (0, 1)}))
+    run(cluster.deletion.enqueue_topics_for_deletion({"doomed"}))
+    results = run(cluster.reassignment.alter_partition_reassignments(
+        {tp("ghost", 0): (1, 2), tp("doomed", 0): (1, 2), tp("ghost", 1): None}))
+    not_found = ApiError(ErrorCode.unknown_topic_or_partition, "The partition does not exist.")
+    assert results == {tp("ghost", 0): not_found, tp("doomed", 0): not_found,
+                       tp("ghost", 1): ApiError(ErrorCode.no_reassignment_in_progress)}
+    assert run(cluster.reassignment.alter_partition_reassignments({P: (1, 2, 3)}, False)) == {
+        P: ApiError(ErrorCode.invalid_replication_factor, "The replication factor is changed from 2 to 3")}
+    assert run(cluster.reassignment.alter_partition_reassignments({P: (2, 3)}, False)) == {P: ApiError(ErrorCode.none)}

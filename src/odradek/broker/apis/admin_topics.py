@@ -33,6 +33,7 @@ from odradek.security.acls import Operation, ResourceType
 
 if TYPE_CHECKING:
     from odradek.broker.context import TopicAdminContext
+    from odradek.broker.metadata_cache import MetadataCache
     from odradek.net.server import Request, Response
 
 log = logging.getLogger(__name__)
@@ -58,8 +59,8 @@ def _timeout_ms(body: Any) -> int:
     return int(body.timeout.total_seconds() * 1000)
 
 
-async def await_metadata(broker: TopicAdminContext, done: Callable[[], bool], timeout_ms: int) -> bool:
-    """Wait until ``done()`` holds for this broker's metadata cache; False on timeout.
+async def await_metadata(cache: MetadataCache, done: Callable[[], bool], timeout_ms: int) -> bool:
+    """Wait until ``done()`` holds for this broker's metadata ``cache``; False on timeout.
 
     The cache changes only when an UpdateMetadata arrives, so re-checking after a short
     sleep is cheap (there is no listener hook on the cache to wake us instead)."""
@@ -67,7 +68,7 @@ async def await_metadata(broker: TopicAdminContext, done: Callable[[], bool], ti
     deadline = loop.time() + timeout_ms / 1000
     seen = -1
     while True:
-        version = broker.metadata_cache.version
+        version = cache.version
         if version != seen:
             if done():
                 return True
@@ -91,7 +92,7 @@ async def _await_all(broker: TopicAdminContext, timeout_ms: int, pending: dict[s
     REQUEST_TIMED_OUT."""
     if not pending or timeout_ms <= 0:
         return
-    await await_metadata(broker, lambda: all(check() for check in pending.values()), timeout_ms)
+    await await_metadata(broker.metadata_cache, lambda: all(check() for check in pending.values()), timeout_ms)
     for topic, check in pending.items():
         if not check():
             results[topic] = (ErrorCode.request_timed_out, message)
