@@ -191,15 +191,23 @@ def run_tests(bootstrap: str, *, secured: dict[str, str] | None, quick: bool, wo
 
 @dataclass
 class _Test:
-    output: list[str] = field(default_factory=list)
+    # Output per (sub)test name, in the order they printed; a subtest that passed or skipped
+    # leaves the map, so a failure's cause is never another subtest's skip message.
+    output: dict[str, list[str]] = field(default_factory=dict)
     outcome: Status | None = None
     seconds: float = 0.0
+
+    def lines(self, top: str) -> list[str]:
+        """The failed subtests' output, then the test's own (which only reports the cleanup)."""
+        subtests = [line for name, lines in self.output.items() if name != top for line in lines]
+        return subtests + self.output.get(top, [])
 
 
 def parse_test2json(lines: Iterable[str]) -> list[CaseResult]:
     """Cases from ``go test -json`` / test2json events, one per top-level test in the order they
-    started.  A subtest's output counts toward its parent's cause; a test without a final
-    event (the binary timed out or crashed) fails with the package's last words."""
+    started.  A failed subtest's output counts toward its parent's cause (a passed or skipped
+    one's does not); a test without a final event (the binary timed out or crashed) fails with
+    the package's last words."""
     tests: dict[str, _Test] = {}
     package_output: list[str] = []
     for line in lines:
@@ -217,7 +225,9 @@ def parse_test2json(lines: Iterable[str]) -> list[CaseResult]:
         top = name.split("/", 1)[0]
         test = tests.setdefault(top, _Test())
         if action == "output":
-            test.output.append(event.get("Output", "").rstrip("\n"))
+            test.output.setdefault(name, []).append(event.get("Output", "").rstrip("\n"))
+        elif action in ("pass", "skip") and name != top and test.outcome is None:
+            test.output.pop(name, None)
         elif action in ("pass", "fail", "skip") and name == top:
             test.outcome = {"pass": Status.PASSED, "fail": Status.FAILED, "skip": Status.SKIPPED}[action]
             test.seconds = float(event.get("Elapsed", 0.0))
@@ -226,7 +236,7 @@ def parse_test2json(lines: Iterable[str]) -> list[CaseResult]:
         if test.outcome is None:
             cases.append(CaseResult(name, Status.FAILED, one_line("did not finish: " + _last_words(package_output))))
         else:
-            cause = "" if test.outcome is Status.PASSED else one_line(_cause(test.output))
+            cause = "" if test.outcome is Status.PASSED else one_line(_cause(test.lines(name)))
             cases.append(CaseResult(name, test.outcome, cause, test.seconds))
     return cases
 

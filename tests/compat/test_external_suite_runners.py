@@ -49,6 +49,22 @@ def test_test2json_events_become_one_case_per_top_level_test() -> None:
     assert cases[2].cause == "client_test.go:399: broker does not support share groups"
 
 
+def test_a_failure_is_explained_by_its_failed_subtest_not_a_skipped_one() -> None:
+    stream = [
+        _event("run", "TestTxnEtl"),
+        _event("run", "TestTxnEtl/848"),
+        _event("output", "TestTxnEtl/848", "    helpers_test.go:866: broker does not support KIP-848\n"),
+        _event("skip", "TestTxnEtl/848", elapsed=0.0),
+        _event("run", "TestTxnEtl/range"),
+        _event("output", "TestTxnEtl/range", "    helpers_test.go:983: flush unexpected err: REQUEST_TIMED_OUT\n"),
+        _event("fail", "TestTxnEtl/range", elapsed=287.0),
+        _event("fail", "TestTxnEtl", elapsed=288.0),
+    ]
+    [case] = franz_go.parse_test2json(stream)
+    assert case.status == "failed"
+    assert case.cause == "helpers_test.go:983: flush unexpected err: REQUEST_TIMED_OUT"
+
+
 def test_a_test_cut_off_by_the_binary_timeout_fails_with_the_panic() -> None:
     stream = [
         _event("run", "TestTxnEtl"),
