@@ -117,7 +117,8 @@ def parse_suite_output(lines: Iterable[str], logs: Path | None = None) -> list[C
         outcome = {"PASSED": Status.PASSED, "SKIPPED": Status.SKIPPED}.get(word, Status.FAILED)
         cause = ""
         if outcome is Status.FAILED:
-            cause = (f"timed out: {detail}" if word == "TIMEOUT" else detail).strip() or word.lower()
+            reason = detail.strip() or (_failure_reason(logs / f"{number}.log") if logs is not None else "")
+            cause = (f"timed out: {reason}" if word == "TIMEOUT" else reason).strip() or word.lower()
             if logs is not None:
                 cause += f" (log: {logs / (number + '.log')})"
         elif outcome is Status.SKIPPED and logs is not None:
@@ -126,15 +127,27 @@ def parse_suite_output(lines: Iterable[str], logs: Path | None = None) -> list[C
     return cases
 
 
-def _skip_reason(log: Path) -> str:
-    """The test's own words for skipping (``SKIPPING`` lines of test-runner)."""
+def _log_lines(log: Path) -> list[str]:
+    """A test's log (read as soon as it ran: the next run of its number overwrites it),
+    without colours."""
     try:
         text = log.read_text(errors="replace")
     except OSError:
-        return ""
-    for line in text.splitlines():
-        if "SKIP" in line and "|" not in line:
-            return re.sub(r"\x1b\[[0-9;]*m", "", line).strip()[:300]
+        return []
+    return [re.sub(r"\x1b\[[0-9;]*m", "", line).strip() for line in text.splitlines()]
+
+
+def _skip_reason(log: Path) -> str:
+    """The test's own words for skipping (``SKIPPING`` lines of test-runner)."""
+    return next((line[:300] for line in _log_lines(log) if "SKIP" in line and "|" not in line), "")
+
+
+def _failure_reason(log: Path) -> str:
+    """What test-runner printed under the first ``### Test "..." failed at ...: ###`` header."""
+    lines = _log_lines(log)
+    for i, line in enumerate(lines[:-1]):
+        if line.startswith("### Test ") and " failed at " in line:
+            return lines[i + 1][:300]
     return ""
 
 

@@ -113,12 +113,16 @@ def test_librdkafka_suite_lines_become_cases(tmp_path: Path) -> None:
         "0097 SKIPPED      1s  \n",
         "librdkafka-suite v2.15.0: 1 passed, 2 failed, 1 skipped (failed: 0030 0089)\n",
     ]
+    (tmp_path / "0089.log").write_text(
+        "[0089_max_poll_interval / 900s] TEST FAILURE\n"
+        "### Test \"0089_max_poll_interval\" failed at testcpp.h:77:() at Fri Nov 27: ###\n"
+        "Expected _SSL or _ALL_BROKERS_DOWN error codes, got: Local: Broker transport failure\n")
     cases = librdkafka.parse_suite_output(output, tmp_path)
     assert [(c.name, c.status, c.seconds) for c in cases] == [
         ("0001", "passed", 12.0), ("0030", "failed", 40.0), ("0089", "failed", 300.0), ("0097", "skipped", 1.0)]
     assert cases[1].cause.startswith("[0030_offset_commit / 39.2s] TEST FAILURE")
     assert cases[1].cause.endswith(f"(log: {tmp_path / '0030.log'})")
-    assert cases[2].cause.startswith("timed out")
+    assert cases[2].cause.startswith("timed out: Expected _SSL or _ALL_BROKERS_DOWN error codes, got: Local: Broker")
     assert cases[3].cause == "[0097_ssl_verify / 0.001s] SKIPPING: Test requires SSL_* env-vars set up by trivup"
 
 
