@@ -59,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
                     or (args.reference and variant.security is not None):
                 continue
             where = f" on Apache Kafka {args.reference}" if args.reference else ""
-            print(f"== {suite.NAME} ({variant.listener}){where} ...", flush=True)
+            label = variant.listener if variant.name == variant.listener.lower() else f"{variant.listener}, {variant.name}"
+            print(f"== {suite.NAME} ({label}){where} ...", flush=True)
             workdir = RESULTS_DIR / "work" / f"{suite.NAME}-{variant.name}{kind}"
             row = run_variant(suite, variant, workdir, quick=args.quick, reference=args.reference)
             rows.append(row)

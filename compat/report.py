@@ -53,6 +53,11 @@ class Row:
         return self.suite, self.variant
 
     @property
+    def cluster(self) -> str:
+        """The table's cluster cell: the listener, and the variant's name where it says more."""
+        return self.listener if self.variant == self.listener.lower() else f"{self.listener} ({self.variant})"
+
+    @property
     def problems(self) -> list[CaseResult]:
         return [c for c in self.cases if c.status is not Status.PASSED]
 
@@ -109,13 +114,13 @@ def render(rows: list[Row], titles: Mapping[str, str]) -> str:
     ]
     for r in rows:
         versions = ", ".join(f"{k} {v}" for k, v in r.versions.items())
-        lines.append(f"| {r.suite} | {_cell(titles.get(r.suite, ''))} | {r.listener} | {r.passed} | {r.failed} | "
+        lines.append(f"| {r.suite} | {_cell(titles.get(r.suite, ''))} | {r.cluster} | {r.passed} | {r.failed} | "
                      f"{r.skipped} | {_duration(r.seconds)} | {_cell(versions)} | {r.finished}, {r.commit} |")
     problems = [r for r in rows if r.problems]
     if problems:
         lines += ["", "## Failures and skips"]
         for r in problems:
-            lines += ["", f"### {r.suite} ({r.listener})", ""]
+            lines += ["", f"### {r.suite} ({r.cluster})", ""]
             lines += [f"- `{c.name}` {c.status.value}: {c.cause}" for c in r.problems]
     lines += ["", "<!-- The rows as data (read back by python -m compat): -->"]
     lines += [f"{ROW_MARK}{json.dumps(r.to_json(all_cases=False), sort_keys=True)} -->" for r in rows]

@@ -34,15 +34,17 @@ def run_variant(suite: Suite, variant: Variant, workdir: Path, *, quick: bool = 
     workdir.mkdir(parents=True)
     start = time.monotonic()
     cluster: LocalCluster
+    overrides = {**suite.BROKER_OVERRIDES, **variant.overrides}
     if reference is None:
-        cluster = LocalCluster(workdir / "cluster", BROKERS, security=variant.security,
-                               overrides=dict(suite.BROKER_OVERRIDES))
+        cluster = LocalCluster(workdir / "cluster", BROKERS, security=variant.security, racks=variant.racks,
+                               overrides=overrides)
     else:
         if variant.security is not None:
             raise ValueError(f"a reference Kafka cluster is PLAINTEXT only, not {variant.listener}")
-        cluster = KafkaRefCluster(workdir / "cluster", BROKERS, version=reference,
-                                  overrides=dict(suite.BROKER_OVERRIDES))
-        variant = Variant(f"{variant.name}@kafka-{cluster.kafka_version}", None, variant.quick)
+        cluster = KafkaRefCluster(workdir / "cluster", BROKERS, version=reference, racks=variant.racks,
+                                  overrides=overrides)
+        variant = Variant(f"{variant.name}@kafka-{cluster.kafka_version}", None, variant.quick,
+                          variant.overrides, variant.racks)
     result = SuiteResult()
     try:
         prepare = getattr(suite, "prepare", None)

@@ -5,7 +5,8 @@ A suite is one module ``compat/suites/<name>.py`` with:
 * ``NAME`` (the row's name, e.g. ``"java-clients"``), ``ORDER`` (its place in the table) and
   ``TITLE`` (one line: what runs);
 * ``VARIANTS``: the clusters it runs against, e.g. ``(Variant(), Variant("sasl_ssl",
-  security="sasl_ssl", quick=False))``;
+  security="sasl_ssl", quick=False))``; a variant may add broker settings of its own
+  (``overrides``) and racks;
 * ``BROKER_OVERRIDES``: server.properties keys its cluster needs (``DURABLE`` for a suite that
   writes durably: RF 3, ``min.insync.replicas=2``);
 * ``run(cluster, ctx, quick) -> SuiteResult``: the cluster is started before and stopped after;
@@ -67,11 +68,14 @@ class CaseResult:
 @dataclass(frozen=True)
 class Variant:
     """One cluster a suite runs against: ``security`` is None (PLAINTEXT) or a protocol of
-    ``odradek up --security``; ``quick`` variants also run in the quick subset."""
+    ``odradek up --security``; ``quick`` variants also run in the quick subset; ``overrides``
+    go on top of the suite's BROKER_OVERRIDES; ``racks`` names each broker's rack."""
 
     name: str = "plaintext"
     security: str | None = None
     quick: bool = True
+    overrides: Mapping[str, str] = field(default_factory=dict, hash=False)
+    racks: tuple[str, ...] | None = None
 
     @property
     def listener(self) -> str:

@@ -16,6 +16,8 @@ dial ``KGO_TEST_SCRAM_SEEDS`` without TLS, so:
 * a ``SASL_PLAINTEXT`` cluster runs the SCRAM tests only (``KGO_TEST_SCRAM=user:pass:512``);
 * ``SASL_SSL`` has no kgo test that can reach it (ValueError).
 
+The matrix runs it on three clusters: PLAINTEXT (the whole suite; the quick subset runs
+``QUICK_TESTS``), SSL (the whole suite over mutual TLS) and SASL_PLAINTEXT (the SCRAM tests).
 Tests gated on APIs odradek does not advertise (KIP-848 consumer groups, share groups) skip
 themselves and are reported as skipped with their own message.
 """
@@ -30,7 +32,18 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-__all__ = ["MODULE", "PACKAGE", "QUICK_TESTS", "VERSION", "CaseResult", "parse_test2json", "run"]
+from compat.context import SuiteContext
+from compat.suite import DURABLE, CaseResult, Status, SuiteResult, Variant, one_line
+from odradek.local.cluster import LocalCluster
+
+__all__ = ["MODULE", "PACKAGE", "QUICK_TESTS", "VERSION", "CaseResult", "parse_test2json", "run", "run_tests"]
+
+NAME = "franz-go"
+ORDER = 7
+TITLE = "franz-go's kgo integration tests (pkg/kgo, KGO_TEST_RF=3)"
+VARIANTS = (Variant(), Variant("ssl", security="ssl", quick=False),
+            Variant("sasl_plaintext", security="sasl_plaintext", quick=False))
+BROKER_OVERRIDES = DURABLE
 
 MODULE = "github.com/twmb/franz-go"
 PACKAGE = f"{MODULE}/pkg/kgo"
@@ -54,16 +67,6 @@ TLS_EXCLUDED = {
 # Go's own timeout for the whole binary; ours is a little longer so Go's report comes first.
 FULL_TIMEOUT_S = 40 * 60
 QUICK_TIMEOUT_S = 8 * 60
-
-
-@dataclass(frozen=True)
-class CaseResult:
-    """One test's outcome: ``passed``, ``failed`` or ``skipped``, with a one-line cause."""
-
-    name: str
-    outcome: str
-    seconds: float
-    cause: str = ""
 
 
 def cache_dir() -> Path:
@@ -138,7 +141,26 @@ def selected_tests(secured: Mapping[str, str] | None, quick: bool) -> tuple[str,
     return QUICK_TESTS if quick else None
 
 
-def run(bootstrap: str, *, secured: dict[str, str] | None, quick: bool, workdir: Path) -> list[CaseResult]:
+def prepare() -> None:
+    """Download the module and compile its tests (once per version, cached)."""
+    cache = cache_dir()
+    test_binary(VERSION, go_environment(cache), cache)
+
+
+def run(cluster: LocalCluster, ctx: SuiteContext, quick: bool) -> SuiteResult:
+    """The matrix's entry: kgo's tests against ``cluster`` as the admin user (a super-user)."""
+    secured = cluster.security.librdkafka_properties() if cluster.security is not None else None
+    cases = run_tests(cluster.bootstrap_servers, secured=secured, quick=quick, workdir=ctx.workdir)
+    return SuiteResult(cases, versions={"franz-go": VERSION, "go": go_version()})
+
+
+def go_version() -> str:
+    """``1.26.8`` of ``go version go1.26.8 linux/amd64``."""
+    out = subprocess.run([go_binary(), "version"], capture_output=True, text=True, check=False).stdout.split()
+    return out[2].removeprefix("go") if len(out) > 2 else "?"
+
+
+def run_tests(bootstrap: str, *, secured: dict[str, str] | None, quick: bool, workdir: Path) -> list[CaseResult]:
     """Run kgo's tests against ``bootstrap``; one case per top-level test.  The test2json
     stream is kept in ``workdir/franz-go.jsonl``."""
     cache = cache_dir()
@@ -163,21 +185,29 @@ def run(bootstrap: str, *, secured: dict[str, str] | None, quick: bool, workdir:
                        timeout=timeout_s + 120, check=False)
     with log.open() as lines:
         cases = parse_test2json(lines)
-    return cases + [CaseResult(name, "skipped", 0.0, why) for name, why in excluded.items()
+    return cases + [CaseResult(name, Status.SKIPPED, why) for name, why in excluded.items()
                     if names is None or name in names]
 
 
 @dataclass
 class _Test:
-    output: list[str] = field(default_factory=list)
-    outcome: str | None = None
+    # Output per (sub)test name, in the order they printed; a subtest that passed or skipped
+    # leaves the map, so a failure's cause is never another subtest's skip message.
+    output: dict[str, list[str]] = field(default_factory=dict)
+    outcome: Status | None = None
     seconds: float = 0.0
+
+    def lines(self, top: str) -> list[str]:
+        """The failed subtests' output, then the test's own (which only reports the cleanup)."""
+        subtests = [line for name, lines in self.output.items() if name != top for line in lines]
+        return subtests + self.output.get(top, [])
 
 
 def parse_test2json(lines: Iterable[str]) -> list[CaseResult]:
     """Cases from ``go test -json`` / test2json events, one per top-level test in the order they
-    started.  A subtest's output counts toward its parent's cause; a test without a final
-    event (the binary timed out or crashed) fails with the package's last words."""
+    started.  A failed subtest's output counts toward its parent's cause (a passed or skipped
+    one's does not); a test without a final event (the binary timed out or crashed) fails with
+    the package's last words."""
     tests: dict[str, _Test] = {}
     package_output: list[str] = []
     for line in lines:
@@ -195,17 +225,19 @@ def parse_test2json(lines: Iterable[str]) -> list[CaseResult]:
         top = name.split("/", 1)[0]
         test = tests.setdefault(top, _Test())
         if action == "output":
-            test.output.append(event.get("Output", "").rstrip("\n"))
+            test.output.setdefault(name, []).append(event.get("Output", "").rstrip("\n"))
+        elif action in ("pass", "skip") and name != top and test.outcome is None:
+            test.output.pop(name, None)
         elif action in ("pass", "fail", "skip") and name == top:
-            test.outcome = {"pass": "passed", "fail": "failed", "skip": "skipped"}[action]
+            test.outcome = {"pass": Status.PASSED, "fail": Status.FAILED, "skip": Status.SKIPPED}[action]
             test.seconds = float(event.get("Elapsed", 0.0))
     cases = []
     for name, test in tests.items():
         if test.outcome is None:
-            cases.append(CaseResult(name, "failed", 0.0, "did not finish: " + _last_words(package_output)))
+            cases.append(CaseResult(name, Status.FAILED, one_line("did not finish: " + _last_words(package_output))))
         else:
-            cause = "" if test.outcome == "passed" else _cause(test.output)
-            cases.append(CaseResult(name, test.outcome, test.seconds, cause))
+            cause = "" if test.outcome is Status.PASSED else one_line(_cause(test.lines(name)))
+            cases.append(CaseResult(name, test.outcome, cause, test.seconds))
     return cases
 
 

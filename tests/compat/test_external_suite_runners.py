@@ -42,11 +42,27 @@ def test_test2json_events_become_one_case_per_top_level_test() -> None:
         _event("fail", elapsed=10.0),
     ]
     cases = franz_go.parse_test2json(stream)
-    assert [(c.name, c.outcome) for c in cases] == [
+    assert [(c.name, c.status) for c in cases] == [
         ("TestPing", "passed"), ("TestGroupETL", "failed"), ("TestShareGroup", "skipped")]
     assert cases[0].seconds == 0.25 and cases[0].cause == ""
     assert cases[1].cause == "group_test.go:120: saw double offset t 3 p 1 while consuming"
     assert cases[2].cause == "client_test.go:399: broker does not support share groups"
+
+
+def test_a_failure_is_explained_by_its_failed_subtest_not_a_skipped_one() -> None:
+    stream = [
+        _event("run", "TestTxnEtl"),
+        _event("run", "TestTxnEtl/848"),
+        _event("output", "TestTxnEtl/848", "    helpers_test.go:866: broker does not support KIP-848\n"),
+        _event("skip", "TestTxnEtl/848", elapsed=0.0),
+        _event("run", "TestTxnEtl/range"),
+        _event("output", "TestTxnEtl/range", "    helpers_test.go:983: flush unexpected err: REQUEST_TIMED_OUT\n"),
+        _event("fail", "TestTxnEtl/range", elapsed=287.0),
+        _event("fail", "TestTxnEtl", elapsed=288.0),
+    ]
+    [case] = franz_go.parse_test2json(stream)
+    assert case.status == "failed"
+    assert case.cause == "helpers_test.go:983: flush unexpected err: REQUEST_TIMED_OUT"
 
 
 def test_a_test_cut_off_by_the_binary_timeout_fails_with_the_panic() -> None:
@@ -58,7 +74,7 @@ def test_a_test_cut_off_by_the_binary_timeout_fails_with_the_panic() -> None:
         _event("fail", elapsed=2400.0),
     ]
     [case] = franz_go.parse_test2json(stream)
-    assert case.outcome == "failed"
+    assert case.status == "failed"
     assert case.cause == "did not finish: panic: test timed out after 40m0s"
 
 
@@ -97,12 +113,16 @@ def test_librdkafka_suite_lines_become_cases(tmp_path: Path) -> None:
         "0097 SKIPPED      1s  \n",
         "librdkafka-suite v2.15.0: 1 passed, 2 failed, 1 skipped (failed: 0030 0089)\n",
     ]
+    (tmp_path / "0089.log").write_text(
+        "[0089_max_poll_interval / 900s] TEST FAILURE\n"
+        "### Test \"0089_max_poll_interval\" failed at testcpp.h:77:() at Fri Nov 27: ###\n"
+        "Expected _SSL or _ALL_BROKERS_DOWN error codes, got: Local: Broker transport failure\n")
     cases = librdkafka.parse_suite_output(output, tmp_path)
-    assert [(c.name, c.outcome, c.seconds) for c in cases] == [
+    assert [(c.name, c.status, c.seconds) for c in cases] == [
         ("0001", "passed", 12.0), ("0030", "failed", 40.0), ("0089", "failed", 300.0), ("0097", "skipped", 1.0)]
     assert cases[1].cause.startswith("[0030_offset_commit / 39.2s] TEST FAILURE")
     assert cases[1].cause.endswith(f"(log: {tmp_path / '0030.log'})")
-    assert cases[2].cause.startswith("timed out")
+    assert cases[2].cause.startswith("timed out: Expected _SSL or _ALL_BROKERS_DOWN error codes, got: Local: Broker")
     assert cases[3].cause == "[0097_ssl_verify / 0.001s] SKIPPING: Test requires SSL_* env-vars set up by trivup"
 
 
@@ -149,3 +169,29 @@ def test_librdkafka_sources_from_an_rdkafka_sys_crate(tmp_path: Path) -> None:
                            capture_output=True, text=True, check=True).stdout.split()
     assert files == ["configure", "tests/test.c"]
     assert librdkafka.source_from_crate(crate, tmp_path / "crates") == (repo, tag)  # once only
+
+
+def test_librdkafka_tests_the_script_leaves_out_are_skipped_with_their_reason() -> None:
+    test_c = """
+    _TEST(0001_multiobj, 0),
+    _TEST(0028_long_topicnames, TEST_F_KNOWN_ISSUE, TEST_BRKVER(0, 9, 0, 0), .extra = "https://x"),
+    _TEST(0049_consume_conn_close, TEST_F_SOCKEM, TEST_BRKVER(0, 9, 0, 0)),
+    _TEST(0076_produce_retry, TEST_F_SOCKEM),
+    _TEST(0076_produce_retry_mock, TEST_F_LOCAL),
+    _TEST(0079_fork, TEST_F_LOCAL | TEST_F_KNOWN_ISSUE, .extra = "fork"),
+    _TEST(0080_admin_ut, TEST_F_LOCAL),
+    _TEST(0101_fetch_from_follower, 0, TEST_BRKVER(2, 4, 0, 0)),
+    _TEST(0151_late, TEST_F_SOCKEM),
+    """
+    cases = librdkafka.left_out(test_c)
+    assert [(c.name, c.status) for c in cases] == [("0028", "skipped"), ("0049", "skipped"), ("0076", "skipped")]
+    assert "TEST_F_KNOWN_ISSUE" in cases[0].cause and "-E" in cases[1].cause
+
+
+def test_the_new_suites_run_their_rows_on_the_clusters_their_tests_expect() -> None:
+    by_name = {v.name: v for v in librdkafka.VARIANTS}
+    assert by_name["plaintext"].quick and by_name["plaintext"].racks == ("RACK0", "RACK1", "RACK2")
+    assert by_name["noautocreate"].overrides == {"auto.create.topics.enable": "false"}
+    assert by_name["sasl_ssl"].security == "sasl_ssl" and "connections.max.reauth.ms" in by_name["sasl_ssl"].overrides
+    assert [v.security for v in franz_go.VARIANTS] == [None, "ssl", "sasl_plaintext"]
+    assert [v.name for v in franz_go.VARIANTS if v.quick] == ["plaintext"]

@@ -97,6 +97,14 @@ def test_results_md_keeps_the_rows_of_suites_not_run_again() -> None:
     assert "`t` skipped" not in report.render(merged, {})
 
 
+def test_a_variant_named_apart_from_its_listener_says_so() -> None:
+    noauto = Variant("noautocreate", overrides={"auto.create.topics.enable": "false"})
+    text = report.render([row("librdkafka", noauto, CaseResult("0107", Status.FAILED, "x"))], {})
+    assert "| librdkafka |  | PLAINTEXT (noautocreate) | 0 | 1 | 0 |" in text
+    assert "### librdkafka (PLAINTEXT (noautocreate))" in text
+    assert "| SASL_SSL |" in report.render([row("s", Variant("sasl_ssl", security="sasl_ssl"))], {})
+
+
 def test_results_json_has_every_case(tmp_path: Path) -> None:
     path = report.write_json([row("java-clients", Variant(), CaseResult("a", Status.PASSED))], tmp_path / "r.json")
     (back,) = [report.Row.from_json(d) for d in json.loads(path.read_text())]
@@ -131,6 +139,7 @@ def test_tables_descriptions_and_api_versions() -> None:
 def test_suites_are_found_in_order_and_by_name() -> None:
     names = [s.NAME for s in suites.all_suites()]
     assert names[:2] == ["java-clients", "kafka-tools"]
+    assert {"franz-go", "librdkafka"} <= set(names)
     assert [s.NAME for s in suites.find(["kafka-tools"])] == ["kafka-tools"]
     with pytest.raises(ValueError, match="no suite nope"):
         suites.find(["nope"])
