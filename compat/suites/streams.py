@@ -62,7 +62,7 @@ class Plan:
     restart_killed_instance: bool = False
 
 
-QUICK = Plan(lines=600)
+QUICK = Plan(lines=300)
 FULL = Plan(lines=6000, vocabulary=200, restart_killed_instance=True)
 
 
@@ -203,6 +203,12 @@ class Bench:
         self.setup = SetupClients(cluster)
         self.instances: list[Instance] = []
         self.version = "?"
+        self.began = time.monotonic()
+
+    def mark(self, event: str) -> None:
+        """Note ``event`` in the run's timeline.txt (where the time went, for the post-mortem)."""
+        with self.ctx.path("timeline.txt").open("a") as timeline:
+            timeline.write(f"{time.monotonic() - self.began:7.1f} s  {event}\n")
 
     def instance(self, name: str) -> Instance:
         args = ["--bootstrap", self.cluster.bootstrap_servers, "--application-id", self.app_id,
@@ -215,7 +221,9 @@ class Bench:
     def feed(self, lines: list[str]) -> None:
         """Produce ``lines`` (idempotent, acks=all: a broker's death must not duplicate input)."""
         failed: list[KafkaError] = []
-        producer = Producer({**self.setup.config, "enable.idempotence": True, "acks": "all"})
+        # log_level 0: the killed broker's refused connections are expected; failures come back
+        # through the delivery reports.
+        producer = Producer({**self.setup.config, "enable.idempotence": True, "acks": "all", "log_level": 0})
         for line in lines:
             producer.produce(self.input, value=line.encode(), on_delivery=lambda err, _m: err and failed.append(err))
         assert producer.flush(60) == 0, "input records left unsent after 60 s"
@@ -248,17 +256,23 @@ class Bench:
         self.setup.create_topic(self.output, PARTITIONS)
         a, b = self.instance("a"), self.instance("b")
         await_condition("both Streams instances RUNNING", lambda: a.running() and b.running(), 180)
+        self.mark("instances a and b RUNNING")
         third = len(self.lines) // 3
         self.feed(self.lines[:third])
         victim = self.leader_of(self.output, 0)
         self.cluster.kill_broker(victim)
+        self.mark(f"first third fed; broker {victim} killed")
         self.feed(self.lines[third:2 * third])
         b.kill()
+        self.mark("second third fed; instance b killed")
         if self.plan.restart_killed_instance:
             b = self.instance("b")
         self.feed(self.lines[2 * third:])
+        self.mark("last third fed")
         self.cluster.start_broker(victim)
+        self.mark(f"broker {victim} restarted")
         problems = self.check(passes=1, timeout=240)
+        self.mark(f"output checked: {len(problems)} problems")
         errors = [f"{i.name}: {e}" for i in (a, b) for e in i.lines("ERROR")]
         assert not problems, f"{len(problems)} problems (broker {victim} and instance b killed): " \
             + "; ".join(problems[:8]) + (f"; stream thread errors: {errors[:3]}" if errors else "")
@@ -266,6 +280,7 @@ class Bench:
     def reset(self) -> None:
         """kafka-streams-application-reset, then the application again from the input's start."""
         self.stop_all()
+        self.mark("instances stopped")
         tools = KafkaTools(self.ctx)
         done = tools.run("kafka-streams-application-reset", "--bootstrap-server", self.cluster.bootstrap_servers,
                          "--application-id", self.app_id, "--input-topics", self.input, timeout=180)
@@ -274,9 +289,12 @@ class Bench:
         admin = AdminClient(self.setup.config)
         await_condition(f"internal topics {sorted(internal)} deleted",
                         lambda: not internal & set(admin.list_topics(timeout=30).topics), 60)
+        self.mark("reset; internal topics deleted")
         again = self.instance("again")
         await_condition("the reset application RUNNING", again.running, 180)
+        self.mark("instance 'again' RUNNING")
         problems = self.check(passes=2, timeout=240)
+        self.mark(f"output checked: {len(problems)} problems")
         assert not problems, f"{len(problems)} problems after the reset: " + "; ".join(problems[:8])
 
 
