@@ -38,7 +38,7 @@ TITLE = "Spark's Kafka connector (format(\"kafka\")) and format(\"odradek\"): th
 VARIANTS = (Variant(),)
 BROKER_OVERRIDES = DURABLE
 PROJECT = "spark-sql-kafka"
-QUICK_FLIGHTS = 20_000
+QUICK_FLIGHTS = 5_000
 PARTITIONS = 6
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 

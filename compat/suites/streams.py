@@ -97,6 +97,7 @@ class CheckOutput:
     caught_up: bool = False
     positions: str = ""
     version: str = "?"
+    waited: list[str] = field(default_factory=list)  # slow metadata answers
 
 
 def parse_check(stdout: str) -> CheckOutput:
@@ -110,6 +111,8 @@ def parse_check(stdout: str) -> CheckOutput:
             out.records, out.caught_up, out.positions = int(fields[1]), fields[2] == "caught-up", fields[3]
         elif fields[0] == "VERSION" and len(fields) == 3:
             out.version = fields[2]
+        elif fields[0] == "WAITED" and len(fields) == 3:
+            out.waited.append(f"{fields[1]}: {fields[2]} s")
     return out
 
 
@@ -241,6 +244,8 @@ class Bench:
                                 classpath=java_build.classpath(), heap=HEAP, timeout=timeout + 60)
         got = parse_check(done.stdout)
         self.version = got.version
+        for wait in got.waited:
+            self.mark(f"the check waited for {wait}")
         if got.records < 0:
             return [f"the check did not finish: {done.summary()}"]
         return judge(self.expected, passes, got)

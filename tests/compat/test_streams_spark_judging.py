@@ -20,7 +20,7 @@ def test_the_input_and_its_counts_are_fixed_by_the_seed() -> None:
 
 
 def _check(*counts: tuple[str, str], records: int, caught_up: bool = True) -> str:
-    lines = ["VERSION\tkafka-streams\t3.9.2", "some log line"]
+    lines = ["VERSION\tkafka-streams\t3.9.2", "some log line", "WAITED\tmetadata of out\t6.5"]
     lines += [f"COUNTS\t{word}\t{runs}" for word, runs in counts]
     lines.append(f"END\t{records}\t{'caught-up' if caught_up else 'timed-out'}\t0:5/5,1:3/3")
     return "\n".join(lines)
@@ -29,6 +29,7 @@ def _check(*counts: tuple[str, str], records: int, caught_up: bool = True) -> st
 def test_exact_counts_pass() -> None:
     got = streams.parse_check(_check(("a", "1-3"), ("b", "1"), records=4))
     assert got.version == "3.9.2" and got.records == 4 and got.caught_up and got.positions == "0:5/5,1:3/3"
+    assert got.waited == ["metadata of out: 6.5 s"]
     assert streams.judge({"a": 3, "b": 1}, 1, got) == []
     twice = streams.parse_check(_check(("a", "1-3,1-3"), ("b", "1,1"), records=8))
     assert streams.judge({"a": 3, "b": 1}, 2, twice) == []

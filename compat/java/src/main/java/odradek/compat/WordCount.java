@@ -17,6 +17,7 @@ import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
 import org.apache.kafka.clients.consumer.KafkaConsumer;
 import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.errors.TimeoutException;
 import org.apache.kafka.common.serialization.LongDeserializer;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.common.serialization.StringDeserializer;
@@ -43,6 +44,7 @@ import org.apache.kafka.streams.state.KeyValueStore;
  *       Reads O with read_committed from its start until N records arrived and the positions
  *       reached the end offsets (then a second more), or S seconds passed; prints
  *       COUNTS word ranges   (the word's counts in output order: "1-40" or "1-17,16-40")
+ *       WAITED what seconds  (a metadata answer that took more than 5 s)
  *       END records caught-up|timed-out positions
  * </pre>
  *
@@ -137,8 +139,7 @@ public final class WordCount {
         String positions;
         try (KafkaConsumer<String, Long> consumer = new KafkaConsumer<>(props, new StringDeserializer(),
                 new LongDeserializer())) {
-            List<TopicPartition> partitions = consumer.partitionsFor(output, Duration.ofSeconds(30)).stream()
-                    .map(p -> new TopicPartition(p.topic(), p.partition())).collect(Collectors.toList());
+            List<TopicPartition> partitions = partitions(consumer, output, deadline);
             consumer.assign(partitions);
             consumer.seekToBeginning(partitions);
             while (System.nanoTime() < deadline) {
@@ -168,6 +169,30 @@ public final class WordCount {
             System.out.println("COUNTS\t" + word.getKey() + "\t" + ranges(word.getValue()));
         }
         System.out.println("END\t" + records + "\t" + (caughtUp ? "caught-up" : "timed-out") + "\t" + positions);
+    }
+
+    /**
+     * The output's partitions.  A metadata request left unanswered for request.timeout.ms is
+     * asked again until the deadline; each retry prints a WAITED line (how long it took).
+     */
+    private static List<TopicPartition> partitions(KafkaConsumer<String, Long> consumer, String topic,
+                                                   long deadline) {
+        long start = System.nanoTime();
+        while (true) {
+            try {
+                List<TopicPartition> found = consumer.partitionsFor(topic, Duration.ofSeconds(30)).stream()
+                        .map(p -> new TopicPartition(p.topic(), p.partition())).collect(Collectors.toList());
+                if (System.nanoTime() - start > Duration.ofSeconds(5).toNanos()) {
+                    System.out.printf("WAITED\tmetadata of %s\t%.1f%n", topic, (System.nanoTime() - start) / 1e9);
+                }
+                return found;
+            } catch (TimeoutException e) {
+                System.out.printf("WAITED\tmetadata of %s (timed out)\t%.1f%n", topic, (System.nanoTime() - start) / 1e9);
+                if (System.nanoTime() > deadline) {
+                    throw e;
+                }
+            }
+        }
     }
 
     /** Whether every position reached its partition's end (the last stable offset, read_committed). */
