@@ -28,7 +28,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from confluent_kafka import KafkaError, Producer
+from confluent_kafka import ConsumerGroupState, KafkaError, Producer
 from confluent_kafka.admin import AdminClient
 
 from compat import java_build
@@ -287,12 +287,17 @@ class Bench:
         """kafka-streams-application-reset, then the application again from the input's start."""
         self.stop_all()
         self.mark("instances stopped")
+        # Streams' close does not leave the group: the tool refuses while members remain, so wait
+        # (as an operator would) for their sessions to expire.
+        admin = AdminClient(self.setup.config)
+        await_condition(f"group {self.app_id} empty", lambda: admin.describe_consumer_groups([self.app_id])[
+            self.app_id].result(30).state == ConsumerGroupState.EMPTY, 180)
+        self.mark("group empty")
         tools = KafkaTools(self.ctx)
         done = tools.run("kafka-streams-application-reset", "--bootstrap-server", self.cluster.bootstrap_servers,
                          "--application-id", self.app_id, "--input-topics", self.input, timeout=180)
         assert done.ok and "Done." in done.stdout, f"the reset tool: {done.summary()}"
         internal = {f"{self.app_id}-{t}" for t in INTERNAL_TOPICS}
-        admin = AdminClient(self.setup.config)
         await_condition(f"internal topics {sorted(internal)} deleted",
                         lambda: not internal & set(admin.list_topics(timeout=30).topics), 60)
         self.mark("reset; internal topics deleted")
