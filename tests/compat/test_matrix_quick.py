@@ -1,7 +1,8 @@
 """The compatibility matrix's quick subset (compat/; README, "Compatibility"), through the same
 suite code as ``python -m compat run --quick``, each suite against a fresh 3-broker odradek
 cluster: Kafka's Java client program and three of Kafka's tools (kafka-topics,
-kafka-consumer-groups, kafka-dump-log); franz-go's fastest dozen kgo tests and twenty of
+kafka-consumer-groups, kafka-dump-log); the Kafka Streams exactly-once word count (judged by
+its output's content); franz-go's fastest dozen kgo tests and twenty of
 librdkafka's regression tests, one pytest test per kgo or librdkafka test.  Every case must
 pass; a failure names the case and its cause.
 
@@ -21,18 +22,20 @@ import pytest
 from compat.report import Row
 from compat.runner import run_variant
 from compat.suite import Status, Variant
-from compat.suites import franz_go, java_clients, kafka_tools, librdkafka
+from compat.suites import franz_go, java_clients, kafka_tools, librdkafka, streams
 
 # About a minute each on an idle machine (each tool is a JVM start); room for a loaded one.
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+# Streams: the exactly-once run, then the reset and the rerun it checks.
+MIN_PASSED = {java_clients.NAME: 3, kafka_tools.NAME: 3, streams.NAME: 2}
 
 
-@pytest.mark.parametrize("suite", [java_clients, kafka_tools], ids=lambda s: s.NAME)
+@pytest.mark.parametrize("suite", [java_clients, kafka_tools, streams], ids=lambda s: s.NAME)
 def test_the_quick_subset_passes(suite: ModuleType, tmp_path: Path) -> None:
     row = run_variant(suite, Variant(), tmp_path / "run", quick=True)  # type: ignore[arg-type]
     problems = [f"{c.name} {c.status.value}: {c.cause}" for c in row.cases if c.status is not Status.PASSED]
     assert not problems, "\n".join(problems)
-    assert row.passed >= 3, [c.name for c in row.cases]
+    assert row.passed >= MIN_PASSED[suite.NAME], [c.name for c in row.cases]
 
 
 def _quick_row(suite: ModuleType, directory: Path) -> Row:

@@ -276,14 +276,17 @@ def run_delay_stats(
     *,
     max_offsets_per_trigger: int | None = None,
     timeout_s: float = 600.0,
+    data_source: str = "odradek",
 ) -> StatsRun:
     """Run the streaming job until it has processed every flight now in ``source_topic``
     (``trigger(availableNow=True)``); a rerun with the same ``checkpoint_dir`` reads only
-    flights that arrived since. Needs ``odradek.spark.register(spark)`` first."""
+    flights that arrived since. Needs ``odradek.spark.register(spark)`` first, or, with
+    ``data_source="kafka"``, Spark's own Kafka connector on the session's classpath (the
+    job's options are the same for both)."""
     from pyspark.sql import functions as F
 
     reader = (
-        spark.readStream.format("odradek")
+        spark.readStream.format(data_source)
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", source_topic)
         .option("startingOffsets", "earliest")
@@ -303,7 +306,7 @@ def run_delay_stats(
     )
     began = time.monotonic()
     query = (
-        records.writeStream.format("odradek")
+        records.writeStream.format(data_source)
         .queryName(f"flight-delays-{sink_topic}")
         .outputMode("complete")
         .option("kafka.bootstrap.servers", bootstrap)
@@ -329,9 +332,10 @@ def run_delay_stats(
 
 
 def read_delay_stats(
-    spark: SparkSession, bootstrap: str, topic: str = "flight_delays"
+    spark: SparkSession, bootstrap: str, topic: str = "flight_delays", *, data_source: str = "odradek"
 ) -> pd.DataFrame:
-    """The current results table: the last record of each group in ``topic``.
+    """The current results table: the last record of each group in ``topic`` (read with the
+    ``odradek`` data source, or ``data_source="kafka"``: Spark's own connector).
 
     Columns carrier, origin (``*`` = all), flights, departed, mean_dep_delay,
     p90_dep_delay, share_delayed_15; per-carrier rows first, then per-origin, then the
@@ -340,7 +344,7 @@ def read_delay_stats(
     import pandas as pd
 
     rows = (
-        spark.read.format("odradek")
+        spark.read.format(data_source)
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
         .load()
