@@ -28,6 +28,7 @@ COMMANDS = {
     "transactions": ("transactions", "transactions"),
     "reassign-partitions": ("reassign_partitions", "reassign_partitions"),
     "log-dirs": ("log_dirs", "log_dirs"),
+    "dump-log": ("dump_log", "dump_log"),
     "perf": ("perf", "perf"),
     "demo": ("demo", "demo"),
 }
