@@ -29,6 +29,12 @@ COMMANDS = {
     "reassign-partitions": ("reassign_partitions", "reassign_partitions"),
     "log-dirs": ("log_dirs", "log_dirs"),
     "dump-log": ("dump_log", "dump_log"),
+    "delete-records": ("delete_records", "delete_records"),
+    "get-offsets": ("get_offsets", "get_offsets"),
+    "broker-api-versions": ("broker_api_versions", "broker_api_versions"),
+    "console-producer": ("console_producer", "console_producer"),
+    "console-consumer": ("console_consumer", "console_consumer"),
+    "replica-verification": ("replica_verification", "replica_verification"),
     "perf": ("perf", "perf"),
     "demo": ("demo", "demo"),
 }
