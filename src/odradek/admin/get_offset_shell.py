@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from odradek.admin.leaders import EARLIEST, LATEST, MAX_TIMESTAMP
 from odradek.common import TopicPartition
 
-__all__ = ["EARLIEST_LOCAL", "INTERNAL_TOPICS", "LATEST_TIERED", "GetOffsetShellError", "PartitionRule",
-           "offset_lines", "parse_partitions", "parse_time", "parse_topic_partitions", "topic_rule"]
+__all__ = ["EARLIEST_LOCAL", "INTERNAL_TOPICS", "LATEST_TIERED", "GetOffsetShellError", "PartitionRule", "matching",
+           "offset_lines", "parse_partitions", "parse_time", "parse_topic_partitions", "topic_pattern", "topic_rule"]
 
 EARLIEST_LOCAL, LATEST_TIERED = -4, -5
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
@@ -52,7 +52,7 @@ class PartitionRule:
         return tp.partition in self.ids if self.ids else self.low <= tp.partition < self.high
 
 
-def _topic_pattern(raw: str) -> re.Pattern[str]:
+def topic_pattern(raw: str) -> re.Pattern[str]:
     # Kafka's IncludeList: commas are alternatives, spaces and surrounding quotes are dropped.
     regex = re.sub(r"""["']+$""", "", re.sub(r"""^["']+""", "", raw.strip().replace(",", "|").replace(" ", "")))
     try:
@@ -63,7 +63,7 @@ def _topic_pattern(raw: str) -> re.Pattern[str]:
 
 def topic_rule(topic: str | None, partitions: Iterable[int]) -> PartitionRule:
     """The rule of ``--topic`` (None: every topic) and ``--partitions``."""
-    return PartitionRule(_topic_pattern(topic if topic is not None else ".*"), frozenset(partitions))
+    return PartitionRule(topic_pattern(topic if topic is not None else ".*"), frozenset(partitions))
 
 
 def parse_partitions(text: str | None) -> list[int]:
@@ -85,7 +85,7 @@ def parse_topic_partitions(text: str) -> list[PartitionRule]:
         if match is None:
             raise GetOffsetShellError(f"Invalid rule specification: {spec}")
         topic, single, low, high = (g or None for g in match.groups())
-        pattern = _topic_pattern(topic or ".*")
+        pattern = topic_pattern(topic or ".*")
         if single is not None:
             rules.append(PartitionRule(pattern, frozenset({int(single)})))
         else:

@@ -55,6 +55,7 @@ class DelayedFetch(DelayedOperation):
         self.requests = requests
         self._read = read
         self.read_committed = isolation_level == READ_COMMITTED and replica_id < 0
+        self.followers_too = replica_id == -2  # Kafka's debugging consumer reads followers' copies too
         self._epochs = {(r.topic, r.partition): self._epoch(r) for r in requests}
 
     def _epoch(self, r: FetchPartitionRequest) -> tuple[int | None, int]:
@@ -69,7 +70,7 @@ class DelayedFetch(DelayedOperation):
             if self._epoch(r) != self._epochs[(r.topic, r.partition)]:
                 return self.force_complete()
             p = self.partitions.get(TopicPartition(r.topic, r.partition))
-            if p is None or p.log is None or not p.is_leader:
+            if p is None or p.log is None or not (p.is_leader or self.followers_too):
                 return self.force_complete()
             # Kafka's DelayedFetch: followers up to the log end offset, read_committed consumers
             # up to the last stable offset (so a marker or a high watermark moving it completes

@@ -72,6 +72,7 @@ __all__ = ["PartitionVerifier", "ReplicaManager", "TimeSlice", "transactional_he
 # StopReplica leader epochs that bypass the stale-epoch check: unknown, and "topic deleted".
 _NO_EPOCH = -1
 _EPOCH_DURING_DELETE = -2
+DEBUGGING_CONSUMER_ID = -2  # Kafka's Request.DebuggingConsumerId
 
 
 class TimeSlice:
@@ -610,11 +611,14 @@ class ReplicaManager:
         first_with_data = True
         now = now_ms()
         follower = replica_id >= 0
+        # Kafka's debugging consumer (replica id -2, kafka-replica-verification.sh) may read a
+        # follower's copy, up to that replica's high watermark.
+        debugging = replica_id == DEBUGGING_CONSUMER_ID
         committed = isolation_level == READ_COMMITTED and not follower
         partition_or_error = self.partition_or_error
         for r in requests:
             tp = TopicPartition(r.topic, r.partition)
-            p = partition_or_error(tp, r.current_leader_epoch)
+            p = partition_or_error(tp, r.current_leader_epoch, followers_too=debugging)
             if not isinstance(p, Partition):
                 results[tp] = FetchPartitionResult(p)
                 continue
@@ -676,7 +680,7 @@ class ReplicaManager:
         (-2) may ask a follower.  Consumers see up to the high watermark, read_committed ones
         up to the last stable offset (Kafka's Partition.fetchOffsetForTimestamp)."""
         p = self.partition_or_error(TopicPartition(topic, partition), current_leader_epoch,
-                                    followers_too=replica_id == -2)
+                                    followers_too=replica_id == DEBUGGING_CONSUMER_ID)
         if not isinstance(p, Partition):
             return p, -1, -1, -1
         assert p.log is not None
