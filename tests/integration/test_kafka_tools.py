@@ -2,18 +2,34 @@
 Kafka's own on the same cluster and compared: ``delete-records`` (Kafka 2.8's
 DeleteRecordsCommand), ``get-offsets`` (Kafka 3.9's GetOffsetShell), ``broker-api-versions``
 (2.8's BrokerApiVersionsCommand), ``console-producer`` and ``console-consumer`` (2.8's
-ConsoleProducer and ConsoleConsumer); and what each refuses (one line, exit code 1)."""
+ConsoleProducer and ConsoleConsumer), ``replica-verification`` (2.8's ReplicaVerificationTool,
+on healthy replicas and on a follower altered on disk); and what each refuses (one line, exit
+code 1)."""
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
+import sys
+import threading
 from pathlib import Path
 
 import pytest
 
 from odradek.local.cluster import LocalCluster
-from support import consume_all, create_topic, produce, run_kafka_tool, run_odradek
+from odradek.local.zookeeper import find_java
+from odradek.perf.kafka_ref import KafkaRefError, jvm_classpath
+from support import (
+    ClusterFactory,
+    consume_all,
+    create_topic,
+    produce,
+    run_kafka_tool,
+    run_odradek,
+    wait_until,
+)
 from support.transactions import txn_producer
 
 DELETE_RECORDS = "kafka.admin.DeleteRecordsCommand"
@@ -258,3 +274,68 @@ def test_console_consumer_isolation_level(module_cluster: LocalCluster) -> None:
 def test_console_consumer_refuses(module_cluster: LocalCluster, args: tuple[str, ...], message: str) -> None:
     done = run_odradek("console-consumer", "--bootstrap-server", bootstrap(module_cluster), *args)
     assert (done.returncode, done.stdout, done.stderr) == (1, "", f"Error: {message}\n")
+
+
+def _stream_lines(command: list[str], count: int, pattern: str, timeout: float = 90) -> list[str]:
+    """The first ``count`` stdout lines of a long-running tool that match ``pattern``; then
+    the tool is stopped."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                               stdin=subprocess.DEVNULL)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(process.stdout.readline, "")), daemon=True)  # type: ignore[union-attr]
+    reader.start()
+    try:
+        wait_until(lambda: len([line for line in lines if re.search(pattern, line)]) >= count, timeout=timeout,
+                   message=f"{count} lines matching {pattern!r} from {command[-1]}")
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+        reader.join(timeout=10)
+    return [line.rstrip("\n") for line in lines if re.search(pattern, line)][:count]
+
+
+def _without_time(line: str) -> str:
+    assert re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}: ", line), line
+    return line[len("2000-01-01 00:00:00,000: "):]
+
+
+def _verification(cluster: LocalCluster, topic: str, count: int, pattern: str) -> tuple[list[str], list[str]]:
+    """What odradek's and Kafka's replica verification print first about ``topic``."""
+    args = ["--broker-list", bootstrap(cluster), "--topic-white-list", topic, "--time", "-2",
+            "--report-interval-ms", "300"]
+    ours = _stream_lines([sys.executable, "-m", "odradek", "replica-verification", *args], count, pattern)
+    try:
+        classpath = os.pathsep.join(map(str, jvm_classpath("kafka-2.8")))
+    except KafkaRefError as e:
+        pytest.skip(f"Kafka's jars are not here: {e}")
+    kafka = _stream_lines([find_java(), "-cp", classpath, "kafka.tools.ReplicaVerificationTool", *args], count, pattern)
+    return [_without_time(line) for line in ours], [_without_time(line) for line in kafka]
+
+
+def test_replica_verification_prints_what_kafka_prints(module_cluster: LocalCluster) -> None:
+    create_topic(module_cluster, "tools-verify", 1, 3)
+    for i in range(3):
+        produce(module_cluster.bootstrap_servers, "tools-verify", [(0, None, b"batch %d record %d" % (i, n))
+                                                                   for n in range(10)])
+    ours, kafka = _verification(module_cluster, "tools-verify", 2, "max lag")
+    assert ours == kafka == ["max lag is 0 for partition tools-verify-0 at offset 30 among 1 partitions"] * 2
+
+
+def test_replica_verification_finds_a_follower_that_differs(cluster_factory: ClusterFactory) -> None:
+    """A follower's copy of a batch altered on disk (its stored checksum) while it is down: both
+    tools name the partition, the offset and both checksums."""
+    cluster = cluster_factory(2)
+    create_topic(cluster, "tools-differs", assignment=[[0, 1]], replication_factor=2)
+    for i in range(3):
+        produce(cluster.bootstrap_servers, "tools-differs", [(0, None, b"batch %d" % i)])
+    cluster.stop_broker(1)
+    segment = next((cluster.brokers[1].config_path.parent / "data").glob("tools-differs-0/*.log"))
+    data = bytearray(segment.read_bytes())
+    second = 12 + int.from_bytes(data[8:12], "big")  # where the second batch starts
+    crc = int.from_bytes(data[second + 17:second + 21], "big")
+    data[second + 17:second + 21] = (crc ^ 0xFFFF).to_bytes(4, "big")
+    segment.write_bytes(data)
+    cluster.start_broker(1)
+    ours, kafka = _verification(cluster, "tools-differs", 1, "unmatched checksum")
+    assert ours == kafka == [f"partition tools-differs-0 has unmatched checksum at offset 1; replica 0's checksum "
+                             f"{crc}; replica 1's checksum {crc ^ 0xFFFF}"]
