@@ -1,6 +1,7 @@
 """The ``odradek`` command and its subcommands, one module each: ``zookeeper``, ``broker``,
 ``up``, ``lab``, ``topics``, ``configs``, ``acls``, ``transactions``, ``reassign-partitions``, ``log-dirs``,
-``perf`` and ``demo``.
+``dump-log``, ``delete-records``, ``get-offsets``, ``broker-api-versions``, ``console-producer``,
+``console-consumer``, ``replica-verification``, ``perf`` and ``demo``.
 
 A subcommand's module is imported only when that subcommand runs (or help lists it): the
 admin client and the protocol schemas alone take a third of a second to import, which every
