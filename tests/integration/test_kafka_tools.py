@@ -339,3 +339,32 @@ def test_replica_verification_finds_a_follower_that_differs(cluster_factory: Clu
     ours, kafka = _verification(cluster, "tools-differs", 1, "unmatched checksum")
     assert ours == kafka == [f"partition tools-differs-0 has unmatched checksum at offset 1; replica 0's checksum "
                              f"{crc}; replica 1's checksum {crc ^ 0xFFFF}"]
+
+
+@pytest.mark.parametrize("args", [(), ("--print-data-log",), ("--deep-iteration",), ("--index-sanity-check",),
+                                  ("--verify-index-only",)],
+                         ids=["shallow", "print-data-log", "deep", "index-sanity-check", "verify-index-only"])
+def test_dump_log_prints_what_kafka_dump_log_segments_prints(module_cluster: LocalCluster,
+                                                             args: tuple[str, ...]) -> None:
+    """A leader's segment, offset index and time index of a keyed, transactional topic, dumped
+    by odradek and by Kafka 3.9's DumpLogSegments."""
+    topic = "tools-dump"
+    if not list((module_cluster.brokers[0].config_path.parent / "data").glob(f"{topic}-0")):
+        create_topic(module_cluster, topic, assignment=[[0, 1]], replication_factor=2,
+                     config={"index.interval.bytes": "100"})
+        produce(module_cluster.bootstrap_servers, topic, [(0, b"key-%d" % i, b"value %d" % i) for i in range(30)],
+                headers=[("h", b"x")])
+        producer = txn_producer("confluent", module_cluster.bootstrap_servers)
+        try:
+            producer.begin()
+            producer.send(topic, 0, b"in a transaction", b"tx")
+            producer.commit()
+        finally:
+            producer.close()
+    directory = module_cluster.brokers[0].config_path.parent / "data" / f"{topic}-0"
+    files = ",".join(str(directory / f"00000000000000000000.{kind}") for kind in ("log", "index", "timeindex"))
+    ours = run_odradek("dump-log", "--files", files, *args)
+    kafka = run_kafka_tool("kafka-3.9", "kafka.tools.DumpLogSegments", "--files", files, *args)
+    assert ours.returncode == kafka.returncode == 0, (ours.stderr, kafka.stderr)
+    assert ours.stdout == kafka.stdout
+    assert f"Dumping {directory / '00000000000000000000.log'}" in ours.stdout
