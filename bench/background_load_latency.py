@@ -25,17 +25,15 @@ import mmap
 import multiprocessing as mp
 import os
 import shutil
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 from odradek.local.cluster import LocalCluster
+from odradek.perf.compaction import latencies, latency_stats
 from odradek.perf.harness import create_topic_zk
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from log_compaction import LATENCY_TOPIC, latencies, stats
-
+LATENCY_TOPIC = "latency"
 MODES = ("none", "loop", "alloc", "pread", "preadinto", "mmap")
 CHUNK = 4 << 20
 
@@ -93,14 +91,14 @@ def main() -> None:
                 bg = ctx.Process(target=background, args=(bg_stop, mode, str(data)))
                 bg.start()
                 time.sleep(1)
-            producer = ctx.Process(target=latencies, args=(cluster.bootstrap_servers, 1000.0, args.seconds, stop, out))
+            producer = ctx.Process(target=latencies, args=(cluster.bootstrap_servers, LATENCY_TOPIC, 1000.0, args.seconds, stop, out))
             producer.start()
             result = out.get(timeout=args.seconds + 120)
             producer.join()
             bg_stop.set()
             if bg is not None:
                 bg.join()
-            s = stats(result["samples"])
+            s = latency_stats(result["samples"])
             print(f"{mode:10s} p50 {s['p50_ms']:.2f} ms  p99 {s['p99_ms']:.2f} ms  max {s['max_ms']:.1f} ms", flush=True)
     finally:
         cluster.stop()

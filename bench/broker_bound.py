@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import shutil
 import sys
@@ -44,9 +43,9 @@ from pathlib import Path
 from odradek.local.cluster import LocalCluster
 from odradek.perf.baseline import BaselineCluster, checkout, in_turn, median_figures, ratio
 from odradek.perf.harness import TansuBroker, code_version, create_topic_admin
+from odradek.perf.load import RECORD_SIZE, run_clients
 from odradek.perf.sysstat import (
     USAGE_HEAD,
-    UsageWindow,
     cluster_groups,
     format_usage,
     measured_groups,
@@ -55,7 +54,6 @@ from odradek.perf.sysstat import (
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "bench" / "results"
-RECORD_SIZE = 100
 UNBATCHED = {"linger.ms": 0, "acks": "1"}
 ONE_RECORD = {"linger.ms": 0, "acks": "1", "batch.num.messages": 1}
 BATCHED = {"linger.ms": 5, "acks": "1", "batch.size": 1_000_000, "batch.num.messages": 10_000}
@@ -64,84 +62,6 @@ SMALL_FETCH = {"fetch.max.bytes": 16384, "max.partition.fetch.bytes": 16384, "me
 # Phase -> producer settings (None: consumers, reading what the unbatched phase wrote).
 PHASES: dict[str, dict | None] = {"unbatched produce": UNBATCHED, "one-record produce": ONE_RECORD,
                                   "batched produce": BATCHED, "fetch": None}
-
-
-def _requests(stats: dict, kind: str) -> int:
-    """Requests of ``kind`` (Produce, Fetch) this client sent to every broker (librdkafka stats)."""
-    return sum(b.get("req", {}).get(kind, 0) for b in stats.get("brokers", {}).values() if b.get("nodeid", -1) >= 0)
-
-
-def _producer(bootstrap: str, topic: str, settings: dict, seconds: float, out: mp.Queue) -> None:  # type: ignore[type-arg]
-    import confluent_kafka as ck
-
-    last: dict = {}
-    p = ck.Producer({"bootstrap.servers": bootstrap, "compression.type": "none", "log_level": 0,
-                     "statistics.interval.ms": 500, "stats_cb": lambda s: last.update(json.loads(s)), **settings})
-    value = b"x" * RECORD_SIZE
-    delivered = 0
-
-    def on_delivery(err: object, _msg: object) -> None:
-        nonlocal delivered
-        if err is None:
-            delivered += 1
-
-    end = time.monotonic() + seconds
-    produce, poll = p.produce, p.poll
-    while time.monotonic() < end:
-        try:
-            produce(topic, value, on_delivery=on_delivery)
-        except BufferError:
-            poll(0.001)
-        poll(0)
-    p.flush(60)
-    time.sleep(0.6)  # one more statistics report, after the last request
-    p.poll(0)
-    out.put({"records": delivered, "requests": _requests(last, "Produce")})
-
-
-def _consumer(bootstrap: str, topic: str, seconds: float, out: mp.Queue, index: int) -> None:  # type: ignore[type-arg]
-    import confluent_kafka as ck
-
-    last: dict = {}
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"bound-{os.getpid()}", "enable.auto.commit": False,
-                     "log_level": 0, "statistics.interval.ms": 500, "stats_cb": lambda s: last.update(json.loads(s)),
-                     "auto.offset.reset": "earliest", **SMALL_FETCH})
-    md = c.list_topics(topic, timeout=30).topics[topic].partitions
-    c.assign([ck.TopicPartition(topic, p, ck.OFFSET_BEGINNING) for p in md])
-    count = 0
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        for m in c.consume(1000, 0.1):
-            if m.error() is None:
-                count += 1
-    time.sleep(0.6)
-    c.poll(0)
-    out.put({"records": count, "requests": _requests(last, "Fetch")})
-    c.close()
-
-
-def run_clients(target: str, groups: dict[str, list[int]], topic: str, clients: int, seconds: float,
-                settings: dict | None) -> dict:
-    """``clients`` processes (producers with ``settings``, consumers when None) against one
-    broker; the CPU of the broker (``groups["brokers"]``) and of everything else over the phase."""
-    ctx = mp.get_context("spawn")
-    out = ctx.Queue()
-    procs = [ctx.Process(target=_producer, args=(target, topic, settings, seconds, out)) if settings is not None
-             else ctx.Process(target=_consumer, args=(target, topic, seconds, out, i)) for i in range(clients)]
-    window = UsageWindow(groups)
-    for proc in procs:
-        proc.start()
-    results = [out.get(timeout=seconds + 120) for _ in procs]
-    usage = window.stop()
-    for proc in procs:
-        proc.join(30)
-    records = sum(r["records"] for r in results)
-    requests = sum(r["requests"] for r in results)
-    elapsed, cpu = usage.seconds, usage.cpu_s["brokers"]
-    return {"records": records, "requests": requests, "seconds": elapsed, "broker_cpu_s": cpu,
-            "records_per_s": records / elapsed, "requests_per_s": requests / elapsed,
-            "requests_per_cpu_s": requests / cpu if cpu else 0.0, "cpu_us_per_request": cpu * 1e6 / requests
-            if requests else 0.0, "records_per_cpu_s": records / cpu if cpu else 0.0, "usage": usage.as_dict()}
 
 
 def _figures(r: dict) -> tuple[float, ...]:
@@ -223,7 +143,8 @@ def main() -> None:
                     else:
                         topic = f"bound-{phase.split()[0]}-{r}"
                         create_topic_admin(bootstrap, topic, args.partitions, 1)
-                    result = run_clients(bootstrap, groups, topic, args.clients, args.seconds, settings)
+                    result = run_clients(bootstrap, groups, topic, args.clients, args.seconds, producer=settings,
+                                         consumer=SMALL_FETCH)
                     per_round.setdefault(name, {}).setdefault(phase, []).append(result)
                     print(f"  round {r + 1} {name} {phase}: {result['requests_per_cpu_s']:,.0f} requests per "
                           f"broker CPU-s; {format_usage(result['usage'])}", flush=True)

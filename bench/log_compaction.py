@@ -24,12 +24,9 @@ cleaning, and when in the cleaning the slow (> 1 ms) deliveries fell.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import multiprocessing as mp
 import os
-import random
-import re
 import shutil
 import sys
 import tempfile
@@ -37,75 +34,21 @@ import time
 from pathlib import Path
 
 from odradek.local.cluster import LocalCluster
-from odradek.perf.common import percentile
+from odradek.perf.compaction import (
+    VALUE_SIZE,
+    fill,
+    latencies,
+    latency_stats,
+    log_size,
+    set_topic_config,
+    wait_cleaned,
+)
 from odradek.perf.harness import code_version, create_topic_zk
 from odradek.perf.sysstat import process_cpu_seconds
-from odradek.zk.admin_zk_client import AdminZkClient
-from odradek.zk.client import KafkaZkClient
 
 RESULTS = Path(__file__).resolve().parent / "results"
-VALUE_SIZE = 100
 SEGMENT_BYTES = 64 << 20
 TOPIC, LATENCY_TOPIC = "compacted", "latency"
-SUMMARY = re.compile(r"cleaned log compacted-0 .*?: ([\d.,]+) MB of log processed in ([\d.]+) seconds "
-                     r"\(([\d.]+) MB/sec\)")
-
-
-def fill(bootstrap: str, records: int, keys: int, seed: int) -> None:
-    import confluent_kafka as ck
-
-    rng = random.Random(seed)
-    p = ck.Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 50,
-                     "batch.size": 1_000_000, "batch.num.messages": 10_000,
-                     "compression.type": "none", "queue.buffering.max.messages": 500_000})
-    value = b"v" * VALUE_SIZE
-    keyset = [b"key-%07d" % k for k in range(keys)]
-    produce, poll = p.produce, p.poll
-    for i in range(records):
-        while True:
-            try:
-                produce(TOPIC, value=value, key=keyset[rng.randrange(keys)], partition=0)
-                break
-            except BufferError:
-                poll(0.05)
-        if i % 10_000 == 0:
-            poll(0)
-    if p.flush(300) != 0:
-        raise SystemExit("fill: records left unsent")
-
-
-def latencies(bootstrap: str, rate: float, duration_s: float, stop: mp.Event,  # type: ignore[valid-type]
-              out: mp.Queue) -> None:  # type: ignore[type-arg]
-    """Send ``rate`` records/s for ``duration_s`` or until ``stop``; put [(send ns, latency
-    ms)] on ``out``."""
-    import confluent_kafka as ck
-
-    samples: list[tuple[int, float]] = []
-    failed = 0
-
-    def delivered(err: object, _msg: object, sent: int) -> None:
-        nonlocal failed
-        if err is not None:
-            failed += 1
-        else:
-            samples.append((sent, (time.monotonic_ns() - sent) / 1e6))
-
-    p = ck.Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 0})
-    value = b"x" * VALUE_SIZE
-    interval = 1.0 / rate
-    start = time.perf_counter()
-    i = 0
-    while (now := time.perf_counter()) - start < duration_s and not stop.is_set():
-        ahead = start + i * interval - now
-        if ahead > 0:
-            p.poll(ahead)
-            continue
-        sent = time.monotonic_ns()
-        p.produce(LATENCY_TOPIC, value=value, key=b"k", on_delivery=lambda e, m, s=sent: delivered(e, m, s))
-        p.poll(0)
-        i += 1
-    p.flush(60)
-    out.put({"samples": samples, "failed": failed, "sent": i})
 
 
 def busy_loop(stop: mp.Event) -> None:  # type: ignore[valid-type]
@@ -119,28 +62,9 @@ def busy_loop(stop: mp.Event) -> None:  # type: ignore[valid-type]
             x += i
 
 
-def log_size(directory: Path) -> int:
-    return sum(p.stat().st_size for p in directory.glob("*.log"))
-
-
 def set_ratio(cluster: LocalCluster, ratio: str) -> None:
-    async def run() -> None:
-        zk = KafkaZkClient(cluster.zookeeper_connect, session_timeout_ms=30000)
-        await zk.start()
-        try:
-            await AdminZkClient(zk).alter_topic_config(TOPIC, {
-                "cleanup.policy": "compact", "segment.bytes": str(SEGMENT_BYTES),
-                "min.cleanable.dirty.ratio": ratio})
-        finally:
-            await zk.close()
-
-    asyncio.run(run())
-
-
-def stats(samples: list[tuple[int, float]]) -> dict[str, float]:
-    lat = sorted(s[1] for s in samples)
-    return {"count": len(lat), "p50_ms": percentile(lat, 0.5), "p99_ms": percentile(lat, 0.99),
-            "max_ms": lat[-1] if lat else 0.0}
+    set_topic_config(cluster, TOPIC, {"cleanup.policy": "compact", "segment.bytes": str(SEGMENT_BYTES),
+                                      "min.cleanable.dirty.ratio": ratio})
 
 
 def main() -> None:
@@ -169,7 +93,7 @@ def main() -> None:
         data = cluster.brokers[0].config_path.parent / "data" / f"{TOPIC}-0"
         records = int(args.gb * 1e9 / (VALUE_SIZE + 21))  # ~21 bytes of key and record framing
         started = time.monotonic()
-        fillers = [ctx.Process(target=fill, args=(cluster.bootstrap_servers, records // 2, args.keys, seed))
+        fillers = [ctx.Process(target=fill, args=(cluster.bootstrap_servers, TOPIC, records // 2, args.keys, seed))
                    for seed in (1, 2)]
         for f in fillers:
             f.start()
@@ -181,14 +105,14 @@ def main() -> None:
               flush=True)
 
         out, stop = ctx.Queue(), ctx.Event()
-        idle = ctx.Process(target=latencies, args=(cluster.bootstrap_servers, args.rate, args.phase_s, stop, out))
+        idle = ctx.Process(target=latencies, args=(cluster.bootstrap_servers, LATENCY_TOPIC, args.rate, args.phase_s, stop, out))
         idle.start()
         idle_result = out.get(timeout=args.phase_s + 120)
         idle.join()
         hog_stop = ctx.Event()
         hog = ctx.Process(target=busy_loop, args=(hog_stop,))
         hog.start()
-        control = ctx.Process(target=latencies, args=(cluster.bootstrap_servers, args.rate, args.phase_s, stop, out))
+        control = ctx.Process(target=latencies, args=(cluster.bootstrap_servers, LATENCY_TOPIC, args.rate, args.phase_s, stop, out))
         control.start()
         control_result = out.get(timeout=args.phase_s + 120)
         control.join()
@@ -198,18 +122,13 @@ def main() -> None:
         cleaner_log = cluster.brokers[0].config_path.parent / "log-cleaner.log"
         broker_pid = cluster.brokers[0].pid
         assert broker_pid is not None
-        busy = ctx.Process(target=latencies, args=(cluster.bootstrap_servers, args.rate, 900.0, stop, out))
+        busy = ctx.Process(target=latencies, args=(cluster.bootstrap_servers, LATENCY_TOPIC, args.rate, 900.0, stop, out))
         busy.start()
         time.sleep(3)  # the producer connects and warms up before the cleaning starts
         cpu_before = process_cpu_seconds(broker_pid)
         t_alter = time.monotonic_ns()
         set_ratio(cluster, "0.5")
-        match = None
-        while match is None:
-            time.sleep(0.2)
-            if time.monotonic_ns() - t_alter > 900e9:
-                raise SystemExit("the cleaning did not finish within 900 s")
-            match = SUMMARY.search(cleaner_log.read_text()) if cleaner_log.exists() else None
+        summary = wait_cleaned(cleaner_log, f"{TOPIC}-0")
         t_done = time.monotonic_ns()
         cpu_broker = process_cpu_seconds(broker_pid) - cpu_before
         stop.set()
@@ -217,15 +136,13 @@ def main() -> None:
         busy.join()
         during = [s for s in busy_result["samples"] if t_alter <= s[0] <= t_done]
         after = log_size(data)
-        lines = [line for line in cleaner_log.read_text().splitlines() if "cleaned log compacted-0" in line]
-        result["log_cleaner_line"] = lines[-1] if lines else None
+        result["log_cleaner_line"] = summary.line
         result["cleaning"] = {
-            "summary_mb": float(match.group(1).replace(",", "")), "summary_seconds": float(match.group(2)),
-            "summary_mb_per_s": float(match.group(3)), "wall_seconds": (t_done - t_alter) / 1e9,
+            "summary_mb": summary.mb, "summary_seconds": summary.seconds, "summary_mb_per_s": summary.mb_per_s, "wall_seconds": (t_done - t_alter) / 1e9,
             "wall_mb_per_s": before / 1e6 / ((t_done - t_alter) / 1e9), "size_before": before,
             "size_after": after, "broker_cpu_s": cpu_broker}
-        result["latency_idle"] = {**stats(idle_result["samples"]), "failed": idle_result["failed"]}
-        result["latency_cleaning"] = {**stats(during), "failed": busy_result["failed"]}
+        result["latency_idle"] = {**latency_stats(idle_result["samples"]), "failed": idle_result["failed"]}
+        result["latency_cleaning"] = {**latency_stats(during), "failed": busy_result["failed"]}
         # Where the slow deliveries fall in the cleaning: per half second, how many took > 1 ms.
         slow: dict[float, int] = {}
         for sent, ms in during:
@@ -233,7 +150,7 @@ def main() -> None:
                 bucket = round((sent - t_alter) / 1e9 * 2) / 2
                 slow[bucket] = slow.get(bucket, 0) + 1
         result["slow_deliveries_per_half_second"] = dict(sorted(slow.items()))
-        result["latency_control"] = {**stats(control_result["samples"]), "failed": control_result["failed"]}
+        result["latency_control"] = {**latency_stats(control_result["samples"]), "failed": control_result["failed"]}
         p99 = {name: result[f"latency_{name}"]["p99_ms"] for name in ("idle", "control", "cleaning")}  # type: ignore[index]
         result["p99_ratio_cleaning_over_idle"] = p99["cleaning"] / p99["idle"]
         result["p99_ratio_control_over_idle"] = p99["control"] / p99["idle"]

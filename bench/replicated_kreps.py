@@ -30,10 +30,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing as mp
 import os
 import shutil
-import struct
 import sys
 import tempfile
 import time
@@ -44,6 +42,7 @@ from odradek.local.cluster import LocalCluster
 from odradek.perf import harness
 from odradek.perf.common import MB, percentile
 from odradek.perf.harness import code_version, create_topic_zk, run_perf
+from odradek.perf.latency import STAMP, start_e2e_consumer
 
 RESULTS = Path(__file__).resolve().parent / "results"
 GB = float(1 << 30)
@@ -53,7 +52,6 @@ RECORD_SIZE = 100
 BATCHING = ["linger.ms=5", "batch.size=1000000", "batch.num.messages=10000", "compression.type=none"]
 KREPS = {"async_rps": 786_980, "async_mbps": 75.1, "sync_rps": 421_823, "sync_mbps": 40.2,
          "ratio": 421_823 / 786_980, "e2e_p50_ms": 2.0, "e2e_p99_ms": 3.0, "e2e_p999_ms": 14.0}
-STAMP = struct.Struct(">qq")  # send time (ns, CLOCK_MONOTONIC), sequence (-1: warm-up)
 
 
 def wait_full_isr(cluster: LocalCluster, topic: str, timeout_s: float = 120) -> float:
@@ -81,66 +79,6 @@ def throughput(cluster: LocalCluster, topic: str, acks: str, records: int,
 # ----------------------------------------------------------------------------- end to end
 
 
-def _e2e_consumer(bootstrap: str, topic: str, expected: int, ready: mp.Event,  # type: ignore[valid-type]
-                  out: mp.Queue, idle_timeout_s: float) -> None:  # type: ignore[type-arg]
-    import confluent_kafka as ck
-
-    c = ck.Consumer({"bootstrap.servers": bootstrap, "group.id": f"kreps-e2e-{os.getpid()}",
-                     "enable.auto.commit": False, "enable.partition.eof": False,
-                     "fetch.queue.backoff.ms": 1})
-    c.assign([ck.TopicPartition(topic, p, ck.OFFSET_END) for p in range(PARTITIONS)])
-    # Resolving OFFSET_END takes a ListOffsets round trip per partition; poll a moment so
-    # the consumer sits at the tail before the producer starts.
-    until = time.monotonic() + 2.0
-    while time.monotonic() < until:
-        c.consume(num_messages=1000, timeout=0.1)
-    ready.set()  # type: ignore[attr-defined]
-    latencies = array("d")
-    sent_at = array("q")
-    seen: set[int] = set()
-    duplicates = warmups = errors = 0
-    last = time.monotonic()
-    clock, unpack = time.monotonic_ns, STAMP.unpack_from
-    poll = c.poll  # one record at a time: consume(n, timeout) would wait to fill its batch
-    while len(seen) < expected and time.monotonic() - last < idle_timeout_s:
-        m = poll(0.05)
-        if m is None:
-            continue
-        now = clock()
-        if m.error() is not None:
-            errors += 1
-            continue
-        sent, seq = unpack(m.value())
-        last = time.monotonic()
-        if seq < 0:
-            warmups += 1
-        elif seq in seen:
-            duplicates += 1
-        else:
-            seen.add(seq)
-            latencies.append((now - sent) / 1e6)
-            sent_at.append(sent)
-    c.close()
-    missing = expected - len(seen)
-    out.put({"latencies_ms": latencies.tobytes(), "sent_ns": sent_at.tobytes(),
-             "duplicates": duplicates, "missing": missing,
-             "warmup_seen": warmups, "errors": errors})  # type: ignore[attr-defined]
-
-
-def start_e2e_consumer(bootstrap: str, topic: str, expected: int
-                       ) -> tuple[mp.Process, mp.Queue]:  # type: ignore[type-arg]
-    """The end-to-end consumer in a process of its own, sitting at the tail: (process, the
-    queue its result arrives on)."""
-    ctx = mp.get_context("spawn")
-    ready, out = ctx.Event(), ctx.Queue()
-    reader = ctx.Process(target=_e2e_consumer, args=(bootstrap, topic, expected, ready, out, 15.0))
-    reader.start()
-    if not ready.wait(60):
-        reader.kill()
-        raise SystemExit("end-to-end consumer did not start")
-    return reader, out  # type: ignore[return-value]
-
-
 def end_to_end(cluster: LocalCluster, topic: str, rate: float, duration_s: float,
                warmup_s: float, linger_ms: int) -> dict[str, object]:
     import confluent_kafka as ck
@@ -148,7 +86,7 @@ def end_to_end(cluster: LocalCluster, topic: str, rate: float, duration_s: float
     wait_full_isr(cluster, topic)
     measured = int(rate * duration_s)
     warm = int(rate * warmup_s)
-    reader, out = start_e2e_consumer(cluster.bootstrap_servers, topic, measured)
+    reader, out = start_e2e_consumer(cluster.bootstrap_servers, topic, measured, PARTITIONS)
 
     failed = 0
 

@@ -8,7 +8,7 @@ p50/p99, end-to-end latency (send time stamped in the record, CLOCK_MONOTONIC, t
 a consumer in another process polls it: replication to all three replicas included, since a
 consumer only sees records below the high watermark) p50/p99/p99.9, and the brokers' CPU
 (seconds of CPU per second of the phase, all three brokers). The first --warmup-s seconds of
-each phase are sent but not counted. The end-to-end consumer is bench/replicated_kreps.py's.
+each phase are sent but not counted. The phase and its end-to-end consumer are perf/latency.py's.
 
 Where the CPU went in each phase is printed beside it and in a table at the end
 (perf/sysstat.py): CPU-seconds per second of the brokers, ZooKeeper, other idle servers, the
@@ -35,27 +35,15 @@ import shutil
 import sys
 import tempfile
 import time
-from array import array
 from contextlib import ExitStack
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from replicated_kreps import STAMP, start_e2e_consumer
-
 from odradek.local.cluster import LocalCluster
 from odradek.perf.baseline import BaselineCluster, checkout, in_turn, median_figures, ratio
-from odradek.perf.common import percentile
-from odradek.perf.harness import (
-    code_version,
-    create_topic_zk,
-    pyspy_record,
-    summarize_speedscope,
-    wait_full_isr,
-)
+from odradek.perf.harness import code_version, create_topic_zk, pyspy_record, summarize_speedscope
+from odradek.perf.latency import paced_phase
 from odradek.perf.sysstat import (
     USAGE_HEAD,
-    UsageWindow,
     cluster_groups,
     format_usage,
     measured_groups,
@@ -67,69 +55,6 @@ RESULTS = REPO / "bench" / "results"
 PARTITIONS = 6
 RF = 3
 RECORD_SIZE = 100
-
-
-def phase(cluster: LocalCluster, topic: str, rate: float, duration_s: float, warmup_s: float,
-          groups: dict[str, list[int]]) -> dict[str, object]:
-    """One rate on one cluster; the CPU of ``groups`` (``brokers``, ...) and of the rest."""
-    import confluent_kafka as ck
-
-    wait_full_isr(cluster, topic, PARTITIONS, RF)
-    measured, warm = int(rate * duration_s), int(rate * warmup_s)
-    reader, out = start_e2e_consumer(cluster.bootstrap_servers, topic, measured)
-
-    produce_ms = array("d")
-    failed = 0
-    clock = time.monotonic_ns
-
-    def on_delivery(err: object, msg: object) -> None:
-        nonlocal failed
-        if err is not None:
-            failed += 1
-            return
-        sent, seq = STAMP.unpack_from(msg.value())  # type: ignore[attr-defined]
-        if seq >= 0:
-            produce_ms.append((clock() - sent) / 1e6)
-
-    p = ck.Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "linger.ms": 0,
-                     "enable.idempotence": False, "on_delivery": on_delivery, "log_level": 0})
-    pad = b"x" * (RECORD_SIZE - STAMP.size)
-    pack, produce, poll, sleep = STAMP.pack, p.produce, p.poll, time.sleep
-    interval = 1.0 / rate
-    window = UsageWindow(groups)
-    start = time.perf_counter()
-    for i in range(warm + measured):
-        while (ahead := start + i * interval - time.perf_counter()) > 0:
-            # confluent-kafka's poll() takes whole milliseconds: poll(0.0005) returns at once,
-            # and a pacing loop built on it spins a core the brokers need (on 2 cores, 0.7 of
-            # one at 1,000 records/s).  Sleep out the last millisecond instead.
-            if ahead >= 0.002:
-                poll(ahead - 0.001)
-            else:
-                sleep(ahead)
-        while True:
-            try:
-                produce(topic, pack(clock(), i - warm if i >= warm else -1) + pad)
-                break
-            except BufferError:
-                poll(0.001)
-        poll(0)
-    send_s = time.perf_counter() - start
-    p.flush(120)
-    usage = window.stop()
-    result = out.get(timeout=180)
-    reader.join(30)
-    e2e = sorted(array("d", result.pop("latencies_ms")))
-    result.pop("sent_ns")
-    prod = sorted(produce_ms)
-    return {
-        "rate": rate, "achieved_rate": (warm + measured) / send_s, "sent": measured, "received": len(e2e),
-        "failed_sends": failed, **result,
-        "produce_p50_ms": percentile(prod, 0.5), "produce_p99_ms": percentile(prod, 0.99),
-        "e2e_p50_ms": percentile(e2e, 0.5), "e2e_p99_ms": percentile(e2e, 0.99),
-        "e2e_p999_ms": percentile(e2e, 0.999), "brokers_cpu_per_s": usage.cpu_s["brokers"] / usage.seconds,
-        "usage": usage.as_dict(),
-    }
 
 
 # The figures compared, as (column, key, format); "lost" is a count, not compared.
@@ -197,7 +122,8 @@ def main() -> None:
                     topic = f"latency-{int(rate)}-{r}"
                     create_topic_zk(cluster.zookeeper_connect, topic, PARTITIONS, RF)
                     row = {"code": name, "round": r,
-                           **phase(cluster, topic, rate, args.duration, args.warmup_s, measured_groups(servers, name))}
+                           **paced_phase(cluster, topic, rate, args.duration, args.warmup_s, measured_groups(servers, name),
+                                        partitions=PARTITIONS, replication_factor=RF, record_size=RECORD_SIZE)}
                     per_round.append(row)
                     print(f"  {rate:,.0f}/s round {r + 1} {name}: achieved {row['achieved_rate']:,.0f}/s, produce "
                           f"p99 {row['produce_p99_ms']:.1f} ms, e2e p50/p99 {row['e2e_p50_ms']:.1f}/"
@@ -209,8 +135,9 @@ def main() -> None:
             pid = cluster.brokers[0].pid
             assert pid is not None
             with pyspy_record(pid, base / "profile.speedscope.json") as recorded:
-                phase(cluster, "latency-profile", args.profile, args.duration, args.warmup_s,
-                      measured_groups(servers, "current"))
+                paced_phase(cluster, "latency-profile", args.profile, args.duration, args.warmup_s,
+                            measured_groups(servers, "current"), partitions=PARTITIONS, replication_factor=RF,
+                            record_size=RECORD_SIZE)
             profile = summarize_speedscope(recorded, 25).format(f"broker 0 at {args.profile:,.0f} records/s")
     if not args.dir:
         shutil.rmtree(base, ignore_errors=True)

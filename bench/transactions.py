@@ -28,80 +28,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from confluent_kafka import Producer
-
 from odradek.local.cluster import LocalCluster
-from odradek.perf.harness import (
-    brokers_cpu_seconds,
-    code_version,
-    create_topic_zk,
-    read_partitions_to_end,
-    wait_full_isr,
-)
+from odradek.perf.harness import code_version, create_topic_zk
+from odradek.perf.transactions import PRODUCER, consume, produce
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PARTITIONS = 6
 RF = 3
 RECORD_SIZE = 100
-PRODUCER = {"acks": "all", "linger.ms": 5, "batch.size": 1_000_000, "batch.num.messages": 10_000,
-            "compression.type": "none", "log_level": 0}
-
-
-def produce(cluster: LocalCluster, topic: str, records: int, commit_every: int | None) -> dict[str, float]:
-    """``records`` records to ``topic``: idempotent (``commit_every`` None) or in transactions
-    of ``commit_every`` records."""
-    wait_full_isr(cluster, topic, PARTITIONS, RF)
-    failed = 0
-
-    def on_delivery(err: object, _msg: object) -> None:
-        nonlocal failed
-        if err is not None:
-            failed += 1
-
-    config = {"bootstrap.servers": cluster.bootstrap_servers, "on_delivery": on_delivery, **PRODUCER}
-    if commit_every is None:
-        config["enable.idempotence"] = True
-    else:
-        config["transactional.id"] = f"bench-{topic}"
-    producer = Producer(config)
-    if commit_every is not None:
-        producer.init_transactions(60)
-    value = b"x" * RECORD_SIZE
-    cpu0 = brokers_cpu_seconds(cluster)
-    start = time.perf_counter()
-    sent = 0
-    transactions = 0
-    while sent < records:
-        batch = min(commit_every or records, records - sent)
-        if commit_every is not None:
-            producer.begin_transaction()
-        for i in range(batch):
-            while True:
-                try:
-                    producer.produce(topic, value, partition=(sent + i) % PARTITIONS)
-                    break
-                except BufferError:
-                    producer.poll(0.01)
-        producer.poll(0)
-        sent += batch
-        if commit_every is not None:
-            producer.commit_transaction(60)
-            transactions += 1
-    remaining = producer.flush(120)
-    elapsed = time.perf_counter() - start
-    if remaining or failed:
-        raise SystemExit(f"{topic}: {remaining} records unsent, {failed} failed")
-    return {"records": records, "seconds": elapsed, "records_per_sec": records / elapsed,
-            "transactions": transactions, "ms_per_transaction": elapsed * 1000 / transactions if transactions else 0.0,
-            "brokers_cpu_s": brokers_cpu_seconds(cluster) - cpu0}
-
-
-def consume(cluster: LocalCluster, topic: str, isolation: str) -> dict[str, float]:
-    """Read every partition of ``topic`` from the start to its end (EOF) with ``isolation``."""
-    count, elapsed = read_partitions_to_end({"bootstrap.servers": cluster.bootstrap_servers,
-                                             "group.id": f"bench-{isolation}-{topic}", "isolation.level": isolation},
-                                            topic, PARTITIONS)
-    return {"records": count, "seconds": elapsed, "records_per_sec": count / elapsed}
 
 
 def report(results: dict[str, dict[str, float]]) -> str:

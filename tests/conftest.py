@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import settings
 
 from odradek.local.cluster import LocalCluster
 from odradek.local.zookeeper import EmbeddedZooKeeper
@@ -17,14 +18,34 @@ from support import ClusterFactory, unique_chroot
 
 TESTS = Path(__file__).parent
 
+# Property tests check what comes out, not how fast: on a loaded machine (CI, or the helpers'
+# runs beside the suite) an example of a few milliseconds can take hundreds, and Hypothesis's
+# default 200 ms deadline then fails a correct test.  Speed is the benchmarks' business.
+settings.register_profile("odradek", deadline=None)
+settings.load_profile("odradek")
+
 # End-to-end by design: their tests start clusters, `odradek` processes, Spark or a lab, some
 # without a fixture (LocalCluster, EmbeddedZooKeeper or a subprocess in the test itself).
-END_TO_END_DIRECTORIES = frozenset({"integration", "compat", "fault", "spark", "lab"})
+END_TO_END_DIRECTORIES = frozenset({"integration", "compat", "fault", "spark", "lab", "differential"})
 
 # Fixtures that start ZooKeeper, brokers or Spark; a test using one, directly or through another
 # fixture, is slow wherever it lives (a unit test of the ACL store on a real ZooKeeper, say).
 CLUSTER_FIXTURES = frozenset({"zookeeper", "zk_connect", "cluster_factory", "module_cluster",
                               "odradek_broker", "tansu_broker", "spark"})
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Under ``-m "not slow"`` leave the end-to-end directories out: every test there would be
+    deselected, after its module had imported clients, Spark and the like for nothing."""
+    if (collection_path.parent == TESTS and collection_path.name in END_TO_END_DIRECTORIES
+            and " ".join(config.option.markexpr.split()) == "not slow"):
+        return True
+    return None
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--oracle-full", action="store_true",
+                     help="tests/differential: compare every version both sides advertise, not only the highest")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -16,7 +16,7 @@ Worked through: 3 brokers, start index 1 and replica shift 2 give ``{0: [1, 2, 0
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 
 from odradek.protocol.errors import (
@@ -112,24 +112,28 @@ def _start_and_shift(fixed_start_index: int, n_brokers: int, rng: random.Random)
     return start_index, rng.randrange(n_brokers)
 
 
+def _first_replicas(n_partitions: int, n_brokers: int, fixed_start_index: int, start_partition_id: int,
+                    rng: random.Random) -> Iterator[tuple[int, int, int]]:
+    """For each partition to place: its id, the index of its first replica in the broker
+    list, and the shift of the rest, which grows by one each time the ids wrap around the
+    brokers (the walk both of Kafka's assigners share)."""
+    start_index, next_replica_shift = _start_and_shift(fixed_start_index, n_brokers, rng)
+    first_id = max(0, start_partition_id)
+    for partition in range(first_id, first_id + n_partitions):
+        if partition > 0 and partition % n_brokers == 0:
+            next_replica_shift += 1
+        yield partition, (partition + start_index) % n_brokers, next_replica_shift
+
+
 def _assign_rack_unaware(n_partitions: int, replication_factor: int, broker_list: list[int],
                          fixed_start_index: int, start_partition_id: int,
                          rng: random.Random) -> dict[int, list[int]]:
     n = len(broker_list)
-    start_index, next_replica_shift = _start_and_shift(fixed_start_index, n, rng)
-    current = max(0, start_partition_id)
     assignment: dict[int, list[int]] = {}
-    for _ in range(n_partitions):
-        if current > 0 and current % n == 0:
-            next_replica_shift += 1
-        first = (current + start_index) % n
+    for partition, first, shift in _first_replicas(n_partitions, n, fixed_start_index, start_partition_id, rng):
         replicas = [broker_list[first]]
-        replicas.extend(
-            broker_list[_replica_index(first, next_replica_shift, j, n)]
-            for j in range(replication_factor - 1)
-        )
-        assignment[current] = replicas
-        current += 1
+        replicas.extend(broker_list[_replica_index(first, shift, j, n)] for j in range(replication_factor - 1))
+        assignment[partition] = replicas
     return assignment
 
 
@@ -157,13 +161,8 @@ def _assign_rack_aware(n_partitions: int, replication_factor: int, broker_racks:
     n_racks = len(set(broker_racks.values()))
     arranged = rack_alternated_broker_list(broker_racks)
     n = len(arranged)
-    start_index, next_replica_shift = _start_and_shift(fixed_start_index, n, rng)
-    current = max(0, start_partition_id)
     assignment: dict[int, list[int]] = {}
-    for _ in range(n_partitions):
-        if current > 0 and current % n == 0:
-            next_replica_shift += 1
-        first = (current + start_index) % n
+    for partition, first, shift in _first_replicas(n_partitions, n, fixed_start_index, start_partition_id, rng):
         leader = arranged[first]
         replicas = [leader]
         racks_with_replicas = {broker_racks[leader]}
@@ -171,7 +170,7 @@ def _assign_rack_aware(n_partitions: int, replication_factor: int, broker_racks:
         k = 0
         for _ in range(replication_factor - 1):
             while True:
-                broker = arranged[_replica_index(first, next_replica_shift * n_racks, k, n)]
+                broker = arranged[_replica_index(first, shift * n_racks, k, n)]
                 rack = broker_racks[broker]
                 k += 1
                 # Skip a broker whose rack already holds a replica, unless every rack does;
@@ -183,8 +182,7 @@ def _assign_rack_aware(n_partitions: int, replication_factor: int, broker_racks:
                     racks_with_replicas.add(rack)
                     brokers_with_replicas.add(broker)
                     break
-        assignment[current] = replicas
-        current += 1
+        assignment[partition] = replicas
     return assignment
 
 

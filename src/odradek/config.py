@@ -435,6 +435,12 @@ def _broker_keys() -> list[ConfigKey]:
         k("replica.socket.timeout.ms", Type.INT, 30000, at_least(1)),
         k("replica.high.watermark.checkpoint.interval.ms", Type.LONG, 5000, at_least(1)),
         k("num.replica.fetchers", Type.INT, 1, at_least(1)),
+        # Thread pool sizes: accepted (and dynamically updatable, Kafka's DynamicThreadPool)
+        # but without meaning in a one-loop broker.
+        k("num.network.threads", Type.INT, 3, at_least(1)),
+        k("num.io.threads", Type.INT, 8, at_least(1)),
+        k("num.recovery.threads.per.data.dir", Type.INT, 1, at_least(1)),
+        k("background.threads", Type.INT, 10, at_least(1)),
         k("socket.request.max.bytes", Type.INT, 104857600, at_least(1)),
         k("socket.send.buffer.bytes", Type.INT, 102400),
         k("socket.receive.buffer.bytes", Type.INT, 102400),
@@ -514,6 +520,14 @@ def _security_keys() -> list[ConfigKey]:
         k("sasl.login.class", Type.STRING, None),
         k("sasl.login.callback.handler.class", Type.STRING, None),
         k("sasl.server.max.receive.size", Type.INT, 524288, at_least(1)),
+        # Kerberos (GSSAPI) settings: accepted, listed and dynamically updatable as in Kafka
+        # (DynamicListenerConfig); odradek has no GSSAPI mechanism to use them.
+        k("sasl.kerberos.service.name", Type.STRING, None),
+        k("sasl.kerberos.kinit.cmd", Type.STRING, "/usr/bin/kinit"),
+        k("sasl.kerberos.ticket.renew.window.factor", Type.DOUBLE, 0.8),
+        k("sasl.kerberos.ticket.renew.jitter", Type.DOUBLE, 0.05),
+        k("sasl.kerberos.min.time.before.relogin", Type.LONG, 60000),
+        k("sasl.kerberos.principal.to.local.rules", Type.LIST, "DEFAULT"),
         k("connections.max.reauth.ms", Type.LONG, 0, at_least(0)),
         k("principal.builder.class", Type.STRING, None),
         # Authorization (Kafka's AclAuthorizer reads these from the broker config)
@@ -561,8 +575,7 @@ BROKER_CONFIG: dict[str, ConfigKey] = {key.name: key for key in _broker_keys()}
 # Accepted and ignored: thread pool sizes and similar knobs that have no meaning in a
 # one-loop Python broker.  Listed so a Kafka server.properties loads without warnings.
 IGNORED_BROKER_KEYS = frozenset({
-    "num.network.threads", "num.io.threads", "num.recovery.threads.per.data.dir",
-    "background.threads", "queued.max.requests", "metric.reporters",
+    "queued.max.requests", "metric.reporters",
     "confluent.support.metrics.enable", "zookeeper.set.acl",
     "kafka.metrics.reporters", "kafka.metrics.polling.interval.secs",
 })
@@ -578,8 +591,16 @@ DYNAMIC_CLEANER_CONFIGS = frozenset({
     "log.cleaner.io.buffer.size", "log.cleaner.io.buffer.load.factor",
     "log.cleaner.io.max.bytes.per.second", "log.cleaner.backoff.ms", "message.max.bytes",
 })
-# Kafka's DynamicBrokerConfig.AllDynamicConfigs as far as odradek acts on them.
-DYNAMIC_BROKER_CONFIGS = DYNAMIC_LOG_CONFIGS | DYNAMIC_CLEANER_CONFIGS
+# Kafka's DynamicThreadPool.ReconfigurableConfigs and the SASL part of
+# DynamicListenerConfig.ReconfigurableConfigs: stored and described, nothing to reconfigure.
+DYNAMIC_ACCEPTED_CONFIGS = frozenset({
+    "num.network.threads", "num.io.threads", "num.replica.fetchers", "num.recovery.threads.per.data.dir",
+    "background.threads", "sasl.kerberos.service.name", "sasl.kerberos.kinit.cmd",
+    "sasl.kerberos.ticket.renew.window.factor", "sasl.kerberos.ticket.renew.jitter",
+    "sasl.kerberos.min.time.before.relogin", "sasl.kerberos.principal.to.local.rules",
+})
+# Kafka's DynamicBrokerConfig.AllDynamicConfigs as far as odradek has them.
+DYNAMIC_BROKER_CONFIGS = DYNAMIC_LOG_CONFIGS | DYNAMIC_CLEANER_CONFIGS | DYNAMIC_ACCEPTED_CONFIGS
 
 
 def validate_dynamic_broker_config(config: Mapping[str, str]) -> dict[str, str]:

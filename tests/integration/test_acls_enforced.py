@@ -124,6 +124,19 @@ def test_metadata_lists_only_topics_the_principal_may_describe(secured: LocalClu
     assert visible in listed and hidden not in listed
 
 
+def test_metadata_reports_the_operations_allowed_on_each_topic(secured: LocalCluster, acls: AclWriter) -> None:
+    # KIP-430, as Kafka's AdminClient asks with describeTopics(includeAuthorizedOperations).
+    name = new_topic(secured, acls, "operations")
+    acls.add(topic(name), allow(Operation.WRITE))
+    describe, write, read = 1 << 8, 1 << 4, 1 << 3  # Kafka's AclOperation codes as bits
+    wait_until(lambda: metadata(address_of(secured, 0), [name], operations=True).topics[0]
+               .topic_authorized_operations == describe | write, timeout=TIMEOUT, message="Describe and Write")
+    acls.add(topic(name), allow(Operation.READ))
+    wait_until(lambda: metadata(address_of(secured, 0), [name], operations=True).topics[0]
+               .topic_authorized_operations == describe | write | read, timeout=TIMEOUT, message="and Read")
+    assert metadata(address_of(secured, 0), [name]).topics[0].topic_authorized_operations == -2147483648
+
+
 def test_prefixed_patterns_grant_every_topic_with_the_prefix(secured: LocalCluster, acls: AclWriter) -> None:
     prefix = unique_topic("pfx") + "-"
     inside = new_topic(secured, acls, prefix + "a")

@@ -460,3 +460,36 @@ def test_delete_topics_by_topic_id(cluster: LocalCluster) -> None:
     assert unknown[0].error_code == ErrorCode.unknown_topic_id
     assert (by_id[0].error_code, by_id[0].name, by_id[0].topic_id) == (ErrorCode.none, "by-id", topic_id)
     wait_until(lambda: zk_assignment(cluster, "by-id") is None, message="topic deleted")
+
+
+def test_metadata_by_topic_id(cluster: LocalCluster) -> None:
+    # Metadata v12 (KIP-516): Kafka's AdminClient describeTopics(TopicCollection.ofTopicIds) asks
+    # by id and failed on the empty answer odradek gave.
+    client = admin(cluster)
+    client.create_topics([NewTopic("md-by-id", 2, 1)])["md-by-id"].result(timeout=TIMEOUT)
+
+    def by_id(*topic_ids: uuid.UUID):
+        def body(m, version):
+            assert version == 12
+            return build(m.MetadataRequest, allow_auto_topic_creation=True, include_topic_authorized_operations=False,
+                         # Java clients send the name "" beside an id: ignored, as by Kafka.
+                         topics=tuple(build(m.MetadataRequestTopic, name="", topic_id=t) for t in topic_ids))
+        return body
+
+    address = cluster.bootstrap_servers.split(",")[0]
+
+    async def known_id() -> uuid.UUID | None:
+        async with AdminConnection(address) as conn:
+            return (await conn.metadata(["md-by-id"])).topics[0].topic_id  # None until this broker knows it
+
+    async def run(topic_id: uuid.UUID):
+        async with AdminConnection(address) as conn:
+            unknown = uuid.uuid4()
+            return unknown, (await conn.request(ApiKey.METADATA, by_id(topic_id, unknown))).topics
+
+    topic_id = wait_until(lambda: asyncio.run(known_id()), message="the topic's id in the broker's metadata")
+    unknown, answer = asyncio.run(run(topic_id))
+    found = {t.topic_id: t for t in answer}
+    assert (found[topic_id].error_code, found[topic_id].name, len(found[topic_id].partitions)) == (
+        ErrorCode.none, "md-by-id", 2)
+    assert (found[unknown].error_code, found[unknown].name) == (ErrorCode.unknown_topic_id, None)

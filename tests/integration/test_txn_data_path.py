@@ -139,7 +139,9 @@ def test_an_aborted_then_a_committed_transaction(cluster: LocalCluster) -> None:
     assert state.error_code == ErrorCode.none
     assert [(s.producer_id, s.producer_epoch, s.last_sequence, s.current_txn_start_offset)
             for s in state.active_producers] == [(PID, EPOCH, 0, 0)]
-    assert producers(follower).error_code == ErrorCode.not_leader_or_follower
+    # Any replica answers from its own log (Kafka's Partition.activeProducerState), once it has the batch.
+    wait_until(lambda: [(s.producer_id, s.current_txn_start_offset) for s in producers(follower).active_producers]
+               == [(PID, 0)], message="the follower's producer state")
     assert producers(leader, "no-such-topic").error_code == ErrorCode.unknown_topic_or_partition
 
     # Markers go to the leader only.

@@ -144,13 +144,13 @@ def kafka_request(address: Address, payload: Any, response_type: type[Any], time
 
 
 def metadata(address: Address, topics: Sequence[str] | None, timeout_s: float = 30.0, *,
-             security: ClientSecurity | None = None) -> Any:
+             security: ClientSecurity | None = None, operations: bool = False) -> Any:
     """One broker's own Metadata v12 answer, from its metadata cache as it is now
-    (``topics=None``: all topics)."""
+    (``topics=None``: all topics; ``operations``: with each topic's authorized operations)."""
     request = metadata_req.MetadataRequest(
         topics=None if topics is None else tuple(
             metadata_req.MetadataRequestTopic(topic_id=None, name=t) for t in topics),
-        allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+        allow_auto_topic_creation=False, include_topic_authorized_operations=operations)
     return kafka_request(address, request, metadata_resp.MetadataResponse, timeout_s=timeout_s, security=security)
 
 

@@ -89,10 +89,16 @@ def syntax_tree(module: str) -> ast.Module:
 
 
 @functools.cache
+def imports_of(module: str) -> tuple[tuple[str, int], ...]:
+    """:func:`imported_names` of the module, walked once per run (two tests need them)."""
+    return tuple(imported_names(module, syntax_tree(module)))
+
+
+@functools.cache
 def odradek_imports() -> tuple[Import, ...]:
     found = []
     for module in MODULES:
-        for name, line in imported_names(module, syntax_tree(module)):
+        for name, line in imports_of(module):
             target = _resolve(name) if name.startswith("odradek") else None
             if target is not None and target != module:
                 found.append(Import(module, target, line))
@@ -177,11 +183,10 @@ def test_only_the_command_line_uses_the_terminal() -> None:
     for module in MODULES:
         if top_package(module) in ("cli", "__main__"):
             continue
-        tree = syntax_tree(module)
-        for name, line in imported_names(module, tree):
+        for name, line in imports_of(module):
             if name.split(".")[0] in TERMINAL_LIBRARIES:
                 offenders.append(f"{module}:{line} imports {name}")
-        for node in ast.walk(tree):
+        for node in ast.walk(syntax_tree(module)):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "print":
                 offenders.append(f"{module}:{node.lineno} calls print()")
     assert offenders == []

@@ -205,10 +205,13 @@ class MetadataContext(AuthorizingContext, Protocol):
 
 @runtime_checkable
 class TopicAdminContext(AuthorizingContext, Protocol):
-    """CreateTopics, DeleteTopics, CreatePartitions."""
+    """CreateTopics, DeleteTopics, CreatePartitions (the active controller only)."""
 
     config: KafkaConfig
     metadata_cache: MetadataCache
+
+    @property
+    def controller(self) -> ControllerRole: ...
 
     @property
     def topic_admin(self) -> TopicAdmin: ...

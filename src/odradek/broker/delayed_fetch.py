@@ -26,6 +26,8 @@ class FetchPartitionResult:
     # read_committed reads that returned data: (producer id, first offset) of the aborted
     # transactions the consumer must skip; None otherwise (null in the response)
     aborted_transactions: tuple[tuple[int, int], ...] | None = None
+    # KIP-392: the replica the consumer should fetch from instead (no records then); -1: none
+    preferred_read_replica: int = -1
 
     @property
     def size(self) -> int:
@@ -47,7 +49,8 @@ class DelayedFetch(DelayedOperation):
 
     def __init__(self, partitions: Mapping[TopicPartition, Partition], timeout_ms: int, replica_id: int,
                  min_bytes: int, requests: list[FetchPartitionRequest],
-                 read: Callable[[], dict[TopicPartition, FetchPartitionResult]], isolation_level: int = 0) -> None:
+                 read: Callable[[], dict[TopicPartition, FetchPartitionResult]], isolation_level: int = 0,
+                 fetch_only_from_leader: bool = True) -> None:
         super().__init__(timeout_ms)
         self.partitions = partitions
         self.replica_id = replica_id
@@ -55,7 +58,8 @@ class DelayedFetch(DelayedOperation):
         self.requests = requests
         self._read = read
         self.read_committed = isolation_level == READ_COMMITTED and replica_id < 0
-        self.followers_too = replica_id == -2  # Kafka's debugging consumer reads followers' copies too
+        # KIP-392: a consumer's fetch (v11+) may be served by a follower, up to its high watermark.
+        self.fetch_only_from_leader = fetch_only_from_leader
         self._epochs = {(r.topic, r.partition): self._epoch(r) for r in requests}
 
     def _epoch(self, r: FetchPartitionRequest) -> tuple[int | None, int]:
@@ -70,8 +74,14 @@ class DelayedFetch(DelayedOperation):
             if self._epoch(r) != self._epochs[(r.topic, r.partition)]:
                 return self.force_complete()
             p = self.partitions.get(TopicPartition(r.topic, r.partition))
-            if p is None or p.log is None or not (p.is_leader or self.followers_too):
+            if p is None or p.log is None:
                 return self.force_complete()
+            if not p.is_leader:
+                if self.fetch_only_from_leader:
+                    return self.force_complete()
+                if p.high_watermark < r.fetch_offset <= p.log.log_end_offset:
+                    continue  # a follower whose high watermark has yet to reach what the leader's did
+
             # Kafka's DelayedFetch: followers up to the log end offset, read_committed consumers
             # up to the last stable offset (so a marker or a high watermark moving it completes
             # them), other consumers up to the high watermark.

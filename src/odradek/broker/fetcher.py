@@ -319,7 +319,11 @@ class ReplicaFetcher:
                     # Its directory failed: the failure handler takes the partition offline.
                     item.backoff_until = time.monotonic() + self.manager.config["replica.fetch.backoff.ms"] / 1000
                     return
-            lg.update_high_watermark(min(pd.high_watermark, lg.log_end_offset))
+            on_high_watermark = self.manager.on_high_watermark
+            if on_high_watermark is None:
+                lg.update_high_watermark(min(pd.high_watermark, lg.log_end_offset))
+            elif lg.high_watermark != lg.update_high_watermark(min(pd.high_watermark, lg.log_end_offset)):
+                on_high_watermark(TopicPartition(p.topic, p.partition))
             if pd.log_start_offset > lg.log_start_offset:
                 lg.maybe_increment_log_start_offset(min(pd.log_start_offset, lg.high_watermark))
             return
@@ -375,8 +379,11 @@ class ReplicaFetcher:
 
 class ReplicaFetcherManager:
     def __init__(self, broker_id: int, config: KafkaConfig, metadata_cache: MetadataCache,
-                 state_change: Callable[[str], None], *, security: ClientSecurity | None = None) -> None:
+                 state_change: Callable[[str], None], *, security: ClientSecurity | None = None,
+                 on_high_watermark: Callable[[TopicPartition], None] | None = None) -> None:
         self.broker_id = broker_id
+        # Told when a follower's high watermark moves (consumers may be waiting on it, KIP-392).
+        self.on_high_watermark = on_high_watermark
         self.security = security
         self.config = config
         self.metadata_cache = metadata_cache

@@ -120,6 +120,10 @@ class MetadataCache:
     def topic_id(self, topic: str) -> uuid.UUID:
         return self.topic_ids.get(topic, uuid.UUID(int=0))
 
+    def topic_name(self, topic_id: uuid.UUID) -> str | None:
+        """The topic with this id (Metadata v12 asks by id; a scan, as such asks are rare)."""
+        return next((name for name, known in self.topic_ids.items() if known == topic_id), None)
+
     def topic_id_string(self, topic: str) -> str | None:
         return uuid_to_topic_id(self.topic_ids.get(topic))
 

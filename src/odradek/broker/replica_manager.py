@@ -51,11 +51,13 @@ from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.partition import Partition
 from odradek.broker.purgatory import Purgatory
 from odradek.broker.replica_alter_log_dirs import ReplicaAlterLogDirsManager
-from odradek.common import TopicPartition, now_ms
+from odradek.broker.replica_selector import ReplicaView, replica_selector
+from odradek.common import INTERNAL_TOPICS, TopicPartition, now_ms
 from odradek.log.log_info import AppendOrigin
 from odradek.log.producer_state import NO_GUARD_CHECK
 from odradek.protocol import control
 from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.produce_request import validate_records
 from odradek.protocol.records import RecordBatchHeader, parse_header
 from odradek.state_change_log import StateChangeLogger
 from odradek.zk.zk_data import uuid_to_topic_id
@@ -72,7 +74,11 @@ __all__ = ["PartitionVerifier", "ReplicaManager", "TimeSlice", "transactional_he
 # StopReplica leader epochs that bypass the stale-epoch check: unknown, and "topic deleted".
 _NO_EPOCH = -1
 _EPOCH_DURING_DELETE = -2
-DEBUGGING_CONSUMER_ID = -2  # Kafka's Request.DebuggingConsumerId
+# Append errors answered without the log start offset (Kafka's ReplicaManager.appendToLocalLog
+# catches these before the partition is known good); every other one carries it.
+_NO_LOG_START_OFFSET = frozenset({ErrorCode.unknown_topic_or_partition, ErrorCode.not_leader_or_follower,
+                                  ErrorCode.message_too_large, ErrorCode.record_list_too_large,
+                                  ErrorCode.corrupt_message, ErrorCode.kafka_storage_error})
 
 
 class TimeSlice:
@@ -142,8 +148,13 @@ class ReplicaManager:
         self.fetch_purgatory = Purgatory()
         self._fetch_wakeups: set[TopicPartition] = set()  # see wake_fetches
         self._fetch_wakeup_scheduled = False
+        # KIP-392.  The key is read raw until config.py knows it (it warns about it meanwhile).
+        self.replica_selector = replica_selector(config.originals.get("replica.selector.class"))
+        # Consumers fetch from followers only when a leader's selector sends them there; then a
+        # follower's high watermark moving must wake the fetches waiting on it.
         self.fetchers = ReplicaFetcherManager(broker_id, config, metadata_cache, self.logger.info,
-                                              security=inter_broker_security)
+                                              security=inter_broker_security,
+                                              on_high_watermark=self.wake_fetches if self.replica_selector else None)
         self.alter_partition = AlterPartitionManager(broker_id, broker_epoch, metadata_cache,
                                                      config.inter_broker_listener_name, self._on_isr_applied,
                                                      security=inter_broker_security)
@@ -356,18 +367,13 @@ class ReplicaManager:
     def stop_replicas(self, correlation_id: int, request: control.StopReplicaRequest) -> control.StopReplicaResponse:
         ctrl = f"controller {request.controller_id} epoch {request.controller_epoch}"
         entries = [(ts.topic_name, ps) for ts in request.topic_states for ps in ts.partition_states]
-
-        def all_with(err: ErrorCode) -> control.StopReplicaResponse:
-            return control.StopReplicaResponse(error_code=err, partition_errors=tuple(
-                control.StopReplicaPartitionError(topic_name=t, partition_index=ps.partition_index, error_code=err)
-                for t, ps in entries))
-
         stale = stale_request_error(request.controller_epoch, request.broker_epoch, self.controller_epoch,
                                     self._broker_epoch())
         if stale != ErrorCode.none:
             if stale == ErrorCode.stale_controller_epoch:
                 self.logger.warn(f"Ignoring StopReplica request from {ctrl}: stale controller epoch")
-            return all_with(stale)
+            # As Kafka: the error alone, no partition errors.
+            return control.StopReplicaResponse(error_code=stale, partition_errors=())
         self.controller_epoch = request.controller_epoch
         errors = []
         stopped: list[tuple[Partition | None, TopicPartition, bool]] = []
@@ -474,14 +480,16 @@ class ReplicaManager:
     # ------------------------------------------------------------------ produce
 
     def append_records(self, acks: int, timeout_ms: int, entries: Iterable[tuple[str, int, bytes | None]], *,
-                       origin: AppendOrigin = AppendOrigin.CLIENT,
+                       origin: AppendOrigin = AppendOrigin.CLIENT, internal_topics_allowed: bool = False,
                        verification_guards: Mapping[TopicPartition, object] | None = None
                        ) -> tuple[dict[TopicPartition, ProducePartitionResult], DelayedProduce | None]:
         """Append to the leaders here.  With acks=-1 a DelayedProduce is returned when some
         partition's high watermark has not reached its batch yet (await its future).
 
         ``origin`` is Kafka's AppendOrigin (COORDINATOR: transaction markers and transactional
-        offset commits).  This never awaits: client transactional batches that need KIP-890
+        offset commits); only the coordinators, ``internal_topics_allowed``, may write to
+        ``__consumer_offsets`` and ``__transaction_state`` (INVALID_TOPIC_EXCEPTION for anyone
+        else).  This never awaits: client transactional batches that need KIP-890
         verification go through :meth:`append_records_async`, which passes the
         ``verification_guards`` it created; without them, and with a verifier configured, a
         client batch cannot start a transaction."""
@@ -491,6 +499,10 @@ class ReplicaManager:
         for topic, partition_id, records in entries:
             tp = TopicPartition(topic, partition_id)
             guard = default_guard if verification_guards is None else verification_guards.get(tp)
+            if tp.topic in INTERNAL_TOPICS and not internal_topics_allowed:
+                results[tp] = ProducePartitionResult(ErrorCode.invalid_topic_exception,
+                                                     message=f"Cannot append to internal topic {tp.topic}")
+                continue
             results[tp] = self._append_to_leader(tp, records, acks, origin, guard)
         if acks != -1:
             return results, None
@@ -556,19 +568,28 @@ class ReplicaManager:
         partition = self.partition_or_error(tp)
         if not isinstance(partition, Partition):
             return ProducePartitionResult(partition)
-        if not records:
+        if origin is AppendOrigin.CLIENT:
+            try:
+                end = validate_records(records)
+            except KafkaError as e:
+                return ProducePartitionResult(e.code, message=str(e))
+            assert records is not None
+            if end < len(records):
+                records = memoryview(records)[:end]
+        elif not records:
             return ProducePartitionResult(ErrorCode.corrupt_message, message="no record batches")
+        lg = partition.log
         if acks == -1 and len(partition.isr) < partition.min_insync_replicas():
             return ProducePartitionResult(
-                ErrorCode.not_enough_replicas,
+                ErrorCode.not_enough_replicas, log_start_offset=lg.log_start_offset,
                 message=f"the ISR of {partition.name} has {len(partition.isr)} replicas, fewer than "
                         f"min.insync.replicas={partition.min_insync_replicas()}")
-        lg = partition.log
         try:
             info = lg.append_as_leader(records, partition.leader_epoch, origin=origin, verification_guard=guard)
         except KafkaError as e:
-            return ProducePartitionResult(e.code, message=str(e),
-                                          record_errors=tuple(getattr(e, "record_errors", ())))
+            return ProducePartitionResult(
+                e.code, log_start_offset=-1 if e.code in _NO_LOG_START_OFFSET else lg.log_start_offset,
+                message=str(e), record_errors=tuple(getattr(e, "record_errors", ())))
         if not info.duplicate:
             # Followers waiting for data; read_committed fetches when a marker moved the LSO.
             self.wake_fetches(tp)
@@ -580,11 +601,12 @@ class ReplicaManager:
     # ------------------------------------------------------------------ fetch
 
     def fetch_messages(self, replica_id: int, max_wait_ms: int, min_bytes: int, max_bytes: int,
-                       requests: list[FetchPartitionRequest], isolation_level: int = 0
-                       ) -> dict[TopicPartition, FetchPartitionResult] | DelayedFetch:
-        """Read from the leaders here; a DelayedFetch (await its future) when fewer than
+                       requests: list[FetchPartitionRequest], isolation_level: int = 0,
+                       client_rack: str | None = None) -> dict[TopicPartition, FetchPartitionResult] | DelayedFetch:
+        """Read from the leaders here (and, for a consumer that sent ``client_rack``, Fetch
+        v11+, from the followers); a DelayedFetch (await its future) when fewer than
         ``min_bytes`` are available and the fetch may wait."""
-        results = self.read_from_local_log(replica_id, max_bytes, requests, isolation_level)
+        results = self.read_from_local_log(replica_id, max_bytes, requests, isolation_level, client_rack)
         if max_wait_ms <= 0 or not requests:
             return results
         total = 0
@@ -594,31 +616,37 @@ class ReplicaManager:
             total += r.size
         if total >= min_bytes:
             return results
+        if client_rack is not None and self.replica_selector is not None and any(
+                r.preferred_read_replica >= 0 for r in results.values()):
+            return results  # the consumer is to go elsewhere: tell it now
         delayed = DelayedFetch(self.partitions, max_wait_ms, replica_id, min_bytes, requests,
-                               lambda: self.read_from_local_log(replica_id, max_bytes, requests, isolation_level),
-                               isolation_level)
+                               lambda: self.read_from_local_log(replica_id, max_bytes, requests, isolation_level,
+                                                                client_rack),
+                               isolation_level, fetch_only_from_leader=client_rack is None)
         # Completed at once or not, its future holds the answer.
         self.fetch_purgatory.try_complete_else_watch(delayed, [TopicPartition(r.topic, r.partition) for r in requests])
         return delayed
 
     def read_from_local_log(self, replica_id: int, max_bytes: int, requests: list[FetchPartitionRequest],
-                            isolation_level: int = 0) -> dict[TopicPartition, FetchPartitionResult]:
+                            isolation_level: int = 0, client_rack: str | None = None
+                            ) -> dict[TopicPartition, FetchPartitionResult]:
         """Read each partition: consumers up to the high watermark (read_committed: the last
         stable offset, with the aborted transactions of the range), followers (``replica_id``
-        >= 0) up to the log end offset, recording the follower's position."""
+        >= 0) up to the log end offset, recording the follower's position.  A consumer that
+        sent ``client_rack`` (Fetch v11+) may read from a follower, and a leader with a
+        replica selector may send it to another replica instead (Kafka's readFromLocalLog)."""
         results: dict[TopicPartition, FetchPartitionResult] = {}
         remaining = max_bytes
         first_with_data = True
         now = now_ms()
         follower = replica_id >= 0
-        # Kafka's debugging consumer (replica id -2, kafka-replica-verification.sh) may read a
-        # follower's copy, up to that replica's high watermark.
-        debugging = replica_id == DEBUGGING_CONSUMER_ID
         committed = isolation_level == READ_COMMITTED and not follower
         partition_or_error = self.partition_or_error
+        followers_too = client_rack is not None
+        selecting = followers_too and self.replica_selector is not None
         for r in requests:
             tp = TopicPartition(r.topic, r.partition)
-            p = partition_or_error(tp, r.current_leader_epoch, followers_too=debugging)
+            p = partition_or_error(tp, r.current_leader_epoch, followers_too=followers_too)
             if not isinstance(p, Partition):
                 results[tp] = FetchPartitionResult(p)
                 continue
@@ -627,6 +655,12 @@ class ReplicaManager:
                 results[tp] = FetchPartitionResult(ErrorCode.not_leader_or_follower)
                 continue
             lso = lg.last_stable_offset
+            if selecting and p.is_leader:
+                preferred = self.preferred_read_replica(p, client_rack or "", r.fetch_offset, now)
+                if preferred >= 0:
+                    results[tp] = FetchPartitionResult(ErrorCode.none, lg.high_watermark, lg.log_start_offset, (),
+                                                       lso, preferred_read_replica=preferred)
+                    continue
             if follower and r.fetch_offset == lg.log_end_offset:
                 # A caught-up follower (most partitions, most of the time): nothing to read.
                 self._record_follower_fetch(p, tp, replica_id, r.fetch_offset, now)
@@ -637,8 +671,8 @@ class ReplicaManager:
                 data = lg.read(r.fetch_offset, min(r.max_bytes, remaining) if remaining > 0 else 0, bound,
                                first_with_data)
             except KafkaError as e:
-                results[tp] = FetchPartitionResult(e.code, lg.high_watermark, lg.log_start_offset,
-                                                   last_stable_offset=lso)
+                # Kafka's createLogReadResult(e): an error carries no offsets (-1 each).
+                results[tp] = FetchPartitionResult(e.code)
                 continue
             size = data.size
             aborted = None
@@ -661,6 +695,23 @@ class ReplicaManager:
                                                lso, aborted)
         return results
 
+    def preferred_read_replica(self, p: Partition, client_rack: str, fetch_offset: int, now: int) -> int:
+        """The replica this leader's selector prefers for a consumer of ``client_rack`` reading
+        at ``fetch_offset``, or -1 for this leader (Kafka's findPreferredReadReplica): the
+        candidates are the live replicas whose log reaches the offset."""
+        assert self.replica_selector is not None and p.log is not None
+        alive = self.metadata_cache.alive_brokers
+        here = alive.get(self.broker_id)
+        leader = ReplicaView(self.broker_id, here.rack if here is not None else None, p.log.log_end_offset, 0)
+        candidates = [leader]
+        for broker_id, remote in p.remote.items():
+            broker = alive.get(broker_id)
+            if broker is not None and remote.log_end_offset >= fetch_offset:
+                candidates.append(ReplicaView(broker_id, broker.rack, remote.log_end_offset,
+                                              now - remote.last_caught_up_time_ms))
+        chosen = self.replica_selector(client_rack, leader, candidates)
+        return -1 if chosen is leader else chosen.broker_id
+
     def _record_follower_fetch(self, p: Partition, tp: TopicPartition, replica_id: int, fetch_offset: int,
                                now: int) -> None:
         """A follower's position: maybe a new high watermark, maybe a replica back in the ISR."""
@@ -680,7 +731,7 @@ class ReplicaManager:
         (-2) may ask a follower.  Consumers see up to the high watermark, read_committed ones
         up to the last stable offset (Kafka's Partition.fetchOffsetForTimestamp)."""
         p = self.partition_or_error(TopicPartition(topic, partition), current_leader_epoch,
-                                    followers_too=replica_id == DEBUGGING_CONSUMER_ID)
+                                    followers_too=replica_id == -2)
         if not isinstance(p, Partition):
             return p, -1, -1, -1
         assert p.log is not None
@@ -697,9 +748,10 @@ class ReplicaManager:
         return ErrorCode.none, found.timestamp, found.offset, epoch
 
     def active_producers(self, topic: str, partition: int) -> ErrorCode | list[Any]:
-        """DescribeProducers: the producer state entries of a partition led here (Kafka's
-        ReplicaManager.activeProducerState), or the error to answer with."""
-        p = self.partition_or_error(TopicPartition(topic, partition))
+        """DescribeProducers: the producer state entries of a partition hosted here, led or
+        followed (Kafka's ReplicaManager.activeProducerState: kafka-transactions find-hanging
+        asks each replica), or the error to answer with."""
+        p = self.partition_or_error(TopicPartition(topic, partition), followers_too=True)
         if not isinstance(p, Partition):
             return p
         assert p.log is not None

@@ -6,6 +6,8 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from operator import itemgetter
+from typing import Any, TypeVar
 
 from odradek.common import TopicPartition
 from odradek.controller.context import ReplicaAssignment
@@ -21,11 +23,21 @@ __all__ = [
     "stop_replica_response_errors",
 ]
 
-def _by_topic(items: Iterable[TopicPartition]) -> dict[str, list[int]]:
-    grouped: dict[str, list[int]] = defaultdict(list)
-    for tp in items:
-        grouped[tp.topic].append(tp.partition)
-    return grouped
+V = TypeVar("V")
+
+
+def _by_topic(partitions: Mapping[TopicPartition, V]) -> list[tuple[str, list[tuple[int, V]]]]:
+    """The entries grouped by topic, topics and partitions in order (as the requests list them)."""
+    grouped: dict[str, list[tuple[int, V]]] = defaultdict(list)
+    for tp, value in partitions.items():
+        grouped[tp.topic].append((tp.partition, value))
+    return [(topic, sorted(grouped[topic], key=itemgetter(0))) for topic in sorted(grouped)]
+
+
+def _leader_fields(partition: int, state: LeaderAndIsr) -> dict[str, Any]:
+    """The partition-state fields LeaderAndIsr and UpdateMetadata share."""
+    return {"partition_index": partition, "controller_epoch": state.controller_epoch, "leader": state.leader,
+            "leader_epoch": state.leader_epoch, "isr": tuple(state.isr), "zk_version": state.zk_version}
 
 
 def build_leader_and_isr_request(
@@ -33,25 +45,22 @@ def build_leader_and_isr_request(
     partitions: Mapping[TopicPartition, tuple[LeaderAndIsr, ReplicaAssignment, bool]],
     topic_ids: Mapping[str, str], live_leaders: Iterable[BrokerInfo], listener: str,
 ) -> control.LeaderAndIsrRequest:
-    topic_states = []
-    for topic, parts in sorted(_by_topic(partitions).items()):
-        states = []
-        for p in sorted(parts):
-            state, assignment, is_new = partitions[TopicPartition(topic, p)]
-            states.append(control.LeaderAndIsrPartitionState(
-                partition_index=p, controller_epoch=state.controller_epoch, leader=state.leader,
-                leader_epoch=state.leader_epoch, isr=tuple(state.isr), zk_version=state.zk_version,
-                replicas=tuple(assignment.replicas), adding_replicas=tuple(assignment.adding_replicas),
-                removing_replicas=tuple(assignment.removing_replicas), is_new=is_new))
-        topic_states.append(control.LeaderAndIsrTopicState(
-            topic_name=topic, topic_id=topic_id_to_uuid(topic_ids.get(topic)), partition_states=tuple(states)))
+    topic_states = tuple(
+        control.LeaderAndIsrTopicState(
+            topic_name=topic, topic_id=topic_id_to_uuid(topic_ids.get(topic)), partition_states=tuple(
+                control.LeaderAndIsrPartitionState(
+                    **_leader_fields(p, state), replicas=tuple(assignment.replicas),
+                    adding_replicas=tuple(assignment.adding_replicas),
+                    removing_replicas=tuple(assignment.removing_replicas), is_new=is_new)
+                for p, (state, assignment, is_new) in parts))
+        for topic, parts in _by_topic(partitions))
     leaders = []
     for info in live_leaders:
         ep = info.endpoint(listener) if any(e.listener == listener for e in info.endpoints) else info.endpoint()
         leaders.append(control.LeaderAndIsrLiveLeader(broker_id=info.id, host_name=ep.host, port=ep.port))
     return control.LeaderAndIsrRequest(
         controller_id=controller_id, controller_epoch=controller_epoch, broker_epoch=broker_epoch,
-        topic_states=tuple(topic_states), live_leaders=tuple(leaders))
+        topic_states=topic_states, live_leaders=tuple(leaders))
 
 
 def build_update_metadata_request(
@@ -59,17 +68,13 @@ def build_update_metadata_request(
     partitions: Mapping[TopicPartition, tuple[LeaderAndIsr, tuple[int, ...], tuple[int, ...]]],
     topic_ids: Mapping[str, str], live_brokers: Iterable[BrokerInfo],
 ) -> control.UpdateMetadataRequest:
-    topic_states = []
-    for topic, parts in sorted(_by_topic(partitions).items()):
-        states = []
-        for p in sorted(parts):
-            state, replicas, offline = partitions[TopicPartition(topic, p)]
-            states.append(control.UpdateMetadataPartitionState(
-                partition_index=p, controller_epoch=state.controller_epoch, leader=state.leader,
-                leader_epoch=state.leader_epoch, isr=tuple(state.isr), zk_version=state.zk_version,
-                replicas=tuple(replicas), offline_replicas=tuple(offline)))
-        topic_states.append(control.UpdateMetadataTopicState(
-            topic_name=topic, topic_id=topic_id_to_uuid(topic_ids.get(topic)), partition_states=tuple(states)))
+    topic_states = tuple(
+        control.UpdateMetadataTopicState(
+            topic_name=topic, topic_id=topic_id_to_uuid(topic_ids.get(topic)), partition_states=tuple(
+                control.UpdateMetadataPartitionState(
+                    **_leader_fields(p, state), replicas=tuple(replicas), offline_replicas=tuple(offline))
+                for p, (state, replicas, offline) in parts))
+        for topic, parts in _by_topic(partitions))
     brokers = tuple(
         control.UpdateMetadataBroker(
             id=info.id,
@@ -80,7 +85,7 @@ def build_update_metadata_request(
         for info in sorted(live_brokers, key=lambda b: b.id))
     return control.UpdateMetadataRequest(
         controller_id=controller_id, controller_epoch=controller_epoch, broker_epoch=broker_epoch,
-        topic_states=tuple(topic_states), live_brokers=brokers)
+        topic_states=topic_states, live_brokers=brokers)
 
 
 def build_stop_replica_request(
@@ -91,11 +96,9 @@ def build_stop_replica_request(
         control.StopReplicaTopicState(
             topic_name=topic,
             partition_states=tuple(
-                control.StopReplicaPartitionState(
-                    partition_index=p, leader_epoch=partitions[TopicPartition(topic, p)][0],
-                    delete_partition=partitions[TopicPartition(topic, p)][1])
-                for p in sorted(parts)))
-        for topic, parts in sorted(_by_topic(partitions).items()))
+                control.StopReplicaPartitionState(partition_index=p, leader_epoch=epoch, delete_partition=delete)
+                for p, (epoch, delete) in parts))
+        for topic, parts in _by_topic(partitions))
     return control.StopReplicaRequest(controller_id=controller_id, controller_epoch=controller_epoch,
                                       broker_epoch=broker_epoch, topic_states=topic_states)
 

@@ -113,7 +113,7 @@ class KafkaController:
         self.log_dir_event = LogDirEventHandler(
             self.broker_id, self.ctx, zk, self.replica_sm, self.broker_change.on_replicas_become_offline,
             self._on_log_dir_event)
-        self._watchers: dict[object, Callable[[WatchedEvent], None]] = {}
+        self._watchers: dict[str | int, Callable[[WatchedEvent], None]] = {}
         self._rebalance_task: asyncio.Task[None] | None = None
         self._session_lost = False
         self._zk_unreachable = False
@@ -191,22 +191,21 @@ class KafkaController:
             self.event_manager.put(PartitionReassignment())
 
     def topic_watcher(self, topic: str) -> Callable[[WatchedEvent], None]:
-        """One callback per topic znode (the ZooKeeper client keys its watches by callback)."""
-        watcher = self._watchers.get(topic)
-        if watcher is None:
-            def watcher(event: WatchedEvent, topic: str = topic) -> None:
-                if event.type == EventType.CHANGED:
-                    self.event_manager.put(PartitionModifications(topic))
-            self._watchers[topic] = watcher
-        return watcher
+        """The watch callback of a topic znode."""
+        return self._change_watcher(topic, PartitionModifications(topic))
 
     def _broker_watcher(self, broker_id: int) -> Callable[[WatchedEvent], None]:
-        watcher = self._watchers.get(broker_id)
+        return self._change_watcher(broker_id, BrokerModifications(broker_id))
+
+    def _change_watcher(self, key: str | int, on_change: ControllerEvent) -> Callable[[WatchedEvent], None]:
+        """One callback per znode, queuing ``on_change`` whenever the znode changes (the
+        ZooKeeper client keys its watches by callback, so a znode must always get the same one)."""
+        watcher = self._watchers.get(key)
         if watcher is None:
-            def watcher(event: WatchedEvent, broker_id: int = broker_id) -> None:
+            def watcher(event: WatchedEvent) -> None:
                 if event.type == EventType.CHANGED:
-                    self.event_manager.put(BrokerModifications(broker_id))
-            self._watchers[broker_id] = watcher
+                    self.event_manager.put(on_change)
+            self._watchers[key] = watcher
         return watcher
 
     async def _watch_broker(self, broker_id: int) -> None:

@@ -185,6 +185,11 @@ class ControlledShutdown(ControllerRequestEvent):
     def empty_result(self) -> Any:
         return []
 
+    def fail(self, error: ErrorCode) -> None:
+        # Kafka fails a controlled shutdown that reached no active controller with
+        # ControllerMovedException, STALE_CONTROLLER_EPOCH on the wire (not NOT_CONTROLLER).
+        self.answer(ErrorCode.stale_controller_epoch if error == ErrorCode.not_controller else error, [])
+
 
 @dataclass(frozen=True, slots=True)
 class AlterPartitionReceived(ControllerRequestEvent):

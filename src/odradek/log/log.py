@@ -377,9 +377,10 @@ class Log:
             for _, header in batches:
                 dup = self.producer_state.find_duplicate(header) if header.producer_id >= 0 else None
                 if dup is not None:
+                    # Kafka answers a duplicate with the first append's timestamp as its
+                    # log append time, whatever the topic's timestamp type.
                     return LogAppendInfo(dup.first_offset, dup.last_offset, dup.timestamp,
-                                         dup.last_offset,
-                                         dup.timestamp if log_append else NO_TIMESTAMP,
+                                         dup.last_offset, dup.timestamp,
                                          self.log_start_offset, 0, 0, 0, duplicate=True)
             update = self.producer_state.prepare(True, verification_guard=verification_guard)
         else:
@@ -592,10 +593,15 @@ class Log:
             return TimestampAndOffset(NO_TIMESTAMP, bound, cache.latest_epoch)
         if timestamp == MAX_TIMESTAMP:
             best = max(self.segments, key=lambda s: s.max_timestamp_so_far)
-            if best.max_timestamp_so_far < 0 or best.offset_of_max_timestamp_so_far >= bound:
+            newest = best.max_timestamp_so_far
+            if newest < 0 or best.offset_of_max_timestamp_so_far >= bound:
                 return None
+            # The record that carries it, not its batch's last offset (Kafka 3.8+, KAFKA-16310).
+            found = best.find_batch_by_timestamp(newest, self.log_start_offset)
             offset = best.offset_of_max_timestamp_so_far
-            return TimestampAndOffset(best.max_timestamp_so_far, offset, cache.epoch_for_offset(offset))
+            if found is not None:
+                newest, offset = self._first_record_at_or_after(best, *found, newest)
+            return TimestampAndOffset(newest, offset, cache.epoch_for_offset(offset))
         for segment in self.segments:
             if segment.largest_timestamp < timestamp:
                 continue

@@ -7,7 +7,8 @@ control batches and a sequence for every idempotent batch from clients (INVALID_
 coordinators' appends skip both), and
 for CreateTime topics ``message.timestamp.difference.max.ms`` against the batch's first
 and max timestamps (INVALID_TIMESTAMP; Kafka checks every record, odradek the two the
-header carries). The whole request must fit a segment (RECORD_LIST_TOO_LARGE).
+header carries, then reads the records of a batch that fails to name each offending one, as
+Kafka's record_errors do). The whole request must fit a segment (RECORD_LIST_TOO_LARGE).
 
 A compacted topic (cleanup.policy holds ``compact``) takes only records with a key: the
 cleaner keeps the latest record per key, so a keyless one has no meaning there.  As Kafka's
@@ -59,6 +60,15 @@ class RecordValidationError(InvalidRecordError):
         self.record_errors = record_errors
 
 
+class TimestampValidationError(InvalidTimestampError):
+    """RecordValidationException around an InvalidTimestampException: INVALID_TIMESTAMP, with
+    the offending records by index in the batch."""
+
+    def __init__(self, message: str, record_errors: list[tuple[int, str]]) -> None:
+        super().__init__(message)
+        self.record_errors = record_errors
+
+
 @dataclass(slots=True)
 class AssignedOffsets:
     infos: list[BatchInfo]
@@ -94,11 +104,11 @@ def validate_produced(buf: bytes | bytearray | memoryview, config: LogConfig, no
                 raise InvalidRecordError("Clients are not allowed to write control records")
             if header.has_producer_id and header.base_sequence < 0:
                 raise InvalidRecordError("idempotent record batch without a sequence number")
-        if check_time:
-            for ts in (header.base_timestamp, header.max_timestamp):
-                if ts != NO_TIMESTAMP and abs(ts - now_ms) > max_diff:
-                    raise InvalidTimestampError(f"timestamp {ts} is out of range (now {now_ms}, "
-                                                f"allowed difference {max_diff} ms)")
+        if check_time and any(ts != NO_TIMESTAMP and abs(ts - now_ms) > max_diff
+                              for ts in (header.base_timestamp, header.max_timestamp)):
+            raise TimestampValidationError(
+                "One or more records have been rejected due to invalid timestamp",
+                _timestamp_errors(buf, pos, header, now_ms, max_diff))
         if compact:
             keyless = keyless_records(buf, pos, header)
             if keyless:
@@ -140,25 +150,43 @@ def assign_offsets(buf: bytearray | memoryview, batches: Batches, first_offset: 
 
 
 def keyless_records(buf: bytes | bytearray | memoryview, pos: int, header: RecordBatchHeader) -> list[int]:
-    """The indexes (in the batch) of its records without a key.  Reads each record only up
-    to its key length; a compressed batch is decompressed first (CORRUPT_MESSAGE if it
+    """The indexes (in the batch) of its records without a key."""
+    return [index for index, (_, key_length) in enumerate(_record_fields(buf, pos, header)) if key_length < 0]
+
+
+def _timestamp_errors(buf: bytes | bytearray | memoryview, pos: int, header: RecordBatchHeader, now_ms: int,
+                      max_diff: int) -> list[tuple[int, str]]:
+    """Each record of a batch whose timestamp is too far from now, by index (Kafka's
+    record_errors), or the batch's first record when only its header is out of range."""
+    errors = []
+    for index, (delta, _) in enumerate(_record_fields(buf, pos, header)):
+        ts = header.base_timestamp + delta
+        if abs(ts - now_ms) > max_diff:
+            errors.append((index, f"Timestamp {ts} of message with offset {header.base_offset + index} is out of "
+                                  f"range. The timestamp should be within [{now_ms - max_diff}, {now_ms + max_diff}]"))
+    return errors or [(0, f"record batch timestamps {header.base_timestamp}..{header.max_timestamp} are out of "
+                          f"range (now {now_ms}, allowed difference {max_diff} ms)")]
+
+
+def _record_fields(buf: bytes | bytearray | memoryview, pos: int, header: RecordBatchHeader) -> list[tuple[int, int]]:
+    """(timestamp delta, key length; -1 for none) of each record of a batch.  Reads each record
+    only up to its key length; a compressed batch is decompressed first (CORRUPT_MESSAGE if it
     cannot be, or if a record runs past the batch)."""
     payload = decompress(header.compression, memoryview(buf)[pos + HEADER_SIZE:pos + header.size])
-    keyless = []
+    fields = []
     size = len(payload)
     at = 0
     try:
-        for index in range(header.records_count):
+        for _ in range(header.records_count):
             length, at = read_varlong(payload, at, size)
             end = at + length
             if length < 0 or end > size:
                 raise CorruptMessageError("record length runs past the end of the batch")
-            _timestamp_delta, field_at = read_varlong(payload, at + 1, end)  # after the attributes byte
+            timestamp_delta, field_at = read_varlong(payload, at + 1, end)  # after the attributes byte
             _offset_delta, field_at = read_varlong(payload, field_at, end)
             key_length, _ = read_varlong(payload, field_at, end)
-            if key_length < 0:
-                keyless.append(index)
+            fields.append((timestamp_delta, key_length))
             at = end
     except VarintError as e:
         raise CorruptMessageError(f"malformed record in batch: {e}") from None
-    return keyless
+    return fields

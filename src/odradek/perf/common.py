@@ -7,12 +7,14 @@ import contextlib
 import gc
 import logging
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 __all__ = [
     "MB",
     "ClientLogCapture",
     "PerfError",
     "Rates",
+    "count_records",
     "error_text",
     "import_confluent_kafka",
     "no_cyclic_gc",
@@ -70,6 +72,21 @@ def import_confluent_kafka():  # type: ignore[no-untyped-def]
     except ImportError as e:  # pragma: no cover - depends on the install
         raise PerfError("the perf tools need confluent-kafka: pip install 'odradek[spark]'") from e
     return confluent_kafka
+
+
+def count_records(messages: Iterable[Any], at_end: set[int]) -> int:
+    """How many of ``messages`` (a consumer's ``consume()`` batch) are records; the partitions
+    whose end one of them reports (``enable.partition.eof``) are added to ``at_end``, and
+    other errors are skipped."""
+    eof = import_confluent_kafka().KafkaError._PARTITION_EOF
+    count = 0
+    for m in messages:
+        error = m.error()
+        if error is None:
+            count += 1
+        elif error.code() == eof:
+            at_end.add(m.partition())
+    return count
 
 
 def error_text(e: BaseException) -> str:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from odradek.local.cluster import LocalCluster
 from odradek.local.zookeeper import free_port
-from odradek.perf.common import PerfError, import_confluent_kafka
+from odradek.perf.common import PerfError, count_records, import_confluent_kafka
 from odradek.perf.sysstat import process_cpu_seconds
 
 __all__ = [
@@ -69,12 +69,7 @@ def read_partitions_to_end(config: dict[str, object], topic: str, partitions: in
         while len(at_end) < partitions:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{topic}: not read to its end in {timeout_s:.0f} s")
-            for m in consumer.consume(10_000, 0.5):
-                error = m.error()
-                if error is None:
-                    count += 1
-                elif error.code() == ck.KafkaError._PARTITION_EOF:
-                    at_end.add(m.partition())
+            count += count_records(consumer.consume(10_000, 0.5), at_end)
         return count, time.perf_counter() - start
     finally:
         consumer.close()

@@ -41,7 +41,8 @@ JMX_OPTS = ("-Dcom.sun.management.jmxremote", "-Dcom.sun.management.jmxremote.au
 _REPO_JVM = Path(__file__).resolve().parents[3] / "jvm"
 
 # Kafka's own log4j layout, in the broker's directory: everything to stdout (server.log, as an
-# odradek broker's), the controller and state-change loggers to files of their own.
+# odradek broker's), the controller, state-change and log cleaner loggers to files of their own
+# (log-cleaner.log, where an odradek broker writes its cleaner's summaries too).
 _LOG4J = """\
 log4j.rootLogger=INFO, stdout
 log4j.appender.stdout=org.apache.log4j.ConsoleAppender
@@ -55,6 +56,10 @@ log4j.appender.stateChange=org.apache.log4j.FileAppender
 log4j.appender.stateChange.File={dir}/state-change.log
 log4j.appender.stateChange.layout=org.apache.log4j.PatternLayout
 log4j.appender.stateChange.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.appender.cleaner=org.apache.log4j.FileAppender
+log4j.appender.cleaner.File={dir}/log-cleaner.log
+log4j.appender.cleaner.layout=org.apache.log4j.PatternLayout
+log4j.appender.cleaner.layout.ConversionPattern=[%d] %p %m (%c)%n
 log4j.logger.kafka=INFO
 log4j.logger.kafka.network.RequestChannel$=WARN
 log4j.logger.kafka.request.logger=WARN
@@ -62,6 +67,8 @@ log4j.logger.kafka.controller=TRACE, controller
 log4j.additivity.kafka.controller=false
 log4j.logger.state.change.logger=INFO, stateChange
 log4j.additivity.state.change.logger=false
+log4j.logger.kafka.log.LogCleaner=INFO, cleaner
+log4j.additivity.kafka.log.LogCleaner=false
 """
 
 
@@ -115,8 +122,9 @@ def jvm_settings() -> str:
 
 class KafkaRefCluster(LocalCluster):
     """``num_brokers`` Apache Kafka brokers of ``version`` ("3.9" or "2.8") on an embedded
-    ZooKeeper of their own, or on ``zookeeper_connect`` (a chroot included). The same
-    constructor, life cycle (context manager, ``start_broker`` / ``stop_broker`` /
+    ZooKeeper of their own, or on ``zookeeper_connect`` (a chroot included); ``security`` as a
+    local cluster's (``odradek up --security``: the same listeners, users and authorizer). The
+    same constructor, life cycle (context manager, ``start_broker`` / ``stop_broker`` /
     ``kill_broker``, ``wait_for_brokers``) and cluster.json as ``LocalCluster``; each broker's
     log.dirs is ``<dir>/broker-<id>/data`` and its logs are beside it."""
 
@@ -124,12 +132,12 @@ class KafkaRefCluster(LocalCluster):
                  racks: Sequence[str | None] | None = None, zookeeper_connect: str | None = None,
                  zookeeper_port: int = 0, ports: Sequence[int] | None = None,
                  overrides: Mapping[str, str] | None = None, first_broker_id: int = 0,
-                 zookeepers: int = 1) -> None:
+                 zookeepers: int = 1, security: str | None = None) -> None:
         if version not in VERSIONS:
             raise ValueError(f"no Kafka {version!r} here: choose one of {', '.join(VERSIONS)}")
         super().__init__(directory, num_brokers, racks=racks, zookeeper_connect=zookeeper_connect,
                          zookeeper_port=zookeeper_port, ports=ports, overrides=overrides,
-                         first_broker_id=first_broker_id, zookeepers=zookeepers)
+                         first_broker_id=first_broker_id, zookeepers=zookeepers, security=security)
         self.version = version
         self.start_timeout_s = 180.0  # a JVM takes longer to start than an odradek broker
         self.classpath = jvm_classpath(VERSIONS[version])

@@ -1,10 +1,11 @@
 """Where a benchmark's CPU went (issue 26): CPU-seconds of each group of processes (brokers,
 ZooKeeper, other servers, the clients), the whole machine's busy and steal time, and the load
-average, over one measured window.  On a shared machine a latency difference between two runs
+average, over one measured window; and how much memory a server holds (``tree_memory``).  On a shared machine a latency difference between two runs
 is often explained by these, not by the code under test.
 
 Read from ``/proc``: ``<pid>/stat`` of every process (its own utime + stime, and cutime +
-cstime of the children it has reaped), ``stat``'s ``cpu`` line and ``loadavg``.  The parsing
+cstime of the children it has reaped), ``stat``'s ``cpu`` line and ``loadavg``, and
+``<pid>/status``'s VmRSS and VmHWM.  The parsing
 and the accounting are pure functions over snapshots, tested on canned text; ``UsageWindow``
 is the thin part that reads ``/proc``."""
 
@@ -23,6 +24,7 @@ __all__ = [
     "OTHERS",
     "USAGE_HEAD",
     "CpuTimes",
+    "Memory",
     "PidStat",
     "Snapshot",
     "Usage",
@@ -33,7 +35,9 @@ __all__ = [
     "parse_cpu_times",
     "parse_loadavg",
     "parse_pid_stat",
+    "parse_status_memory",
     "read_snapshot",
+    "tree_memory",
     "usage_between",
     "usage_cells",
 ]
@@ -195,6 +199,39 @@ class UsageWindow:
 
     def stop(self) -> Usage:
         return usage_between(self.before, read_snapshot(), self.groups, self.clients_root)
+
+
+@dataclass(frozen=True, slots=True)
+class Memory:
+    rss: int  # bytes resident now
+    peak: int  # bytes resident at the most, since the process started (VmHWM)
+
+    def __add__(self, other: Memory) -> Memory:
+        return Memory(self.rss + other.rss, self.peak + other.peak)
+
+
+def parse_status_memory(text: str) -> Memory:
+    """VmRSS and VmHWM of a ``/proc/<pid>/status`` (proc(5): in kB); zero for a zombie,
+    which has neither line."""
+    values = {}
+    for line in text.splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            values[key] = int(rest.split()[0]) * 1024
+    return Memory(values.get("VmRSS", 0), values.get("VmHWM", 0))
+
+
+def tree_memory(pids: Iterable[int], proc: Path = Path("/proc")) -> Memory:
+    """The memory of ``pids`` and every process under them (an odradek broker's cleaner
+    process is its child), added up.  The peaks are each process's own, so their sum is an
+    upper bound of the tree's peak: the processes need not have peaked at once."""
+    total = Memory(0, 0)
+    for pid in _subtree(read_snapshot(proc).processes, pids):
+        try:
+            total += parse_status_memory((proc / str(pid) / "status").read_text(errors="replace"))
+        except OSError:
+            continue  # exited while we looked
+    return total
 
 
 def cluster_groups(cluster: LocalCluster) -> dict[str, list[int]]:

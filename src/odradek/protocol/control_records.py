@@ -46,13 +46,13 @@ __all__ = [
     "encode_end_txn_marker_value",
 ]
 
-CONTROL_RECORD_KEY_VERSION = 0  # Kafka's CURRENT_CONTROL_RECORD_KEY_VERSION
-CONTROL_RECORD_KEY_SIZE = 4
-END_TXN_MARKER_VERSION = 0  # Kafka's CURRENT_END_TXN_MARKER_VERSION
-END_TXN_MARKER_VALUE_SIZE = 6
-
 _KEY = struct.Struct(">hh")
 _VALUE = struct.Struct(">hi")
+
+CONTROL_RECORD_KEY_VERSION = 0  # Kafka's CURRENT_CONTROL_RECORD_KEY_VERSION
+CONTROL_RECORD_KEY_SIZE = _KEY.size  # 4
+END_TXN_MARKER_VERSION = 0  # Kafka's CURRENT_END_TXN_MARKER_VERSION
+END_TXN_MARKER_VALUE_SIZE = _VALUE.size  # 6
 
 # Attribute bits of a v2 batch (Kafka's DefaultRecordBatch): transactional and control.
 _TRANSACTIONAL_FLAG = 0x10
@@ -84,6 +84,19 @@ class ControlRecordType(IntEnum):
 _END_TXN_TYPES = (ControlRecordType.ABORT, ControlRecordType.COMMIT)
 
 
+def _field_after_version(data: bytes | bytearray | memoryview | None, layout: struct.Struct,
+                         what: str) -> int:
+    """The field after the int16 version of a key or value laid out as ``layout``; bytes
+    past it (a newer version's) are ignored, a short one or a negative version is corrupt."""
+    if data is None or len(data) < layout.size:
+        found = 0 if data is None else len(data)
+        raise CorruptMessageError(f"{what} must have at least {layout.size} bytes, found {found}")
+    version, field = layout.unpack_from(data, 0)
+    if version < 0:
+        raise CorruptMessageError(f"{what} has invalid version {version}")
+    return field
+
+
 def encode_control_record_key(record_type: ControlRecordType) -> bytes:
     """The 4-byte key of a control record of ``record_type`` (Kafka's ``recordKey``)."""
     if record_type is ControlRecordType.UNKNOWN:
@@ -96,14 +109,7 @@ def decode_control_record_key(key: bytes | bytearray | memoryview | None) -> Con
 
     Raises CorruptMessageError for a key shorter than 4 bytes or with a negative version.
     """
-    if key is None or len(key) < CONTROL_RECORD_KEY_SIZE:
-        found = 0 if key is None else len(key)
-        raise CorruptMessageError(f"control record key must have at least "
-                                  f"{CONTROL_RECORD_KEY_SIZE} bytes, found {found}")
-    version, type_id = _KEY.unpack_from(key, 0)
-    if version < 0:
-        raise CorruptMessageError(f"control record key has invalid version {version}")
-    return ControlRecordType.from_type_id(type_id)
+    return ControlRecordType.from_type_id(_field_after_version(key, _KEY, "control record key"))
 
 
 def encode_end_txn_marker_value(coordinator_epoch: int) -> bytes:
@@ -114,14 +120,7 @@ def encode_end_txn_marker_value(coordinator_epoch: int) -> bytes:
 def decode_end_txn_marker_value(value: bytes | bytearray | memoryview | None) -> int:
     """The coordinator epoch in an end-transaction marker value (Kafka's
     ``deserializeValue``); bytes after the first six, from a newer version, are ignored."""
-    if value is None or len(value) < END_TXN_MARKER_VALUE_SIZE:
-        found = 0 if value is None else len(value)
-        raise CorruptMessageError(f"end transaction marker value must have at least "
-                                  f"{END_TXN_MARKER_VALUE_SIZE} bytes, found {found}")
-    version, coordinator_epoch = _VALUE.unpack_from(value, 0)
-    if version < 0:
-        raise CorruptMessageError(f"end transaction marker has invalid version {version}")
-    return coordinator_epoch
+    return _field_after_version(value, _VALUE, "end transaction marker value")
 
 
 def build_end_txn_marker_batch(marker: ControlRecordType, *, producer_id: int,

@@ -29,6 +29,7 @@ _I32 = struct.Struct(">i")
 _PARTITION_HEAD = struct.Struct(">ihqq")  # partition, error, high watermark, last stable offset
 _I64 = struct.Struct(">q")
 _ABORTED = struct.Struct(">qq")  # producer id, first offset
+_NO_REPLICA = b"\xff\xff\xff\xff"  # preferred read replica: none (-1)
 
 
 @dataclass(slots=True)
@@ -42,6 +43,7 @@ class FetchedPartition:
     aborted_transactions_null: bool = True
     # read_committed fetches: (producer id, first offset) of each aborted transaction in range
     aborted_transactions: Sequence[tuple[int, int]] = ()
+    preferred_read_replica: int = -1  # v11+ (KIP-392)
 
 
 def encode_fetch_response(correlation_id: int, version: int, error_code: int, session_id: int,
@@ -76,7 +78,8 @@ def encode_fetch_response(correlation_id: int, version: int, error_code: int, se
                     if flexible:
                         head += b"\x00"  # aborted transaction tagged fields
             if version >= 11:
-                head += b"\xff\xff\xff\xff"  # preferred read replica: none
+                replica = p.preferred_read_replica
+                head += _NO_REPLICA if replica < 0 else _I32.pack(replica)
             size = sum(c.size for c in p.chunks)
             head += encode_uvarint(size + 1) if flexible else _I32.pack(size)
             if p.chunks:

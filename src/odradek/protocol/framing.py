@@ -49,7 +49,7 @@ from kio.static.protocol import Payload
 from odradek.protocol import control
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.record_codec import RecordFormatError
-from odradek.protocol.varint import VarintError, read_uvarint
+from odradek.protocol.varint import VarintError, encode_uvarint, read_uvarint
 
 # Kafka's socket.request.max.bytes default.
 DEFAULT_MAX_FRAME_SIZE: Final = 104_857_600
@@ -60,7 +60,7 @@ _INT16 = struct.Struct(">h")
 
 # What kio's native reader raises on bytes that passed the structural walk: its DecodeError
 # family (invalid UTF-8, unexpected null), ValueError (invalid bool or error code values),
-# KeyError (unknown tags, which the walk already refuses).
+# KeyError (unknown tags, which the walk cuts out first).
 _DECODE_ERRORS = (SerialError, ValueError, KeyError)
 
 P = TypeVar("P", bound=Payload)
@@ -152,6 +152,11 @@ def response_schema(api_key: int, api_version: int) -> type[Payload] | None:
         except KioIndexError:
             return None
     return schema
+
+
+# Versions kio has no schema for (Kafka 4 dropped them) that odradek reads by hand: Produce
+# v0-v2 (protocol.produce_request).  Their headers are v1, their bodies never decoded by kio.
+HAND_READ_VERSIONS = frozenset({(ApiKey.PRODUCE, 0), (ApiKey.PRODUCE, 1), (ApiKey.PRODUCE, 2)})
 
 
 def _request_header_version_of(schema: type[Payload]) -> int:
@@ -250,15 +255,29 @@ class _Malformed(Exception):
 _MALFORMED = (_Malformed, VarintError)
 
 
+class _Unknown:
+    """The unknown tagged fields a body walk found, as edits of the body's bytes: (start, end,
+    replacement) spans, in order.  Kafka skips such fields (KIP-482); kio's reader cannot (it
+    raises KeyError), so they are cut out before it reads.  Set only during a body walk."""
+
+    edits: list[tuple[int, int, bytes]] | None = None
+
+
 def _tagged_fields(
     view: memoryview, pos: int, end: int, known: dict[int, _Step] | None, owner: str
 ) -> int:
     """Skip a tagged-field section, walking the values of ``known`` tags.
 
-    With ``known`` None (headers, which define no tags) every tag is skipped, as Kafka does.
-    """
+    With ``known`` None (headers, which define no tags) every tag is skipped, as Kafka does;
+    otherwise an unknown tag becomes an edit for :class:`_Unknown` (its span removed, the
+    section's count lowered), unless it sits inside another tagged field's value, whose size
+    would change with it."""
+    section = pos
     count, pos = read_uvarint(view, pos, end)
+    count_end = pos
+    dropped: list[tuple[int, int, bytes]] = []
     for _ in range(count):
+        field = pos
         tag, pos = read_uvarint(view, pos, end)
         size, pos = read_uvarint(view, pos, end)
         if size > end - pos:
@@ -266,11 +285,20 @@ def _tagged_fields(
         if known is not None:
             step = known.get(tag)
             if step is None:
-                # Kafka would skip it, but kio's reader cannot (it raises KeyError).
-                raise _Malformed(f"unknown tagged field {tag} in {owner}")
-            if step(view, pos, pos + size) != pos + size:
-                raise _Malformed(f"tagged field {tag} in {owner} does not fill its {size} bytes")
+                if _Unknown.edits is None:
+                    raise _Malformed(f"unknown tagged field {tag} in {owner}")
+                dropped.append((field, pos + size, b""))
+            else:
+                before = None if _Unknown.edits is None else len(_Unknown.edits)
+                if step(view, pos, pos + size) != pos + size:
+                    raise _Malformed(f"tagged field {tag} in {owner} does not fill its {size} bytes")
+                if before is not None and len(_Unknown.edits) != before:  # type: ignore[arg-type]
+                    raise _Malformed(f"unknown tagged field inside tagged field {tag} of {owner}")
         pos += size
+    if dropped:
+        assert _Unknown.edits is not None
+        _Unknown.edits.append((section, count_end, encode_uvarint(count - len(dropped))))
+        _Unknown.edits.extend(dropped)
     return pos
 
 
@@ -309,7 +337,7 @@ def decode_request_header(frame: bytes | memoryview) -> tuple[RequestHeaderInfo,
     except _MALFORMED as exc:
         raise MalformedRequestError(f"request header: {exc}") from None
     header = RequestHeaderInfo(api_key, api_version, correlation_id, client_id, header_version)
-    if schema is None:
+    if schema is None and (api_key, api_version) not in HAND_READ_VERSIONS:
         raise UnsupportedRequestError(api_key, api_version, header)
     return header, pos
 
@@ -321,7 +349,9 @@ def decode_request(frame: bytes | bytearray | memoryview) -> tuple[RequestHeader
     when the body does not parse as the header's api key and version or leaves bytes over.
     """
     header, pos = decode_request_header(frame)
-    schema = _request_schemas[header.api_key, header.api_version]
+    schema = _request_schemas.get((header.api_key, header.api_version))
+    if schema is None:  # a version only read by hand (HAND_READ_VERSIONS)
+        raise UnsupportedRequestError(header.api_key, header.api_version, header)
     # A large frame arrives in its own bytearray; the body readers want a read-only view.
     view = memoryview(frame)
     if not view.readonly:
@@ -367,12 +397,31 @@ def _read_body(schema: type[P], view: memoryview, pos: int) -> P:
     # allocation fails, which no except clause can catch.
     # Bytes left after the body are ignored, as Kafka's parser does: librdkafka 2.x sends
     # a few extra bytes in its Metadata v12 request, and Kafka brokers accept it.
-    _walk(schema, view, pos, len(view))
+    edits: list[tuple[int, int, bytes]] = []
+    _Unknown.edits = edits if schema.__flexible__ else None  # type: ignore[attr-defined]
+    try:
+        end = _walk(schema, view, pos, len(view))
+    finally:
+        _Unknown.edits = None
+    if edits:  # rare: a peer's tagged fields this version does not define, cut out
+        view, pos = memoryview(_without(view, pos, end, edits)), 0
     try:
         payload, _size = entity_reader(schema)(view, pos)
     except _DECODE_ERRORS as exc:
         raise _Malformed(f"{type(exc).__name__}: {exc}") from None
     return payload
+
+
+def _without(view: memoryview, pos: int, end: int, edits: list[tuple[int, int, bytes]]) -> bytes:
+    """The body ``view[pos:end]`` with each (start, end, replacement) span of ``edits`` replaced."""
+    out = bytearray()
+    at = pos
+    for start, stop, replacement in sorted(edits):
+        out += view[at:start]
+        out += replacement
+        at = stop
+    out += view[at:end]
+    return bytes(out)
 
 
 # --- structural walk ---------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""ProduceResponse (v3-v9) written by hand: the whole response frame in one pass of struct
+"""ProduceResponse (v0-v9) written by hand: the whole response frame in one pass of struct
 packs, instead of building kio dataclasses and running kio's generic writer.
 
 The bytes are those ``framing.encode_response`` writes for the kio ProduceResponse that
@@ -18,8 +18,9 @@ __all__ = ["ProducedPartition", "encode_produce_response"]
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
-# index, error code, base offset, log append time (v3+), log start offset (v5+)
-_PARTITION_V3 = struct.Struct(">ihqq")
+# index, error code, base offset, log append time (v2+), log start offset (v5+)
+_PARTITION_V0 = struct.Struct(">ihq")
+_PARTITION_V2 = struct.Struct(">ihqq")
 _PARTITION_V5 = struct.Struct(">ihqqq")
 _NULL_LEGACY_STRING = b"\xff\xff"
 _NULL_COMPACT_STRING = b"\x00"
@@ -52,12 +53,13 @@ def encode_produce_response(correlation_id: int, version: int,
 
     ``topics`` is (topic name, its partitions) in response order.
     """
-    if not 3 <= version <= 9:
+    if not 0 <= version <= 9:
         raise ValueError(f"produce response version {version} is not supported here")
     flexible = version >= 9
     with_log_start = version >= 5
+    with_append_time = version >= 2
     with_errors = version >= 8
-    head = _PARTITION_V5 if with_log_start else _PARTITION_V3
+    head = _PARTITION_V5 if with_log_start else _PARTITION_V2
     out = bytearray(4)  # size prefix, patched at the end
     out += _I32.pack(correlation_id)
     if flexible:
@@ -79,8 +81,10 @@ def encode_produce_response(correlation_id: int, version: int,
             append_time = p.log_append_time_ms if p.log_append_time_ms >= 0 else -1
             if with_log_start:
                 out += head.pack(p.index, p.error_code, p.base_offset, append_time, p.log_start_offset)
-            else:
+            elif with_append_time:
                 out += head.pack(p.index, p.error_code, p.base_offset, append_time)
+            else:
+                out += _PARTITION_V0.pack(p.index, p.error_code, p.base_offset)
             if with_errors:
                 errors = p.record_errors
                 out += encode_uvarint(len(errors) + 1) if flexible else _I32.pack(len(errors))
@@ -94,7 +98,8 @@ def encode_produce_response(correlation_id: int, version: int,
                 out += _NO_TAGGED_FIELDS  # partition
         if flexible:
             out += _NO_TAGGED_FIELDS  # topic
-    out += _I32.pack(throttle_time_ms)
+    if version >= 1:
+        out += _I32.pack(throttle_time_ms)
     if flexible:
         out += _NO_TAGGED_FIELDS  # response
     _I32.pack_into(out, 0, len(out) - 4)

@@ -74,6 +74,15 @@ class SchemaReader:
         self.flexible = flexible
         self._error = error
 
+    def version(self, highest: int, first_flexible: int, what: str) -> int:
+        """Read the leading int16 version of a key or value, which must lie in
+        ``[0, highest]``; from ``first_flexible`` on, the rest is in the flexible encoding."""
+        version = self.i16()
+        if not 0 <= version <= highest:
+            raise self._error(f"unknown {what} version {version}")
+        self.flexible = version >= first_flexible
+        return version
+
     def _take(self, n: int) -> bytes:
         end = self.pos + n
         if n < 0 or end > len(self.data):

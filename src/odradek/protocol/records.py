@@ -429,7 +429,8 @@ def build_batch(records: Sequence[SimpleRecord], *, base_offset: int = 0, timest
                 base_sequence: int = NO_SEQUENCE, is_transactional: bool = False,
                 compression: CompressionType = CompressionType.NONE,
                 timestamp_type: TimestampType = TimestampType.CREATE_TIME) -> bytes:
-    """Encode ``records`` as one v2 batch (for tests and tools; the broker never builds)."""
+    """Encode ``records`` as one v2 batch (for tests and tools; the broker builds only when it
+    up-converts a legacy message set, protocol.legacy_records)."""
     if not records:
         raise ValueError("a record batch needs at least one record")
     stamps = [timestamp if r.timestamp is None else r.timestamp for r in records]

@@ -402,3 +402,31 @@ class AclAuthorizer:
             return False
         allowing = implying_operations(operation)
         return any(_matches(acl, PermissionType.ALLOW, principal, host, allowing) for acl in acls)
+
+    def authorize_by_resource_type(self, principal: KafkaPrincipal, host: str, operation: Operation,
+                                   resource_type: ResourceType) -> bool:
+        """KIP-679's authorizeByResourceType: whether ``principal`` may perform ``operation`` on
+        at least one resource of ``resource_type``: an ALLOW ACL on some literal name or prefix
+        that no DENY covers (a DENY on the literal wildcard ``*`` covers every one)."""
+        if self.is_super_user(principal):
+            return True
+        operations = frozenset({operation, Operation.ALL})
+        allowed: dict[PatternType, set[str]] = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
+        denied: dict[PatternType, set[str]] = {PatternType.LITERAL: set(), PatternType.PREFIXED: set()}
+        for pattern, acls in self.cache.items():
+            if pattern.resource_type is not resource_type:
+                continue
+            for acl in acls:
+                if _matches(acl, PermissionType.DENY, principal, host, operations):
+                    denied[pattern.pattern_type].add(pattern.name)
+                elif _matches(acl, PermissionType.ALLOW, principal, host, operations):
+                    allowed[pattern.pattern_type].add(pattern.name)
+        if WILDCARD_RESOURCE in denied[PatternType.LITERAL]:
+            return False
+
+        def covered(name: str) -> bool:
+            return any(name.startswith(prefix) for prefix in denied[PatternType.PREFIXED])
+
+        return (any(not covered(prefix) for prefix in allowed[PatternType.PREFIXED])
+                or any(name == WILDCARD_RESOURCE or (name not in denied[PatternType.LITERAL] and not covered(name))
+                       for name in allowed[PatternType.LITERAL]))

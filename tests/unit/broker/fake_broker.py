@@ -359,7 +359,11 @@ class FakeBroker:
         """Hand ``payload`` to its handler and return what it returns: a response, an awaitable
         of one (a future a delayed operation completes, or a coroutine), or None (Produce with
         acks=0)."""
-        frame = encode_request(payload, _CORRELATION_ID, "fake-client")[4:]
+        return self.send_frame(encode_request(payload, _CORRELATION_ID, "fake-client")[4:], connection)
+
+    def send_frame(self, frame: bytes, connection: FakeConnection) -> object:
+        """``send`` for a request frame (size prefix excluded) written by the caller: versions
+        kio has no schema for (Produce v0-v2)."""
         header, body_offset = decode_request_header(frame)
         return self._handlers[header.api_key].handler(self, Request(header, frame, body_offset, connection))  # type: ignore[arg-type]
 

@@ -55,7 +55,7 @@ def replies(events: list[ControllerRequestEvent]) -> list[object]:
     return [e.reply.result() if e.reply is not None and e.reply.done() else "pending" for e in events]
 
 
-EXPECTED = [(ErrorCode.not_controller, []), (ErrorCode.not_controller, {}), (ErrorCode.not_controller, {})]
+EXPECTED = [(ErrorCode.stale_controller_epoch, []), (ErrorCode.not_controller, {}), (ErrorCode.not_controller, {})]
 
 
 def test_a_lost_session_answers_the_queued_requests() -> None:

@@ -40,7 +40,9 @@ def answers(events: list[ControllerRequestEvent]) -> list[object]:
     return [e.reply.result() if e.reply is not None and e.reply.done() else None for e in events]
 
 
-NOT_CONTROLLER_ANSWERS = [(ErrorCode.not_controller, []), (ErrorCode.not_controller, {}),
+# A dropped ControlledShutdown is answered as Kafka answers it (ControllerMovedException:
+# STALE_CONTROLLER_EPOCH), the other requests NOT_CONTROLLER.
+NOT_CONTROLLER_ANSWERS = [(ErrorCode.stale_controller_epoch, []), (ErrorCode.not_controller, {}),
                           (ErrorCode.not_controller, {})]
 
 
@@ -159,7 +161,7 @@ class BusyManager:
 
 def test_clear_and_put_answers_the_dropped_requests_with_not_controller() -> None:
     """A session expiry drops the queue; callers waiting on a dropped ControlledShutdown,
-    AlterPartition or ElectLeaders must hear NOT_CONTROLLER, not wait forever."""
+    AlterPartition or ElectLeaders must hear that the controller moved, not wait forever."""
     busy = BusyManager()
 
     async def main() -> None:
@@ -212,7 +214,7 @@ def test_close_that_cancels_the_event_in_progress_answers_it(monkeypatch: pytest
         manager.put(stuck)
         await started.wait()
         await manager.close()
-        assert stuck.reply is not None and stuck.reply.result() == (ErrorCode.not_controller, [])
+        assert stuck.reply is not None and stuck.reply.result() == (ErrorCode.stale_controller_epoch, [])
 
     run(main())
 

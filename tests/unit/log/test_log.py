@@ -156,6 +156,18 @@ def test_offset_for_timestamp_out_of_order_timestamps(open_log: OpenLog) -> None
     assert lg.offset_for_timestamp(T0 + 55).offset == 2
 
 
+def test_max_timestamp_is_the_record_that_carries_it(open_log: OpenLog) -> None:
+    # ListOffsets v7's MAX_TIMESTAMP answers the newest record's own offset, not its batch's
+    # last one (Kafka's Java AdminClient, OffsetSpec.maxTimestamp(), found it).
+    lg = open_log(config(index_interval_bytes=1))
+    lg.append_as_leader(build_batch([SimpleRecord(b"a", timestamp=T0 + 5)]), leader_epoch=0)
+    lg.append_as_leader(build_batch([SimpleRecord(v, timestamp=T0 + ts) for v, ts in
+                                     ((b"b", 6), (b"c", 50), (b"d", 7))]), leader_epoch=0)
+    lg.append_as_leader(build_batch([SimpleRecord(b"e", timestamp=T0 + 8)]), leader_epoch=0)
+    newest = lg.offset_for_timestamp(MAX_TIMESTAMP)
+    assert (newest.timestamp, newest.offset) == (T0 + 50, 2)
+
+
 def test_log_append_time(open_log: OpenLog, clock: Clock) -> None:
     lg = open_log(config(message_timestamp_type="LogAppendTime"))
     clock.advance(12_345)

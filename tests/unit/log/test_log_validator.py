@@ -1,14 +1,20 @@
 """LogValidator's rule for compacted topics: every record needs a key (Kafka's
 LogValidator.validateKey); keyless records are named by their index in the batch and the
-whole append fails, uncompressed or compressed."""
+whole append fails, uncompressed or compressed.  Records too far from now are named the
+same way (INVALID_TIMESTAMP)."""
 
 from __future__ import annotations
 
 import pytest
 from log_helpers import T0, batch, config
 
-from odradek.log.log_validator import RecordValidationError, keyless_records, validate_produced
-from odradek.protocol.errors import CorruptMessageError, InvalidRecordError
+from odradek.log.log_validator import (
+    RecordValidationError,
+    TimestampValidationError,
+    keyless_records,
+    validate_produced,
+)
+from odradek.protocol.errors import CorruptMessageError, ErrorCode, InvalidRecordError
 from odradek.protocol.records import CompressionType, SimpleRecord, build_batch, parse_header
 
 COMPACT = config(cleanup_policy=("compact",))
@@ -61,3 +67,15 @@ def test_an_append_to_a_compacted_log_with_a_keyless_record_appends_nothing(open
         lg.append_as_leader(batch(1, key=b"k") + batch(1), 0)
     assert raised.value.record_errors == [(0, MESSAGE)]
     assert lg.log_end_offset == 1
+
+
+def test_records_out_of_the_timestamp_range_are_named_by_index() -> None:
+    hour = 3_600_000
+    records = [SimpleRecord(b"a", b"k", timestamp=T0), SimpleRecord(b"b", b"k", timestamp=T0 - 2 * hour),
+               SimpleRecord(b"c", b"k", timestamp=T0 + 1000), SimpleRecord(b"d", b"k", timestamp=T0 + 2 * hour)]
+    limited = config(message_timestamp_difference_max_ms=hour)
+    with pytest.raises(TimestampValidationError) as raised:
+        validate_produced(build_batch(records, timestamp=T0), limited, T0, "events-3")
+    assert raised.value.code == ErrorCode.invalid_timestamp
+    assert [index for index, _ in raised.value.record_errors] == [1, 3]
+    assert validate_produced(build_batch(records[:1] + records[2:3], timestamp=T0), limited, T0, "events-3")

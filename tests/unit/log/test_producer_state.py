@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 import crc32c
 import pytest
-from log_helpers import Clock, all_offsets, batch
+from log_helpers import T0, Clock, all_offsets, batch
 
 from odradek.log.log import Log
 from odradek.log.log_info import LogAppendInfo
@@ -30,6 +30,9 @@ def test_retried_batch_is_acknowledged_at_its_first_offsets(open_log: OpenLog) -
     retry = produce(lg, 0)
     assert retry.duplicate
     assert (retry.first_offset, retry.last_offset) == (first.first_offset, first.last_offset)
+    # Kafka answers a duplicate with the first append's timestamp as its log append time
+    # (a CreateTime topic included), as the differential oracle showed.
+    assert retry.log_append_time == T0 != first.log_append_time
     assert lg.log_end_offset == 4  # nothing appended twice
     for seq in range(4, 20, 2):
         produce(lg, seq)

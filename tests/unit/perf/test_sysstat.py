@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,7 @@ from odradek.perf.sysstat import (
     CLIENTS,
     OTHERS,
     CpuTimes,
+    Memory,
     PidStat,
     Snapshot,
     UsageWindow,
@@ -23,10 +25,13 @@ from odradek.perf.sysstat import (
     parse_cpu_times,
     parse_loadavg,
     parse_pid_stat,
+    parse_status_memory,
     process_cpu_seconds,
+    tree_memory,
     usage_between,
     usage_cells,
 )
+from support.waiting import wait_until
 
 TICK = os.sysconf("SC_CLK_TCK")
 
@@ -142,3 +147,40 @@ def test_process_cpu_seconds_counts_this_process_own_cpu() -> None:
     while time.process_time() < deadline:
         pass
     assert process_cpu_seconds(os.getpid()) - before >= 0.03
+
+
+STATUS = """Name:\tjava
+State:\tS (sleeping)
+VmPeak:\t 5000000 kB
+VmHWM:\t  204800 kB
+VmRSS:\t  102400 kB
+Threads:\t80
+"""
+
+
+def test_status_gives_resident_memory_now_and_at_its_peak_in_bytes() -> None:
+    assert parse_status_memory(STATUS) == Memory(102400 * 1024, 204800 * 1024)
+    assert parse_status_memory("Name:\tzombie\nState:\tZ (zombie)\n") == Memory(0, 0)
+
+
+def test_a_tree_s_memory_adds_up_its_children() -> None:
+    # A parent holding ~64 MB, whose child holds ~64 MB more: the parent's tree counts both.
+    hold = "import sys\nb = bytearray(64 << 20)\nsys.stdout.write('ready\\n'); sys.stdout.flush(); sys.stdin.readline()\n"
+    parent = subprocess.Popen([sys.executable, "-c", "import subprocess, sys\n"
+                               f"c = subprocess.Popen([sys.executable, '-c', {hold!r}], stdin=sys.stdin)\n" + hold],
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert parent.stdout is not None and parent.stdout.readline() == "ready\n"
+        wait_until(lambda: len(_children(parent.pid)) == 1 and tree_memory([parent.pid]).rss > 128 << 20,
+                   timeout=30, message="the child did not take its memory")
+        alone = parse_status_memory(Path(f"/proc/{parent.pid}/status").read_text())
+        tree = tree_memory([parent.pid])
+        assert tree.rss > alone.rss + (60 << 20)
+        assert tree.peak >= tree.rss
+    finally:
+        parent.kill()
+        parent.wait()
+
+
+def _children(pid: int) -> list[str]:
+    return Path(f"/proc/{pid}/task/{pid}/children").read_text().split()

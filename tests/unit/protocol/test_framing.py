@@ -336,11 +336,20 @@ def test_invalid_utf8_in_body_is_malformed() -> None:
         decode_request(frame)
 
 
-def test_unknown_tagged_field_in_body_is_malformed() -> None:
-    # Kafka skips unknown tagged fields; kio cannot, so they are refused (see framing).
+def test_unknown_tagged_fields_in_a_body_are_skipped() -> None:
+    """As Kafka skips them (KIP-482; the differential oracle's find): cut out before kio
+    reads the body, at the top level and in a nested struct, bytes after the body ignored."""
     frame = unframed(encode_request(METADATA_V12, 1, None))
-    with pytest.raises(MalformedRequestError, match="unknown tagged field 9"):
-        decode_request(frame[:-1] + bytes.fromhex("01 09 01 00"))
+    _, payload = decode_request(frame[:-1] + bytes.fromhex("02 09 01 00 0b 02 aa bb") + b"after")
+    assert payload == METADATA_V12
+    nested = bytes.fromhex(
+        "0003 000c 00000001 ffff 00"  # Metadata v12 request header
+        "02"  # one topic
+        "00000000000000000000000000000000 02 74 01 07 00"  # zero id, name "t", tag 7 of no bytes
+        "01 00 00"  # allow auto creation, no authorized operations, tags
+    )
+    _, payload = decode_request(nested)
+    assert [t.name for t in payload.topics] == ["t"]
 
 
 @given(st.binary(max_size=64))

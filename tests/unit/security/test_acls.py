@@ -300,3 +300,23 @@ def test_cache_is_read_live() -> None:
     assert not authorizer.authorize(ALICE, "h", Operation.READ, TOPIC, "t")
     cache[prefixed("t")] = {acl(ALICE, ALLOW, Operation.READ)}
     assert authorizer.authorize(ALICE, "h", Operation.READ, TOPIC, "t")
+
+
+# --- by resource type (KIP-679) ---------------------------------------------------------------------
+
+
+def test_authorize_by_resource_type_needs_one_allowed_name_no_deny_covers() -> None:
+    by_type = AclAuthorizer({}).authorize_by_resource_type
+    assert not by_type(ALICE, "h", Operation.WRITE, TOPIC)
+    cache = {literal("orders"): {acl(ALICE, ALLOW, Operation.WRITE)}, literal("x", GROUP): {acl(BOB, ALLOW, Operation.ALL)}}
+    authorizer = AclAuthorizer(cache)
+    assert authorizer.authorize_by_resource_type(ALICE, "h", Operation.WRITE, TOPIC)
+    assert not authorizer.authorize_by_resource_type(ALICE, "h", Operation.READ, TOPIC)
+    assert not authorizer.authorize_by_resource_type(BOB, "h", Operation.WRITE, TOPIC)  # a group, not a topic
+    cache[prefixed("ord")] = {acl(ALICE, DENY, Operation.WRITE)}  # covers the one allowed name
+    assert not authorizer.authorize_by_resource_type(ALICE, "h", Operation.WRITE, TOPIC)
+    cache[prefixed("pay")] = {acl(ALICE, ALLOW, Operation.ALL)}  # a prefix no deny covers
+    assert authorizer.authorize_by_resource_type(ALICE, "h", Operation.WRITE, TOPIC)
+    cache[literal("*")] = {acl(WILDCARD_PRINCIPAL, DENY, Operation.WRITE)}  # denies every topic
+    assert not authorizer.authorize_by_resource_type(ALICE, "h", Operation.WRITE, TOPIC)
+    assert AclAuthorizer(cache, super_users={ALICE}).authorize_by_resource_type(ALICE, "h", Operation.WRITE, TOPIC)

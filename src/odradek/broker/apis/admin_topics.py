@@ -1,8 +1,10 @@
 """CreateTopics (key 19), DeleteTopics (key 20) and CreatePartitions (key 37).
 
-Any broker answers them: the work is a ZooKeeper write through :class:`AdminZkClient` (the same
-validation and placement as ``odradek topics --zookeeper``), after which the controller brings
-the partitions online or deletes them.  As Kafka's DelayedCreatePartitions and
+The active controller answers them (any other broker: NOT_CONTROLLER for each topic, as
+Kafka's KafkaApis in ZooKeeper mode; clients send them to the controller Metadata names).  The
+work is a ZooKeeper write through :class:`AdminZkClient` (the same validation and placement as
+``odradek topics --zookeeper``), after which the controller brings the partitions online or
+deletes them.  As Kafka's DelayedCreatePartitions and
 DelayedDeleteTopics do, the answer waits (up to the request's timeout) until this broker's
 metadata cache shows the outcome — every partition with a live leader, or the topic gone — so
 a client can use the result at once.  A timeout of 0 answers right after the write.
@@ -105,6 +107,11 @@ def _duplicates(names: Iterable[str | None]) -> set[str | None]:
 @api(ApiKey.CREATE_TOPICS, "CreateTopics", 2, 7)
 async def handle_create_topics(broker: TopicAdminContext, request: Request) -> Response:
     body = decode_body(request)
+    if not broker.controller.is_active:
+        m = response_module(ApiKey.CREATE_TOPICS, request.api_version)
+        return respond(request, build(m.CreateTopicsResponse, topics=tuple(
+            build(m.CreatableTopicResult, name=t.name, error_code=ErrorCode.not_controller, error_message=None,
+                  topic_id=_ZERO_UUID, configs=()) for t in body.topics)))
     timeout_ms = _timeout_ms(body)
     duplicates = _duplicates(t.name for t in body.topics)
     # KafkaApis.handleCreateTopicsRequest: Create on the cluster allows every topic, else Create
@@ -146,16 +153,21 @@ async def handle_create_topics(broker: TopicAdminContext, request: Request) -> R
                          "Timed out waiting for the new partitions to get leaders; the topic was created.")
     m = response_module(ApiKey.CREATE_TOPICS, request.api_version)
     entries = []
-    for name, (error, message) in results.items():
+    # One result per requested topic, as Kafka's multi-collection holds them: a topic named
+    # twice is answered twice.
+    for name in (t.name for t in body.topics):
+        error, message = results[name]
         fields: dict[str, Any] = {"name": name, "error_code": error, "error_message": message,
                                   "topic_id": _ZERO_UUID, "configs": ()}
-        if name in created and error in (ErrorCode.none, ErrorCode.request_timed_out):
+        if name not in may_describe_configs:
+            # Kafka: without DescribeConfigs on a topic, its result (created or not) says so and
+            # holds nothing of the topic: no id, counts or configs.
+            fields["topic_config_error_code"] = ErrorCode.topic_authorization_failed
+        elif name in created and error in (ErrorCode.none, ErrorCode.request_timed_out):
             assignment = created[name]
             fields["num_partitions"] = len(assignment)
             fields["replication_factor"] = len(assignment[min(assignment)])
-            if request.api_version >= 5 and name not in may_describe_configs:
-                fields["topic_config_error_code"] = ErrorCode.topic_authorization_failed
-            elif request.api_version >= 5:
+            if request.api_version >= 5:
                 fields["configs"] = tuple(
                     build(m.CreatableTopicConfigs, name=e.name, value=e.value, read_only=e.read_only,
                           config_source=e.source, is_sensitive=e.sensitive)
@@ -192,10 +204,14 @@ async def handle_delete_topics(broker: TopicAdminContext, request: Request) -> R
                   for t in body.topics]
     else:
         wanted = [(name, None) for name in body.topic_names]
+    if not broker.controller.is_active:
+        m = response_module(ApiKey.DELETE_TOPICS, version)
+        return respond(request, build(m.DeleteTopicsResponse, responses=tuple(
+            build(m.DeletableTopicResult, name=name, topic_id=topic_id or _ZERO_UUID,
+                  error_code=ErrorCode.not_controller, error_message=None) for name, topic_id in wanted)))
     results: list[tuple[str | None, uuid.UUID | None, Outcome]] = []
     to_delete: list[str] = []
     by_id = {topic_id: name for name, topic_id in cache.topic_ids.items()}
-    ids = dict(cache.topic_ids)  # taken before the deletions remove them from the cache
     # KafkaApis.handleDeleteTopicsRequest: Delete on each topic; a topic named by id without
     # Describe on it is refused without its name, which the client must not learn.
     named = [name if name is not None else by_id.get(topic_id) for name, topic_id in wanted]  # type: ignore[arg-type]
@@ -243,7 +259,8 @@ async def handle_delete_topics(broker: TopicAdminContext, request: Request) -> R
     entries = []
     for name, topic_id, outcome in results:
         error, message = outcome if name is None or outcome != _OK else outcomes[name]
-        entries.append(build(m.DeletableTopicResult, name=name, topic_id=topic_id or ids.get(name, _ZERO_UUID),  # type: ignore[arg-type]
+        # The topic id is the request's (zero for a topic named by name), as Kafka echoes it.
+        entries.append(build(m.DeletableTopicResult, name=name, topic_id=topic_id or _ZERO_UUID,
                              error_code=error, error_message=message))
     return respond(request, build(m.DeleteTopicsResponse, responses=tuple(entries)))
 
@@ -254,6 +271,12 @@ async def handle_delete_topics(broker: TopicAdminContext, request: Request) -> R
 @api(ApiKey.CREATE_PARTITIONS, "CreatePartitions", 0, 3)
 async def handle_create_partitions(broker: TopicAdminContext, request: Request) -> Response:
     body = decode_body(request)
+    if not broker.controller.is_active:
+        m = response_module(ApiKey.CREATE_PARTITIONS, request.api_version)
+        return respond(request, build(m.CreatePartitionsResponse, results=tuple(
+            build(m.CreatePartitionsTopicResult, name=name, error_code=ErrorCode.not_controller,
+                  error_message="This is not the correct controller for this cluster.")
+            for name in dict.fromkeys(t.name for t in body.topics))))
     duplicates = _duplicates(t.name for t in body.topics)
     # KafkaApis.handleCreatePartitionsRequest: Alter on each topic.
     may_alter = authorized_names(broker, request, Operation.ALTER, ResourceType.TOPIC, (t.name for t in body.topics))

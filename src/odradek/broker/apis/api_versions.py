@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import re
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
-from odradek.broker.apis.registry import REGISTRY, api, build, response_module
+from odradek.broker.apis.registry import REGISTRY, ApiSpec, api, build, decode_body, response_module
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.framing import UnsupportedRequestError, encode_response
@@ -21,14 +23,17 @@ if TYPE_CHECKING:
 _ADVERTISED_MIN_VERSION = {ApiKey.PRODUCE: 0}
 
 
-def _response(version: int, error: ErrorCode) -> object:
+def advertised_versions(table: Mapping[int, ApiSpec]) -> dict[int, tuple[int, int]]:
+    """api key -> (min, max) version, as ApiVersions advertises the handler table."""
+    return {key: (_ADVERTISED_MIN_VERSION.get(key, spec.min_version), spec.max_version)
+            for key, spec in sorted(table.items())}
+
+
+def _response(version: int, error: ErrorCode, only: int | None = None) -> object:
+    """The answer at ``version``: every advertised api key, or only the key ``only``."""
     m = response_module(ApiKey.API_VERSIONS, version)
-    keys = tuple(
-        build(m.ApiVersion, api_key=spec.api_key,
-              min_version=_ADVERTISED_MIN_VERSION.get(spec.api_key, spec.min_version),
-              max_version=spec.max_version)
-        for spec in sorted(REGISTRY.values(), key=lambda s: s.api_key)
-    )
+    keys = tuple(build(m.ApiVersion, api_key=key, min_version=low, max_version=high)
+                 for key, (low, high) in advertised_versions(REGISTRY).items() if only in (None, key))
     return build(m.ApiVersionsResponse, error_code=error, api_keys=keys, supported_features=(),
                  finalized_features_epoch=-1, finalized_features=(), zk_migration_ready=False)
 
@@ -39,12 +44,29 @@ def _response(version: int, error: ErrorCode) -> object:
 # so the table covers every ApiVersions version kio knows.
 @api(ApiKey.API_VERSIONS, "ApiVersions", 0, 4)
 def handle_api_versions(broker: object, request: Request) -> Response:
-    return encode_response(_response(request.api_version, ErrorCode.none), request.header.correlation_id)
+    version = request.api_version
+    if version >= 3 and not _valid_client_software(decode_body(request)):
+        # Kafka's ApiVersionsRequest.isValid: an INVALID_REQUEST answer with no api keys.
+        return encode_response(_response(version, ErrorCode.invalid_request, only=-1),
+                               request.header.correlation_id)
+    return encode_response(_response(version, ErrorCode.none), request.header.correlation_id)
+
+
+# What Kafka accepts as a client software name or version (v3+): letters, digits, '-' and '.',
+# starting and ending with a letter or digit.
+_SOFTWARE_NAME_OR_VERSION = re.compile(r"[a-zA-Z0-9](?:[a-zA-Z0-9\-.]*[a-zA-Z0-9])?")
+
+
+def _valid_client_software(body: Any) -> bool:
+    return all(_SOFTWARE_NAME_OR_VERSION.fullmatch(value)
+               for value in (body.client_software_name, body.client_software_version))
 
 
 def unsupported_api_versions(error: UnsupportedRequestError) -> Response:
-    """A client asking ApiVersions at a version we don't know gets Kafka's answer: a v0
-    response with UNSUPPORTED_VERSION and our versions, so it can retry with one we do."""
+    """A client asking ApiVersions at a version we don't know gets Kafka's answer (KIP-511's
+    ApiVersionsRequest.getErrorResponse): a v0 response with UNSUPPORTED_VERSION and the
+    versions of ApiVersions alone, so it can retry with one we do."""
     if error.api_key != ApiKey.API_VERSIONS or error.header is None:
         return None
-    return encode_response(_response(0, ErrorCode.unsupported_version), error.header.correlation_id)
+    return encode_response(_response(0, ErrorCode.unsupported_version, only=ApiKey.API_VERSIONS),
+                           error.header.correlation_id)

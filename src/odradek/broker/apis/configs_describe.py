@@ -62,15 +62,18 @@ class ConfigSource(IntEnum):
 _TYPE_CODES = {Type.BOOLEAN: 1, Type.STRING: 2, Type.INT: 3, Type.LONG: 5, Type.DOUBLE: 6, Type.LIST: 7,
                Type.PASSWORD: 9}
 
-# Topic configs whose broker default comes from more than one broker key, in the order the
-# broker consults them (config.KafkaConfig.topic_defaults).
-_BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
-    "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
-    "segment.ms": ("log.roll.ms", "log.roll.hours"),
-    "segment.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
-    "flush.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
-    "file.delete.delay.ms": ("file.delete.delay.ms", "log.segment.delete.delay.ms"),
-}
+# Broker keys that set one thing, in the order the broker consults them (Kafka's
+# DynamicBrokerConfig.brokerConfigSynonyms; config.KafkaConfig.topic_defaults).
+_SYNONYM_GROUPS = (("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+                   ("log.roll.ms", "log.roll.hours"), ("log.roll.jitter.ms", "log.roll.jitter.hours"))
+_FLUSH_GROUP = ("log.flush.interval.ms", "log.flush.scheduler.interval.ms")
+
+
+def _synonym_group(key: str) -> tuple[str, ...]:
+    """The broker keys Kafka lists as synonyms of ``key``, ``key``'s group first to last."""
+    if key == _FLUSH_GROUP[0]:  # the scheduler interval is the flush interval's default, not the reverse
+        return _FLUSH_GROUP
+    return next((group for group in _SYNONYM_GROUPS if key in group), (key,))
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,13 +92,15 @@ class ConfigEntry:
         return self.source is ConfigSource.DEFAULT_CONFIG
 
 
-def _broker_synonyms(config: KafkaConfig, keys: Collection[str], *, per_broker: bool = True
+def _broker_synonyms(config: KafkaConfig, name: str, *, per_broker: bool = True
                      ) -> list[tuple[str, str | None, ConfigSource]]:
-    """The values the broker ``keys`` (in precedence order) have, source by source as Kafka
-    lists synonyms (ZkAdminManager.configSynonyms): this broker's dynamic values, the dynamic
-    defaults, ``server.properties``, the defaults.  ``per_broker=False`` (the cluster-wide
-    default resource) leaves out this broker's own dynamic values."""
-    known = [key for key in keys if key in BROKER_CONFIG]
+    """The values broker key ``name`` and its synonyms have, source by source as Kafka lists
+    them (ZkAdminManager.configSynonyms): this broker's dynamic values, the dynamic defaults,
+    ``server.properties``, the defaults; and, as Kafka, only from the first value of ``name``
+    itself on (a synonym ahead of it is dropped, even when ``name`` has no value anywhere).
+    ``per_broker=False`` (the cluster-wide default resource) leaves out this broker's own
+    dynamic values."""
+    known = [key for key in _synonym_group(name) if key in BROKER_CONFIG]
     synonyms: list[tuple[str, str | None, ConfigSource]] = []
     if per_broker:
         synonyms += [(key, config.dynamic_broker_configs[key], ConfigSource.DYNAMIC_BROKER_CONFIG)
@@ -108,7 +113,8 @@ def _broker_synonyms(config: KafkaConfig, keys: Collection[str], *, per_broker: 
         default = BROKER_CONFIG[key].default_value()
         if default is not None:
             synonyms.append((key, config_string(default), ConfigSource.DEFAULT_CONFIG))
-    return synonyms
+    first = next((i for i, (key, _, _) in enumerate(synonyms) if key == name), len(synonyms))
+    return synonyms[first:]
 
 
 def _wanted(name: str, keys: Collection[str] | None) -> bool:
@@ -123,9 +129,7 @@ def topic_config_entries(config: KafkaConfig, overrides: Mapping[str, str],
     for name in sorted(TOPIC_CONFIG):
         if not _wanted(name, keys):
             continue
-        broker_keys = _BROKER_SYNONYMS.get(name) or (
-            (TOPIC_CONFIG_SYNONYMS[name],) if name in TOPIC_CONFIG_SYNONYMS else ())
-        synonyms = _broker_synonyms(config, broker_keys)
+        synonyms = _broker_synonyms(config, TOPIC_CONFIG_SYNONYMS[name]) if name in TOPIC_CONFIG_SYNONYMS else []
         if name in overrides:
             synonyms.insert(0, (name, values[name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
         source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
@@ -155,7 +159,7 @@ def broker_config_entries(config: KafkaConfig, keys: Collection[str] | None = No
         if not _wanted(name, keys):
             continue
         spec = BROKER_CONFIG[name]
-        synonyms = _broker_synonyms(config, (name,))
+        synonyms = _broker_synonyms(config, name)
         source = synonyms[0][2] if synonyms else ConfigSource.DEFAULT_CONFIG
         entries.append(_broker_entry(spec, name, config_string(config[name]), source, synonyms))
     return entries
@@ -169,7 +173,7 @@ def default_broker_config_entries(config: KafkaConfig, keys: Collection[str] | N
         spec = BROKER_CONFIG.get(name)
         if spec is None or not _wanted(name, keys):
             continue
-        synonyms = _broker_synonyms(config, (name,), per_broker=False)
+        synonyms = _broker_synonyms(config, name, per_broker=False)
         entries.append(_broker_entry(spec, name, config.dynamic_default_configs[name],
                                      ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, synonyms))
     return entries

@@ -1,4 +1,4 @@
-"""DescribeProducers (key 61, KIP-664): the active producers of partitions led here, as the
+"""DescribeProducers (key 61, KIP-664): the active producers of partitions hosted here, as the
 partition's producer state holds them (Kafka's KafkaApis.handleDescribeProducersRequest).
 Read on the topic is required: TOPIC_AUTHORIZATION_FAILED otherwise."""
 

@@ -15,7 +15,13 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING
 
-from odradek.broker.apis.authorization import authorized, authorized_names, cluster_authorized
+from odradek.broker.apis.authorization import (
+    OMITTED_OPERATIONS,
+    authorized,
+    authorized_names,
+    authorized_operations,
+    cluster_authorized,
+)
 from odradek.broker.apis.internal_topics import CoordinatorAnswer, InternalTopic, find_coordinator
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
 from odradek.broker.apis.transactions import find_transaction_coordinator
@@ -32,20 +38,12 @@ if TYPE_CHECKING:
 
 _GROUP_KEY = 0
 _TRANSACTION_KEY = 1
-_OMITTED_OPERATIONS = -2147483648
-# Kafka's AclOperation codes of the operations a GROUP resource supports (KIP-430).
-_GROUP_OPERATION_CODES = {Operation.READ: 3, Operation.DELETE: 6, Operation.DESCRIBE: 8}
 _REFUSED = ErrorCode.group_authorization_failed
 
 
 def group_allowed(broker: AuthorizingContext, request: Request, operation: Operation, group_id: str) -> bool:
     """Whether the principal may perform ``operation`` on the group (true without an authorizer)."""
     return authorized(broker, request, operation, ResourceType.GROUP, group_id)
-
-
-def _group_operations(broker: AuthorizingContext, request: Request, group_id: str) -> int:
-    """DescribeGroups' authorized_operations: the bit of each group operation allowed."""
-    return sum(1 << code for op, code in _GROUP_OPERATION_CODES.items() if group_allowed(broker, request, op, group_id))
 
 
 def ms(value: datetime.timedelta) -> int:
@@ -212,9 +210,9 @@ def handle_describe_groups(broker: GroupsContext, request: Request) -> Response:
         if not group_allowed(broker, request, Operation.DESCRIBE, group_id):
             described.append(build(m.DescribedGroup, error_code=_REFUSED, group_id=group_id, group_state="",
                                    protocol_type="", protocol_data="", members=(),
-                                   authorized_operations=_OMITTED_OPERATIONS))
+                                   authorized_operations=OMITTED_OPERATIONS))
             continue
-        operations = _group_operations(broker, request, group_id) if include_operations else _OMITTED_OPERATIONS
+        operations = authorized_operations(broker, request, ResourceType.GROUP, group_id) if include_operations else OMITTED_OPERATIONS
         error, summary = broker.group_coordinator.describe_group(group_id)
         members = tuple(build(
             m.DescribedGroupMember, member_id=s.member_id, group_instance_id=s.group_instance_id,

@@ -4,8 +4,8 @@ Without a transactional id the id comes from the broker's
 :class:`~odradek.broker.producer_id_manager.ProducerIdManager`; with one, from the
 transaction coordinator (epoch bumps, fencing, KIP-360).
 
-Authorization (KafkaApis, Kafka 2.8): Write on the transactional id, or for an idempotent
-producer IdempotentWrite on the cluster.
+Authorization (KafkaApis): Write on the transactional id, or for an idempotent producer
+IdempotentWrite on the cluster or (KIP-679, Kafka 2.8 and later) Write on some topic.
 """
 
 from __future__ import annotations
@@ -13,7 +13,11 @@ from __future__ import annotations
 import datetime
 from typing import TYPE_CHECKING
 
-from odradek.broker.apis.authorization import authorized, cluster_authorized
+from odradek.broker.apis.authorization import (
+    authorized,
+    authorized_by_resource_type,
+    cluster_authorized,
+)
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -37,7 +41,8 @@ async def handle_init_producer_id(broker: TransactionsContext, request: Request)
     if body.transactional_id is not None:
         if not authorized(broker, request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id):
             refused = ErrorCode.transactional_id_authorization_failed
-    elif not cluster_authorized(broker, request, Operation.IDEMPOTENT_WRITE):
+    elif not (cluster_authorized(broker, request, Operation.IDEMPOTENT_WRITE)
+              or authorized_by_resource_type(broker, request, Operation.WRITE, ResourceType.TOPIC)):
         refused = ErrorCode.cluster_authorization_failed
     if refused is not None:
         return respond(request, build(m.InitProducerIdResponse, error_code=refused, producer_id=-1, producer_epoch=-1))

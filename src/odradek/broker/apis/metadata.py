@@ -1,11 +1,19 @@
-"""Metadata (key 3): brokers, controller and partition leadership from the metadata cache."""
+"""Metadata (key 3): brokers, controller and partition leadership from the metadata cache.
+Topics are named by name, or (v12) by id; the topics' and (v8-10) the cluster's authorized
+operations (KIP-430) are given when asked for."""
 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+import uuid
+from typing import TYPE_CHECKING, Any
 
-from odradek.broker.apis.authorization import authorized_names, cluster_authorized
+from odradek.broker.apis.authorization import (
+    OMITTED_OPERATIONS,
+    authorized_names,
+    authorized_operations,
+    cluster_authorized,
+)
 from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
 from odradek.common import INTERNAL_TOPICS, validate_topic_name
 from odradek.net.server import CloseConnection
@@ -23,6 +31,8 @@ if TYPE_CHECKING:
     from odradek.net.server import Request, Response
 
 log = logging.getLogger(__name__)
+
+_ZERO_UUID = uuid.UUID(int=0)
 
 
 
@@ -46,6 +56,15 @@ async def handle_metadata(broker: MetadataContext, request: Request) -> Response
     else:
         wanted = [t.name for t in body.topics if t.name is not None]
         explicit = True
+        topic_ids = [t.topic_id for t in body.topics if getattr(t, "topic_id", None) not in (None, _ZERO_UUID)]
+        if version < 12 and (topic_ids or len(wanted) < len(body.topics)):
+            # KafkaApis: v10-11 carry topic ids but may not use them (nor omit a name); the
+            # whole request fails as MetadataRequest.getErrorResponse answers it.
+            return respond(request, _invalid(request, body))
+        if topic_ids:
+            # KafkaApis (v12): topics named by id replace those named by name; an id this
+            # broker does not know is UNKNOWN_TOPIC_ID, with no name.
+            return respond(request, _by_topic_id(broker, request, body, topic_ids))
     allow_auto = version < 4 or getattr(body, "allow_auto_topic_creation", True)
     created: set[str] = set()
     errors: dict[str, ErrorCode] = {}
@@ -80,7 +99,7 @@ async def handle_metadata(broker: MetadataContext, request: Request) -> Response
                 created.add(topic)
             else:
                 errors[topic] = ErrorCode.unknown_topic_or_partition
-    return respond(request, _response(broker, request, wanted, errors))
+    return respond(request, _response(broker, request, body, wanted, errors))
 
 
 async def _auto_create(broker: MetadataContext, topic: str) -> ErrorCode:
@@ -98,7 +117,30 @@ async def _auto_create(broker: MetadataContext, topic: str) -> ErrorCode:
     return ErrorCode.leader_not_available
 
 
-def _response(broker: MetadataContext, request: Request, topics: list[str], errors: dict[str, ErrorCode]) -> object:
+def _invalid(request: Request, body: Any) -> object:
+    m = response_module(ApiKey.METADATA, request.api_version)
+    return build(m.MetadataResponse, brokers=(), cluster_id=None, controller_id=-1, topics=tuple(
+        build(m.MetadataResponseTopic, error_code=ErrorCode.invalid_request, name=t.name or "", topic_id=t.topic_id,
+              is_internal=False, partitions=(), topic_authorized_operations=OMITTED_OPERATIONS)
+        for t in body.topics), cluster_authorized_operations=OMITTED_OPERATIONS)
+
+
+def _by_topic_id(broker: MetadataContext, request: Request, body: Any, topic_ids: list[uuid.UUID]) -> object:
+    by_id = {topic_id: name for name, topic_id in broker.metadata_cache.topic_ids.items()}
+    known = [by_id[i] for i in dict.fromkeys(topic_ids) if i in by_id]
+    may_describe = authorized_names(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, known)
+    m = response_module(ApiKey.METADATA, request.api_version)
+    unknown = tuple(build(m.MetadataResponseTopic, error_code=ErrorCode.unknown_topic_id, name=None, topic_id=i,
+                          is_internal=False, partitions=(), topic_authorized_operations=OMITTED_OPERATIONS)
+                    for i in dict.fromkeys(topic_ids) if i not in by_id)
+    errors = {t: ErrorCode.topic_authorization_failed for t in known if t not in may_describe}
+    return _response(broker, request, body, known, errors, leading=unknown, by_id=True)
+
+
+def _response(broker: MetadataContext, request: Request, body: Any, topics: list[str],
+              errors: dict[str, ErrorCode], leading: tuple[object, ...] = (), by_id: bool = False) -> object:
+    """The answer for ``topics``; ``by_id``: they were asked for by id, so a refused one is
+    named by its id alone (KafkaApis: ids are not secret, names may be)."""
     version = request.api_version
     m = response_module(ApiKey.METADATA, version)
     cache = broker.metadata_cache
@@ -107,11 +149,21 @@ def _response(broker: MetadataContext, request: Request, topics: list[str], erro
         build(m.MetadataResponseBroker, node_id=broker_id, host=host, port=port, rack=rack)
         for broker_id, host, port, rack in cache.brokers_for_listener(listener))
     alive = set(cache.alive_brokers)
-    topic_entries = []
+    with_operations = getattr(body, "include_topic_authorized_operations", False)
+
+    def operations(topic: str) -> int:
+        # KIP-430: asked for, each topic the principal may describe gets its operations.
+        if not with_operations or errors.get(topic) == ErrorCode.topic_authorization_failed:
+            return OMITTED_OPERATIONS
+        return authorized_operations(broker, request, ResourceType.TOPIC, topic)
+
+    topic_entries = list(leading)
     for topic in topics:
         if topic in errors:
-            topic_entries.append(build(m.MetadataResponseTopic, error_code=errors[topic], name=topic,
-                                       topic_id=None, is_internal=False, partitions=()))
+            topic_entries.append(build(m.MetadataResponseTopic, error_code=errors[topic],
+                                       name=None if by_id else topic, topic_id=cache.topic_id(topic) if by_id else None,
+                                       is_internal=topic in INTERNAL_TOPICS and not by_id, partitions=(),
+                                       topic_authorized_operations=operations(topic)))
             continue
         partitions = []
         for p, meta in sorted(cache.partitions_of(topic).items()):
@@ -128,9 +180,13 @@ def _response(broker: MetadataContext, request: Request, topics: list[str], erro
         topic_entries.append(build(
             m.MetadataResponseTopic, error_code=ErrorCode.none, name=topic, topic_id=cache.topic_id(topic),
             is_internal=topic in INTERNAL_TOPICS, partitions=tuple(partitions),
-            topic_authorized_operations=-2147483648))
+            topic_authorized_operations=operations(topic)))
     controller = cache.controller_id if cache.controller_id is not None else -1
+    cluster_operations = OMITTED_OPERATIONS
+    if getattr(body, "include_cluster_authorized_operations", False):  # v8-10
+        cluster_operations = (authorized_operations(broker, request, ResourceType.CLUSTER)
+                              if cluster_authorized(broker, request, Operation.DESCRIBE) else 0)
     return build(
         m.MetadataResponse, throttle_time_ms=0, brokers=brokers, cluster_id=broker.cluster_id,
-        controller_id=controller, topics=tuple(topic_entries), cluster_authorized_operations=-2147483648,
+        controller_id=controller, topics=tuple(topic_entries), cluster_authorized_operations=cluster_operations,
         error_code=ErrorCode.none)

@@ -11,6 +11,9 @@ from odradek.protocol.errors import ErrorCode
 from odradek.security.acls import Operation, ResourceType
 
 _REFUSED = ErrorCode.topic_authorization_failed
+# ListOffsets' special timestamps: latest (-1), earliest (-2) and from v7 the max timestamp (-3).
+_SPECIAL_TIMESTAMPS = frozenset({-1, -2})
+_SPECIAL_TIMESTAMPS_V7 = _SPECIAL_TIMESTAMPS | {-3}
 
 if TYPE_CHECKING:
     from odradek.broker.context import ProduceFetchContext
@@ -25,13 +28,17 @@ def handle_list_offsets(broker: ProduceFetchContext, request: Request) -> Respon
     isolation_level = getattr(body, "isolation_level", 0)  # v2+
     # KafkaApis.handleListOffsetRequest: Describe on each topic.
     denied = unauthorized_names(broker, request, Operation.DESCRIBE, ResourceType.TOPIC, (t.name for t in body.topics))
+    special = _SPECIAL_TIMESTAMPS_V7 if request.api_version >= 7 else _SPECIAL_TIMESTAMPS
     topics = []
     for t in body.topics:
         parts = []
         for p in t.partitions:
-            if t.name in denied:
+            if t.name in denied or (p.timestamp < 0 and p.timestamp not in special):
+                # Kafka 3 refuses a negative timestamp its version does not define (KIP-734's
+                # -3 from v7) with UNSUPPORTED_VERSION, before looking for the partition.
+                error = _REFUSED if t.name in denied else ErrorCode.unsupported_version
                 parts.append(build(m.ListOffsetsPartitionResponse, partition_index=p.partition_index,
-                                   error_code=_REFUSED, timestamp=-1, offset=-1, leader_epoch=-1, old_style_offsets=()))
+                                   error_code=error, timestamp=-1, offset=-1, leader_epoch=-1, old_style_offsets=()))
                 continue
             error, ts, offset, epoch = broker.replica_manager.offset_for_timestamp(
                 t.name, p.partition_index, p.timestamp, getattr(p, "current_leader_epoch", -1), body.replica_id,

@@ -100,9 +100,10 @@ def handle_offset_fetch(broker: GroupsContext, request: Request) -> Response:
         for g in body.groups:
             wanted = None if g.topics is None else [(t.name, p) for t in g.topics for p in t.partition_indexes]
             error, offsets = _fetch_offsets(broker, request, g.group_id, wanted, require_stable)
+            # A group that fails (not coordinated here, refused, ...) has no topics, as in Kafka.
             groups.append(build(m.OffsetFetchResponseGroup, group_id=g.group_id, error_code=error,
                                 topics=_topics(m, "OffsetFetchResponseTopics", "OffsetFetchResponsePartitions",
-                                               offsets, wanted)))
+                                               offsets, wanted) if error == ErrorCode.none else ()))
         return respond(request, build(m.OffsetFetchResponse, throttle_time=0, groups=tuple(groups)))
     wanted = None if body.topics is None else [(t.name, p) for t in body.topics for p in t.partition_indexes]
     error, offsets = _fetch_offsets(broker, request, body.group_id, wanted, require_stable)

@@ -2,7 +2,9 @@
 
 Requests are read and responses written by hand (``protocol.produce_request``,
 ``protocol.produce_response``).  Transactional batches need the request's transactional id;
-the replica manager verifies (KIP-890) that a batch starting a transaction is in it."""
+the replica manager verifies (KIP-890) that a batch starting a transaction is in it.
+Versions 0-2 carry magic 0/1 message sets: each becomes one v2 batch first (Kafka's
+up-conversion, ``protocol.legacy_records``), a corrupt one CORRUPT_MESSAGE."""
 
 from __future__ import annotations
 
@@ -10,13 +12,13 @@ import asyncio
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING
 
-from odradek.broker.apis.authorization import authorized, cluster_authorized, unauthorized_names
+from odradek.broker.apis.authorization import authorized, unauthorized_names
 from odradek.broker.apis.registry import answer_when_done, api
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.errors import ErrorCode
+from odradek.protocol.errors import ErrorCode, KafkaError
+from odradek.protocol.legacy_records import is_legacy_message_set, up_convert
 from odradek.protocol.produce_request import has_transactional_records, parse_produce_request
 from odradek.protocol.produce_response import ProducedPartition, encode_produce_response
-from odradek.protocol.records import MAGIC, MAGIC_OFFSET, PRODUCER_ID_OFFSET
 from odradek.security.acls import Operation, ResourceType
 
 if TYPE_CHECKING:
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
     from odradek.net.server import Request, Response
 
 
-@api(ApiKey.PRODUCE, "Produce", 3, 9)
+@api(ApiKey.PRODUCE, "Produce", 0, 9)
 def handle_produce(broker: ProduceFetchContext, request: Request) -> Response | Awaitable[Response]:
     """Answered at once unless acks=-1 has to wait for the ISR (then a future of the answer) or
     a transactional batch needs KIP-890 verification (then a coroutine): no task per request."""
@@ -34,6 +36,9 @@ def handle_produce(broker: ProduceFetchContext, request: Request) -> Response | 
     acks = body.acks
     entries = body.partitions
     transactional_id = body.transactional_id
+    refused: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+    if request.api_version < 3:
+        entries, refused = _up_convert(entries)
     if transactional_id is None and has_transactional_records(entries):
         # Kafka's KafkaApis.handleProduceRequest: transactional records need an (authorized)
         # transactional id; without one the whole request fails.
@@ -43,23 +48,19 @@ def handle_produce(broker: ProduceFetchContext, request: Request) -> Response | 
     if acks not in (0, 1, -1):
         results = {(t, p): (ErrorCode.invalid_required_acks, f"acks={acks} is not 0, 1 or -1") for t, p, _ in entries}
         return _error_response(request, results)
-    refused: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
     if broker.authorizer is not None:
         # KafkaApis.handleProduceRequest: Write on the transactional id for transactional
-        # requests, IdempotentWrite on the cluster for idempotent ones (whole request refused),
-        # then Write on each topic.
-        if transactional_id is not None:
-            if not authorized(broker, request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
-                results = {(t, p): (ErrorCode.transactional_id_authorization_failed,
-                                    "Transactional Id authorization failed.") for t, p, _ in entries}
-                return _error_response(request, results)
-        elif _has_idempotent_records(entries) and not cluster_authorized(broker, request, Operation.IDEMPOTENT_WRITE):
-            results = {(t, p): (ErrorCode.cluster_authorization_failed, "Cluster authorization failed.")
-                       for t, p, _ in entries}
+        # requests (whole request refused), then Write on each topic.  Since Kafka 3.0
+        # (KIP-679) an idempotent produce needs nothing more: a 3.x producer is idempotent by
+        # default, with Write on its topics alone.
+        if transactional_id is not None and not authorized(
+                broker, request, Operation.WRITE, ResourceType.TRANSACTIONAL_ID, transactional_id):
+            results = {(t, p): (ErrorCode.transactional_id_authorization_failed,
+                                "Transactional Id authorization failed.") for t, p, _ in entries}
             return _error_response(request, results)
         denied = unauthorized_names(broker, request, Operation.WRITE, ResourceType.TOPIC, (t for t, _, _ in entries))
         if denied:
-            refused = {(t, p): (ErrorCode.topic_authorization_failed, None) for t, p, _ in entries if t in denied}
+            refused.update({(t, p): (ErrorCode.topic_authorization_failed, None) for t, p, _ in entries if t in denied})
             entries = [e for e in entries if e[0] not in denied]
     timeout_ms = body.timeout_ms
     if refused and not entries:
@@ -108,14 +109,21 @@ def _encode(request: Request, results: dict[TopicPartition, ProducePartitionResu
     return encode_produce_response(request.header.correlation_id, request.api_version, list(by_topic.items()))
 
 
-def _has_idempotent_records(entries: list[tuple[str, int, memoryview | None]]) -> bool:
-    """Kafka's RequestUtils.hasIdempotentRecords: some partition's first v2 batch carries a
-    producer id (asked only when an authorizer is on)."""
-    for _, _, records in entries:
-        if (records is not None and len(records) >= PRODUCER_ID_OFFSET + 8 and records[MAGIC_OFFSET] == MAGIC
-                and int.from_bytes(records[PRODUCER_ID_OFFSET:PRODUCER_ID_OFFSET + 8], "big", signed=True) >= 0):
-            return True
-    return False
+def _up_convert(entries: list[tuple[str, int, memoryview | None]]
+                ) -> tuple[list[tuple[str, int, memoryview | None]], dict[tuple[str, int], tuple[ErrorCode, str | None]]]:
+    """Produce v0-v2: each partition's magic 0/1 message set as one v2 batch (a v2 batch, which
+    these versions may carry too, stays as it is); the ones that cannot be read, refused."""
+    converted: list[tuple[str, int, memoryview | None]] = []
+    refused: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+    for topic, partition, records in entries:
+        if records is None or not is_legacy_message_set(records):
+            converted.append((topic, partition, records))
+            continue
+        try:
+            converted.append((topic, partition, memoryview(bytearray(up_convert(records)))))
+        except KafkaError as e:
+            refused[(topic, partition)] = (e.code, str(e))
+    return converted, refused
 
 
 def _error_response(request: Request, results: dict[tuple[str, int], tuple[ErrorCode, str | None]]) -> bytes:

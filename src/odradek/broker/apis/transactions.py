@@ -209,9 +209,10 @@ async def handle_describe_transactions(broker: TransactionsContext, request: Req
         else:
             error, md = broker.transaction_coordinator.describe(txn_id)
         if md is None:
+            # Kafka's schema defaults (0) for every field but the error and the id.
             states.append(build(m.TransactionState, error_code=error, transactional_id=txn_id, transaction_state="",
-                                transaction_timeout=0, transaction_start_time=_start_time(0), producer_id=-1,
-                                producer_epoch=-1, topics=()))
+                                transaction_timeout=0, transaction_start_time=_start_time(0), producer_id=0,
+                                producer_epoch=0, topics=()))
             continue
         # Only the partitions of topics the principal may Describe.
         by_topic = _by_topic(md.topic_partitions)

@@ -75,7 +75,8 @@ async def write_txn_markers(replica_manager: ReplicaManager, group_coordinator: 
 
     async def one(marker: TxnMarker) -> tuple[int, dict[TopicPartition, ErrorCode]]:
         entries = marker_entries(marker, now)
-        results, delayed = replica_manager.append_records(-1, timeout_ms, entries, origin=AppendOrigin.COORDINATOR)
+        results, delayed = replica_manager.append_records(-1, timeout_ms, entries, origin=AppendOrigin.COORDINATOR,
+                                                          internal_topics_allowed=True)
         if delayed is not None:
             results = await delayed.future
         errors = {tp: ErrorCode(r.error) for tp, r in results.items()}

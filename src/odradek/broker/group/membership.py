@@ -72,6 +72,21 @@ def _chain(first: Callable[[R], None] | None, then: Callable[[R], None]) -> Call
     return both
 
 
+def _member_error(group: GroupMetadata, generation_id: int, member_id: str,
+                  group_instance_id: str | None) -> ErrorCode | None:
+    """Why a SyncGroup or Heartbeat from this member of this generation is refused, if it is:
+    the checks (in Kafka's order) both start with."""
+    if group.is_(S.DEAD):
+        return E.coordinator_not_available
+    if group.is_static_member_fenced(group_instance_id, member_id):
+        return E.fenced_instance_id
+    if not group.has(member_id):
+        return E.unknown_member_id
+    if generation_id != group.generation_id:
+        return E.illegal_generation
+    return None
+
+
 class GroupMembership:
     def __init__(self, config: GroupConfig, manager: GroupMetadataManager, scheduler: Scheduler,
                  now_ms: Callable[[], int]) -> None:
@@ -348,14 +363,9 @@ class GroupMembership:
 
     def _sync_error(self, group: GroupMetadata, generation_id: int, member_id: str, group_instance_id: str | None,
                     protocol_type: str | None, protocol_name: str | None) -> ErrorCode | None:
-        if group.is_(S.DEAD):
-            return E.coordinator_not_available
-        if group.is_static_member_fenced(group_instance_id, member_id):
-            return E.fenced_instance_id
-        if not group.has(member_id):
-            return E.unknown_member_id
-        if generation_id != group.generation_id:
-            return E.illegal_generation
+        error = _member_error(group, generation_id, member_id, group_instance_id)
+        if error is not None:
+            return error
         if (protocol_type is not None and protocol_type != group.protocol_type) or \
                 (protocol_name is not None and protocol_name != group.protocol_name):
             return E.inconsistent_group_protocol
@@ -390,14 +400,9 @@ class GroupMembership:
         group = self.manager.get_group(group_id)
         if group is None:
             return E.unknown_member_id
-        if group.is_(S.DEAD):
-            return E.coordinator_not_available
-        if group.is_static_member_fenced(group_instance_id, member_id):
-            return E.fenced_instance_id
-        if not group.has(member_id):
-            return E.unknown_member_id
-        if generation_id != group.generation_id:
-            return E.illegal_generation
+        error = _member_error(group, generation_id, member_id, group_instance_id)
+        if error is not None:
+            return error
         if group.is_(S.EMPTY):
             return E.unknown_member_id
         member = group.get(member_id)

@@ -46,6 +46,9 @@ GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
 OFFSET_COMMIT_VALUE_VERSION_WITH_EXPIRY = 1
 GROUP_METADATA_VALUE_VERSION = 3
+# Both value kinds are read up to v4, the first (and only) flexible version.
+_HIGHEST_VALUE_VERSION = 4
+_FIRST_FLEXIBLE_VALUE_VERSION = 4
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,10 +172,7 @@ def decode_offset_commit_value(data: bytes | None) -> OffsetCommitValue | None:
     if data is None:
         return None
     r = SchemaReader(data)
-    version = r.i16()
-    if not 0 <= version <= 4:
-        raise RecordFormatError(f"unknown offset commit value version {version}")
-    r.flexible = version >= 4
+    version = r.version(_HIGHEST_VALUE_VERSION, _FIRST_FLEXIBLE_VALUE_VERSION, "offset commit value")
     offset = r.i64()
     leader_epoch = r.i32() if version >= 3 else -1
     metadata = r.string()
@@ -187,10 +187,7 @@ def decode_group_metadata_value(data: bytes | None) -> GroupMetadataValue | None
     if data is None:
         return None
     r = SchemaReader(data)
-    version = r.i16()
-    if not 0 <= version <= 4:
-        raise RecordFormatError(f"unknown group metadata value version {version}")
-    r.flexible = version >= 4
+    version = r.version(_HIGHEST_VALUE_VERSION, _FIRST_FLEXIBLE_VALUE_VERSION, "group metadata value")
     protocol_type = r.string()
     generation = r.i32()
     protocol = r.nullable_string()

@@ -52,7 +52,7 @@ class ReplicatedOffsetsTopic:
         # only the transactional batches need it (the log refuses them from clients unverified).
         origin = {"origin": AppendOrigin.COORDINATOR} if transactional else {}
         results, delayed = self.replica_manager.append_records(
-            acks, self.commit_timeout_ms, [(OFFSETS_TOPIC, partition, batch)], **origin)
+            acks, self.commit_timeout_ms, [(OFFSETS_TOPIC, partition, batch)], internal_topics_allowed=True, **origin)
         if delayed is not None:
             results = await delayed.future
         result = next(iter(results.values()))

@@ -37,7 +37,7 @@ class ReplicatedTransactionStateTopic:
 
     async def append(self, partition: int, batch: bytes) -> ErrorCode:
         results, delayed = self.replica_manager.append_records(
-            -1, self.append_timeout_ms, [(TRANSACTION_STATE_TOPIC, partition, batch)])
+            -1, self.append_timeout_ms, [(TRANSACTION_STATE_TOPIC, partition, batch)], internal_topics_allowed=True)
         if delayed is not None:
             results = await delayed.future
         return ErrorCode(next(iter(results.values())).error)

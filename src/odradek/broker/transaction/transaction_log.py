@@ -48,7 +48,7 @@ __all__ = [
 
 TRANSACTION_LOG_KEY_VERSION = 0
 TRANSACTION_LOG_VALUE_VERSION = 0  # written by Kafka 2.8
-_HIGHEST_VALUE_VERSION = 1
+_HIGHEST_VALUE_VERSION = 1  # KIP-915's flexible v1
 
 
 class TxnLogRecordError(RecordFormatError):
@@ -148,10 +148,7 @@ def decode_value(data: bytes | None) -> TxnLogValue | None:
     if data is None:
         return None
     r = SchemaReader(data, error=TxnLogRecordError)
-    version = r.i16()
-    if not 0 <= version <= _HIGHEST_VALUE_VERSION:
-        raise TxnLogRecordError(f"unknown transaction log value version {version}")
-    r.flexible = version >= 1
+    r.version(_HIGHEST_VALUE_VERSION, _HIGHEST_VALUE_VERSION, "transaction log value")
     producer_id = r.i64()
     producer_epoch = r.i16()
     timeout_ms = r.i32()

@@ -88,6 +88,11 @@ def test_create_topics_refuses_invalid_requests_topic_by_topic(with_broker: With
             "twice": E.invalid_request, "both": E.invalid_request, "nulls": E.invalid_request,
             "exists": E.topic_already_exists, "ok": E.none}
         assert got["twice"].error_message == "Found multiple entries for this topic."
+        # Kafka answers each entry of a topic named twice (the differential oracle's find).
+        response = await b.call(ct_req.CreateTopicsRequest(topics=(creatable("dup"), creatable("dup")),
+                                                           timeout=ms(5000), validate_only=False),
+                                ct_resp.CreateTopicsResponse)
+        assert [(t.name, t.error_code) for t in response.topics] == [("dup", E.invalid_request)] * 2
         b.topic_admin.fail_with = RuntimeError("ZooKeeper exploded")
         failed = (await create(b, creatable("boom")))["boom"]
         assert (failed.error_code, failed.error_message) == (E.unknown_server_error, "RuntimeError: ZooKeeper exploded")
@@ -111,7 +116,10 @@ def test_create_topics_needs_create_and_reports_configs_only_with_describe_confi
         b.allow(ALICE, Operation.CREATE, ResourceType.TOPIC, "mine")
         got = await create(b, creatable("mine"), creatable("theirs"), principal=ALICE)
         assert (got["mine"].error_code, got["mine"].topic_config_error_code) == (E.none, E.topic_authorization_failed)
-        assert got["theirs"].error_code == E.topic_authorization_failed
+        # Without DescribeConfigs nothing of the topic is told, created or not (as Kafka: the oracle's find).
+        assert (got["mine"].num_partitions, got["mine"].replication_factor, got["mine"].topic_id) == (-1, -1, None)
+        assert (got["theirs"].error_code, got["theirs"].topic_config_error_code) == (
+            E.topic_authorization_failed, E.topic_authorization_failed)
         assert b.zk.topics == {"mine"}
         b.allow(ALICE, Operation.CREATE, ResourceType.CLUSTER)
         b.allow(ALICE, Operation.DESCRIBE_CONFIGS, ResourceType.TOPIC, "theirs")
@@ -134,6 +142,11 @@ def test_delete_topics_by_name_or_id_answers_once_they_are_gone(with_broker: Wit
             ("a", E.invalid_request, "You may not specify both topic name and topic id.")]
         assert b.metadata_cache.topics() == []
         assert await delete(b, ("a", ZERO)) == [("a", E.unknown_topic_or_partition, "Topic 'a' does not exist.")]
+        # Each result carries the request's topic id (zero when named by name), as Kafka echoes it.
+        await b.lead("c", [0])
+        response = await b.call(dt_req.DeleteTopicsRequest(topics=(dt_req.DeleteTopicState(name="c", topic_id=ZERO),),
+                                                           timeout=ms(5000)), dt_resp.DeleteTopicsResponse)
+        assert [(r.name, r.topic_id) for r in response.responses] == [("c", None)]  # kio's zero id
 
     with_broker(body)
 
@@ -199,5 +212,21 @@ def test_create_partitions_errors(with_broker: WithBroker) -> None:
                        "twice": (E.invalid_request, "Duplicate topic in request."),
                        "secret": (E.topic_authorization_failed, "The topic authorization is failed.")}
         assert b.topic_admin.added == []
+
+    with_broker(body)
+
+
+def test_only_the_active_controller_creates_deletes_or_grows_topics(with_broker: WithBroker) -> None:
+    """As Kafka's KafkaApis in ZooKeeper mode (the differential oracle's find): any other broker
+    answers NOT_CONTROLLER for each topic and writes nothing."""
+    async def body(b: FakeBroker) -> None:
+        await b.lead("t", [0])
+        b.controller.is_active = False
+        created = await create(b, creatable("new"), creatable("new"))
+        assert [(name, r.error_code) for name, r in created.items()] == [("new", E.not_controller)]
+        assert await delete(b, ("t", ZERO)) == [("t", E.not_controller, None)]
+        grown = await add_partitions(b, cp_req.CreatePartitionsTopic(name="t", count=i32(3), assignments=None))
+        assert {name: error for name, (error, _) in grown.items()} == {"t": E.not_controller}
+        assert b.zk.topics == {"t"} and len(b.metadata_cache.partitions_of("t")) == 1
 
     with_broker(body)

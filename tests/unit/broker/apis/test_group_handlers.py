@@ -29,6 +29,8 @@ from kio.schema.offset_commit.v8 import request as oc_req
 from kio.schema.offset_commit.v8 import response as oc_resp
 from kio.schema.offset_fetch.v7 import request as of_req
 from kio.schema.offset_fetch.v7 import response as of_resp
+from kio.schema.offset_fetch.v8 import request as of8_req
+from kio.schema.offset_fetch.v8 import response as of8_resp
 from kio.schema.sync_group.v3 import request as sync_req
 from kio.schema.sync_group.v3 import response as sync_resp
 from kio.static.primitive import i8, i32, i64
@@ -135,6 +137,11 @@ def test_groups_of_partitions_led_elsewhere_are_not_coordinated_here(with_broker
     async def body(b: FakeBroker) -> None:
         assert (await join(b, "g")).error_code == E.not_coordinator
         assert await describe(b, "g") == [("g", E.not_coordinator, "", 0)]
+        # OffsetFetch v8: a group that fails has no topics, as Kafka answers (the oracle's find).
+        fetched = await b.call(of8_req.OffsetFetchRequest(groups=(of8_req.OffsetFetchRequestGroup(
+            group_id="g", topics=(of8_req.OffsetFetchRequestTopics(name="t", partition_indexes=(i32(0),)),)),)),
+            of8_resp.OffsetFetchResponse)
+        assert [(g.group_id, g.error_code, g.topics) for g in fetched.groups] == [("g", E.not_coordinator, ())]
 
     with_broker(body)
 

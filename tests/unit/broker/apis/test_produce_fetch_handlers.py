@@ -96,7 +96,7 @@ def test_produce_answers_each_partition_with_its_own_error(with_broker: WithBrok
         got = await produced(b, produce({("t", 0): batch(b"a"), ("t", 1): batch(b"b"), ("t", 2): None,
                                          ("followed", 0): batch(b"c"), ("nope", 0): batch(b"d")}))
         assert {tp: p.error_code for tp, p in got.items()} == {
-            ("t", 0): E.none, ("t", 1): E.unknown_topic_or_partition, ("t", 2): E.corrupt_message,
+            ("t", 0): E.none, ("t", 1): E.unknown_topic_or_partition, ("t", 2): E.invalid_record,
             ("followed", 0): E.not_leader_or_follower, ("nope", 0): E.unknown_topic_or_partition}
 
     with_broker(body)
@@ -114,6 +114,57 @@ def test_invalid_produce_requests_append_nothing(with_broker: WithBroker) -> Non
     with_broker(body)
 
 
+def test_produce_takes_exactly_one_whole_batch_per_partition(with_broker: WithBroker) -> None:
+    """Kafka's ProduceRequest.validateRecords (found by the differential oracle): no batch, a
+    cut one or two are INVALID_RECORD, answered without the log start offset; a fragment too
+    short to be a second batch is dropped."""
+    async def body(b: FakeBroker) -> None:
+        await b.lead("t", [0, 1, 2, 3])
+        one = batch(b"a")
+        got = await produced(b, produce({("t", 0): b"", ("t", 1): one[:40], ("t", 2): one + batch(b"b"),
+                                         ("t", 3): one + b"\x00" * 10}))
+        assert {tp: (p.error_code, p.log_start_offset) for tp, p in got.items()} == {
+            ("t", 0): (E.invalid_record, -1), ("t", 1): (E.invalid_record, -1), ("t", 2): (E.invalid_record, -1),
+            ("t", 3): (E.none, 0)}
+        assert [b.replica_manager.partitions[("t", p)].log_end_offset for p in range(4)] == [0, 0, 0, 1]  # type: ignore[index]
+        got = await produced(b, produce({("t", 0): one[:8] + (2).to_bytes(4, "big") + one[12:]}))
+        assert got[("t", 0)].error_code == E.corrupt_message  # a length below any batch's
+
+    with_broker(body)
+
+
+def test_clients_may_not_write_internal_topics(with_broker: WithBroker) -> None:
+    async def body(b: FakeBroker) -> None:
+        await b.lead("__consumer_offsets", [0])
+        got = await produced(b, produce({("__consumer_offsets", 0): batch(b"a")}))
+        assert (got[("__consumer_offsets", 0)].error_code, got[("__consumer_offsets", 0)].log_start_offset) == (
+            E.invalid_topic_exception, -1)
+        results, _ = b.replica_manager.append_records(1, 1000, [("__consumer_offsets", 0, batch(b"b"))],
+                                                      internal_topics_allowed=True)
+        assert [r.error for r in results.values()] == [E.none]
+
+    with_broker(body)
+
+
+def test_refused_appends_carry_the_log_start_offset_except_for_broken_batches(with_broker: WithBroker) -> None:
+    """Kafka answers a refused append with the partition's log start offset, except the
+    errors it catches before the log is asked (a corrupt or too large batch: -1)."""
+    async def body(b: FakeBroker) -> None:
+        await b.lead("t", [0])
+        await produced(b, produce({("t", 0): batch(b"a", producer_id=9)}))  # sequence 0
+        b.replica_manager.partitions[("t", 0)].log.maybe_increment_log_start_offset(1)  # type: ignore[index,union-attr]
+        corrupt = bytearray(batch(b"c"))
+        corrupt[-1] ^= 0xFF
+        out_of_order = build_batch([SimpleRecord(b"x")], producer_id=9, producer_epoch=0, base_sequence=5,
+                                   timestamp=time.time_ns() // 1_000_000)
+        got = await produced(b, produce({("t", 0): bytes(corrupt)}))
+        assert (got[("t", 0)].error_code, got[("t", 0)].log_start_offset) == (E.corrupt_message, -1)
+        got = await produced(b, produce({("t", 0): out_of_order}))
+        assert (got[("t", 0)].error_code, got[("t", 0)].log_start_offset) == (E.out_of_order_sequence_number, 1)
+
+    with_broker(body)
+
+
 def test_acks_zero_answers_nothing_and_closes_the_connection_on_an_error(with_broker: WithBroker) -> None:
     async def body(b: FakeBroker) -> None:
         await b.lead("t", [0])
@@ -126,7 +177,9 @@ def test_acks_zero_answers_nothing_and_closes_the_connection_on_an_error(with_br
     with_broker(body)
 
 
-def test_produce_needs_write_on_each_topic_and_idempotent_write_for_producer_ids(with_broker: WithBroker) -> None:
+def test_produce_needs_write_on_each_topic_and_on_the_transactional_id(with_broker: WithBroker) -> None:
+    """Idempotent batches need nothing more than Write on the topic, since Kafka 3.0 (KIP-679;
+    the differential oracle showed Kafka 3.9 taking them)."""
     async def body(b: FakeBroker) -> None:
         await b.lead("t", [0])
         await b.lead("secret", [0])
@@ -135,8 +188,10 @@ def test_produce_needs_write_on_each_topic_and_idempotent_write_for_producer_ids
         got = await produced(b, produce({("t", 0): batch(b"a"), ("secret", 0): batch(b"b")}), principal=ALICE)
         assert {tp: p.error_code for tp, p in got.items()} == {
             ("t", 0): E.none, ("secret", 0): E.topic_authorization_failed}
-        got = await produced(b, produce({("t", 0): batch(b"a", producer_id=7)}), principal=ALICE)
-        assert got[("t", 0)].error_code == E.cluster_authorization_failed
+        got = await produced(b, produce({("t", 0): batch(b"a", producer_id=7), ("secret", 0): batch(
+            b"b", producer_id=8)}), principal=ALICE)
+        assert {tp: p.error_code for tp, p in got.items()} == {
+            ("t", 0): E.none, ("secret", 0): E.topic_authorization_failed}
         got = await produced(b, produce({("t", 0): batch(b"a", producer_id=7, transactional=True)},
                                         transactional_id="tx"), principal=ALICE)
         assert got[("t", 0)].error_code == E.transactional_id_authorization_failed
@@ -145,7 +200,7 @@ def test_produce_needs_write_on_each_topic_and_idempotent_write_for_producer_ids
         assert refused.closed
         got = await produced(b, produce({("secret", 0): batch(b"d", producer_id=7)}), principal=ADMIN)
         assert got[("secret", 0)].error_code == E.none
-        assert [b.replica_manager.partitions[(t, 0)].log_end_offset for t in ("t", "secret")] == [1, 1]  # type: ignore[index]
+        assert [b.replica_manager.partitions[(t, 0)].log_end_offset for t in ("t", "secret")] == [2, 1]  # type: ignore[index]
 
     with_broker(body)
 
@@ -186,9 +241,16 @@ def test_fetch_answers_each_partition_with_its_own_error(with_broker: WithBroker
         await b.lead("t", [0], leader_epoch=3)
         await b.lead("followed", [0], leader=OTHER_BROKER)
         got = await fetched(b, fetch({("t", 0): 5, ("t", 1): 0, ("followed", 0): 0, ("nope", 0): 0}))
+        # A v11+ consumer may read from a follower (KIP-392; test_fetch_from_follower.py).
         assert {tp: p.error_code for tp, p in got.items()} == {
             ("t", 0): E.offset_out_of_range, ("t", 1): E.unknown_topic_or_partition,
-            ("followed", 0): E.not_leader_or_follower, ("nope", 0): E.unknown_topic_or_partition}
+            ("followed", 0): E.none, ("nope", 0): E.unknown_topic_or_partition}
+        # As Kafka's createLogReadResult(e): no offsets; the aborted transactions are null once
+        # the replica manager answered, empty for a partition refused before (as Kafka's).
+        assert {tp: (p.high_watermark, p.last_stable_offset, p.log_start_offset, p.aborted_transactions)
+                for tp, p in got.items() if tp != ("followed", 0)} == {
+            ("t", 0): (-1, -1, -1, None), ("t", 1): (-1, -1, -1, ()),
+            ("nope", 0): (-1, -1, -1, ())}
         for epoch, error in ((2, E.fenced_leader_epoch), (4, E.unknown_leader_epoch), (3, E.none)):
             got = await fetched(b, fetch({("t", 0): 0}, leader_epoch=epoch))
             assert got[("t", 0)].error_code == error

@@ -27,6 +27,7 @@ from kio.static.primitive import i16, i32, i64
 from txn_fakes import Harness
 
 from odradek.protocol.errors import ErrorCode as E
+from odradek.security.acls import KafkaPrincipal, Operation, ResourceType
 
 Test = Callable[[Harness, FakeBroker], Awaitable[None]]
 
@@ -75,6 +76,7 @@ def test_a_transaction_through_the_wire(with_broker: WithBroker) -> None:
         assert (first.transaction_state, first.producer_id, first.transaction_timeout) == ("Ongoing", 1000, ms(60000))
         assert {(d.topic, tuple(d.partitions)) for d in first.topics} >= {("t", (0, 1))}
         assert second.error_code == E.transactional_id_not_found
+        assert (second.producer_id, second.producer_epoch) == (0, 0)  # Kafka's schema defaults, as its answer
         listed = await b.call(lt_req.ListTransactionsRequest(state_filters=("Ongoing", "Nah")),
                             lt_resp.ListTransactionsResponse)
         assert [(s.transactional_id, s.transaction_state) for s in listed.transaction_states] == [("tx", "Ongoing")]
@@ -111,3 +113,20 @@ def test_unknown_partitions_and_old_version_errors(with_broker: WithBroker) -> N
                            ipi4_resp.InitProducerIdResponse)
         assert mixed.error_code == E.invalid_request
     run(with_broker, t)
+
+
+def test_an_idempotent_producer_id_needs_idempotent_write_or_write_on_some_topic(with_broker: WithBroker) -> None:
+    """KIP-679, as Kafka 3.9 answers (the differential oracle's find): Write on any topic is
+    enough for an idempotent producer's id, as IdempotentWrite on the cluster is."""
+    alice = KafkaPrincipal("User", "alice")
+    request = ipi4.InitProducerIdRequest(transactional_id=None, transaction_timeout=ms(60000))
+
+    async def body(b: FakeBroker) -> None:
+        b.enable_authorizer()
+        refused = await b.call(request, ipi4_resp.InitProducerIdResponse, principal=alice)
+        assert refused.error_code == E.cluster_authorization_failed
+        b.allow(alice, Operation.WRITE, ResourceType.TOPIC, "some-topic")
+        granted = await b.call(request, ipi4_resp.InitProducerIdResponse, principal=alice)
+        assert (granted.error_code, granted.producer_epoch) == (E.none, 0) and granted.producer_id >= 0
+
+    with_broker(body)

@@ -1,0 +1,330 @@
+"""librdkafka's own regression tests against a running odradek cluster.
+
+The tests run through ``librdkafka-suite`` (``/work/shared/tools/librdkafka-suite``, or
+``LIBRDKAFKA_SUITE``): it clones librdkafka at its tag (v2.15.0) from ``RDK_SRC`` (a git
+repository or bare mirror), builds it once into ``~/.cache/rdk``, runs one test number at a
+time with librdkafka's ``test-runner`` and prints one line per number, which becomes one case.
+
+Without test numbers the script picks every broker test of 0000-0150 that is neither
+local-only, sockem nor a known issue.  librdkafka's CI runs them on a trivup cluster, and the
+tests expect what trivup gives them; so does this runner:
+
+* the cluster (``BROKER_OVERRIDES``, ``racks``): auto-created topics with 4 partitions and
+  3 replicas, an ACL authorizer that allows everything without ACLs (0081, 0109, 0115 and
+  0119 add and describe ACLs), ``broker.rack=RACK<id>`` with the rack-aware replica selector
+  (0101 fetches from a follower);
+* a Kafka distribution at ``KAFKA_PATH`` with ``ZK_ADDRESS``: tests call
+  ``bin/kafka-topics.sh --zookeeper`` (TEST_KAFKA_VERSION 2.8), ``bin/kafka-acls.sh`` and
+  ``bin/kafka-run-class.sh`` (0098 and 0113 run librdkafka's Java helpers).  Here it is
+  Kafka 2.8's own jars (``jvm/kafka-2.8``, fetched by ``sh scripts/bootstrap --test``) behind
+  Kafka's script names;
+* the ``noautocreate`` scenario (0107, 0111) needs a cluster without auto-created topics:
+  ``run(..., scenario="noautocreate")`` runs those two.
+
+Secured runs (an ``odradek up --security sasl_ssl`` cluster with ``SECURED_BROKER_OVERRIDES``)
+take the cluster's client settings (cluster.json's ``client``, librdkafka's names) as
+``RDK_EXTRA_CONF`` and run the security tests: 0097 (certificate verification; its ``SSL_*``
+files, which trivup would write, are made here from the client's key and the cluster's CA),
+0135 (SASL credentials) and 0142 (KIP-368 re-authentication) without their share-consumer
+sub-tests (KIP-932 share groups came with Kafka 4.2; they are reported as skipped).
+
+Every run uses librdkafka CI's timeout multiplier (3).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+__all__ = ["BROKER_OVERRIDES", "NOAUTOCREATE_TESTS", "QUICK_TESTS", "SECURED_BROKER_OVERRIDES", "SECURED_RUNS",
+           "TAG", "CaseResult",
+           "kafka_distribution", "parse_suite_output", "racks", "run", "source_from_crate"]
+
+TAG = "v2.15.0"
+# v2.15.0's 0135 and 0142 also test share consumers (KIP-932, Kafka 4.2), with no version gate;
+# their other sub-tests run alone, picked with test-runner's SUBTESTS (a substring of
+# "function:line: name"), one script call each: (test, SUBTESTS or None).
+SECURED_RUNS = (("0097", None), ("0135", "do_test:"), ("0142", "do_test_producer:"), ("0142", "do_test_consumer:"),
+                ("0142", "do_test_txn_producer:"), ("0142", "do_test_reauth_failure:"))
+SHARE_GROUP_SUBTESTS = ("0135 [do_test_share_consumer:]", "0142 [do_test_share_consumer:]",
+                        "0142 [do_test_share_oauthbearer:]", "0142 [do_test_share_reauth_failure:]")
+NOAUTOCREATE_TESTS = ("0107", "0111")
+# Twenty broker tests of at most 3 s each here, none needing a Kafka tool: produce (acks,
+# batches, sizes, headers), consume (offsets, seeks, batches), metadata, ApiVersions, commits.
+QUICK_TESTS = (
+    "0001", "0002", "0003", "0005", "0007", "0008", "0012", "0013", "0021", "0022",
+    "0031", "0034", "0035", "0036", "0039", "0044", "0054", "0063", "0073", "0099",
+)
+# trivup's broker settings for librdkafka's default scenario (tests/scenarios/default.json and
+# KafkaBrokerApp: SimpleAclAuthorizer; cluster_testing.py: racks and the replica selector).
+BROKER_OVERRIDES = {
+    "auto.create.topics.enable": "true",
+    "num.partitions": "4",
+    "default.replication.factor": "3",
+    "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+    "allow.everyone.if.no.acl.found": "true",
+    "replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector",
+}
+# The secured row's cluster: odradek up --security sasl_ssl, plus a re-authentication interval
+# (0142 skips itself on brokers without connections.max.reauth.ms; librdkafka's CI uses 10 s).
+SECURED_BROKER_OVERRIDES = {"connections.max.reauth.ms": "10000"}
+# test-runner bounds each test itself; the script's outer bound must not cut 0113 (~6 min here).
+TEST_TIMEOUT_S = 900
+# librdkafka's CI runs its tests with timeouts tripled (test.c: CI in the environment adds 2 to
+# the multiplier); so do we, on a small shared machine where a Kafka tool's JVM alone takes
+# seconds (0119 runs kafka-acls.sh twice within a 20 s budget).
+TIMEOUT_MULTIPLIER = "3"
+DEFAULT_SCRIPT = Path("/work/shared/tools/librdkafka-suite")
+DEFAULT_SRC = Path("/work/.mirror/confluentinc+librdkafka/repo")
+_LINE = re.compile(r"^(\d{4}) (PASSED|FAILED|TIMEOUT|SKIPPED)\s+(\d+)s  ?(.*)$")
+
+
+def racks(broker_ids: Iterable[int]) -> list[str]:
+    """``broker.rack`` per broker, as trivup names them (0101 derives a rack from a broker id)."""
+    return [f"RACK{b}" for b in broker_ids]
+
+
+@dataclass(frozen=True)
+class CaseResult:
+    """One test number's outcome: ``passed``, ``failed`` or ``skipped``, with a one-line cause."""
+
+    name: str
+    outcome: str
+    seconds: float
+    cause: str = ""
+
+
+def parse_suite_output(lines: Iterable[str], logs: Path | None = None) -> list[CaseResult]:
+    """Cases from librdkafka-suite's per-test lines (``NNNN WORD  SECSs  first failure line``);
+    other lines (the build, the summary) are ignored.  A timeout is a failure."""
+    cases = []
+    for line in lines:
+        m = _LINE.match(line.rstrip("\n"))
+        if m is None:
+            continue
+        number, word, secs, detail = m.groups()
+        outcome = {"PASSED": "passed", "SKIPPED": "skipped"}.get(word, "failed")
+        cause = ""
+        if outcome == "failed":
+            cause = (f"timed out: {detail}" if word == "TIMEOUT" else detail).strip() or word.lower()
+            if logs is not None:
+                cause += f" (log: {logs / (number + '.log')})"
+        elif outcome == "skipped" and logs is not None:
+            cause = _skip_reason(logs / f"{number}.log")
+        cases.append(CaseResult(number, outcome, float(secs), cause))
+    return cases
+
+
+def _skip_reason(log: Path) -> str:
+    """The test's own words for skipping (``SKIPPING`` lines of test-runner)."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return ""
+    for line in text.splitlines():
+        if "SKIP" in line and "|" not in line:
+            return re.sub(r"\x1b\[[0-9;]*m", "", line).strip()[:300]
+    return ""
+
+
+def extra_conf(secured: Mapping[str, str] | None) -> str:
+    """``RDK_EXTRA_CONF``: the client settings as test.conf lines."""
+    return "".join(f"{k}={v}\n" for k, v in (secured or {}).items())
+
+
+def script_runs(secured: Mapping[str, str] | None, quick: bool, scenario: str = "default"
+                ) -> list[tuple[tuple[str, ...], str | None]]:
+    """The script calls of a run: (test numbers, SUBTESTS or None); no numbers means the
+    script's own selection (every broker test)."""
+    if scenario == "noautocreate":
+        return [(NOAUTOCREATE_TESTS, None)]
+    if secured:
+        return [((number,), subtests) for number, subtests in SECURED_RUNS]
+    return [(QUICK_TESTS if quick else (), None)]
+
+
+def run(bootstrap: str, *, secured: dict[str, str] | None, quick: bool, workdir: Path,
+        zookeeper: str | None = None, scenario: str = "default", tests: Iterable[str] = ()) -> list[CaseResult]:
+    """Run librdkafka's tests against ``bootstrap`` (IPv4 literals; a cluster set up as the
+    module docstring says, ``zookeeper`` its connect string); one case per test number.
+    ``tests`` names the numbers to run instead of the variant's selection.  The script's
+    output is kept in ``workdir/librdkafka-suite.log``."""
+    script = Path(os.environ.get("LIBRDKAFKA_SUITE", DEFAULT_SCRIPT))
+    src = Path(os.environ.get("RDK_SRC", DEFAULT_SRC))
+    rdk_work = Path(os.environ.get("RDK_WORK", Path.home() / ".cache" / "rdk"))
+    tag = TAG
+    if src.suffix == ".crate":
+        src, tag = source_from_crate(src, rdk_work / "crates")
+    workdir.mkdir(parents=True, exist_ok=True)
+    conf = {"test.timeout.multiplier": TIMEOUT_MULTIPLIER, **(secured or {})}
+    env = dict(os.environ, RDK_TAG=tag, RDK_WORK=str(rdk_work), TEST_SCENARIO=scenario,
+               RDK_TIMEOUT=os.environ.get("RDK_TIMEOUT", str(TEST_TIMEOUT_S)))
+    kafka_path = kafka_distribution(workdir / "kafka")
+    env["KAFKA_PATH"] = str(kafka_path)
+    if zookeeper:
+        env["ZK_ADDRESS"] = zookeeper
+    if conf.get("security.protocol", "").upper() in ("SSL", "SASL_SSL"):
+        ssl_env, ssl_conf = ssl_test_files(conf, workdir / "ssl")
+        env.update(ssl_env)
+        conf.update(ssl_conf)
+    env["RDK_EXTRA_CONF"] = extra_conf(conf)
+    tree = rdk_work / f"librdkafka-{tag}"
+    if not (tree / "tests" / "test-runner").exists():
+        # The script builds on its first call; the test it is given is cut at once.
+        subprocess.run([str(script), str(src), bootstrap, "0000"], env=dict(env, RDK_TIMEOUT="1"),
+                       capture_output=True, check=False)
+    build_java_helpers(tree / "tests" / "java", kafka_path)
+    runs = [(tuple(tests), None)] if tests else script_runs(secured, quick, scenario)
+    cases: list[CaseResult] = []
+    for i, (numbers, subtests) in enumerate(runs):
+        log = workdir / ("librdkafka-suite.log" if i == 0 else f"librdkafka-suite-{i}.log")
+        with log.open("w") as out:
+            # The script exits 1 when a test failed; its lines say which.
+            subprocess.run([str(script), str(src), bootstrap, *numbers],
+                           env=dict(env, SUBTESTS=subtests) if subtests else env,
+                           stdout=out, stderr=subprocess.STDOUT, check=False)
+        with log.open() as lines:
+            found = parse_suite_output(lines, rdk_work / "logs")
+        cases += [CaseResult(f"{c.name} [{subtests}]", c.outcome, c.seconds, c.cause) if subtests else c
+                  for c in found]
+    if secured and not tests:
+        cases += [CaseResult(name, "skipped", 0.0, "share groups (KIP-932, Kafka 4.2+): not in Kafka 2.8")
+                  for name in SHARE_GROUP_SUBTESTS]
+    return cases
+
+
+def source_from_crate(crate: Path, directory: Path) -> tuple[Path, str]:
+    """librdkafka's sources from crates.io's ``rdkafka-sys`` crate (``rdkafka-sys-X+V.crate``
+    bundles librdkafka V with its tests/) as the git repository the script clones, tagged
+    ``vV``: where ``RDK_SRC`` names a downloaded crate (CI, without a librdkafka mirror)."""
+    import tarfile
+
+    version = crate.name.removesuffix(".crate").rpartition("+")[2]
+    tag = f"v{version}"
+    repo = directory / f"librdkafka-{version}"
+    if (repo / ".git").is_dir():
+        return repo, tag
+    directory.mkdir(parents=True, exist_ok=True)
+    staging = directory / f".{repo.name}.partial"
+    shutil.rmtree(staging, ignore_errors=True)
+    with tarfile.open(crate) as archive:
+        archive.extractall(staging, filter="data")
+    [top] = staging.iterdir()
+    git = ["git", "-C", str(top / "librdkafka"), "-c", "user.name=odradek", "-c", "user.email=odradek@localhost"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", crate.name], ["tag", tag]):
+        subprocess.run([*git, *args], check=True, capture_output=True)
+    (top / "librdkafka").rename(repo)
+    shutil.rmtree(staging)
+    return repo, tag
+
+
+# Kafka's bin/ scripts as the tests call them: kafka-run-class.sh honours CLASSPATH (the Java
+# helpers' run-class.sh sets it) and logs only warnings, as tools-log4j.properties does.  The
+# tools live seconds and some tests give them only a few: a small heap, the serial collector
+# and the quick compiler start them fastest.
+_RUN_CLASS = """#!/bin/sh
+base=$(cd "$(dirname "$0")/.." && pwd)
+exec java -Xmx256M -XX:+UseSerialGC -XX:TieredStopAtLevel=1 \\
+  -Dlog4j.configuration="file:$base/config/tools-log4j.properties" \\
+  -cp "${CLASSPATH:+$CLASSPATH:}$base/libs/*" "$@"
+"""
+_TOOLS = {"kafka-topics.sh": "kafka.admin.TopicCommand", "kafka-configs.sh": "kafka.admin.ConfigCommand",
+          "kafka-acls.sh": "kafka.admin.AclCommand"}
+_TOOLS_LOG4J = ("log4j.rootLogger=WARN, stderr\n"
+                "log4j.appender.stderr=org.apache.log4j.ConsoleAppender\n"
+                "log4j.appender.stderr.layout=org.apache.log4j.PatternLayout\n"
+                "log4j.appender.stderr.layout.ConversionPattern=[%d] %p %m (%c)%n\n"
+                "log4j.appender.stderr.Target=System.err\n")
+
+
+def kafka_distribution(directory: Path) -> Path:
+    """A Kafka 2.8 installation as the tests expect at ``KAFKA_PATH``: ``libs/`` (links to
+    jvm/kafka-2.8's jars), ``bin/kafka-run-class.sh`` and the tools the tests run."""
+    from odradek.perf.kafka_ref import jvm_classpath
+
+    libs = directory / "libs"
+    libs.mkdir(parents=True, exist_ok=True)
+    for jar in jvm_classpath("kafka-2.8"):
+        link = libs / jar.name
+        if not link.exists():
+            link.symlink_to(jar)
+    (directory / "config").mkdir(exist_ok=True)
+    (directory / "config" / "tools-log4j.properties").write_text(_TOOLS_LOG4J)
+    bin_dir = directory / "bin"
+    bin_dir.mkdir(exist_ok=True)
+    scripts = {"kafka-run-class.sh": _RUN_CLASS}
+    scripts.update({name: f'#!/bin/sh\nexec "$(dirname "$0")/kafka-run-class.sh" {main} "$@"\n'
+                    for name, main in _TOOLS.items()})
+    for name, text in scripts.items():
+        path = bin_dir / name
+        path.write_text(text)
+        path.chmod(0o755)
+    return directory
+
+
+def build_java_helpers(java_dir: Path, kafka_path: Path) -> None:
+    """Compile librdkafka's Java test helpers (tests/java) against Kafka's client jar once."""
+    if java_dir.is_dir() and not (java_dir / "TransactionProducerCli.class").exists():
+        subprocess.run(["make", "-C", str(java_dir), f"KAFKA_PATH={kafka_path}"], capture_output=True, check=True)
+
+
+def ssl_test_files(secured: Mapping[str, str], directory: Path) -> tuple[dict[str, str], dict[str, str]]:
+    """The ``SSL_*`` variables test 0097 reads (trivup writes them for its clusters) and the
+    client settings that go with them: the client's key (password-protected, as trivup's) and
+    certificate as PEM, DER and PKCS#12 (with the CA), the CA as PEM and DER.  A cluster
+    without client certificates (SASL_SSL) gets a self-signed one: its brokers ask for none,
+    so every connection succeeds, as 0097 expects of a SASL_SSL listener."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.serialization import pkcs12
+
+    directory.mkdir(parents=True, exist_ok=True)
+    ca = x509.load_pem_x509_certificate(Path(secured["ssl.ca.location"]).read_bytes())
+    if "ssl.key.location" in secured:
+        key = serialization.load_pem_private_key(Path(secured["ssl.key.location"]).read_bytes(), None)
+        cert = x509.load_pem_x509_certificate(Path(secured["ssl.certificate.location"]).read_bytes())
+    else:
+        key, cert = _self_signed("odradek-compat-client")
+    password = "odradek-compat"
+    encrypted = serialization.BestAvailableEncryption(password.encode())
+    pem, der, pkcs8 = serialization.Encoding.PEM, serialization.Encoding.DER, serialization.PrivateFormat.PKCS8
+    files = {
+        "SSL_pub_pem": cert.public_bytes(pem),
+        "SSL_pub_der": cert.public_bytes(der),
+        "SSL_priv_pem": key.private_bytes(pem, pkcs8, encrypted),
+        "SSL_priv_der": key.private_bytes(der, pkcs8, serialization.NoEncryption()),
+        "SSL_ca_pem": ca.public_bytes(pem),
+        "SSL_all_cas_pem": ca.public_bytes(pem),
+        "SSL_ca_der": ca.public_bytes(der),
+        "SSL_pkcs": pkcs12.serialize_key_and_certificates(b"client", key, cert, [ca], encrypted),  # type: ignore[arg-type]
+    }
+    env = {"SSL_password": password}
+    for name, data in files.items():
+        path = directory / name.removeprefix("SSL_").replace("_", ".")
+        path.write_bytes(data)
+        env[name] = str(path)
+    conf = {"ssl.key.location": env["SSL_priv_pem"], "ssl.certificate.location": env["SSL_pub_pem"],
+            "ssl.key.password": password}
+    return env, conf
+
+
+def _self_signed(cn: str):  # type: ignore[no-untyped-def]
+    import datetime
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (x509.CertificateBuilder().subject_name(name).issuer_name(name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=2)).sign(key, hashes.SHA256()))
+    return key, cert
