@@ -113,7 +113,7 @@ def test_get_offsets_prints_what_kafka_get_offset_shell_prints(module_cluster: L
     ours = run_odradek("get-offsets", *command)
     kafka = run_kafka_tool("kafka-3.9-tools", GET_OFFSET_SHELL, *command)
     assert ours.returncode == kafka.returncode == 0, (ours.stderr, kafka.stderr)
-    assert ours.stdout == kafka.stdout
+    assert ours.stdout == kafka.stdout, (ours.stderr, kafka.stderr)
     assert ours.stdout
 
 
@@ -121,7 +121,7 @@ def test_get_offsets_finds_offsets_by_time(module_cluster: LocalCluster, offsets
     def offsets(*args: str) -> list[str]:
         done = run_odradek("get-offsets", "--bootstrap-server", bootstrap(module_cluster),
                            "--topic", offsets_topic, *args)
-        assert done.returncode == 0, done.stderr
+        assert done.returncode == 0 and not done.stderr, done.stderr
         return done.stdout.splitlines()
 
     assert offsets() == ["tools-offsets:0:5", "tools-offsets:1:4", "tools-offsets:2:0"]
