@@ -14,6 +14,7 @@ import re
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,8 @@ DELETE_RECORDS = "kafka.admin.DeleteRecordsCommand"
 GET_OFFSET_SHELL = "org.apache.kafka.tools.GetOffsetShell"
 CONSOLE_CONSUMER = "kafka.tools.ConsoleConsumer"
 CONSOLE_PRODUCER = "kafka.tools.ConsoleProducer"
-TIMESTAMP = 1_700_000_000_000
+# An hour ago: older records would be removed by time retention (7 days) while the tests run.
+TIMESTAMP = (int(time.time()) - 3600) * 1000
 
 
 def bootstrap(cluster: LocalCluster) -> str:
