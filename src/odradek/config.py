@@ -467,6 +467,9 @@ def _broker_keys() -> list[ConfigKey]:
         k("producer.id.expiration.ms", Type.INT, 86400000),
         k("inter.broker.protocol.version", Type.STRING, "3.0-IV1"),
         k("file.delete.delay.ms", Type.LONG, None, at_least(0)),
+        # Client quotas (broker/quota/): the rate is measured over this many windows of this size.
+        k("quota.window.num", Type.INT, 11, at_least(1)),
+        k("quota.window.size.seconds", Type.INT, 1, at_least(1)),
     ]
     keys += [key.broker_spec for key in TOPIC_KEYS if key.broker_key is not None]
     keys += _group_coordinator_keys()

@@ -30,12 +30,14 @@ from support import (
     EARLIEST,
     LATEST,
     address_of,
+    alter_topic_config,
     create_topic,
     fetch_records,
     kafka_request,
     list_offset,
     partitions_of,
     produce_records,
+    run_odradek,
     wait_until,
 )
 
@@ -170,6 +172,36 @@ def test_batches_above_max_message_bytes(module_cluster: LocalCluster) -> None:
         error = deliver(producer, "errors-too-large", bytes(range(256)) * 60)  # 15 KB, incompressible-ish
     assert error is not None and error.code() == KafkaError.MSG_SIZE_TOO_LARGE, error
     assert list_offset(leader, "errors-too-large", 0, LATEST)[:2] == (ErrorCode.none, 3)
+
+
+def test_record_sets_over_a_segment_and_the_broker_wide_message_max_bytes(module_cluster: LocalCluster) -> None:
+    cluster = module_cluster
+    # Kafka's Log.append: a produced record set larger than a segment is RECORD_LIST_TOO_LARGE.
+    info = create_topic(cluster, "errors-small-segments", 1, 3, {"segment.bytes": "1024"})
+    leader = address_of(cluster, info[0].leader)
+    big = batch(b"x" * 2000)
+    assert len(big) > 1024
+    assert produce_records(leader, "errors-small-segments", 0, big).error_code == ErrorCode.record_list_too_large
+    assert_next_append_lands_at(cluster, "errors-small-segments", 0, info[0].leader, 0)
+
+    # message.max.bytes is the broker-wide default of max.message.bytes (here a dynamic default).
+    info = create_topic(cluster, "errors-broker-limit", 1, 3)
+    leader = address_of(cluster, info[0].leader)
+    bootstrap = ["--bootstrap-server", cluster.bootstrap_servers, "--entity-type", "brokers", "--entity-default"]
+    done = run_odradek("configs", "--alter", *bootstrap, "--add-config", "message.max.bytes=5000")
+    assert done.returncode == 0, done.stderr
+    try:
+        wait_until(lambda: produce_records(leader, "errors-broker-limit", 0, batch(b"z" * 6000)).error_code
+                   == ErrorCode.message_too_large, message="message.max.bytes=5000 applied")
+        appended = list_offset(leader, "errors-broker-limit", 0, LATEST)[1]
+        assert produce_records(leader, "errors-broker-limit", 0, batch(b"w" * 4000)).error_code == ErrorCode.none
+        # A topic's own max.message.bytes overrides the broker's.
+        alter_topic_config(cluster, "errors-broker-limit", {"max.message.bytes": "10000"})
+        wait_until(lambda: produce_records(leader, "errors-broker-limit", 0, batch(b"z" * 6000)).error_code
+                   == ErrorCode.none, message="the topic's max.message.bytes applied")
+        assert list_offset(leader, "errors-broker-limit", 0, LATEST)[1] == appended + 2
+    finally:
+        run_odradek("configs", "--alter", *bootstrap, "--delete-config", "message.max.bytes")
 
 
 # ----------------------------------------------------------------------------- offsets

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -197,6 +197,49 @@ def test_a_group_without_read_is_refused(secured: LocalCluster, acls: AclWriter)
         wait_until(refused, timeout=TIMEOUT, message="GROUP_AUTHORIZATION_FAILED")
     finally:
         consumer.close()
+
+
+def test_offset_delete_needs_delete_on_the_group_and_read_on_the_topic(secured: LocalCluster, acls: AclWriter
+                                                                      ) -> None:
+    """OffsetDelete (KIP-496) through ``odradek consumer-groups --delete-offsets``: refused
+    without Delete on the group, each topic refused without Read, done once both are there."""
+    readable, hidden = new_topic(secured, acls, "offdel"), new_topic(secured, acls, "offdel-hidden")
+    name = unique_topic("offdel-group")
+    acls.add(group(name), allow(Operation.READ))
+    acls.add(topic(readable), allow(Operation.READ))
+    acls.add(topic(hidden), allow(Operation.READ))
+    committer = Consumer({**client_config(secured), "group.id": name, "enable.auto.commit": False})
+
+    def committed() -> bool:  # once the broker has the new ACLs
+        try:
+            done = committer.commit(offsets=[TopicPartition(readable, 0, 1), TopicPartition(hidden, 0, 1)],
+                                    asynchronous=False)
+        except KafkaException:
+            return False
+        return all(tp.error is None for tp in done)
+
+    try:
+        wait_until(committed, timeout=TIMEOUT, message="offsets committed")
+    finally:
+        committer.close()
+    acls.remove(topic(hidden), allow(Operation.READ))
+
+    def delete_offsets() -> str:
+        done = run_odradek("consumer-groups", "--bootstrap-server", secured.bootstrap_servers, "--delete-offsets",
+                           "--group", name, "--topic", f"{readable}:0", "--topic", f"{hidden}:0")
+        assert done.returncode == 0, done.stderr
+        return done.stdout
+
+    assert f"Error: Access to '{name}' is not authorized." in delete_offsets()
+    acls.add(group(name), allow(Operation.DELETE))
+    outputs = [delete_offsets()]
+    wait_until(lambda: "Access to" not in outputs[-1] or outputs.append(delete_offsets()), timeout=TIMEOUT,
+               message="Delete on the group granted")
+    out = outputs[-1]
+    rows = {line.split()[0]: line.split(None, 2)[2].rstrip() for line in out.splitlines()[4:]}
+    assert out.splitlines()[1] == "Error: Encounter some partition level error, see the follow-up details:"
+    assert rows == {readable: "Successful", hidden: "Error: org.apache.kafka.common.errors.TopicAuthorizationException: "
+                                                    "Topic authorization failed."}
 
 
 def test_deny_beats_allow_and_hosts_filter(secured: LocalCluster, acls: AclWriter) -> None:

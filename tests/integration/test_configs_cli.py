@@ -106,9 +106,8 @@ def test_scram_refusals(cluster: LocalCluster, connection: list[str]) -> None:
     bad = configs(*connection, "--alter", "--add-config", "SCRAM-SHA-512=[iterations=8192]",
                   "--entity-type", "users", "--entity-name", user)
     assert bad.returncode == 1 and "Invalid credential property" in bad.stderr
-    quota = configs(*connection, "--alter", "--add-config", "producer_byte_rate=1024",
-                    "--entity-type", "users", "--entity-name", user)
-    assert quota.returncode == 1 and len(quota.stderr.strip().splitlines()) == 1
+    unknown = configs(*connection, "--alter", "--add-config", "foo=1", "--entity-type", "users", "--entity-name", user)
+    assert unknown.returncode == 1 and len(unknown.stderr.strip().splitlines()) == 1 and "foo" in unknown.stderr
     missing = configs(*connection, "--alter", "--delete-config", "SCRAM-SHA-512", "--entity-type", "users",
                       "--entity-name", user)
     assert missing.returncode == 1
@@ -173,7 +172,11 @@ def test_password_configs_are_sensitive(cluster: LocalCluster) -> None:
     (["--alter", "--entity-type", "topics", "--add-config", "a=b"], "An entity name must be specified"),
     (["--alter", "--entity-type", "topics", "--entity-name", "t"], "At least one of --add-config"),
     (["--alter", "--entity-type", "topics", "--entity-name", "t", "--add-config", "novalue"], "key=val"),
-    (["--describe", "--entity-type", "clients"], "Invalid entity type"),
+    (["--describe", "--entity-type", "ips"], "Invalid entity type"),
+    (["--describe", "--entity-type", "users", "--entity-type", "topics"], "Only 'users' and 'clients'"),
+    (["--describe", "--entity-type", "users", "--entity-name", "a", "--entity-name", "b"], "More entity names"),
+    (["--alter", "--entity-type", "users", "--entity-type", "clients", "--entity-name", "a", "--add-config",
+      "producer_byte_rate=1"], "An entity name must be specified for every entity type"),
     (["--alter", "--entity-type", "topics", "--entity-default", "--add-config", "a=b"], "--entity-default"),
     (["--alter", "--entity-type", "brokers", "--entity-name", "x", "--add-config", "a=b"], "integer broker id"),
     (["--describe", "--topic", "t", "--add-config", "a=b"], "only be used with --alter"),
@@ -194,3 +197,38 @@ def test_user_names_are_sanitized_in_znodes(cluster: LocalCluster) -> None:
     described = configs("--bootstrap-server", cluster.bootstrap_servers, "--describe", "--entity-type", "users")
     assert f"SCRAM credential configs for user-principal '{user}' are SCRAM-SHA-256=iterations=4096" \
         in described.stdout.splitlines()
+
+
+def test_client_quotas_over_zookeeper(cluster: LocalCluster) -> None:
+    """Kafka 2.8's --zookeeper path for quotas: the znodes and notifications the bootstrap path
+    writes too, its own output and refusals."""
+    zk = ["--zookeeper", cluster.zookeeper_connect]
+    client, user = f"app-{uuid.uuid4().hex[:6]}", f"carol-{uuid.uuid4().hex[:6]}"
+    done = configs(*zk, "--alter", "--entity-type", "users", "--entity-name", user, "--entity-type", "clients",
+                   "--entity-name", client, "--add-config", "producer_byte_rate=2048,request_percentage=12.5")
+    assert (done.returncode, done.stdout) == (0, f"Completed updating config for entity: user-principal '{user}', "
+                                                 f"client-id '{client}'.\n"), done.stderr
+    assert znode(cluster, f"/config/users/{user}/clients/{client}") == {
+        "version": 1, "config": {"producer_byte_rate": "2048", "request_percentage": "12.5"}}
+    changes = cluster.zk_client().get_children("/config/changes")
+    assert json.dumps({"version": 2, "entity_path": f"users/{user}/clients/{client}"}, separators=(",", ":")).encode() \
+        in [cluster.zk_client().get(f"/config/changes/{c}")[0] for c in changes]
+    done = configs(*zk, "--alter", "--client-defaults", "--add-config", "consumer_byte_rate=4096")
+    assert done.stdout == "Completed updating config for entity: default client-id.\n", done.stderr
+    described = configs(*zk, "--describe", "--entity-type", "users", "--entity-name", user, "--entity-type", "clients")
+    assert described.stdout == f"Configs for user-principal '{user}', client-id '{client}' are " \
+                               "producer_byte_rate=2048,request_percentage=12.5\n"
+    assert "Configs for default client-id are consumer_byte_rate=4096\n" in configs(
+        *zk, "--describe", "--entity-type", "clients").stdout
+    # The broker's view, over the Kafka protocol.
+    assert configs("--bootstrap-server", cluster.bootstrap_servers, "--describe", "--entity-type", "users",
+                   "--entity-name", user, "--entity-type", "clients").stdout == (
+        f"Quota configs for user-principal '{user}', client-id '{client}' are producer_byte_rate=2048.0, "
+        "request_percentage=12.5\n")
+    bad = configs(*zk, "--alter", "--entity-type", "clients", "--entity-name", client, "--add-config",
+                  "producer_byte_rate=1.5")
+    assert bad.returncode == 1
+    assert "Invalid value 1.5 for configuration producer_byte_rate: Not a number of type LONG" in bad.stderr
+    assert cluster.zk_client().exists(f"/config/clients/{client}") is None
+    done = configs(*zk, "--alter", "--client-defaults", "--delete-config", "consumer_byte_rate")
+    assert done.returncode == 0 and znode(cluster, "/config/clients/<default>")["config"] == {}

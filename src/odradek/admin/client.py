@@ -155,12 +155,17 @@ class AdminConnection:
         """Send ``build_body(module, version)`` (module: kio's request classes of the
         negotiated version) and return the response (read as ``response_type`` if given,
         else with kio's schema of that version)."""
+        conn = await self._controller_connection() if controller else self._conn
+        assert conn is not None
+        return await self.send_on(conn, api_key, build_body, timeout_ms=timeout_ms, response_type=response_type)
+
+    async def send_on(self, conn: BrokerConnection, api_key: int, build_body: Any, *,
+                      timeout_ms: int = ADMIN_TIMEOUT_MS, response_type: Any = None) -> Any:
+        """:meth:`request` on a connection of the caller's (to a broker it chose)."""
         version = self.version(api_key)
         request_cls = load_request_schema(api_key, version)
         body = build_body(sys.modules[request_cls.__module__], version)
         response_cls = response_type or load_response_schema(api_key, version)
-        conn = await self._controller_connection() if controller else self._conn
-        assert conn is not None
         return await conn.send(body, response_cls, timeout_s=timeout_ms / 1000 + _RESPONSE_SLACK_S)
 
     async def _controller_connection(self) -> BrokerConnection:

@@ -1,5 +1,6 @@
-"""``odradek configs``: kafka-configs.sh (Kafka 2.8's ConfigCommand) for topics, brokers and
-users (SCRAM credentials), without the printing.
+"""``odradek configs``: kafka-configs.sh (Kafka 2.8's ConfigCommand) for topics, brokers,
+users (SCRAM credentials and quotas) and clients (quotas), without the printing; the quotas'
+own part is :mod:`odradek.admin.client_quotas`.
 
 Over ZooKeeper (``--zookeeper``) the command reads and replaces ``/config/<type>/<entity>`` and
 writes the ``/config/changes`` notification, as ConfigCommand.alterConfigWithZk: user configs
@@ -20,11 +21,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from odradek.admin.client import AdminConnection
+from odradek.admin.client_quotas import (
+    USERS,
+    EntityPart,
+    alter_quotas_over_bootstrap,
+    check_quota_alteration,
+    describe_quotas_over_bootstrap,
+    is_quota_alteration,
+)
 from odradek.config import ConfigError, validate_dynamic_broker_config
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode, KafkaError, for_code
 from odradek.protocol.messages import build
-from odradek.security.scram import MECHANISMS, MIN_ITERATIONS, ScramCredential, salted_password
+from odradek.security.scram import MIN_ITERATIONS, ScramCredential, salted_password
 from odradek.zk.admin_zk_client import AdminZkClient
 from odradek.zk.client import KafkaZkClient
 from odradek.zk.zk_data import ConfigEntityZNode, desanitize_entity_name, sanitize_entity_name
@@ -35,14 +44,16 @@ __all__ = [
     "ConfigsAdminConnection",
     "alter_over_bootstrap",
     "alter_over_zookeeper",
+    "alter_users_and_clients_over_bootstrap",
     "describe_over_bootstrap",
     "describe_over_zookeeper",
+    "describe_users_and_clients_over_bootstrap",
     "parse_add_config",
     "parse_delete_config",
     "scram_iterations_and_password",
 ]
 
-ENTITY_TYPES = ("topics", "brokers", "users")
+ENTITY_TYPES = ("topics", "brokers", "users", "clients")
 DEFAULT_SCRAM_ITERATIONS = 4096  # ConfigCommand.DefaultScramIterations
 _MECHANISM_CODES = {"SCRAM-SHA-256": 1, "SCRAM-SHA-512": 2}
 _TOPIC, _BROKER = 2, 4  # ConfigResource.Type
@@ -145,10 +156,7 @@ async def alter_over_zookeeper(zk: KafkaZkClient, entity: ConfigEntity, to_add: 
     refused = (f"--bootstrap-server option must be specified to update {entity.entity_type} configs: "
                f"{{add: {dict(to_add)}, delete: {list(to_delete)}}}")
     to_add = dict(to_add)
-    if entity.entity_type == "users":
-        if any(key not in MECHANISMS for key in (*to_add, *to_delete)):
-            raise ConfigCommandError(f"{refused}. User configuration updates using ZooKeeper are only supported "
-                                     "for SCRAM credential updates.")
+    if entity.entity_type == "users":  # SCRAM credentials (quotas: client_quotas.alter_quotas_over_zookeeper)
         for mechanism, value in to_add.items():
             iterations, password = scram_iterations_and_password(mechanism, value)
             try:
@@ -196,13 +204,16 @@ async def _require_brokers_down(zk: KafkaZkClient, entity: ConfigEntity, refused
 # --- The Kafka protocol ----------------------------------------------------------------------------
 
 class ConfigsAdminConnection(AdminConnection):
-    """An AdminConnection that speaks the SCRAM credential APIs too."""
+    """An AdminConnection that speaks the SCRAM credential and client quota APIs too."""
 
     max_versions = {**AdminConnection.max_versions, ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: 0,
-                    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: 0}
+                    ApiKey.ALTER_USER_SCRAM_CREDENTIALS: 0, ApiKey.DESCRIBE_CLIENT_QUOTAS: 1,
+                    ApiKey.ALTER_CLIENT_QUOTAS: 1}
     api_names = {**AdminConnection.api_names,
                  ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS: "DescribeUserScramCredentials",
-                 ApiKey.ALTER_USER_SCRAM_CREDENTIALS: "AlterUserScramCredentials"}
+                 ApiKey.ALTER_USER_SCRAM_CREDENTIALS: "AlterUserScramCredentials",
+                 ApiKey.DESCRIBE_CLIENT_QUOTAS: "DescribeClientQuotas",
+                 ApiKey.ALTER_CLIENT_QUOTAS: "AlterClientQuotas"}
 
 
 def _raise_for(code: int, message: str | None) -> None:
@@ -232,10 +243,7 @@ async def _describe_resource(admin: AdminConnection, entity: ConfigEntity, name:
 
 
 async def describe_over_bootstrap(admin: AdminConnection, entity: ConfigEntity, echo: Callable[[str], None]) -> None:
-    """ConfigCommand.describeResourceConfig / describeUserScramCredentials (``--bootstrap-server``)."""
-    if entity.entity_type == "users":
-        await _describe_users(admin, entity, echo)
-        return
+    """ConfigCommand.describeResourceConfig (``--bootstrap-server``) for topics and brokers."""
     if entity.name is not None:
         names = [entity.name]
     elif entity.entity_type == "topics":
@@ -273,25 +281,22 @@ async def _describe_users(admin: AdminConnection, entity: ConfigEntity, echo: Ca
 
 async def alter_over_bootstrap(admin: AdminConnection, entity: ConfigEntity, to_add: Mapping[str, str],
                                to_delete: Sequence[str], echo: Callable[[str], None]) -> None:
-    """ConfigCommand.alterConfig (``--bootstrap-server``)."""
+    """ConfigCommand.alterConfig (``--bootstrap-server``) for topics and brokers."""
     assert entity.name is not None
-    if entity.entity_type == "users":
-        await _alter_users(admin, entity.name, to_add, to_delete)
-    else:
-        current = {c.name for c in await _describe_resource(admin, entity, entity.name)}
-        missing = [key for key in to_delete if key not in current]
-        if missing:
-            raise ConfigCommandError(f"Invalid config(s): {','.join(missing)}")
-        resource_type, resource_name = _resource(entity, entity.name)
-        ops = [(k, _SET, v) for k, v in to_add.items()] + [(k, _DELETE, None) for k in to_delete]
+    current = {c.name for c in await _describe_resource(admin, entity, entity.name)}
+    missing = [key for key in to_delete if key not in current]
+    if missing:
+        raise ConfigCommandError(f"Invalid config(s): {','.join(missing)}")
+    resource_type, resource_name = _resource(entity, entity.name)
+    ops = [(k, _SET, v) for k, v in to_add.items()] + [(k, _DELETE, None) for k in to_delete]
 
-        def body(m: types.ModuleType, version: int) -> Any:
-            return build(m.IncrementalAlterConfigsRequest, validate_only=False, resources=(build(
-                m.AlterConfigsResource, resource_type=resource_type, resource_name=resource_name, configs=tuple(
-                    build(m.AlterableConfig, name=k, config_operation=op, value=v) for k, op, v in ops)),))
+    def body(m: types.ModuleType, version: int) -> Any:
+        return build(m.IncrementalAlterConfigsRequest, validate_only=False, resources=(build(
+            m.AlterConfigsResource, resource_type=resource_type, resource_name=resource_name, configs=tuple(
+                build(m.AlterableConfig, name=k, config_operation=op, value=v) for k, op, v in ops)),))
 
-        result = (await admin.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, body)).responses[0]
-        _raise_for(result.error_code, result.error_message)
+    result = (await admin.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, body)).responses[0]
+    _raise_for(result.error_code, result.error_message)
     if entity.is_default:
         echo(f"Completed updating default config for {entity.entity_type} in the cluster.")
     else:
@@ -299,10 +304,7 @@ async def alter_over_bootstrap(admin: AdminConnection, entity: ConfigEntity, to_
 
 
 async def _alter_users(admin: AdminConnection, user: str, to_add: Mapping[str, str], to_delete: Sequence[str]) -> None:
-    unknown = [key for key in (*to_add, *to_delete) if key not in MECHANISMS]
-    if unknown:
-        raise ConfigCommandError(f"Only SCRAM credentials can be set for users: {','.join(unknown)} "
-                                 f"(expected {' or '.join(MECHANISMS)})")
+    """A user's SCRAM credentials (the password salted here, never sent)."""
     upsertions = []
     for mechanism, value in to_add.items():
         iterations, password = scram_iterations_and_password(mechanism, value)
@@ -319,3 +321,30 @@ async def _alter_users(admin: AdminConnection, user: str, to_add: Mapping[str, s
 
     for result in (await admin.controller_request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, body)).results:
         _raise_for(result.error_code, result.error_message)
+
+
+async def describe_users_and_clients_over_bootstrap(admin: AdminConnection, parts: Sequence[EntityPart],
+                                                    echo: Callable[[str], None]) -> None:
+    """ConfigCommand.describeClientQuotaAndUserScramCredentialConfigs: the quota lines, then
+    (users alone, not the default) the SCRAM credential lines."""
+    await describe_quotas_over_bootstrap(admin, parts, echo)
+    if [t for t, _ in parts] == [USERS] and parts[0][1] != "":
+        await _describe_users(admin, ConfigEntity(USERS, parts[0][1]), echo)
+
+
+async def alter_users_and_clients_over_bootstrap(admin: AdminConnection, parts: Sequence[EntityPart],
+                                                 to_add: Mapping[str, str], to_delete: Sequence[str],
+                                                 echo: Callable[[str], None]) -> None:
+    """ConfigCommand.alterConfig for users and clients: quotas (AlterClientQuotas) or a user's
+    SCRAM credentials (AlterUserScramCredentials), never both at once."""
+    check_quota_alteration(parts, to_add, to_delete)
+    head_type, head_name = parts[0]
+    if is_quota_alteration(parts, to_add, to_delete):
+        await alter_quotas_over_bootstrap(admin, parts, to_add, to_delete)
+    else:
+        assert head_name
+        await _alter_users(admin, head_name, to_add, to_delete)
+    if head_name:
+        echo(f"Completed updating config for {head_type[:-1]} {head_name}.")
+    else:
+        echo(f"Completed updating default config for {head_type} in the cluster.")

@@ -20,6 +20,10 @@ User configs (Kafka's UserConfigHandler): every ``/config/users/<user>`` is read
 and again on each ``users/<user>`` notification, and handed to the ``on_user_config``
 callback with the user's name desanitized (the broker's SCRAM credential cache).
 
+Client quotas (Kafka's UserConfigHandler and ClientIdConfigHandler): every ``users/<user>``,
+``users/<user>/clients/<client>`` and ``clients/<client>`` entity is read at start-up and again
+on its notification, and handed to the ``on_quota_config`` callback (the quota managers).
+
 A topic whose config turns ``unclean.leader.election.enable`` on is handed to the
 ``enable_unclean_election`` callback (Kafka's TopicConfigHandler calls
 KafkaController.enableTopicUncleanLeaderElection): the server passes the controller's, which
@@ -39,9 +43,12 @@ from odradek.broker.change_notifications import (
     purge_executed,
     sequence_number,
 )
+from odradek.broker.quota.quota_config import QUOTA_KEYS
 from odradek.config import TOPIC_CONFIG, ConfigError, KafkaConfig, validate_dynamic_broker_config
 from odradek.zk.client import KafkaZkClient
+from odradek.zk.client_quotas import read_client_quota_entities
 from odradek.zk.zk_data import (
+    ClientQuotaEntity,
     ConfigEntityChangeNotificationSequenceZNode,
     ConfigEntityChangeNotificationZNode,
     ConfigEntityTypeZNode,
@@ -61,6 +68,7 @@ __all__ = ["DynamicConfigManager"]
 TOPICS = "topics"
 BROKERS = "brokers"
 USERS = "users"
+CLIENTS = "clients"
 _UNCLEAN = "unclean.leader.election.enable"
 
 
@@ -77,11 +85,16 @@ def _no_user_op(_user: str, _config: dict[str, str]) -> None:
     pass
 
 
+def _no_quota_op(_entity: ClientQuotaEntity, _config: dict[str, str]) -> None:
+    pass
+
+
 class DynamicConfigManager:
     def __init__(self, zk: KafkaZkClient, config: KafkaConfig, log_manager: LogManager,
                  enable_unclean_election: Callable[[str], None], *,
                  on_broker_config: Callable[[KafkaConfig], None] = _no_op,
                  on_user_config: Callable[[str, dict[str, str]], None] = _no_user_op,
+                 on_quota_config: Callable[[ClientQuotaEntity, dict[str, str]], None] = _no_quota_op,
                  time_ms: Callable[[], int] = now_ms) -> None:
         self.zk = zk
         self.static_config = config
@@ -89,6 +102,7 @@ class DynamicConfigManager:
         self.config = config
         self.on_broker_config = on_broker_config
         self.on_user_config = on_user_config
+        self.on_quota_config = on_quota_config
         self.log_manager = log_manager
         self.enable_unclean_election = enable_unclean_election
         self._time_ms = time_ms
@@ -105,6 +119,8 @@ class DynamicConfigManager:
         await self._apply_broker_configs(at_startup=True)
         for user in await self.zk.get_children(ConfigEntityTypeZNode.path(USERS)) or []:
             await self._apply_user(user)
+        for entity, config in (await read_client_quota_entities(self.zk)).items():
+            self.on_quota_config(entity, config)
         # Only logs opened from disk need it; logs created later read their config themselves.
         with_config = set(await self.zk.get_children(ConfigEntityTypeZNode.path(TOPICS)) or [])
         topics = sorted({lg.topic for lg in self.log_manager.all_logs()} & with_config)
@@ -124,6 +140,7 @@ class DynamicConfigManager:
         numbered = sorted((seq, name) for name in children if (seq := notification_sequence(name)) is not None)
         changed: list[str] = []
         users_changed: list[str] = []
+        quotas_changed: list[ClientQuotaEntity] = []
         brokers_changed = False
         newest = self.last_executed
         for seq, name in numbered:
@@ -141,8 +158,11 @@ class DynamicConfigManager:
             if entity_type == TOPICS:
                 if entity not in changed:
                     changed.append(entity)
-            elif entity_type == USERS and "/" not in entity:  # users/<u>/clients/<c> are quotas
-                if entity not in users_changed:
+            elif entity_type in (USERS, CLIENTS):
+                quota_entity = ClientQuotaEntity.from_config_entity(entity_type, entity)
+                if quota_entity is not None and quota_entity not in quotas_changed:
+                    quotas_changed.append(quota_entity)
+                if entity_type == USERS and "/" not in entity and entity not in users_changed:
                     users_changed.append(entity)
             elif entity_type == BROKERS and entity in (ConfigEntityZNode.DEFAULT, str(self.static_config.broker_id)):
                 brokers_changed = True
@@ -155,6 +175,8 @@ class DynamicConfigManager:
             await self._apply_topic(topic)
         for user in users_changed:
             await self._apply_user(user)
+        for quota_entity in quotas_changed:
+            await self._apply_quota(quota_entity)
         self.last_executed = newest
         await purge_executed(self.zk, ConfigEntityChangeNotificationZNode.path,
                              [name for seq, name in numbered if seq <= newest], self._time_ms())
@@ -195,6 +217,13 @@ class DynamicConfigManager:
         user = desanitize_entity_name(entity)
         self.on_user_config(user, config)
         log.info("Processed user config change for %s: %s", user, sorted(config))
+
+    async def _apply_quota(self, entity: ClientQuotaEntity) -> None:
+        """A quota entity's config changed: hand it on (the quota managers take its quota keys)."""
+        config = await self.zk.get_entity_config(*entity.config_entity()) or {}
+        self.on_quota_config(entity, config)
+        quotas = {key: value for key, value in config.items() if key in QUOTA_KEYS}  # not the SCRAM credentials
+        log.info("Processed client quota change for %s: %s", "/".join(entity.config_entity()), quotas)
 
     async def _apply_topic(self, topic: str) -> None:
         """A topic's config changed: apply it (Kafka's TopicConfigHandler)."""

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from odradek.broker.fetch_session import FetchSessionCache
     from odradek.broker.group.coordinator import GroupCoordinator
     from odradek.broker.metadata_cache import MetadataCache
+    from odradek.broker.quota.quota_managers import QuotaManagers
     from odradek.broker.replica_manager import ReplicaManager
     from odradek.broker.transaction.coordinator import TransactionCoordinator
     from odradek.config import KafkaConfig
@@ -36,6 +37,7 @@ __all__ = [
     "AclStore",
     "AclsContext",
     "AuthorizingContext",
+    "ClientQuotasContext",
     "ConfigStore",
     "ConfigsContext",
     "ControlContext",
@@ -105,7 +107,8 @@ class ConfigStore(Protocol):
 
 @runtime_checkable
 class UserConfigStore(Protocol):
-    """``/config/users``, where SCRAM credentials live (KafkaZkClient)."""
+    """``/config/users`` and ``/config/clients``, where SCRAM credentials and client quotas live
+    (KafkaZkClient)."""
 
     async def get_children(self, path: str) -> list[str] | None: ...
 
@@ -178,6 +181,7 @@ class ProduceFetchContext(AuthorizingContext, Protocol):
 
     replica_manager: ReplicaManager
     fetch_sessions: FetchSessionCache
+    quotas: QuotaManagers  # a consumer's fetch records its bytes (apis/fetch.py)
 
 
 @runtime_checkable
@@ -278,6 +282,14 @@ class ScramContext(AuthorizingContext, Protocol):
 
 
 @runtime_checkable
+class ClientQuotasContext(AuthorizingContext, Protocol):
+    """DescribeClientQuotas, AlterClientQuotas (any broker)."""
+
+    @property
+    def zk(self) -> UserConfigStore: ...
+
+
+@runtime_checkable
 class ControlContext(AuthorizingContext, Protocol):
     """What brokers and the controller send each other: LeaderAndIsr, StopReplica,
     UpdateMetadata, ControlledShutdown, AlterPartition."""
@@ -301,4 +313,4 @@ class LogDirsContext(AuthorizingContext, Protocol):
 # Every family; the broker (and a fake standing in for it) satisfies each.
 FAMILIES: tuple[type, ...] = (ProduceFetchContext, MetadataContext, TopicAdminContext, ConfigsContext,
                               GroupsContext, TransactionsContext, FindCoordinatorContext, AclsContext,
-                              ScramContext, ControlContext, LogDirsContext)
+                              ScramContext, ClientQuotasContext, ControlContext, LogDirsContext)

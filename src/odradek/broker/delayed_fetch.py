@@ -28,6 +28,9 @@ class FetchPartitionResult:
     aborted_transactions: tuple[tuple[int, int], ...] | None = None
     # KIP-392: the replica the consumer should fetch from instead (no records then); -1: none
     preferred_read_replica: int = -1
+    # KIP-595: (epoch, end offset) where the follower's log diverged from this leader's (no
+    # records then); None: it did not
+    diverging_epoch: tuple[int, int] | None = None
 
     @property
     def size(self) -> int:
@@ -41,6 +44,7 @@ class FetchPartitionRequest:
     fetch_offset: int
     max_bytes: int
     current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1  # v12: the epoch of the fetcher's last batch
 
 
 class DelayedFetch(DelayedOperation):

@@ -56,9 +56,9 @@ class CachedPartition:
 
     def must_respond(self, result: FetchPartitionResult) -> bool:
         """Kafka's CachedPartition.maybeUpdateResponseData: include the partition when it has
-        records, an error, a preferred read replica (KIP-392), or news of its offsets; remember
+        records, an error, a preferred read replica (KIP-392), a diverging epoch, or news of its offsets; remember
         what was said."""
-        respond = bool(result.regions) or result.preferred_read_replica >= 0
+        respond = bool(result.regions) or result.preferred_read_replica >= 0 or result.diverging_epoch is not None
         if result.error != ErrorCode.none:
             self.high_watermark = -1  # so the partition is sent again once the error is gone
             return True

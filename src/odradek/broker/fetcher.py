@@ -306,6 +306,11 @@ class ReplicaFetcher:
         assert lg is not None
         if lg.log_end_offset != offset or p.needs_truncation:
             return  # truncated meanwhile
+        if pd.diverged:
+            # The leader says our last fetched epoch ends below our log end (a Kafka leader
+            # checks it on every fetch): truncate by OffsetForLeaderEpoch, then fetch again.
+            p.needs_truncation = True
+            return
         error = _error_code(pd.error_code)
         if error == ErrorCode.none:
             if pd.records:

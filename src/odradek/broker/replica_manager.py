@@ -64,6 +64,7 @@ from odradek.zk.zk_data import uuid_to_topic_id
 
 if TYPE_CHECKING:
     from odradek.config import KafkaConfig
+    from odradek.log.log import Log
     from odradek.log.log_manager import LogManager
     from odradek.security.client import ClientSecurity
 
@@ -611,8 +612,8 @@ class ReplicaManager:
             return results
         total = 0
         for r in results.values():
-            if r.error != ErrorCode.none:
-                return results
+            if r.error != ErrorCode.none or r.diverging_epoch is not None:
+                return results  # the fetcher is to act on it now
             total += r.size
         if total >= min_bytes:
             return results
@@ -655,6 +656,15 @@ class ReplicaManager:
                 results[tp] = FetchPartitionResult(ErrorCode.not_leader_or_follower)
                 continue
             lso = lg.last_stable_offset
+            if follower and r.last_fetched_epoch >= 0 and (
+                    r.last_fetched_epoch != lg.latest_epoch or r.fetch_offset > lg.log_end_offset):
+                diverging = _diverging_epoch(lg, r.last_fetched_epoch, r.fetch_offset)
+                if diverging is not None:
+                    # Kafka's Partition.fetchRecords: no records, and the follower's position
+                    # is not recorded until it has truncated.
+                    results[tp] = FetchPartitionResult(ErrorCode.none, lg.high_watermark, lg.log_start_offset, (),
+                                                       lso, diverging_epoch=diverging)
+                    continue
             if selecting and p.is_leader:
                 preferred = self.preferred_read_replica(p, client_rack or "", r.fetch_offset, now)
                 if preferred >= 0:
@@ -830,3 +840,13 @@ class ReplicaManager:
         for tp in woken:
             self.fetch_purgatory.check_and_complete(tp)
 
+
+def _diverging_epoch(lg: Log, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:
+    """KIP-595's check of a follower's Fetch v12+ (Kafka does it when the fetch names its last
+    fetched epoch): where that epoch ends in this log, ``(epoch, end offset)``, when it ends
+    below the fetch offset or is not known here (the follower must truncate there); None
+    when the follower's log agrees with this one."""
+    epoch, end = lg.end_offset_for_epoch(last_fetched_epoch)
+    if epoch < last_fetched_epoch or end < fetch_offset:
+        return epoch, end
+    return None

@@ -25,6 +25,8 @@ from odradek.broker.listener_security import ListenerSecurityError, listener_sec
 from odradek.broker.log_dir_failure_handler import LogDirFailureHandler
 from odradek.broker.metadata_cache import MetadataCache
 from odradek.broker.producer_id_manager import ProducerIdManager
+from odradek.broker.quota.quota_managers import QuotaManagers
+from odradek.broker.quota.throttling import handle_with_quotas
 from odradek.broker.replica_manager import ReplicaManager
 from odradek.broker.transaction.coordinator import TransactionCoordinator
 from odradek.broker.transaction.marker_channel import TransactionMarkerChannelManager
@@ -96,6 +98,8 @@ class KafkaServer:
             self.log_manager.failure_channel, self.replica_manager,
             lambda: self.zk.propagate_log_dir_event(self.broker_id), _halt)
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
+        # Client quotas (users/..., clients/... in ZooKeeper, through the config manager).
+        self.quotas = QuotaManagers.from_kafka_config(config)
         self.topic_admin = AdminZkClient(self.zk)
         self.producer_ids = ProducerIdManager(self.broker_id, self.zk)
         # Consumer groups: follows leadership of __consumer_offsets through the replica manager's hooks.
@@ -135,7 +139,8 @@ class KafkaServer:
         self.config_manager = DynamicConfigManager(self.zk, config, self.log_manager,
                                                    self.controller.enable_topic_unclean_leader_election,
                                                    on_broker_config=self.apply_broker_config,
-                                                   on_user_config=self.credential_cache.update)
+                                                   on_user_config=self.credential_cache.update,
+                                                   on_quota_config=self.quotas.update)
         self.broker_info: BrokerInfo | None = None
         self._started = False
         # Kafka's startProcessingRequests: the listener is bound early (its port goes into the
@@ -152,6 +157,8 @@ class KafkaServer:
             raise UnsupportedVersion(f"api key {request.api_key} version {request.api_version} is not supported")
         if not self.serving.is_set():
             return self._dispatch_once_serving(spec.handler, request)
+        if self.quotas.enabled:
+            return handle_with_quotas(self.quotas, spec.handler, self, request)
         return spec.handler(self, request)
 
     async def _dispatch_once_serving(self, handler: Any, request: Request) -> Response:

@@ -1,6 +1,6 @@
 """The ``odradek`` command and its subcommands, one module each: ``zookeeper``, ``broker``,
-``up``, ``lab``, ``topics``, ``configs``, ``acls``, ``transactions``, ``reassign-partitions``, ``log-dirs``,
-``dump-log``, ``delete-records``, ``get-offsets``, ``broker-api-versions``, ``console-producer``,
+``up``, ``lab``, ``topics``, ``configs``, ``consumer-groups``, ``acls``, ``transactions``, ``reassign-partitions``,
+``log-dirs``, ``dump-log``, ``delete-records``, ``get-offsets``, ``broker-api-versions``, ``console-producer``,
 ``console-consumer``, ``replica-verification``, ``perf`` and ``demo``.
 
 A subcommand's module is imported only when that subcommand runs (or help lists it): the
@@ -25,6 +25,7 @@ COMMANDS = {
     "lab": ("lab", "lab"),
     "topics": ("topics", "topics"),
     "configs": ("configs", "configs"),
+    "consumer-groups": ("consumer_groups", "consumer_groups"),
     "acls": ("acls", "acls"),
     "transactions": ("transactions", "transactions"),
     "reassign-partitions": ("reassign_partitions", "reassign_partitions"),

@@ -70,10 +70,14 @@ class CheckpointFile:
         write_atomically(self.path, text.encode())
 
     def _read_lines(self) -> list[list[str]]:
-        """Entries as lists of fields; [] if the file does not exist."""
+        """Entries as lists of fields; [] if the file does not exist or is empty (Kafka
+        creates a checkpoint file empty before its first write, as its cleaner's
+        ``cleaner-offset-checkpoint`` stays until something is cleaned)."""
         try:
             text = self.path.read_text()
         except FileNotFoundError:
+            return []
+        if not text:
             return []
         lines = text.split("\n")
         if lines and lines[-1] == "":

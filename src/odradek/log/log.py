@@ -637,10 +637,17 @@ class Log:
 
     def truncate_to(self, target_offset: int) -> bool:
         """Remove everything at or after ``target_offset`` (a follower diverged); returns
-        False if the log already ends at or before it."""
+        False if the log already ends at or before it. Either way the leader epochs that
+        start at or past the end go: a deposed leader records its epoch's start before it
+        writes anything, and that empty epoch would otherwise stay its last one, which its
+        new leader (asked by a Kafka 2.7+ follower's last fetched epoch) never had."""
         if target_offset < 0:
             raise ValueError(f"cannot truncate to a negative offset {target_offset}")
         if target_offset >= self._next_offset:
+            try:
+                self.leader_epoch_cache.truncate_from_end(self._next_offset)
+            except OSError as e:
+                raise self._storage_error("truncating the leader epochs of", e) from e
             return False
         if target_offset < self.segments[0].base_offset:
             self.truncate_fully_and_start_at(target_offset)

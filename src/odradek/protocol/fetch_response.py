@@ -29,7 +29,8 @@ _I32 = struct.Struct(">i")
 _PARTITION_HEAD = struct.Struct(">ihqq")  # partition, error, high watermark, last stable offset
 _I64 = struct.Struct(">q")
 _ABORTED = struct.Struct(">qq")  # producer id, first offset
-_NO_REPLICA = b"\xff\xff\xff\xff"  # preferred read replica: none (-1)
+_NO_REPLICA = b"\xff\xff\xff\xff"
+_EPOCH_END = struct.Struct(">iq")  # a diverging epoch: epoch, end offset  # preferred read replica: none (-1)
 
 
 @dataclass(slots=True)
@@ -44,6 +45,7 @@ class FetchedPartition:
     # read_committed fetches: (producer id, first offset) of each aborted transaction in range
     aborted_transactions: Sequence[tuple[int, int]] = ()
     preferred_read_replica: int = -1  # v11+ (KIP-392)
+    diverging_epoch: tuple[int, int] | None = None  # v12+ (KIP-595): (epoch, end offset), tag 0
 
 
 def encode_fetch_response(correlation_id: int, version: int, error_code: int, session_id: int,
@@ -87,7 +89,12 @@ def encode_fetch_response(correlation_id: int, version: int, error_code: int, se
                 parts.extend(p.chunks)
                 head = bytearray()
             if flexible:
-                head += b"\x00"  # partition tagged fields
+                diverging = p.diverging_epoch
+                if diverging is None:
+                    head += b"\x00"  # partition tagged fields
+                else:
+                    # One tagged field: DivergingEpoch (tag 0, 13 bytes: epoch, end offset, no tags).
+                    head += b"\x01\x00\x0d" + _EPOCH_END.pack(*diverging) + b"\x00"
         if flexible:
             head += b"\x00"  # topic tagged fields
     if flexible:

@@ -36,6 +36,7 @@ _REQUEST_PARTITION = struct.Struct(">iiqiqi")
 _RESPONSE_HEAD = struct.Struct(">ihi")
 # partition index, error code, high watermark, last stable offset, log start offset
 _RESPONSE_PARTITION = struct.Struct(">ihqqq")
+_DIVERGING_EPOCH_TAG = 0  # FetchResponse v12's PartitionData.DivergingEpoch
 _ABORTED_TXN_SIZE = 16  # producer id, first offset (then the entry's tagged fields)
 _PREFERRED_READ_REPLICA_SIZE = 4
 
@@ -111,8 +112,10 @@ class FollowerFetchPartition:
     """One partition of a FetchResponse v12, as much of it as a follower uses.
 
     ``records`` is a view into the response frame (None when the leader sent null).
-    Aborted transactions, the preferred read replica and the tagged fields (diverging
-    epoch, current leader, snapshot id) are skipped.
+    Aborted transactions, the preferred read replica and the tagged fields (current
+    leader, snapshot id) are skipped; of the diverging epoch (tag 0, KIP-595: the fetch's last
+    fetched epoch ends below its fetch offset on the leader) only its presence is kept, since
+    the follower truncates by OffsetForLeaderEpoch.
     """
 
     topic: str
@@ -122,6 +125,7 @@ class FollowerFetchPartition:
     last_stable_offset: int
     log_start_offset: int
     records: memoryview | None
+    diverged: bool = False
 
 
 def _malformed(what: str) -> MalformedResponseError:
@@ -129,14 +133,21 @@ def _malformed(what: str) -> MalformedResponseError:
 
 
 def _skip_tagged_fields(view: memoryview, pos: int, end: int) -> int:
+    return _skip_tagged_fields_seeing(view, pos, end)[0]
+
+
+def _skip_tagged_fields_seeing(view: memoryview, pos: int, end: int, wanted: int = -1) -> tuple[int, bool]:
+    """Past the tagged fields at ``pos``; and whether tag ``wanted`` was among them."""
     count, pos = read_uvarint(view, pos, end)
+    seen = False
     for _ in range(count):
-        _tag, pos = read_uvarint(view, pos, end)
+        tag, pos = read_uvarint(view, pos, end)
         size, pos = read_uvarint(view, pos, end)
         if size > end - pos:
             raise _malformed("truncated tagged field")
+        seen = seen or tag == wanted
         pos += size
-    return pos
+    return pos, seen
 
 
 def parse_follower_fetch_response(frame: bytes | bytearray | memoryview
@@ -202,9 +213,9 @@ def parse_follower_fetch_response(frame: bytes | bytearray | memoryview
                         raise _malformed(f"records of {size} bytes in {end - pos}")
                     records = view[pos:pos + size]
                     pos += size
-                pos = _skip_tagged_fields(view, pos, end)
+                pos, diverged = _skip_tagged_fields_seeing(view, pos, end, _DIVERGING_EPOCH_TAG)
                 partitions.append(FollowerFetchPartition(topic, index, error, high_watermark, last_stable,
-                                                         log_start, records))
+                                                         log_start, records, diverged))
             pos = _skip_tagged_fields(view, pos, end)  # topic
         _skip_tagged_fields(view, pos, end)  # response
     except VarintError as e:

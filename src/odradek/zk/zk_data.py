@@ -21,6 +21,7 @@ __all__ = [
     "BrokerIdZNode",
     "BrokerIdsZNode",
     "BrokerInfo",
+    "ClientQuotaEntity",
     "ClusterIdZNode",
     "ConfigEntityChangeNotificationSequenceZNode",
     "ConfigEntityChangeNotificationZNode",
@@ -413,6 +414,39 @@ class ConfigEntityChangeNotificationSequenceZNode:
         obj = _loads(data)
         entity_type, _, name = obj["entity_path"].partition("/")  # type: ignore[index]
         return entity_type, name
+
+
+@dataclass(frozen=True, slots=True)
+class ClientQuotaEntity:
+    """A client quota entity (KIP-546): a user, a client id, or one client id of one user.
+    Each part is its znode name (sanitized, :func:`sanitize_entity_name`), ``<default>`` for
+    the default entity, or None where the entity has no such part.  Its quotas live in the
+    config map of ``/config/users/<user>`` (beside the user's SCRAM credentials),
+    ``/config/users/<user>/clients/<client>`` or ``/config/clients/<client>``."""
+
+    user: str | None = None
+    client_id: str | None = None
+
+    def config_entity(self) -> tuple[str, str]:
+        """The (entity type, entity name) of its :class:`ConfigEntityZNode` and change notification."""
+        if self.user is None:
+            if self.client_id is None:
+                raise ValueError("a client quota entity names a user, a client id or both")
+            return "clients", self.client_id
+        if self.client_id is None:
+            return "users", self.user
+        return "users", f"{self.user}/clients/{self.client_id}"
+
+    @classmethod
+    def from_config_entity(cls, entity_type: str, entity_name: str) -> ClientQuotaEntity | None:
+        """The entity of a ``users/...`` or ``clients/...`` config entity (a notification's
+        entity path), or None for other entity types."""
+        if entity_type == "clients":
+            return cls(None, entity_name)
+        if entity_type != "users":
+            return None
+        user, sep, client_id = entity_name.partition("/clients/")
+        return cls(user, client_id if sep else None)
 
 
 # ----------------------------------------------------------------------------- admin

@@ -35,6 +35,8 @@ from odradek.broker.group.group_metadata_manager import GroupMetadataManager
 from odradek.broker.group.offsets_topic import ReplicatedOffsetsTopic
 from odradek.broker.group.scheduler import AsyncioScheduler
 from odradek.broker.metadata_cache import MetadataCache
+from odradek.broker.quota.quota_managers import QuotaManagers
+from odradek.broker.quota.throttling import handle_with_quotas
 from odradek.broker.replica_manager import PartitionVerifier, ReplicaManager
 from odradek.broker.transaction.coordinator import TransactionCoordinator
 from odradek.broker.transaction.state_manager import TransactionStateManager
@@ -44,6 +46,7 @@ from odradek.common import TopicPartition
 from odradek.config import KafkaConfig
 from odradek.controller.events import ControllerEvent
 from odradek.log.log_manager import LogManager, LogManagerConfig
+from odradek.net.kafka_channel import KafkaChannel
 from odradek.net.server import Request
 from odradek.protocol.errors import (
     TopicAlreadyExistsError,
@@ -64,15 +67,16 @@ from odradek.security.acls import (
     ResourceType,
 )
 from odradek.zk.acl_store import AclUpdateConflict
-from odradek.zk.zk_data import ConfigEntityTypeZNode, LeaderAndIsr, TopicZNode
+from odradek.zk.zk_data import ConfigEntityZNode, LeaderAndIsr, TopicZNode
 
-__all__ = ["BROKER_ID", "LISTENER", "OTHER_BROKER", "FakeBroker", "FakeConnection", "WithBroker", "decode_answer",
+__all__ = ["BROKER_ID", "CLIENT_ID", "LISTENER", "OTHER_BROKER", "FakeBroker", "FakeConnection", "WithBroker", "decode_answer",
            "run_with_broker"]
 
 BROKER_ID = 0
 OTHER_BROKER = 1  # leads what this broker follows; never alive, so nothing fetches from it
 LISTENER = "PLAINTEXT"
 _CORRELATION_ID = 7
+CLIENT_ID = "fake-client"
 R = TypeVar("R")
 
 # The with_broker fixture (conftest.py): with_broker(body, **options) runs body(broker).
@@ -80,7 +84,8 @@ WithBroker = Callable[..., Any]
 
 
 class FakeConnection:
-    """What handlers read of the connection a request came in on."""
+    """What handlers read of the connection a request came in on; ``channel`` is a real
+    KafkaChannel, which a quota's throttle mutes."""
 
     def __init__(self, principal: KafkaPrincipal = ANONYMOUS, client_host: str = "127.0.0.1") -> None:
         self.listener = LISTENER
@@ -89,9 +94,13 @@ class FakeConnection:
         self.principal = principal
         self.authenticator = None
         self.closed = False
+        self.channel = KafkaChannel(connection=self)
 
     def close(self) -> None:
         self.closed = True
+
+    def mute(self, until_ns: int) -> None:
+        self.channel.mute(until_ns)
 
 
 class FakeZk:
@@ -107,7 +116,13 @@ class FakeZk:
         return ZnodeStat(*([0] * len(ZnodeStat._fields)))
 
     async def get_children(self, path: str) -> list[str] | None:
-        return [entity for entity_type, entity in self.configs if path == ConfigEntityTypeZNode.path(entity_type)]
+        """The znodes below ``path`` that the stored configs imply (``users/alice/clients/app``
+        makes ``alice`` a child of ``/config/users``), as ZooKeeper would list them."""
+        prefix = path.rstrip("/") + "/"
+        children = {ConfigEntityZNode.path(entity_type, entity)[len(prefix):].split("/")[0]
+                    for entity_type, entity in self.configs
+                    if ConfigEntityZNode.path(entity_type, entity).startswith(prefix)}
+        return sorted(children) if children else None
 
     async def get_entity_config(self, entity_type: str, entity: str) -> dict[str, str] | None:
         config = self.configs.get((entity_type, entity))
@@ -277,6 +292,7 @@ class FakeBroker:
         self.replica_manager = ReplicaManager(BROKER_ID, self.config, self.metadata_cache, self.log_manager,
                                               broker_epoch=lambda: -1, txn_verifier=txn_verifier)
         self.fetch_sessions = FetchSessionCache(self.config["max.incremental.fetch.session.cache.slots"])
+        self.quotas = QuotaManagers.from_kafka_config(self.config)
         group_config = GroupConfig.from_kafka_config(self.config)
         self.group_coordinator = GroupCoordinator(group_config, GroupMetadataManager(group_config, ReplicatedOffsetsTopic(
             self.replica_manager, group_config.offsets_commit_timeout_ms, group_config.offsets_load_buffer_size)),
@@ -348,24 +364,28 @@ class FakeBroker:
     # ------------------------------------------------------------------ requests
 
     async def call(self, payload: Any, response_type: type[R], *, principal: KafkaPrincipal = ANONYMOUS,
-                   connection: FakeConnection | None = None) -> R:
+                   connection: FakeConnection | None = None, client_id: str = CLIENT_ID) -> R:
         """Hand ``payload`` to its handler as a connection would, and decode the answer."""
-        answer = self.send(payload, connection or FakeConnection(principal))
+        answer = self.send(payload, connection or FakeConnection(principal), client_id)
         if inspect.isawaitable(answer):
             answer = await answer
         return decode_answer(answer, response_type)
 
-    def send(self, payload: Any, connection: FakeConnection) -> object:
-        """Hand ``payload`` to its handler and return what it returns: a response, an awaitable
-        of one (a future a delayed operation completes, or a coroutine), or None (Produce with
-        acks=0)."""
-        return self.send_frame(encode_request(payload, _CORRELATION_ID, "fake-client")[4:], connection)
+    def send(self, payload: Any, connection: FakeConnection, client_id: str = CLIENT_ID) -> object:
+        """Hand ``payload`` to its handler (under the quotas, once one is set, as the server
+        dispatches) and return what it returns: a response, an awaitable of one (a future a
+        delayed operation completes, or a coroutine), or None (Produce with acks=0)."""
+        return self.send_frame(encode_request(payload, _CORRELATION_ID, client_id)[4:], connection)
 
     def send_frame(self, frame: bytes, connection: FakeConnection) -> object:
         """``send`` for a request frame (size prefix excluded) written by the caller: versions
         kio has no schema for (Produce v0-v2)."""
         header, body_offset = decode_request_header(frame)
-        return self._handlers[header.api_key].handler(self, Request(header, frame, body_offset, connection))  # type: ignore[arg-type]
+        handler = self._handlers[header.api_key].handler
+        request = Request(header, frame, body_offset, connection)
+        if self.quotas.enabled:
+            return handle_with_quotas(self.quotas, handler, self, request)
+        return handler(self, request)  # type: ignore[arg-type]
 
 
 def decode_answer(answer: object, response_type: type[R]) -> R:

@@ -43,6 +43,9 @@ class FakeLeader:
         self.fetch_error = ErrorCode.none
         self.garbled_fetches = 0  # how many Fetch answers to cut short (a malformed response)
         self.high_watermark = 0
+        # (epoch, end offset): a fetch past its end gets it as the diverging epoch (KIP-595),
+        # and OffsetForLeaderEpoch answers it from then on
+        self.diverging: tuple[int, int] | None = None
         self.records: dict[int, bytes] = {}
         self.asked_epochs: list[tuple[int, int]] = []  # (leader epoch asked about, current leader epoch)
         self.fetches: list[tuple[int, int]] = []  # (fetch offset, current leader epoch)
@@ -93,6 +96,12 @@ class FakeLeader:
         fetch_offset, current_leader_epoch = self.session_fetch
         self.fetches.append((fetch_offset, current_leader_epoch))
         records = self.records.get(fetch_offset) if self.fetch_error == ErrorCode.none else None
+        tagged = {}
+        if self.diverging is not None and fetch_offset > self.diverging[1]:
+            epoch, end = self.diverging
+            self.epochs[epoch] = self.diverging
+            tagged["diverging_epoch"] = build(fetch_resp.EpochEndOffset, epoch=epoch, end_offset=end)
+            records = b""
         if records is None:
             await asyncio.sleep(body.max_wait.total_seconds())  # the leader's long poll (DelayedFetch)
         answer = full or records is not None or self.fetch_error != ErrorCode.none \
@@ -104,7 +113,7 @@ class FakeLeader:
                                          fetch_resp.PartitionData, partition_index=0, error_code=self.fetch_error,
                                          high_watermark=self.high_watermark, last_stable_offset=self.high_watermark,
                                          log_start_offset=0, aborted_transactions=None, preferred_read_replica=-1,
-                                         records=records),)),) if answer else ()), correlation_id)
+                                         records=records, **tagged),)),) if answer else ()), correlation_id)
         if self.garbled_fetches:
             self.garbled_fetches -= 1
             cut = response[4:-3]
@@ -184,6 +193,21 @@ def test_truncates_a_diverged_tail_to_the_leaders_epoch_end_then_fetches_from_th
             assert leader.fetches[0] == (4, 3)
             assert changes == [f"Truncated partition {TOPIC}-0 to offset 4 (was 6) after OffsetForLeaderEpoch "
                                f"from leader {LEADER}"]
+
+    asyncio.run(scenario())
+
+
+def test_a_diverging_epoch_in_a_fetch_answer_truncates_by_asking_the_leader(logs: LogManager) -> None:
+    async def scenario() -> None:
+        lg = follower_log(logs, [(1, 3), (2, 3)])  # epoch 1: offsets 0-2, epoch 2: 3-5
+        leader = FakeLeader()
+        leader.epochs[2] = (2, 6)  # first the leader agrees (the truncation on becoming follower)...
+        leader.diverging = (2, 4)  # ...then its fetch answer says epoch 2 ended at 4 (a Kafka leader)
+        async with follow(leader, lg, leader_epoch=3) as (partition, _):
+            await leader.until(lambda: (4, 3) in leader.fetches)
+            assert [offset for offset, _ in leader.fetches] == [6, 4]
+            assert [asked for asked, _ in leader.asked_epochs] == [2, 2]
+            assert lg.log_end_offset == 4 and not partition.needs_truncation
 
     asyncio.run(scenario())
 

@@ -32,6 +32,13 @@ def test_reads_a_file_written_by_kafka(tmp_path: Path) -> None:
                                                  ("test-topic", 0): 42}
 
 
+def test_an_empty_file_is_an_empty_checkpoint(tmp_path: Path) -> None:
+    # Kafka 3.9 creates cleaner-offset-checkpoint empty and leaves it so until it cleans a log.
+    path = tmp_path / "cleaner-offset-checkpoint"
+    path.write_bytes(b"")
+    assert OffsetCheckpointFile(path).read() == {}
+
+
 @pytest.mark.parametrize("text", [
     "1\n0\n",  # unknown version
     "0\n2\ntopic 0 5\n",  # count mismatch

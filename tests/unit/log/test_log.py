@@ -271,6 +271,16 @@ def test_truncate_to(open_log: OpenLog) -> None:
     assert all_offsets(lg) == list(range(15))
 
 
+def test_truncating_at_the_end_drops_an_empty_last_epoch(open_log: OpenLog) -> None:
+    # A leader of epoch 2 that wrote nothing before it was deposed (Kafka's truncateTo does the same).
+    lg = open_log()
+    lg.append_as_leader(batch(3), leader_epoch=1)
+    lg.assign_epoch_start_offset(2, lg.log_end_offset)
+    assert lg.latest_epoch == 2
+    assert not lg.truncate_to(3)
+    assert lg.latest_epoch == 1 and lg.log_end_offset == 3
+
+
 def test_truncate_fully_and_start_at(open_log: OpenLog) -> None:
     lg = open_log()
     for _ in range(5):

@@ -478,7 +478,7 @@ def test_round_trip(payload: object) -> None:
 
 
 @given(st.one_of(leader_and_isr_requests, update_metadata_requests))
-@settings(max_examples=300)
+@settings(max_examples=100)
 def test_fast_writers_match_kio(payload: object) -> None:
     """The hand-written writers for the two big control requests produce kio's exact bytes."""
     buf = io.BytesIO()

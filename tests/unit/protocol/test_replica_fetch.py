@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime
 import random
 import struct
+from typing import Any
 
 import pytest
 from kio.schema.errors import ErrorCode
@@ -208,3 +209,17 @@ def test_unknown_tagged_fields_are_skipped() -> None:
     partitions = parse_follower_fetch_response(extended)[3]
     assert partitions[0].records is not None and bytes(partitions[0].records) == b"xyz"
     assert struct.unpack_from(">i", extended)[0] == 7
+
+
+def test_a_diverging_epoch_is_seen() -> None:
+    """The leader's DivergingEpoch (tag 0) marks the partition; other tags do not."""
+    def partition(**tagged: Any) -> fetch_resp.PartitionData:
+        return fetch_resp.PartitionData(
+            partition_index=0, error_code=ErrorCode.none, high_watermark=5, last_stable_offset=5, log_start_offset=0,
+            aborted_transactions=None, preferred_read_replica=-1, records=b"", **tagged)
+    frame = _frame(fetch_resp.FetchResponse(
+        throttle_time=datetime.timedelta(0), error_code=ErrorCode.none, session_id=0,
+        responses=(fetch_resp.FetchableTopicResponse(topic="t", partitions=(
+            partition(diverging_epoch=fetch_resp.EpochEndOffset(epoch=3, end_offset=42)),
+            partition(current_leader=fetch_resp.LeaderIdAndEpoch(leader_id=1, leader_epoch=4)))),)))
+    assert [p.diverged for p in parse_follower_fetch_response(frame)[3]] == [True, False]

@@ -15,7 +15,7 @@ __all__ = ["REGISTRY", "ApiSpec", "api", "load_handlers"]
 _MODULES = ("api_versions", "control", "metadata", "produce", "fetch", "offsets", "alter_partition",
             "init_producer_id", "admin_topics", "admin_configs", "describe_cluster", "groups", "offsets_commit",
             "txn_offset_commit", "transactions", "txn_markers", "describe_producers", "sasl", "acls",
-            "scram_credentials", "log_dirs")
+            "scram_credentials", "log_dirs", "client_quotas")
 
 
 def load_handlers() -> dict[int, ApiSpec]:

@@ -5,6 +5,11 @@ Requests are read and responses written by hand (``protocol.fetch_request``,
 ``protocol.fetch_response``), so record batches go out as file regions.  Version 7 and up
 may use fetch sessions (KIP-227, ``broker.fetch_session``): an incremental fetch reads every
 partition of its session and answers only those with news.
+
+A consumer under a ``consumer_byte_rate`` quota (Kafka's fetch quota) asks for at most what its
+quota allows in one quota window; its response's record bytes are recorded, and a response that
+takes it over the quota is not sent: the consumer gets an empty one carrying the throttle time
+(the session untouched, the bytes taken back) and its connection is muted for that time.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from odradek.broker.apis.authorization import cluster_authorized, unauthorized_n
 from odradek.broker.apis.registry import answer_when_done, api
 from odradek.broker.delayed_fetch import DelayedFetch, FetchPartitionRequest, FetchPartitionResult
 from odradek.broker.fetch_session import FetchContext
+from odradek.broker.quota.throttling import client_of, throttle
 from odradek.common import monotonic_ms
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
@@ -43,7 +49,7 @@ def handle_fetch(broker: ProduceFetchContext, request: Request) -> Response | as
     body = parse_fetch_request(request.frame, request.body_offset, version)
     correlation_id = request.header.correlation_id
     requests = [FetchPartitionRequest(p.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
-                                      p.current_leader_epoch) for p in body.partitions]
+                                      p.current_leader_epoch, p.last_fetched_epoch) for p in body.partitions]
     if version >= 7:  # fetch sessions (KIP-227)
         context = broker.fetch_sessions.new_context(body, requests, monotonic_ms())
         if context.error != ErrorCode.none:
@@ -65,12 +71,44 @@ def handle_fetch(broker: ProduceFetchContext, request: Request) -> Response | as
         return _encode(correlation_id, version, context, denied, {})
     # Fetch v11+ consumers send their rack (KIP-392): they may read from followers.
     client_rack = body.rack_id if version >= 11 and body.replica_id < 0 else None
+    max_bytes = body.max_bytes
+    quota_window_bytes = None
+    if broker.quotas.fetch.enabled and body.replica_id < 0:
+        quota_window_bytes = broker.quotas.fetch.max_value_in_quota_window(*client_of(request))
+        if quota_window_bytes is not None:
+            max_bytes = min(max_bytes, int(quota_window_bytes))
     outcome = broker.replica_manager.fetch_messages(
-        body.replica_id, body.max_wait_ms, body.min_bytes, body.max_bytes, allowed, body.isolation_level,
-        client_rack)
+        body.replica_id, body.max_wait_ms, body.min_bytes, max_bytes, allowed, body.isolation_level, client_rack)
+    if quota_window_bytes is not None:
+        return _under_fetch_quota(broker, request, context, denied, outcome)
     if not isinstance(outcome, DelayedFetch):
         return _encode(correlation_id, version, context, denied, outcome)
     return answer_when_done(outcome.future, lambda done: _encode(correlation_id, version, context, denied, done))
+
+
+def _under_fetch_quota(broker: ProduceFetchContext, request: Request, context: FetchContext, denied: set[str],
+                       outcome: dict[TopicPartition, FetchPartitionResult] | DelayedFetch
+                       ) -> Response | asyncio.Future[Response]:
+    """Kafka's fetch quota: the response's record bytes are recorded; one that takes the
+    consumer over its quota is replaced by an empty response carrying the throttle time (the
+    bytes taken back, the fetch session untouched), and the connection is muted."""
+    fetch_quota = broker.quotas.fetch
+    user, client_id = client_of(request)
+    correlation_id, version = request.header.correlation_id, request.api_version
+
+    def answer(done: dict[TopicPartition, FetchPartitionResult]) -> Response:
+        size = sum(result.size for result in done.values())
+        throttle_ms = fetch_quota.record(user, client_id, size)
+        if throttle_ms <= 0:
+            return _encode(correlation_id, version, context, denied, done)
+        fetch_quota.unrecord(user, client_id, size)
+        throttle(request, throttle_ms)
+        return encode_fetch_response(correlation_id, version, ErrorCode.none, context.session_id, [],
+                                     throttle_time_ms=throttle_ms)
+
+    if not isinstance(outcome, DelayedFetch):
+        return answer(outcome)
+    return answer_when_done(outcome.future, answer)
 
 
 def _encode(correlation_id: int, version: int, context: FetchContext, denied: set[str],
@@ -87,5 +125,5 @@ def _encode(correlation_id: int, version: int, context: FetchContext, denied: se
             r.partition, res.error, res.high_watermark, res.last_stable_offset, res.log_start_offset,
             res.regions, aborted_transactions_null=aborted is None and res.error not in _REFUSED_BEFORE_READING,
             aborted_transactions=aborted or (),
-            preferred_read_replica=res.preferred_read_replica))
+            preferred_read_replica=res.preferred_read_replica, diverging_epoch=res.diverging_epoch))
     return encode_fetch_response(correlation_id, version, ErrorCode.none, context.session_id, list(topics.items()))

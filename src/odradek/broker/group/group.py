@@ -15,13 +15,13 @@ module stays free of I/O: the coordinator supplies them and the timers around th
 from __future__ import annotations
 
 import logging
-import struct
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Any
 
+from odradek.protocol.consumer_protocol import consumer_subscription_topics
 from odradek.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -369,7 +369,7 @@ class GroupMetadata:
         for member in self.members.values():
             try:
                 topics.update(consumer_subscription_topics(member.metadata(self.protocol_name)))
-            except (KeyError, ValueError, struct.error):
+            except (KeyError, ValueError):
                 return None
         return topics
 
@@ -496,22 +496,3 @@ class GroupMetadata:
             if now_ms - base >= retention_ms:
                 expired.append(tp)
         return expired
-
-
-def consumer_subscription_topics(metadata: bytes) -> list[str]:
-    """The topics of a ConsumerProtocolSubscription (any version: each starts with an int16
-    version, then the topic array; later fields are not needed here)."""
-    pos = 2
-    (count,) = struct.unpack_from(">i", metadata, pos)
-    pos += 4
-    if count < 0:
-        return []
-    topics = []
-    for _ in range(count):
-        (n,) = struct.unpack_from(">h", metadata, pos)
-        pos += 2
-        if n < 0 or pos + n > len(metadata):
-            raise ValueError("subscription topic runs past the end")
-        topics.append(metadata[pos:pos + n].decode("utf-8"))
-        pos += n
-    return topics

@@ -27,6 +27,8 @@ from kio.schema.list_groups.v3 import request as list_req
 from kio.schema.list_groups.v3 import response as list_resp
 from kio.schema.offset_commit.v8 import request as oc_req
 from kio.schema.offset_commit.v8 import response as oc_resp
+from kio.schema.offset_delete.v0 import request as od_req
+from kio.schema.offset_delete.v0 import response as od_resp
 from kio.schema.offset_fetch.v7 import request as of_req
 from kio.schema.offset_fetch.v7 import response as of_resp
 from kio.schema.offset_fetch.v8 import request as of8_req
@@ -171,5 +173,54 @@ def test_group_apis_need_their_acls(with_broker: WithBroker) -> None:
         beat = await b.call(hb_req.HeartbeatRequest(group_id="theirs", generation_id=i32(1), member_id="x"),
                             hb_resp.HeartbeatResponse, principal=ALICE)
         assert beat.error_code == E.group_authorization_failed
+
+    with_broker(body)
+
+
+async def offset_delete(b: FakeBroker, group: str, *partitions: tuple[str, int], **options: object
+                        ) -> tuple[E, list[tuple[str, int, E]]]:
+    by_topic: dict[str, list[int]] = {}
+    for t, p in partitions:
+        by_topic.setdefault(t, []).append(p)
+    response = await b.call(od_req.OffsetDeleteRequest(group_id=group, topics=tuple(
+        od_req.OffsetDeleteRequestTopic(name=t, partitions=tuple(
+            od_req.OffsetDeleteRequestPartition(partition_index=i32(p)) for p in ps)) for t, ps in by_topic.items())),
+        od_resp.OffsetDeleteResponse, **options)  # type: ignore[arg-type]
+    return response.error_code, [(t.name, p.partition_index, p.error_code) for t in response.topics
+                                 for p in t.partitions]
+
+
+async def commit(b: FakeBroker, group: str, topic: str, offset: int) -> None:
+    committed = await b.call(oc_req.OffsetCommitRequest(group_id=group, member_id="", topics=(
+        oc_req.OffsetCommitRequestTopic(name=topic, partitions=(
+            oc_req.OffsetCommitRequestPartition(partition_index=i32(0), committed_offset=i64(offset),
+                                                committed_metadata=""),)),)), oc_resp.OffsetCommitResponse)
+    assert [p.error_code for t in committed.topics for p in t.partitions] == [E.none]
+
+
+def test_offset_delete_errors(with_broker: WithBroker) -> None:
+    """OffsetDelete (KIP-496): NOT_COORDINATOR before the group's partition is led here,
+    GROUP_ID_NOT_FOUND, UNKNOWN_TOPIC_OR_PARTITION per partition, Delete on the group and Read on
+    each topic with an authorizer on, and the offsets gone after a success."""
+    async def body(b: FakeBroker) -> None:
+        assert await offset_delete(b, "g", ("t", 0)) == (E.not_coordinator, [])
+        await coordinator_ready(b)
+        await b.lead("t", [0])
+        await b.lead("u", [0])
+        assert await offset_delete(b, "nobody", ("t", 0)) == (E.group_id_not_found, [])
+        await commit(b, "g", "t", 5)
+        await commit(b, "g", "u", 6)
+        assert await offset_delete(b, "g", ("t", 0), ("t", 3), ("nope", 0)) == (
+            E.none, [("t", 0, E.none), ("t", 3, E.unknown_topic_or_partition),
+                     ("nope", 0, E.unknown_topic_or_partition)])
+        b.enable_authorizer()
+        assert await offset_delete(b, "g", ("u", 0), principal=ALICE) == (E.group_authorization_failed, [])
+        b.allow(ALICE, Operation.DELETE, ResourceType.GROUP, "g")
+        assert await offset_delete(b, "g", ("u", 0), principal=ALICE) == (
+            E.none, [("u", 0, E.topic_authorization_failed)])
+        b.allow(ALICE, Operation.READ, ResourceType.TOPIC, "u")
+        assert await offset_delete(b, "g", ("u", 0), principal=ALICE) == (E.none, [("u", 0, E.none)])
+        fetched = await b.call(of_req.OffsetFetchRequest(group_id="g", topics=None), of_resp.OffsetFetchResponse)
+        assert [t.name for t in fetched.topics] == []
 
     with_broker(body)

@@ -14,8 +14,8 @@ from odradek.broker.group.group import (
     JoinResult,
     MemberMetadata,
     OffsetAndMetadata,
-    consumer_subscription_topics,
 )
+from odradek.protocol.consumer_protocol import consumer_subscription_topics
 from odradek.protocol.errors import ErrorCode
 
 S = GroupState

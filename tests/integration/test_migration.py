@@ -1,0 +1,50 @@
+"""A Kafka cluster migrated to odradek by rolling restart and back (odradek.perf.migration), the
+short version of bench/migration_runner.py and of docs/DEPLOY.md's procedure: three Kafka 3.9
+brokers (inter.broker.protocol.version 2.8), each replaced by an odradek broker of the same id
+on the same log directory, then each back, with an acks=all idempotent producer and a consumer
+group running throughout."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from odradek.local.zookeeper import EmbeddedZooKeeper
+from odradek.perf.harness import create_topic_admin
+from odradek.perf.migration import MIGRATION_SETTINGS, MigrationRun, MixedCluster, round_trip_plan
+from support import unique_chroot
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1200)  # six replacements, three of them a JVM's start: 5-8 minutes on a loaded machine
+def test_kafka_to_odradek_and_back_by_rolling_restart(zookeeper: EmbeddedZooKeeper, tmp_path: Path) -> None:
+    # Small segments, so the brokers read and roll each other's segments, indexes and snapshots;
+    # few __consumer_offsets partitions, so the group coordinator's loads are short.
+    cluster = MixedCluster(tmp_path, 3, zookeeper_connect=unique_chroot(zookeeper, "migration"), overrides={
+        **MIGRATION_SETTINGS, "log.segment.bytes": "262144", "offsets.topic.num.partitions": "5"})
+    with cluster:
+        create_topic_admin(cluster.bootstrap_servers, "migration", 3, 3)
+        run = MigrationRun(cluster, round_trip_plan(list(cluster.brokers)), dwell_s=3, log=print)
+        run.run()
+        data = [Path(b.config_path.parent / "data") for b in cluster.brokers.values()]
+    report = run.migration
+    print(report.steps_table())
+    print(report.checker_table())
+    assert [(s.broker_id, s.after) for s in report.steps] == round_trip_plan([0, 1, 2])
+    assert all(s.isr_full_s is not None for s in report.steps), report.steps_table()
+    # With every broker odradek the controller is odradek's, and Kafka's at the end.
+    assert report.steps[2].controller.endswith("(odradek)") and report.steps[-1].controller.endswith("(kafka)")
+    assert report.durability.acknowledged > 1000
+    assert report.durability.vanished_reads == []
+    assert report.durability.divergent_replicas == []
+    assert report.group_commits > 0 and report.group_offsets_kept, report.checker_table()
+    # The files each kind left are the other's: every broker's log has more than one segment.
+    assert all(len(list((d / "migration-0").glob("*.log"))) > 1 for d in data)
+    # Every acknowledged record is in its partition, at the offset it was acknowledged at.
+    duplicated = {entry.split(" ")[0] for entry in report.durability.duplicated}
+    assert all(entry.split(" ")[0] in duplicated for entry in report.durability.lost), report.durability.lost[:5]
+    if duplicated:
+        # Seen in 1 complete run of 4: records written twice (docs/COMPATIBILITY.md, "An idempotent
+        # producer's epoch bumps"); not yet understood, so not yet fixed.
+        pytest.xfail(f"{len(duplicated)} records written twice, e.g. {report.durability.duplicated[:2]}")
