@@ -34,9 +34,11 @@ def unique_chroot(zookeeper: EmbeddedZooKeeper, prefix: str) -> str:
     return f"{zookeeper.connect_string}/{prefix}-{uuid.uuid4().hex[:12]}"
 
 
-def run_kafka_tool(project: str, main_class: str, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_kafka_tool(project: str, main_class: str, *args: str, timeout: float = 120,
+                   input: str | None = None) -> subprocess.CompletedProcess[str]:
     """One of Kafka's own command-line tools (``main_class``, e.g. ``kafka.admin.LogDirsCommand``)
-    from the jars of ``jvm/<project>`` (``kafka-2.8``, ...); the test is skipped without them."""
+    from the jars of ``jvm/<project>`` (``kafka-2.8``, ...), ``input`` on its stdin; the test is
+    skipped without them."""
     from odradek.local.zookeeper import find_java
     from odradek.perf.kafka_ref import KafkaRefError, jvm_classpath
 
@@ -44,8 +46,8 @@ def run_kafka_tool(project: str, main_class: str, *args: str, timeout: float = 1
         classpath = os.pathsep.join(map(str, jvm_classpath(project)))
     except KafkaRefError as e:
         pytest.skip(f"Kafka's jars are not here: {e}")
-    return subprocess.run([find_java(), "-cp", classpath, main_class, *args],
-                          capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+    return subprocess.run([find_java(), "-cp", classpath, main_class, *args], capture_output=True, text=True,
+                          timeout=timeout, input=input, stdin=None if input is not None else subprocess.DEVNULL)
 
 
 def run_odradek(*args: str, timeout: float = 120, env: dict[str, str] | None = None,

@@ -133,6 +133,11 @@ class AdminConnection:
         _raise_for(response.error_code, None, "ApiVersions")
         return {k.api_key: (k.min_version, k.max_version) for k in response.api_keys}
 
+    @property
+    def api_versions(self) -> dict[int, tuple[int, int]]:
+        """What the bootstrap broker's ApiVersions answer advertised: api key -> (min, max)."""
+        return dict(self._versions)
+
     def version(self, api_key: int) -> int:
         """The newest version both sides speak; AdminClientError if there is none."""
         low, high = self._versions.get(api_key, (0, -1))

@@ -24,6 +24,7 @@ from odradek.admin.hash_map_order import (
     java_topic_partition_hashcode,
     scala_hash_map_order,
 )
+from odradek.admin.kafka_errors import exception_class
 from odradek.broker.group.hashing import java_string_hashcode
 from odradek.common import TopicPartition
 from odradek.protocol.api_keys import ApiKey
@@ -37,10 +38,6 @@ __all__ = ["LogDirInfo", "LogDirsAdmin", "LogDirsCommandError", "ReplicaLogDirIn
 _MAX_VERSIONS = {**AdminConnection.max_versions, ApiKey.DESCRIBE_LOG_DIRS: 4, ApiKey.ALTER_REPLICA_LOG_DIRS: 2}
 _NAMES = {**AdminConnection.api_names, ApiKey.DESCRIBE_LOG_DIRS: "DescribeLogDirs",
           ApiKey.ALTER_REPLICA_LOG_DIRS: "AlterReplicaLogDirs"}
-# The Java exception a log directory's error code becomes in Kafka's admin client.
-_EXCEPTIONS = {ErrorCode.kafka_storage_error: "KafkaStorageException",
-               ErrorCode.unknown_server_error: "UnknownServerException",
-               ErrorCode.log_dir_not_found: "LogDirNotFoundException"}
 
 
 class LogDirsCommandError(Exception):
@@ -144,13 +141,6 @@ class LogDirsAdmin:
         return results
 
 
-def _exception_class(error: ErrorCode) -> str | None:
-    if error == ErrorCode.none:
-        return None
-    name = _EXCEPTIONS.get(error) or "".join(part.capitalize() for part in error.name.split("_")) + "Exception"
-    return f"org.apache.kafka.common.errors.{name}"
-
-
 def describe_output(queried: Sequence[int], described: Mapping[int, Sequence[LogDirInfo]],
                     topics: Iterable[str] = ()) -> list[str]:
     """kafka-log-dirs.sh --describe's lines, after the "Querying" one: the brokers asked (as
@@ -165,7 +155,7 @@ def describe_output(queried: Sequence[int], described: Mapping[int, Sequence[Log
             d = by_path[path]
             replicas = {r.topic_partition: r for r in d.replicas if not wanted or r.topic_partition.topic in wanted}
             log_dirs.append({
-                "logDir": path, "error": _exception_class(d.error),
+                "logDir": path, "error": exception_class(d.error),
                 "partitions": [{"partition": f"{tp.topic}-{tp.partition}", "size": replicas[tp].size,
                                 "offsetLag": replicas[tp].offset_lag, "isFuture": replicas[tp].is_future}
                                for tp in scala_hash_map_order(replicas, lambda tp: java_topic_partition_hashcode(*tp))]})

@@ -1,6 +1,7 @@
 """The ``odradek`` command and its subcommands, one module each: ``zookeeper``, ``broker``,
 ``up``, ``lab``, ``topics``, ``configs``, ``consumer-groups``, ``acls``, ``transactions``, ``reassign-partitions``,
-``log-dirs``, ``leader-election``, ``perf`` and ``demo``.
+``log-dirs``, ``leader-election``, ``dump-log``, ``delete-records``, ``get-offsets``, ``broker-api-versions``, ``console-producer``,
+``console-consumer``, ``replica-verification``, ``perf`` and ``demo``.
 
 A subcommand's module is imported only when that subcommand runs (or help lists it): the
 admin client and the protocol schemas alone take a third of a second to import, which every
@@ -30,6 +31,13 @@ COMMANDS = {
     "reassign-partitions": ("reassign_partitions", "reassign_partitions"),
     "log-dirs": ("log_dirs", "log_dirs"),
     "leader-election": ("leader_election", "leader_election"),
+    "dump-log": ("dump_log", "dump_log"),
+    "delete-records": ("delete_records", "delete_records"),
+    "get-offsets": ("get_offsets", "get_offsets"),
+    "broker-api-versions": ("broker_api_versions", "broker_api_versions"),
+    "console-producer": ("console_producer", "console_producer"),
+    "console-consumer": ("console_consumer", "console_consumer"),
+    "replica-verification": ("replica_verification", "replica_verification"),
     "perf": ("perf", "perf"),
     "demo": ("demo", "demo"),
 }

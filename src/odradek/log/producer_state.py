@@ -496,28 +496,7 @@ class ProducerStateManager:
         self._last_snapshot_offset = self.map_end_offset
 
     def _read_snapshot(self, offset: int) -> dict[int, ProducerStateEntry]:
-        data = self._snapshot_path(offset).read_bytes()
-        if len(data) < _SNAPSHOT_HEAD.size:
-            raise ValueError("snapshot is truncated")
-        version, crc, count = _SNAPSHOT_HEAD.unpack_from(data)
-        if version != _SNAPSHOT_VERSION:
-            raise ValueError(f"unknown snapshot version {version}")
-        if crc32c.crc32c(memoryview(data)[6:]) != crc:
-            raise ValueError("snapshot CRC mismatch")
-        if len(data) != _SNAPSHOT_HEAD.size + count * _SNAPSHOT_ENTRY.size:
-            raise ValueError("snapshot size does not match its entry count")
-        producers = {}
-        for pid, epoch, last_seq, last_offset, delta, ts, coordinator_epoch, txn_first in \
-                _SNAPSHOT_ENTRY.iter_unpack(data[_SNAPSHOT_HEAD.size:]):
-            entry = ProducerStateEntry(
-                pid, epoch, last_timestamp=ts, coordinator_epoch=coordinator_epoch,
-                current_txn_first_offset=txn_first if txn_first >= 0 else None)
-            if last_offset >= 0:
-                first_seq = (last_seq - delta) % (_INT32_MAX + 1)
-                entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset - delta,
-                                                   last_offset, ts))
-            producers[pid] = entry
-        return producers
+        return read_snapshot(self._snapshot_path(offset))
 
     def truncate_and_reload(self, log_start_offset: int, log_end_offset: int,
                             now_ms: int) -> int:
@@ -569,3 +548,30 @@ class ProducerStateManager:
             os.unlink(self._snapshot_path(offset))
         except FileNotFoundError:
             pass
+
+
+def read_snapshot(path: Path) -> dict[int, ProducerStateEntry]:
+    """The producers of one snapshot file, in file order (Kafka's
+    ``ProducerStateManager.readSnapshot``); ValueError with Kafka's message for a corrupt one."""
+    data = path.read_bytes()
+    if len(data) < _SNAPSHOT_HEAD.size:
+        raise ValueError("Snapshot failed schema validation: the file is truncated")
+    version, crc, count = _SNAPSHOT_HEAD.unpack_from(data)
+    if version != _SNAPSHOT_VERSION:
+        raise ValueError(f"Snapshot contained an unknown file version {version}")
+    computed = crc32c.crc32c(memoryview(data)[6:])
+    if computed != crc:
+        raise ValueError(f"Snapshot is corrupt (CRC is no longer valid). Stored crc: {crc}. Computed crc: {computed}")
+    if len(data) != _SNAPSHOT_HEAD.size + count * _SNAPSHOT_ENTRY.size:
+        raise ValueError("Snapshot failed schema validation: its size does not match its entry count")
+    producers = {}
+    for pid, epoch, last_seq, last_offset, delta, ts, coordinator_epoch, txn_first in \
+            _SNAPSHOT_ENTRY.iter_unpack(data[_SNAPSHOT_HEAD.size:]):
+        entry = ProducerStateEntry(
+            pid, epoch, last_timestamp=ts, coordinator_epoch=coordinator_epoch,
+            current_txn_first_offset=txn_first if txn_first >= 0 else None)
+        if last_offset >= 0:
+            first_seq = (last_seq - delta) % (_INT32_MAX + 1)
+            entry.batches.append(BatchMetadata(first_seq, last_seq, last_offset - delta, last_offset, ts))
+        producers[pid] = entry
+    return producers

@@ -368,15 +368,18 @@ def _read_bytes(buf: bytes, pos: int, end: int) -> tuple[bytes | None, int]:
     return buf[pos:pos + length], pos + length
 
 
-def decode_batch(batch: bytes | bytearray | memoryview) -> tuple[RecordBatchHeader, list[Record]]:
+def decode_batch(batch: bytes | bytearray | memoryview, *, verify_crc: bool = True
+                 ) -> tuple[RecordBatchHeader, list[Record]]:
     """Decode one whole batch (header, CRC check, decompression, records).
 
-    Not for the hot path: it costs Python work per record.
+    Not for the hot path: it costs Python work per record.  ``verify_crc=False`` reads the
+    records of a batch whose CRC does not match, as Kafka's DumpLogSegments does.
     """
     header = parse_header(batch)
     if header.size > len(batch):
         raise CorruptMessageError("record batch is truncated")
-    check_crc(batch, 0, header)
+    if verify_crc:
+        check_crc(batch, 0, header)
     payload = decompress(header.compression, memoryview(batch)[HEADER_SIZE:header.size])
     try:
         records = _decode_records(header, payload)
