@@ -31,7 +31,7 @@ from pathlib import Path
 
 from odradek.local.cluster import LocalCluster
 from odradek.perf.compaction import latencies, latency_stats
-from odradek.perf.harness import create_topic_zk
+from odradek.perf.harness import create_topic_zk, unwind_on_sigterm
 
 LATENCY_TOPIC = "latency"
 MODES = ("none", "loop", "alloc", "pread", "preadinto", "mmap")
@@ -106,4 +106,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    unwind_on_sigterm()
     main()

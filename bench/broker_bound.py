@@ -42,7 +42,7 @@ from pathlib import Path
 
 from odradek.local.cluster import LocalCluster
 from odradek.perf.baseline import BaselineCluster, checkout, in_turn, median_figures, ratio
-from odradek.perf.harness import TansuBroker, code_version, create_topic_admin
+from odradek.perf.harness import TansuBroker, code_version, create_topic_admin, unwind_on_sigterm
 from odradek.perf.load import RECORD_SIZE, run_clients
 from odradek.perf.sysstat import (
     USAGE_HEAD,
@@ -164,4 +164,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    unwind_on_sigterm()
     main()

@@ -25,6 +25,7 @@ from pathlib import Path
 from odradek.log.cleaner.cleaner import clean
 from odradek.log.cleaner.job import CleanJob, SegmentRef
 from odradek.log.segment import LOG_SUFFIX, filename_prefix
+from odradek.perf.harness import unwind_on_sigterm
 from odradek.protocol.records import encode_batch
 from odradek.protocol.varint import encode_varlong
 
@@ -131,4 +132,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    unwind_on_sigterm()
     main()

@@ -27,6 +27,7 @@ from odradek.perf.controller_scale import (
     wait_partition_states,
     wait_settled,
 )
+from odradek.perf.harness import unwind_on_sigterm
 
 
 def phase_times(log_path: Path) -> list[str]:
@@ -76,4 +77,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    unwind_on_sigterm()
     main()

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from odradek.local.cluster import ADMIN_PROPERTIES, LocalCluster
 from odradek.local.durability import DurabilityRun
+from odradek.perf.harness import unwind_on_sigterm
 
 
 def main() -> int:
@@ -77,4 +78,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    unwind_on_sigterm()
     sys.exit(main())

@@ -25,6 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from odradek.admin.topics import zookeeper_topic_service
+from odradek.perf.harness import unwind_on_sigterm
 from odradek.spark.flights import (
     flights_frame,
     load_flights,
@@ -98,4 +99,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    unwind_on_sigterm()
     sys.exit(main())

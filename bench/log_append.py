@@ -21,6 +21,7 @@ import crc32c
 
 from odradek.config import LogConfig
 from odradek.log.log import Log
+from odradek.perf.harness import unwind_on_sigterm
 from odradek.protocol.records import SimpleRecord, build_batch
 
 RECORD_SIZE = 100
@@ -93,4 +94,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    unwind_on_sigterm()
     main()

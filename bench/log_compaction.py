@@ -43,7 +43,7 @@ from odradek.perf.compaction import (
     set_topic_config,
     wait_cleaned,
 )
-from odradek.perf.harness import code_version, create_topic_zk
+from odradek.perf.harness import code_version, create_topic_zk, unwind_on_sigterm
 from odradek.perf.sysstat import process_cpu_seconds
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -167,4 +167,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    unwind_on_sigterm()
     sys.exit(main())

@@ -22,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from odradek.perf.harness import create_topic_admin
+from odradek.perf.harness import create_topic_admin, unwind_on_sigterm
 from odradek.perf.migration import MIGRATION_SETTINGS, MigrationRun, MixedCluster, round_trip_plan
 
 
@@ -62,4 +62,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    unwind_on_sigterm()
     sys.exit(main())

@@ -28,6 +28,7 @@ from pathlib import Path
 
 from odradek.local.lab import Lab, LabError, LabUnavailable
 from odradek.local.nemesis import FAULT_KINDS, NemesisRun, summarize
+from odradek.perf.harness import unwind_on_sigterm
 
 
 def main() -> int:
@@ -90,4 +91,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    unwind_on_sigterm()
     sys.exit(main())

@@ -62,6 +62,7 @@ from odradek.perf.harness import (
     run_perf,
     summarize_perf,
     summarize_speedscope,
+    unwind_on_sigterm,
 )
 from odradek.perf.sysstat import process_cpu_seconds
 
@@ -296,4 +297,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    unwind_on_sigterm()
     main()

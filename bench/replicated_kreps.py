@@ -41,7 +41,7 @@ from pathlib import Path
 from odradek.local.cluster import LocalCluster
 from odradek.perf import harness
 from odradek.perf.common import MB, percentile
-from odradek.perf.harness import code_version, create_topic_zk, run_perf
+from odradek.perf.harness import code_version, create_topic_zk, run_perf, unwind_on_sigterm
 from odradek.perf.latency import STAMP, start_e2e_consumer
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -221,4 +221,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    unwind_on_sigterm()
     main()

@@ -40,7 +40,13 @@ from pathlib import Path
 
 from odradek.local.cluster import LocalCluster
 from odradek.perf.baseline import BaselineCluster, checkout, in_turn, median_figures, ratio
-from odradek.perf.harness import code_version, create_topic_zk, pyspy_record, summarize_speedscope
+from odradek.perf.harness import (
+    code_version,
+    create_topic_zk,
+    pyspy_record,
+    summarize_speedscope,
+    unwind_on_sigterm,
+)
 from odradek.perf.latency import paced_phase
 from odradek.perf.sysstat import (
     USAGE_HEAD,
@@ -157,4 +163,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    unwind_on_sigterm()
     main()

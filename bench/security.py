@@ -53,6 +53,7 @@ from odradek.perf.harness import (
     perf_record,
     read_partitions_to_end,
     summarize_perf,
+    unwind_on_sigterm,
     wait_full_isr,
 )
 from odradek.security.certs import CertificateAuthority
@@ -289,4 +290,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    unwind_on_sigterm()
     main()

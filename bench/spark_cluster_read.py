@@ -37,6 +37,7 @@ from types import SimpleNamespace
 from spark_read import PARTITIONS, create_topic, produce, read_with_spark
 
 from odradek.local.cluster import LocalCluster
+from odradek.perf.harness import unwind_on_sigterm
 from odradek.spark.session import local_session
 from odradek.spark.standalone import StandaloneCluster, cluster_session, stage_tasks
 
@@ -125,4 +126,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    unwind_on_sigterm()
     main()

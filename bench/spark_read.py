@@ -39,6 +39,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
 from odradek.local.cluster import LocalCluster
+from odradek.perf.harness import unwind_on_sigterm
 
 RESULTS = Path(__file__).resolve().parent / "results"
 PARTITIONS = 6
@@ -229,4 +230,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    unwind_on_sigterm()
     main()

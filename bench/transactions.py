@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 from odradek.local.cluster import LocalCluster
-from odradek.perf.harness import code_version, create_topic_zk
+from odradek.perf.harness import code_version, create_topic_zk, unwind_on_sigterm
 from odradek.perf.transactions import PRODUCER, consume, produce
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -96,4 +96,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    unwind_on_sigterm()
     main()

@@ -25,6 +25,7 @@ import struct
 import timeit
 from collections.abc import Callable
 
+from odradek.perf.harness import unwind_on_sigterm
 from odradek.protocol.records import HEADER_SIZE, SimpleRecord, build_batch
 from odradek.protocol.varint import encode_uvarint, read_uvarint, read_varlong
 
@@ -255,4 +256,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    unwind_on_sigterm()
     main()

@@ -72,7 +72,7 @@ from odradek.perf.controller_scale import (
     wait_settled,
 )
 from odradek.perf.failover import producer_gap
-from odradek.perf.harness import code_version, create_topic_zk, wait_full_isr
+from odradek.perf.harness import code_version, create_topic_zk, unwind_on_sigterm, wait_full_isr
 from odradek.perf.kafka_ref import VERSIONS, KafkaRefCluster, jvm_classpath, jvm_settings
 from odradek.perf.latency import paced_phase
 from odradek.perf.load import run_clients
@@ -615,4 +615,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    unwind_on_sigterm()
     main()

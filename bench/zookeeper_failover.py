@@ -18,6 +18,7 @@ import tempfile
 
 from odradek.local.cluster import LocalCluster
 from odradek.local.zookeeper_failover import broker_sessions, kill_busiest_member
+from odradek.perf.harness import unwind_on_sigterm
 
 
 def main() -> None:
@@ -46,4 +47,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    unwind_on_sigterm()
     main()

@@ -36,6 +36,7 @@ __all__ = [
     "summarize_perf",
     "summarize_speedscope",
     "tansu_binary",
+    "unwind_on_sigterm",
 ]
 
 
@@ -363,3 +364,12 @@ def summarize_perf(path: Path, top: int = 15) -> NativeProfile:
     kernel = [(n, p) for n, p in _perf_report(path, "--children", "--sort", "sym")
               if any(n.startswith(e) for e in _KERNEL_ENTRIES)][:10]
     return NativeProfile(samples, dsos, symbols, kernel)
+
+
+def unwind_on_sigterm() -> None:
+    """Make SIGTERM end the program as Ctrl-C does, by an exception, so that its ``with``
+    blocks stop the clusters and clients they started (by default SIGTERM kills Python at
+    once and leaves them running)."""
+    def on_sigterm(signum: int, frame: object) -> None:
+        sys.exit(128 + signum)
+    signal.signal(signal.SIGTERM, on_sigterm)
