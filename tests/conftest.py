@@ -15,6 +15,7 @@ from hypothesis import settings
 from odradek.local.cluster import LocalCluster
 from odradek.local.zookeeper import EmbeddedZooKeeper
 from support import ClusterFactory, unique_chroot
+from support.examples import QUICK_SHARE, use_quick_budget
 
 TESTS = Path(__file__).parent
 
@@ -34,11 +35,24 @@ CLUSTER_FIXTURES = frozenset({"zookeeper", "zk_connect", "cluster_factory", "mod
                               "odradek_broker", "tansu_broker", "spark"})
 
 
+def _quick_loop(config: pytest.Config) -> bool:
+    return " ".join(config.option.markexpr.split()) == "not slow"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Under ``-m "not slow"`` property tests draw a share of their examples (support/examples.py);
+    the whole suite draws them all."""
+    if _quick_loop(config):
+        use_quick_budget()
+        settings.register_profile("odradek-quick", parent=settings.get_profile("odradek"),
+                                  max_examples=max(10, settings.default.max_examples // QUICK_SHARE))
+        settings.load_profile("odradek-quick")
+
+
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
     """Under ``-m "not slow"`` leave the end-to-end directories out: every test there would be
     deselected, after its module had imported clients, Spark and the like for nothing."""
-    if (collection_path.parent == TESTS and collection_path.name in END_TO_END_DIRECTORIES
-            and " ".join(config.option.markexpr.split()) == "not slow"):
+    if collection_path.parent == TESTS and collection_path.name in END_TO_END_DIRECTORIES and _quick_loop(config):
         return True
     return None
 

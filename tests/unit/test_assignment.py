@@ -32,6 +32,7 @@ from odradek.protocol.errors import (
     InvalidReplicaAssignmentError,
     InvalidReplicationFactorError,
 )
+from support.examples import examples
 
 # ----------------------------------------------------------------------------- helpers
 
@@ -437,7 +438,7 @@ def rack_unaware_cases(draw):
 
 
 @given(rack_unaware_cases())
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 def test_rack_unaware_invariants(case):
     brokers, n_partitions, rf, fixed, start, draws = case
     n = len(brokers)
@@ -468,7 +469,7 @@ def test_rack_unaware_invariants(case):
 
 
 @given(broker_ids.filter(lambda b: len(b) >= 2), st.integers(0, 3), st.data())
-@settings(max_examples=100)
+@settings(max_examples=examples(100))
 def test_rack_unaware_followers_of_one_leader_spread_over_the_others(brokers, rounds_in, data):
     # Kafka's goal 2: the shift grows by one per round of n partitions, so over n - 1 aligned
     # rounds the second replicas of the partitions one broker leads are every other broker once.
@@ -497,7 +498,7 @@ def rack_aware_cases(draw):
 
 
 @given(rack_aware_cases())
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 def test_rack_aware_invariants(case):
     racks, n_partitions, rf, start, draws = case
     brokers = sorted(racks)
@@ -519,7 +520,7 @@ def test_rack_aware_invariants(case):
 
 
 @given(st.integers(1, 5), st.integers(1, 5), st.integers(1, 3), st.integers(0, 2), st.data())
-@settings(max_examples=200)
+@settings(max_examples=examples(200))
 def test_rack_aware_even_replicas_with_equal_racks(n_racks, per_rack, rounds, first_round, data):
     # What Kafka's rack-aware tests assert for equal-sized racks (testAssignmentWithRackAware,
     # testLargeNumberPartitionsAssignment): with whole, aligned rounds every broker holds the

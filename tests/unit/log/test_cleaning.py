@@ -27,6 +27,7 @@ from odradek.protocol.records import (
     iter_batches,
     parse_header,
 )
+from support.examples import examples
 
 T0 = 1_700_000_000_000
 DAY = 86_400_000
@@ -414,7 +415,7 @@ batch_st = st.tuples(st.lists(record_st, min_size=1, max_size=5),
 log_st = st.lists(st.lists(batch_st, min_size=1, max_size=3), min_size=1, max_size=5)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(150), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(log=log_st, split=st.integers(0, 5), capacity=st.integers(1, 6),
        segment_bytes=st.integers(100, 2000), retention=st.integers(0, 10),
        ages=st.lists(st.integers(0, 10), min_size=5, max_size=5))

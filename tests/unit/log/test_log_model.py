@@ -20,6 +20,7 @@ from log_helpers import T0, config
 
 from odradek.log.log import Log
 from odradek.protocol.records import SimpleRecord, build_batch, iter_batches
+from support.examples import examples
 
 
 def crash(lg: Log) -> None:
@@ -166,5 +167,5 @@ class LogModel(RuleBasedStateMachine):
         assert seen == b"".join(raw for _, _, raw in self.batches)
 
 
-LogModel.TestCase.settings = settings(max_examples=int(os.environ.get("LOG_MODEL_EXAMPLES", 60)), stateful_step_count=30, deadline=None)
+LogModel.TestCase.settings = settings(max_examples=int(os.environ.get("LOG_MODEL_EXAMPLES", examples(60))), stateful_step_count=30, deadline=None)
 TestLogModel = LogModel.TestCase

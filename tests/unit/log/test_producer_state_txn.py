@@ -30,6 +30,7 @@ from odradek.protocol.records import (
     encode_batch,
     parse_header,
 )
+from support.examples import examples
 
 COMMIT, ABORT = ControlRecordType.COMMIT, ControlRecordType.ABORT
 T0 = 1_700_000_000_000
@@ -309,7 +310,7 @@ _ops = st.lists(st.tuples(st.sampled_from(["data", "plain", "commit", "abort", "
                           st.integers(0, 3)), max_size=40)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(_ops)
 def test_first_unstable_offset_is_the_brute_force_minimum(tmp_path_factory: pytest.TempPathFactory,
                                                           ops: list[tuple[str, int]]) -> None:

@@ -25,6 +25,7 @@ from odradek.protocol.records import (
     parse_header,
 )
 from odradek.protocol.varint import encode_varlong
+from support.examples import examples
 
 T0 = 1_700_000_000_000
 BASE = 1000
@@ -87,7 +88,7 @@ CODECS = (CompressionType.NONE, CompressionType.GZIP, CompressionType.LZ4)
 PLACES_PER_EXAMPLE = 5
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(records=st.lists(record_st, max_size=40))
 def test_the_scanner_reads_what_the_decoder_reads(records: list[bytes]) -> None:
     for codec in CODECS:
@@ -115,7 +116,7 @@ def _scanner_reads_what_the_decoder_reads(batch: bytes) -> None:
     assert first_key(placed, start) == expected_first
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(60), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(records=st.lists(record_st, min_size=1, max_size=20), data=st.data())
 def test_a_batch_cut_short_is_corrupt_to_both(records: list[bytes], data: st.DataObject) -> None:
     payload = b"".join(records)
@@ -133,7 +134,7 @@ def test_a_batch_cut_short_is_corrupt_to_both(records: list[bytes], data: st.Dat
             scan_records(batch + payload, HEADER_SIZE, header.size, len(records), BASE)
 
 
-@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(records=st.lists(record_st, min_size=1, max_size=10), data=st.data())
 def test_where_the_decoder_reads_a_damaged_batch_the_scanner_agrees(
         records: list[bytes], data: st.DataObject) -> None:

@@ -23,6 +23,7 @@ from kio.serial import entity_reader, entity_writer
 from kio.static.constants import EntityType
 
 from odradek.protocol import control as c
+from support.examples import examples
 
 TOPIC_ID = uuid.UUID("00112233-4455-6677-8899-aabbccddeeff")
 UUID_HEX = "00112233445566778899aabbccddeeff"
@@ -478,7 +479,7 @@ def test_round_trip(payload: object) -> None:
 
 
 @given(st.one_of(leader_and_isr_requests, update_metadata_requests))
-@settings(max_examples=100)
+@settings(max_examples=examples(100))
 def test_fast_writers_match_kio(payload: object) -> None:
     """The hand-written writers for the two big control requests produce kio's exact bytes."""
     buf = io.BytesIO()

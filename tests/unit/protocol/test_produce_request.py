@@ -14,6 +14,7 @@ from odradek.protocol.framing import MalformedRequestError, decode_request_heade
 from odradek.protocol.messages import request_module
 from odradek.protocol.produce_request import has_transactional_records, parse_produce_request
 from odradek.protocol.records import SimpleRecord, build_batch
+from support.examples import examples
 
 topics = st.text(alphabet="abc.-_XYZ019", min_size=1, max_size=12)
 records = st.one_of(st.none(), st.binary(max_size=300))
@@ -30,7 +31,7 @@ def _request(version: int, txn: str | None, acks: int, timeout_ms: int,
 
 
 @pytest.mark.parametrize("version", range(3, 10))
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(txn=st.one_of(st.none(), topics), acks=st.sampled_from([-1, 0, 1, 2]),
        timeout_ms=st.integers(0, 2**31 - 1),
        data=st.lists(st.tuples(topics, st.lists(st.tuples(st.integers(0, 2**31 - 1), records), max_size=4)),
