@@ -34,7 +34,10 @@ from odradek.local.zookeeper import EmbeddedZooKeeper
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.framing import decode_response, encode_request
 from odradek.protocol.records import SimpleRecord, build_batch, decode_batch
+from odradek.protocol.varint import encode_uvarint as uvarint
 from support import ClusterFactory, address_of, create_topic, partitions_of
+from support.wire import raw_frame as frame
+from support.wire import raw_header as header
 
 MAX_REQUEST = 200_000  # socket.request.max.bytes for this module's cluster
 TOPIC = "robust"
@@ -90,24 +93,6 @@ class RawConnection:
         return True
 
 
-def frame(body: bytes) -> bytes:
-    return _SIZE.pack(len(body)) + body
-
-
-def header(api_key: int, version: int, correlation_id: int = 7, *, flexible: bool = False,
-           client_id: bytes = b"raw") -> bytes:
-    """Request header v1 (v2 with ``flexible``: an empty tagged-field section)."""
-    out = struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
-    return out + (b"\x00" if flexible else b"")
-
-
-def uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def produce_request(records: bytes | None, partition: int = 0, acks: int = -1, topic: str = TOPIC) -> Any:
@@ -287,7 +272,7 @@ def test_unknown_api_key(cluster: LocalCluster, target: int, bystander: RawConne
 
 
 @pytest.mark.parametrize(("api_key", "version", "flexible"), [
-    pytest.param(0, 2, False, id="produce-v2-below-the-implemented-range"),
+    pytest.param(19, 1, False, id="create-topics-v1-below-the-implemented-range"),
     pytest.param(0, 13, True, id="produce-v13-known-to-kio-not-implemented"),
     pytest.param(0, 99, True, id="produce-v99"),
     pytest.param(1, 3, False, id="fetch-v3"),

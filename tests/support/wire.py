@@ -42,6 +42,8 @@ __all__ = [
     "metadata",
     "partitions_of",
     "produce_records",
+    "raw_frame",
+    "raw_header",
 ]
 
 Address = tuple[str, int]
@@ -215,3 +217,18 @@ def batch_headers(address: Address, topic: str, partition: int) -> list[RecordBa
             return out
         out += headers
         offset = headers[-1].next_offset
+
+
+_FRAME_SIZE = struct.Struct(">i")
+
+
+def raw_frame(body: bytes) -> bytes:
+    """``body`` behind its size prefix, bytes as they go on the wire (for malformed requests)."""
+    return _FRAME_SIZE.pack(len(body)) + body
+
+
+def raw_header(api_key: int, version: int, correlation_id: int = 7, *, flexible: bool = False,
+               client_id: bytes = b"raw") -> bytes:
+    """Request header v1 (v2 with ``flexible``: an empty tagged-field section), by hand."""
+    out = struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
+    return out + (b"\x00" if flexible else b"")

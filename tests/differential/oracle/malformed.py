@@ -19,30 +19,17 @@ from kio.schema.metadata.v12 import response as metadata_v12_resp
 from oracle.side import Session
 
 from odradek.protocol.framing import decode_response, encode_request
+from odradek.protocol.varint import encode_uvarint as uvarint
+from support.wire import raw_frame as frame
+from support.wire import raw_header
 
 __all__ = ["FRAMES", "outcome"]
 
 _SIZE = struct.Struct(">i")
 
 
-def frame(body: bytes) -> bytes:
-    return _SIZE.pack(len(body)) + body
-
-
-def header(api_key: int, version: int, correlation_id: int = 7, *, flexible: bool = False,
-           client_id: bytes = b"oracle") -> bytes:
-    """Request header v1 (v2 with ``flexible``: an empty tagged-field section)."""
-    out = struct.pack(">hhih", api_key, version, correlation_id, len(client_id)) + client_id
-    return out + (b"\x00" if flexible else b"")
-
-
-def uvarint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
+def header(api_key: int, version: int, correlation_id: int = 7, *, flexible: bool = False) -> bytes:
+    return raw_header(api_key, version, correlation_id, flexible=flexible, client_id=b"oracle")
 
 
 _METADATA_V12 = encode_request(metadata_v12.MetadataRequest(
