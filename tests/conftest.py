@@ -35,6 +35,17 @@ CLUSTER_FIXTURES = frozenset({"zookeeper", "zk_connect", "cluster_factory", "mod
                               "odradek_broker", "tansu_broker", "spark"})
 
 
+# Runs of the Kafka ecosystem's own programs beside odradek (the matrix's quick subset, Kafka's
+# JVM tools side by side, the Kafka <-> odradek migration): a JVM or a foreign suite per case,
+# together longer than the rest of the suite, so the README's test command leaves them out
+# (pyproject's addopts: -m "not ecosystem") and `pytest -m ecosystem` runs them.
+ECOSYSTEM_MODULES = frozenset({
+    "compat/test_matrix_quick.py", "compat/test_matrix_connect.py", "integration/test_migration.py",
+    "integration/test_consumer_groups_cli.py", "integration/test_partition_admin_tools.py",
+    "integration/test_kafka_tools.py",
+})
+
+
 def _quick_loop(config: pytest.Config) -> bool:
     return " ".join(config.option.markexpr.split()) == "not slow"
 
@@ -64,9 +75,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
-        directory = item.path.relative_to(TESTS).parts[0]
-        if directory in END_TO_END_DIRECTORIES or CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
+        where = item.path.relative_to(TESTS)
+        if where.parts[0] in END_TO_END_DIRECTORIES or CLUSTER_FIXTURES & set(getattr(item, "fixturenames", ())):
             item.add_marker(pytest.mark.slow)
+        if where.as_posix() in ECOSYSTEM_MODULES:
+            item.add_marker(pytest.mark.ecosystem)
 
 
 @pytest.fixture(scope="session")
