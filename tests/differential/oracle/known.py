@@ -75,9 +75,6 @@ KNOWN: list[Known] = [
           ("results_by_transaction[*].topic_results[*].results_by_partition[*].partition_error_code",)),
     Known("finalized-features-epoch", A.API_VERSIONS, "answer", ("finalized_features_epoch",), (3, 4)),
     Known("describe-scram-credentials-unauthorized", A.DESCRIBE_USER_SCRAM_CREDENTIALS, "denied", ("**",)),
-    Known("fetch-from-follower", A.FETCH, ("consumer-on-follower", "consumer-on-follower-with-rack"),
-          tuple(f"responses[*].partitions[0].{f}" for f in ("error_code", "high_watermark", "last_stable_offset",
-                                                             "log_start_offset", "records**")), (11, 99)),
     Known("txn-offset-commit-verification", A.TXN_OFFSET_COMMIT, "offsets-not-added",
           ("topics[*].partitions[*].error_code",)),
 ]
@@ -95,13 +92,12 @@ ADVERTISED: dict[int, tuple[str, ...]] = {
     A.END_TXN: (_NEWER,), A.WRITE_TXN_MARKERS: (_REMOVED,), A.TXN_OFFSET_COMMIT: (_NEWER,),
     A.DESCRIBE_ACLS: (_REMOVED, _NEWER), A.CREATE_ACLS: (_REMOVED, _NEWER), A.DELETE_ACLS: (_REMOVED, _NEWER),
     A.DESCRIBE_CONFIGS: (_REMOVED,), A.LIST_TRANSACTIONS: (_NEWER,),
-    **{key: (_ONLY_KAFKA,) for key in (34, 35, 38, 39, 40, 41, 43, 45, 46, 48, 49, 57, 58, 67, 68, 69)},
+    A.DESCRIBE_LOG_DIRS: (_REMOVED,), A.ALTER_REPLICA_LOG_DIRS: (_REMOVED,), A.ALTER_PARTITION_REASSIGNMENTS: (_NEWER,),
+    **{key: (_ONLY_KAFKA,) for key in (38, 39, 40, 41, 57, 58, 67, 68, 69)},
 }
 
 # malformed frame name -> the section of docs/COMPATIBILITY.md on why both sides differ.
 FRAMES: dict[str, str] = {
-    "api-key-kafka-alone-has": _ONLY_KAFKA,
-    "produce-v2": "produce-v0-2",
     "metadata-v12-forged-topic-count": "varint-overflow",
     "metadata-v1-invalid-utf8": "invalid-utf8",
 }

@@ -58,7 +58,6 @@ FRAMES: list[tuple[str, bytes, type | None]] = [
     ("client-id-past-the-end", frame(struct.pack(">hhih", 3, 1, 7, 300) + b"x" * 8), None),
     ("unknown-api-key", frame(header(999, 0) + b"\x00" * 8), None),
     ("negative-api-key", frame(header(-5, 0) + b"\x00" * 8), None),
-    ("api-key-kafka-alone-has", frame(header(43, 2, flexible=True) + b"\x00" * 8), None),  # ElectLeaders
     ("produce-v2", frame(header(0, 2) + struct.pack(">hii", 1, 1000, 0)), None),
     ("produce-v99", frame(header(0, 99, flexible=True) + b"\x00" * 8), None),
     ("fetch-v3", frame(header(1, 3) + struct.pack(">iiii", -1, 0, 1, 0)), None),
