@@ -46,6 +46,37 @@ ECOSYSTEM_MODULES = frozenset({
 })
 
 
+# The README's test command runs the suite on two pytest-xdist workers (pyproject's addopts:
+# -n 2 --dist loadfile).  Each module goes whole to one worker, so that its fixtures (its
+# cluster, say) are set up once; a directory in SHARED_DIRECTORIES goes whole to one worker,
+# its modules one after another: Spark's session (one JVM per worker would not fit beside the
+# brokers) and the labs (their namespaces, subnets and nftables tables stay apart).
+SHARED_DIRECTORIES = frozenset({"spark", "lab"})
+
+# Work goes to the workers in collection order as they free up, so the longest directories
+# start first and the many short unit tests fill the end; the rest after these.
+DIRECTORY_ORDER = ("spark", "lab", "fault", "integration", "compat", "differential")
+
+
+def _directory_rank(where: Path) -> int:
+    return DIRECTORY_ORDER.index(where.parts[0]) if where.parts[0] in DIRECTORY_ORDER else len(DIRECTORY_ORDER)
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """--dist loadfile, with each SHARED_DIRECTORIES directory one unit of work."""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class ModuleScheduling(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            parts = module.split("/")
+            return parts[1] if parts[0] == "tests" and len(parts) > 2 and parts[1] in SHARED_DIRECTORIES else module
+
+    return ModuleScheduling(config, log)
+
+
 def _quick_loop(config: pytest.Config) -> bool:
     return " ".join(config.option.markexpr.split()) == "not slow"
 
@@ -80,6 +111,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slow)
         if where.as_posix() in ECOSYSTEM_MODULES:
             item.add_marker(pytest.mark.ecosystem)
+    items.sort(key=lambda item: _directory_rank(item.path.relative_to(TESTS)))  # stable: modules stay whole
 
 
 @pytest.fixture(scope="session")
@@ -96,6 +128,17 @@ def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EmbeddedZooK
 def zk_connect(zookeeper: EmbeddedZooKeeper) -> str:
     """A connect string with a chroot no other test uses."""
     return unique_chroot(zookeeper, "t")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Iterator[None]:
+    """A failed test's report ends with its brokers' last log lines: on CI the temporary
+    directories are gone when the report is read."""
+    outcome = yield
+    report = outcome.get_result()
+    factory = getattr(item, "funcargs", {}).get("cluster_factory")
+    if report.when == "call" and report.failed and isinstance(factory, ClusterFactory):
+        report.sections.append(("brokers' last log lines", factory.log_tails()))
 
 
 @pytest.fixture

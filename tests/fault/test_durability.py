@@ -11,7 +11,7 @@ def test_no_acknowledged_record_is_lost_under_broker_faults(cluster_factory) -> 
     cluster = cluster_factory(3, overrides={"min.insync.replicas": "2", "replica.lag.time.max.ms": "5000",
                                                "zookeeper.session.timeout.ms": "4000"})
     create_topic(cluster, "durability", 3, 3)
-    report = DurabilityRun(cluster, faults=4, seed=7).run()
+    report = DurabilityRun(cluster, faults=4, seed=7, log=print).run()
     print(report.summary())
     assert len(report.faults) == 4
     assert report.acknowledged > 1000
@@ -29,7 +29,7 @@ def test_no_acknowledged_record_is_lost_on_a_sasl_ssl_cluster(cluster_factory) -
                                                "zookeeper.session.timeout.ms": "4000"},
                               security="sasl_ssl")
     create_topic(cluster, "durability", 3, 3)
-    report = DurabilityRun(cluster, faults=4, seed=2).run()  # seed 2: leader and controller kills
+    report = DurabilityRun(cluster, faults=4, seed=2, log=print).run()  # seed 2: leader and controller kills
     print(report.summary())
     assert len(report.faults) == 4
     assert any("kill-leader" in f for f in report.faults) and any("kill-controller" in f for f in report.faults)

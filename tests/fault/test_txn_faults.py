@@ -225,7 +225,8 @@ def test_data_leader_sigkill_between_end_txn_and_markers(cluster_factory: Cluste
 def test_transactional_durability_run(cluster_factory: ClusterFactory) -> None:
     cluster = cluster_factory(3, overrides=FAULT_OVERRIDES)
     create_topic(cluster, "durability", 3, 3)
-    report = DurabilityRun(cluster, faults=3, seed=11, transactional=True, txn_records=12).run()
+    report = DurabilityRun(cluster, faults=3, seed=11, transactional=True, txn_records=12,
+                           log=print).run()
     print(report.summary())
     assert len(report.faults) == 3
     assert report.transactions_committed > 20

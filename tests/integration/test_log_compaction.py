@@ -300,7 +300,7 @@ def test_consumer_offsets_stay_bounded_and_load_after_a_restart(cluster_factory)
     topic = unique_topic("committed")
     create_topic(cluster, topic, partitions=3, replication_factor=1)
     group = unique_topic("group")
-    commits = 100_000
+    commits = 30_000  # 5.4 MB of commit records over 102,400-byte segments
     host, port = cluster.bootstrap_servers.split(",")[0].rsplit(":", 1)
 
     async def commit_many() -> None:
@@ -330,9 +330,9 @@ def test_consumer_offsets_stay_bounded_and_load_after_a_restart(cluster_factory)
     asyncio.run(commit_many())
     d = data_dir(cluster, 0, "__consumer_offsets")
     written = commits * 3 * 60  # each commit record is well over 60 bytes
-    wait_until(lambda: log_size(d) < 400_000, timeout=120,
+    # Bounded: the active segment (up to 102,400 bytes) and a few cleaned records, whatever was written.
+    wait_until(lambda: log_size(d) < written / 20, timeout=120,
                message="__consumer_offsets-0 cleaned to a bounded size")
-    assert log_size(d) < written / 20
     cluster.stop_broker(0)
     cluster.start_broker(0)
     c = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": group})

@@ -81,6 +81,16 @@ class ClusterFactory:
         for cluster in self.clusters:
             cluster.stop()
 
+    def log_tails(self, lines: int = 40) -> str:
+        """The last ``lines`` of every broker's server.log, for a failed test's report."""
+        out = []
+        for cluster in self.clusters:
+            for broker_id, broker in cluster.brokers.items():
+                log = broker.config_path.parent / "server.log"
+                tail = log.read_text(errors="replace").splitlines()[-lines:] if log.exists() else ["(no log)"]
+                out.append(f"--- {cluster.dir} broker {broker_id}\n" + "\n".join(tail))
+        return "\n".join(out)
+
 
 class JbodCluster(LocalCluster):
     """A LocalCluster whose brokers each have two log directories, ``data-a`` and ``data-b``."""

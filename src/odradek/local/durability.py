@@ -38,6 +38,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from kazoo.exceptions import KazooException
 
 from odradek.local.checker import (
     Ack,
@@ -352,7 +353,7 @@ class DurabilityRun:
             time.sleep(fault.held_s())
             fault.heal()
             self.report.faults.append(fault.description)
-            self._wait_healthy(timeout_s=90)
+            self._wait_healthy(timeout_s=60)
 
     def _wait_full_isr(self, timeout_s: float, stop: threading.Event | None = None) -> bool:
         """Every broker registered and in the ISR of every partition, as ZooKeeper says."""
@@ -363,15 +364,28 @@ class DurabilityRun:
     def _wait_healthy(self, timeout_s: float) -> None:
         """Before the next fault: every broker registered and every ISR full again."""
         if not self._wait_full_isr(timeout_s, self._stop) and not self._stop.is_set():
-            self.target.dump_task_stacks("warning: ISRs not full again before the next fault")
+            self.target.dump_task_stacks(f"warning: ISRs not full again before the next fault: {self._isr_state()}")
 
     def _restore_all(self) -> None:
         for broker_id, broker in self.cluster.brokers.items():
             self.cluster.signal_broker(broker_id, signal.SIGCONT)
             if not broker.alive:
                 self.cluster.start_broker(broker_id, timeout_s=120)
-        if not self._wait_full_isr(120):
-            raise TimeoutError("ISRs did not recover after the run")
+        if not self._wait_full_isr(90):
+            state = self._isr_state()
+            self.target.dump_task_stacks(f"ISRs did not recover after the run: {state}")
+            raise TimeoutError(f"ISRs did not recover after the run: {state}")
+
+    def _isr_state(self) -> str:
+        """The registered brokers and each partition's leader and ISR, as ZooKeeper says now."""
+        try:
+            state = self.cluster.state()
+            partitions = state.partition_states(self.topic, self.partitions)
+            return f"registered {sorted(state.registered_brokers())}, " + ", ".join(
+                f"{p}: leader {s.leader} isr {s.isr}" if s is not None else f"{p}: no state"
+                for p, s in partitions.items())
+        except KazooException as e:
+            return f"ZooKeeper read failed: {e!r}"
 
     # ------------------------------------------------------------------ verification
 

@@ -194,9 +194,10 @@ CASES = [
     Case(A.DELETE_TOPICS, "not-on-controller", lambda s: s.call(rq.delete_topics(s.req, topic(s)), not_controller(s))),
     Case(A.CREATE_PARTITIONS, "not-on-controller", lambda s: s.call(rq.create_partitions(s.req, topic(s), 4),
                                                                     not_controller(s))),
+    # Metadata from the controller: its cache is the one the answer awaited, another broker's may lag.
     Case(A.CREATE_PARTITIONS, "on-controller", lambda s: {
         "grow": s.call(rq.create_partitions(s.req, topic(s), 5, [[1, 2, 0], [2, 0, 1]]), s.side.controller),
-        "metadata": s.call(rq.metadata(s.at(A.METADATA, 12), [topic(s)]))}),
+        "metadata": s.call(rq.metadata(s.at(A.METADATA, 12), [topic(s)]), s.side.controller)}),
     Case(A.ALTER_PARTITION, "not-on-controller", alter_partition(not_controller)),
     Case(A.ALTER_PARTITION, "stale-broker-epoch", alter_partition(lambda s: s.side.controller, broker_epoch=1)),
     Case(A.CONTROLLED_SHUTDOWN, "not-on-controller", controlled_shutdown(not_controller)),
