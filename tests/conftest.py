@@ -46,11 +46,13 @@ ECOSYSTEM_MODULES = frozenset({
 })
 
 
-# The README's test command runs the suite on two pytest-xdist workers (pyproject's addopts:
-# -n 2 --dist loadfile).  Each module goes whole to one worker, so that its fixtures (its
-# cluster, say) are set up once; a directory in SHARED_DIRECTORIES goes whole to one worker,
-# its modules one after another: Spark's session (one JVM per worker would not fit beside the
-# brokers) and the labs (their namespaces, subnets and nftables tables stay apart).
+# The README's test command runs the suite on three pytest-xdist workers (pyproject's addopts:
+# -n 3 --dist loadfile): much of it waits (on elections, session timeouts, retention), so three
+# workers keep two cores busy (17 min against 22 with two).  Each module goes whole to one
+# worker, so that its fixtures (its cluster, say) are set up once; a directory in
+# SHARED_DIRECTORIES goes whole to one worker, its modules one after another: Spark's session
+# (one JVM per worker would not fit beside the brokers) and the labs (their namespaces, subnets
+# and nftables tables stay apart).
 SHARED_DIRECTORIES = frozenset({"spark", "lab"})
 
 # Work goes to the workers in collection order as they free up, so the longest directories

@@ -1,3 +1,3 @@
-from odradek.cli import main
+from odradek.cli import run
 
-main()
+run()

@@ -10,12 +10,13 @@ admin client and the protocol schemas alone take a third of a second to import, 
 from __future__ import annotations
 
 import importlib
+import sys
 
 import click
 
 from odradek.cli.common import OneLineGroup
 
-__all__ = ["main"]
+__all__ = ["main", "run"]
 
 # command name -> (module under odradek.cli, attribute), in help order
 COMMANDS = {
@@ -62,3 +63,11 @@ class LazyGroup(OneLineGroup):
 @click.version_option(package_name="odradek")
 def main() -> None:
     """odradek: a Kafka-compatible, replicated, partitioned commit log."""
+
+
+def run() -> None:
+    """The ``odradek`` program (console script and ``python -m odradek``).  kio gives its types
+    Hypothesis strategies whenever Hypothesis can be imported (the test extra installs it): a
+    quarter of a second of every broker's and command's start, for nothing a command uses."""
+    sys.modules.setdefault("hypothesis", None)  # type: ignore[assignment]
+    main()
