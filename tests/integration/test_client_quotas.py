@@ -116,7 +116,7 @@ def test_a_consumer_is_held_to_its_byte_rate_and_the_one_beside_it_is_not(cluste
 
 def test_a_client_over_its_request_time_is_muted_for_the_time_it_is_told(cluster: LocalCluster) -> None:
     set_quota(cluster, "--entity-type", "clients", "--entity-name", "chatty", "--add-config",
-              "request_percentage=1")  # 10 ms of request time a second: a loop of ListGroups passes it
+              "request_percentage=0.1")  # 1 ms of request time a second: throttles of a few hundred ms
 
     async def exchange(client_id: str) -> list[tuple[float, float, int]]:
         """(sent, answered, throttle ms) of ListGroups requests sent one after another for 3 s."""
