@@ -12,7 +12,6 @@ import socket
 import struct
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -437,7 +436,7 @@ def test_pipelined_requests_are_answered_in_order(cluster: LocalCluster, target:
 def test_the_broker_log_has_no_fatal_errors(cluster: LocalCluster, target: int) -> None:
     """After all of the above (pytest runs this module in file order), the broker's log
     shows connections closed, not a broker in trouble."""
-    log = Path(cluster.brokers[target].config_path).parent / "server.log"
+    log = cluster.brokers[target].log_path
     text = log.read_text(errors="replace")
     assert cluster.brokers[target].alive
     for bad in ("MemoryError", "Fatal", "Segmentation", "Killed", "shutting down"):

@@ -212,5 +212,5 @@ def test_garbage_and_truncated_tls_handshakes(broker: Broker, listener: str) -> 
     with pytest.raises(ssl.SSLError):
         RawConnection(port, ssl.create_default_context(cafile=str(broker.tls.untrusted_ca_file)), timeout_s=TIMEOUT)
     assert healthy(broker)
-    log = (broker.cluster.dir / "broker-0" / "server.log").read_text()
+    log = broker.cluster.brokers[0].log_path.read_text()
     assert "SSL handshake failed" in log and "Traceback" not in log

@@ -48,7 +48,7 @@ def cluster(zookeeper: EmbeddedZooKeeper, tmp_path_factory: pytest.TempPathFacto
 
 def set_quota(cluster: LocalCluster, *args: str) -> None:
     """``odradek configs --alter`` with ``args``, then wait for the broker to apply it."""
-    log = next(iter(cluster.brokers.values())).config_path.parent / "server.log"
+    log = next(iter(cluster.brokers.values())).log_path
     before = log.read_text().count("Processed client quota change")
     done = run_odradek("configs", "--bootstrap-server", cluster.bootstrap_servers, "--alter", *args)
     assert done.returncode == 0, done.stderr

@@ -184,7 +184,7 @@ def test_sigterm_shuts_a_broker_down_cleanly(cluster_factory) -> None:
     cluster.brokers[1].process.send_signal(signal.SIGTERM)
     assert cluster.brokers[1].process.wait(30) == 0
     wait_until(lambda: not registered(cluster, 1), timeout=10, message="deregistration")
-    log = (cluster.brokers[1].config_path.parent / "server.log").read_text()
+    log = cluster.brokers[1].log_path.read_text()
     assert "shut down completed" in log
 
 
@@ -264,5 +264,5 @@ def test_restarted_broker_answers_nothing_until_it_is_registered(cluster_factory
     assert registered(cluster, other)  # still the dead process's registration
     topics = {t.name: t.error_code for t in metadata(("127.0.0.1", port), None, 60).topics}
     assert topics.get("kept") == 0, topics
-    log = (cluster.brokers[other].config_path.parent / "server.log").read_text()
+    log = cluster.brokers[other].log_path.read_text()
     assert "Waiting up to" in log  # the restart really did wait for the old session

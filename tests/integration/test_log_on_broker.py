@@ -119,5 +119,5 @@ def test_a_torn_tail_after_sigkill_is_truncated_and_the_rest_is_served(cluster_f
     assert read_from(cluster, "torn", 0, latest) == [(o, values[o]) for o in range(latest)]
     # The log is whole again: appends continue right after the intact batches.
     assert produce(cluster, "torn", [b"after"]) == [latest]
-    server_log = (cluster.brokers[0].config_path.parent / "server.log").read_text()
+    server_log = cluster.brokers[0].log_path.read_text()
     assert "unclean shutdown" in server_log

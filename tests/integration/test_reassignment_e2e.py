@@ -76,7 +76,7 @@ def test_topic_being_reassigned_is_deleted_only_after_the_reassignment(cluster_f
         assert run_odradek("topics", "--zookeeper", cluster.zookeeper_connect, "--delete", "--topic",
                            "busy").returncode == 0
         log = cluster.brokers[controller].config_path.parent / "state-change.log"
-        server_log = cluster.brokers[controller].config_path.parent / "server.log"
+        server_log = cluster.brokers[controller].log_path
         wait_until(lambda: "due to partition reassignment in progress" in server_log.read_text(),
                    message="deletion halted while reassigning")
         assert zk.exists("/brokers/topics/busy")

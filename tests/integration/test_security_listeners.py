@@ -368,7 +368,7 @@ def test_plaintext_client_on_tls_port_while_another_keeps_working(secure: Secure
     finally:
         bad.close()
         good.close()
-    assert "SSL handshake failed" in (secure.cluster.dir / "broker-0" / "server.log").read_text()
+    assert "SSL handshake failed" in secure.cluster.brokers[0].log_path.read_text()
 
 
 def test_broker_answers_close_notify(secure: Secure) -> None:

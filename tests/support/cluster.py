@@ -86,7 +86,7 @@ class ClusterFactory:
         out = []
         for cluster in self.clusters:
             for broker_id, broker in cluster.brokers.items():
-                log = broker.config_path.parent / "server.log"
+                log = broker.log_path
                 tail = log.read_text(errors="replace").splitlines()[-lines:] if log.exists() else ["(no log)"]
                 out.append(f"--- {cluster.dir} broker {broker_id}\n" + "\n".join(tail))
         return "\n".join(out)

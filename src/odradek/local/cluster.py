@@ -78,6 +78,11 @@ class BrokerProcess(ChildProcess):
     process: subprocess.Popen[bytes] | None = None
     started_ms: int = 0
 
+    @property
+    def log_path(self) -> Path:
+        """The broker's server.log (its stdout and stderr), beside its config."""
+        return self.config_path.parent / "server.log"
+
 
 class LocalCluster:
     def __init__(self, directory: str | os.PathLike[str], num_brokers: int = 3, *,
@@ -247,9 +252,8 @@ class LocalCluster:
         broker = self.brokers[broker_id]
         if broker.alive:
             raise RuntimeError(f"broker {broker_id} is already running (pid {broker.pid})")
-        log_path = broker.config_path.parent / "server.log"
         broker.started_ms = now_ms()
-        with open(log_path, "ab") as out:
+        with open(broker.log_path, "ab") as out:
             broker.process = subprocess.Popen(
                 self.broker_command(broker), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"},
@@ -281,7 +285,7 @@ class LocalCluster:
             for broker_id in list(pending):
                 broker = self.brokers[broker_id]
                 if not broker.alive:
-                    log = (broker.config_path.parent / "server.log").read_text(errors="replace")[-3000:]
+                    log = broker.log_path.read_text(errors="replace")[-3000:]
                     raise RuntimeError(f"broker {broker_id} exited with code "
                                        f"{broker.process.returncode if broker.process else '?'}:\n{log}")
                 if self._registered_since(broker_id, broker.started_ms) and self._knows_cluster(broker, expected):
