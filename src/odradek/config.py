@@ -154,14 +154,62 @@ class TopicKey:
 
     @property
     def spec(self) -> ConfigKey:
-        return ConfigKey(self.name, self.type, self.default, self.validator)
+        return ConfigKey(self.name, self.type, self.default, self.validator, TOPIC_DOCS[self.name])
 
     @property
     def broker_spec(self) -> ConfigKey:
         assert self.broker_key is not None
         return ConfigKey(self.broker_key, self.type, None if self.broker_derived else self.default,
-                         self.validator if self.broker_checked else None)
+                         self.validator if self.broker_checked else None,
+                         f"The default of topic config {self.name}. {TOPIC_DOCS[self.name]}")
 
+
+# What each topic config does, as DescribeConfigs v3+ reports it (include_documentation).
+TOPIC_DOCS: dict[str, str] = {
+    "cleanup.policy": "How old segments go: \"delete\" removes them past the retention time or size, "
+                      "\"compact\" keeps the latest record of each key; both may be listed.",
+    "compression.type": "The codec batches are stored with: uncompressed, gzip, snappy, lz4 or zstd, "
+                        "or \"producer\" to keep whatever codec the producer used.",
+    "delete.retention.ms": "How long a compacted topic keeps a tombstone (a null value), so that a "
+                           "consumer reading from the start still sees the delete.",
+    "file.delete.delay.ms": "How long a segment removed from the log stays on disk before its files are "
+                            "deleted.",
+    "flush.messages": "Force an fsync of the log after this many records (by default the operating "
+                      "system decides, and replication gives durability).",
+    "flush.ms": "Force an fsync of the log when its oldest unflushed record is this old.",
+    "follower.replication.throttled.replicas": "The replicas whose follower fetches are throttled, as "
+                                               "partition:broker pairs, or * for every replica of the topic.",
+    "index.interval.bytes": "How many bytes of records go between two entries of the offset index.",
+    "leader.replication.throttled.replicas": "The replicas whose reads by followers are throttled on the "
+                                             "leader, as partition:broker pairs, or * for every replica.",
+    "max.compaction.lag.ms": "The longest a record may stay uncompacted in a compacted log.",
+    "max.message.bytes": "The largest record batch the topic accepts (after compression).",
+    "message.downconversion.enable": "Whether the broker converts batches to an older format for "
+                                     "consumers that fetch with an old Fetch version.",
+    "message.format.version": "The record format version the topic is written in (ignored from 3.0 on; "
+                              "batches are always v2).",
+    "message.timestamp.difference.max.ms": "The most a CreateTime timestamp may differ from the broker's "
+                                           "clock before the batch is refused.",
+    "message.timestamp.type": "Whether a record keeps the producer's timestamp (CreateTime) or gets the "
+                              "broker's time on append (LogAppendTime).",
+    "min.cleanable.dirty.ratio": "The share of a log's bytes that must be uncompacted before the cleaner "
+                                 "compacts it.",
+    "min.compaction.lag.ms": "The least time a record stays uncompacted in a compacted log.",
+    "min.insync.replicas": "With acks=all, the number of in-sync replicas a write needs; with fewer, "
+                           "producers get NOT_ENOUGH_REPLICAS.",
+    "preallocate": "Whether a new segment's file is allocated at its full size when it is created.",
+    "retention.bytes": "The largest a partition's log may grow before its oldest segments are removed "
+                       "(-1: no limit).",
+    "retention.ms": "How long a segment is kept after its newest record before it is removed "
+                    "(-1: no limit).",
+    "segment.bytes": "The size at which a segment is closed and a new one started.",
+    "segment.index.bytes": "The size of each segment's offset and time index files.",
+    "segment.jitter.ms": "A random amount, up to this, taken off segment.ms so that segments do not all "
+                         "roll at once.",
+    "segment.ms": "The age at which a segment is closed and a new one started, even when not full.",
+    "unclean.leader.election.enable": "Whether a replica outside the ISR may become leader when no "
+                                      "in-sync replica is left (availability over losing records).",
+}
 
 _T = TopicKey
 # The one table of topic configs: every default is written here and nowhere else.

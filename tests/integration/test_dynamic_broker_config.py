@@ -248,3 +248,30 @@ def test_stored_dynamic_configs_are_applied_at_start_up(cluster_factory: Cluster
     assert configs["log.cleaner.backoff.ms"].source == ConfigSource.DYNAMIC_BROKER_CONFIG.value
     assert configs["log.cleaner.min.cleanable.ratio"].value == "0.6"
     assert configs["log.cleaner.min.cleanable.ratio"].source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
+
+
+TOPIC = 2  # Kafka's ConfigResource.Type.TOPIC
+
+
+def _documentation(cluster: LocalCluster, resource_type: int, name: str, include: bool) -> dict[str, str | None]:
+    request = describe_req.DescribeConfigsRequest(include_synonyms=False, include_documentation=include, resources=(
+        describe_req.DescribeConfigsResource(resource_type=resource_type, resource_name=name, configuration_keys=None),))
+    [result] = kafka_request(address_of(cluster, 0), request, describe_resp.DescribeConfigsResponse).results
+    assert result.error_code == ErrorCode.none, result.error_message
+    return {c.name: c.documentation for c in result.configs}
+
+
+def test_describe_configs_documents_every_topic_config_when_asked(module_cluster: LocalCluster) -> None:
+    """DescribeConfigs v3+ ``include_documentation`` (the Java AdminClient's
+    ``includeDocumentation``): a text for every topic config and for the broker keys that are
+    topic defaults; none when not asked."""
+    topic = unique_topic("docs")
+    create_topic(module_cluster, topic, replication_factor=1)
+    documented = _documentation(module_cluster, TOPIC, topic, include=True)
+    assert "retention.ms" in documented and "cleanup.policy" in documented
+    assert [name for name, text in documented.items() if not text] == []
+    assert "compact" in (documented["cleanup.policy"] or "")
+    assert set(_documentation(module_cluster, TOPIC, topic, include=False).values()) == {None}
+    broker = _documentation(module_cluster, BROKER, "0", include=True)
+    assert (broker["log.retention.bytes"] or "").startswith("The default of topic config retention.bytes.")
+    assert broker["broker.id"] is None

@@ -15,6 +15,7 @@ from odradek.config import (
     DYNAMIC_BROKER_CONFIGS,
     LONG_MAX,
     TOPIC_CONFIG,
+    TOPIC_DOCS,
     CleanerConfig,
     ConfigError,
     KafkaConfig,
@@ -753,3 +754,8 @@ def test_cleaner_thread_changes_follow_kafkas_rule(current, new, fragment):
     with pytest.raises(ConfigError, match=fragment):
         CleanerConfig(threads=current).check_reconfiguration(CleanerConfig(threads=new))
     CleanerConfig(threads=current).check_reconfiguration(CleanerConfig(threads=current))
+
+
+def test_every_topic_key_is_documented():
+    assert set(TOPIC_DOCS) == set(TOPIC_CONFIG)
+    assert all(TOPIC_CONFIG[name].doc == text and text.endswith((".", ")")) for name, text in TOPIC_DOCS.items())
