@@ -1,10 +1,11 @@
 """``python -m compat``: run the matrix (or some suites), list the suites, build the Java
-client program, re-render RESULTS.md.  Run from the repository's root."""
+client program or everything the suites need, re-render RESULTS.md.  Run from the repository's root."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -29,6 +30,9 @@ def main(argv: list[str] | None = None) -> int:
                      help="against Apache Kafka's own brokers (PLAINTEXT variants; JSON only) to check the suites")
     commands.add_parser("list", help="the suites and their variants")
     commands.add_parser("build-java", help="compile compat/java into the JVM cache (if its sources changed)")
+    prepare = commands.add_parser("prepare", help="download and build what suites need (all by default; cached), "
+                                                  "without running them")
+    prepare.add_argument("suites", nargs="*", metavar="SUITE")
     commands.add_parser("report", help="re-render compat/RESULTS.md from the rows it carries")
     args = parser.parse_args(argv)
 
@@ -42,6 +46,17 @@ def main(argv: list[str] | None = None) -> int:
         except java_build.JavaBuildError as e:
             print(e, file=sys.stderr)
             return 1
+        return 0
+    if args.command == "prepare":
+        try:
+            chosen = suites.find(args.suites)
+        except ValueError as e:
+            parser.error(str(e))
+        for suite in chosen:
+            if (step := getattr(suite, "prepare", None)) is not None:
+                started = time.monotonic()
+                step()
+                print(f"{suite.NAME}: prepared in {time.monotonic() - started:.0f} s", flush=True)
         return 0
     if args.command == "report":
         _write_md(report.read_rows(RESULTS_MD.read_text()))

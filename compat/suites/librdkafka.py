@@ -46,7 +46,7 @@ from compat.suite import CaseResult, Status, SuiteResult, Variant, one_line
 from odradek.local.cluster import LocalCluster
 
 __all__ = ["BROKER_OVERRIDES", "NOAUTOCREATE_TESTS", "QUICK_TESTS", "SECURED_BROKER_OVERRIDES", "SECURED_RUNS",
-           "TAG", "fetch_crate", "kafka_distribution", "left_out", "parse_suite_output", "racks", "run",
+           "TAG", "build", "fetch_crate", "kafka_distribution", "left_out", "parse_suite_output", "racks", "run",
            "run_tests", "source", "source_from_crate"]
 
 TAG = "v2.15.0"  # from the librdkafka mirror (RDK_SRC)
@@ -168,8 +168,26 @@ def script_runs(secured: Mapping[str, str] | None, quick: bool, scenario: str = 
 
 
 def prepare() -> None:
-    """Check that the script is here before a cluster starts for nothing."""
-    suite_script()
+    """Build librdkafka and its test-runner from the sources ``run`` will use (once; cached in
+    ``RDK_WORK``), before a cluster starts for nothing."""
+    build()
+
+
+def build() -> tuple[Path, Path, str]:
+    """The script, librdkafka's sources and their tag, with the test-runner built in
+    ``RDK_WORK`` (the script builds on its first call; the one test it is given, against a
+    closed port, is cut at once)."""
+    script = suite_script()
+    rdk_work = Path(os.environ.get("RDK_WORK", Path.home() / ".cache" / "rdk"))
+    src, tag = source(rdk_work)
+    tree = rdk_work / f"librdkafka-{tag}"
+    if not (tree / "tests" / "test-runner").exists():
+        subprocess.run([str(script), str(src), "127.0.0.1:9", "0000"],
+                       env=dict(os.environ, RDK_TAG=tag, RDK_WORK=str(rdk_work), RDK_TIMEOUT="1"),
+                       capture_output=True, check=False)
+    if not (tree / "tests" / "test-runner").exists():
+        raise RuntimeError(f"librdkafka {tag} did not build from {src}; see {rdk_work}/*.log")
+    return script, src, tag
 
 
 def run(cluster: LocalCluster, ctx: SuiteContext, quick: bool) -> SuiteResult:
@@ -232,9 +250,8 @@ def run_tests(bootstrap: str, *, secured: dict[str, str] | None, quick: bool, wo
     module docstring says, ``zookeeper`` its connect string); one case per test number.
     ``tests`` names the numbers to run instead of the variant's selection.  The script's
     output is kept in ``workdir/librdkafka-suite.log``."""
-    script = suite_script()
+    script, src, tag = build()
     rdk_work = Path(os.environ.get("RDK_WORK", Path.home() / ".cache" / "rdk"))
-    src, tag = source(rdk_work)
     workdir.mkdir(parents=True, exist_ok=True)
     conf = {"test.timeout.multiplier": TIMEOUT_MULTIPLIER, **(secured or {})}
     env = dict(os.environ, RDK_TAG=tag, RDK_WORK=str(rdk_work), TEST_SCENARIO=scenario,
@@ -249,12 +266,6 @@ def run_tests(bootstrap: str, *, secured: dict[str, str] | None, quick: bool, wo
         conf.update(ssl_conf)
     env["RDK_EXTRA_CONF"] = extra_conf(conf)
     tree = rdk_work / f"librdkafka-{tag}"
-    if not (tree / "tests" / "test-runner").exists():
-        # The script builds on its first call; the test it is given is cut at once.
-        subprocess.run([str(script), str(src), bootstrap, "0000"], env=dict(env, RDK_TIMEOUT="1"),
-                       capture_output=True, check=False)
-    if not (tree / "tests" / "test-runner").exists():
-        raise RuntimeError(f"librdkafka {tag} did not build from {src}; see {rdk_work}/*.log")
     build_java_helpers(tree / "tests" / "java", kafka_path)
     runs = [(tuple(tests), None)] if tests else script_runs(secured, quick, scenario)
     result = SuiteResult(versions={"librdkafka": tag.removeprefix("v")})
