@@ -35,15 +35,11 @@ CLUSTER_FIXTURES = frozenset({"zookeeper", "zk_connect", "cluster_factory", "mod
                               "odradek_broker", "tansu_broker", "spark"})
 
 
-# Runs of the Kafka ecosystem's own programs beside odradek (the matrix's quick subset, Kafka's
-# JVM tools side by side, the Kafka <-> odradek migration): a JVM or a foreign suite per case,
-# together longer than the rest of the suite, so the README's test command leaves them out
-# (pyproject's addopts: -m "not ecosystem") and `pytest -m ecosystem` runs them.
-ECOSYSTEM_MODULES = frozenset({
-    "compat/test_matrix_quick.py", "compat/test_matrix_connect.py", "integration/test_migration.py",
-    "integration/test_consumer_groups_cli.py", "integration/test_partition_admin_tools.py",
-    "integration/test_kafka_tools.py",
-})
+# Runs beside odradek that the README's test command leaves out (pyproject's addopts:
+# -m "not ecosystem"; `pytest -m ecosystem` runs them): the Kafka <-> odradek migration, whose
+# open finding (issue 27) makes it fail one run in four.  The matrix's quick subset and Kafka's
+# JVM tools side by side are in the command.
+ECOSYSTEM_MODULES = frozenset({"integration/test_migration.py"})
 
 
 # The README's test command runs the suite on three pytest-xdist workers (pyproject's addopts:
@@ -55,13 +51,16 @@ ECOSYSTEM_MODULES = frozenset({
 # and nftables tables stay apart).
 SHARED_DIRECTORIES = frozenset({"spark", "lab"})
 
-# Work goes to the workers in collection order as they free up, so the longest directories
-# start first and the many short unit tests fill the end; the rest after these.
-DIRECTORY_ORDER = ("spark", "lab", "fault", "integration", "compat", "differential")
+# Work goes to the workers in collection order as they free up, so the longest units start
+# first (the spark and lab directories, the matrix's quick subset: one module of minutes) and
+# the many short unit tests fill the end; the rest after these.
+WORK_ORDER = ("spark", "lab", "compat/test_matrix_quick.py", "fault", "integration", "compat", "differential")
 
 
-def _directory_rank(where: Path) -> int:
-    return DIRECTORY_ORDER.index(where.parts[0]) if where.parts[0] in DIRECTORY_ORDER else len(DIRECTORY_ORDER)
+def _work_rank(where: Path) -> int:
+    path = where.as_posix()
+    return next((i for i, prefix in enumerate(WORK_ORDER) if path == prefix or path.startswith(prefix + "/")),
+                len(WORK_ORDER))
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
@@ -113,7 +112,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.slow)
         if where.as_posix() in ECOSYSTEM_MODULES:
             item.add_marker(pytest.mark.ecosystem)
-    items.sort(key=lambda item: _directory_rank(item.path.relative_to(TESTS)))  # stable: modules stay whole
+    items.sort(key=lambda item: _work_rank(item.path.relative_to(TESTS)))  # stable: modules stay whole
 
 
 @pytest.fixture(scope="session")

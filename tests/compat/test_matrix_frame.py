@@ -162,3 +162,20 @@ def test_the_java_build_follows_its_sources(tmp_path: Path) -> None:
     assert java_build.source_digest(tmp_path) == before
     source.write_text("class A { }")
     assert java_build.source_digest(tmp_path) != before
+
+
+def test_prepare_runs_only_the_named_suites_builds_and_refuses_an_unknown_one(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from compat.__main__ import main
+    from compat.suites import franz_go, librdkafka
+
+    prepared: list[str] = []
+    monkeypatch.setattr(franz_go, "prepare", lambda: prepared.append(franz_go.NAME))
+    monkeypatch.setattr(librdkafka, "prepare", lambda: prepared.append(librdkafka.NAME))
+    assert main(["prepare", "librdkafka", "franz-go"]) == 0
+    assert prepared == ["librdkafka", "franz-go"]
+    assert [line.split(":")[0] for line in capsys.readouterr().out.splitlines()] == ["librdkafka", "franz-go"]
+    with pytest.raises(SystemExit) as refused:
+        main(["prepare", "no-such-suite"])
+    assert refused.value.code == 2 and prepared == ["librdkafka", "franz-go"]
+    assert "no suite no-such-suite" in capsys.readouterr().err

@@ -8,7 +8,8 @@ pass; a failure names the case and its cause.
 
 librdkafka's sources come from crates.io's rdkafka-sys crate here as in CI (no librdkafka
 mirror there): downloaded with cargo into ~/.cache/odradek/cargo and built once into
-~/.cache/rdk, which the first librdkafka test pays for (minutes)."""
+~/.cache/rdk by ``sh scripts/bootstrap --test`` (``python -m compat prepare``; without it, the
+first librdkafka test pays for the build, minutes)."""
 
 from __future__ import annotations
 
