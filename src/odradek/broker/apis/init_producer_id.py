@@ -1,8 +1,9 @@
 """InitProducerId (key 22): producer ids for idempotent and transactional producers.
 
-Without a transactional id the id comes from the broker's
-:class:`~odradek.broker.producer_id_manager.ProducerIdManager`; with one, from the
-transaction coordinator (epoch bumps, fencing, KIP-360).
+Without a transactional id a new id, at epoch 0, comes from the broker's
+:class:`~odradek.broker.producer_id_manager.ProducerIdManager` on every request (a KIP-360
+bump included, as Kafka); with one, from the transaction coordinator (epoch bumps, fencing,
+KIP-360).
 
 Authorization (KafkaApis): Write on the transactional id, or for an idempotent producer
 IdempotentWrite on the cluster or (KIP-679, Kafka 2.8 and later) Write on some topic.
@@ -27,8 +28,6 @@ if TYPE_CHECKING:
     from odradek.broker.context import TransactionsContext
     from odradek.net.server import Request, Response
 
-_MAX_EPOCH = 32767
-
 
 @api(ApiKey.INIT_PRODUCER_ID, "InitProducerId", 0, 4)
 async def handle_init_producer_id(broker: TransactionsContext, request: Request) -> Response:
@@ -52,13 +51,11 @@ async def handle_init_producer_id(broker: TransactionsContext, request: Request)
             error = ErrorCode.invalid_producer_epoch
         return respond(request, build(m.InitProducerIdResponse, error_code=error, producer_id=result_id,
                                       producer_epoch=result_epoch))
-    if producer_id >= 0 and 0 <= epoch < _MAX_EPOCH:
-        # KIP-360: an idempotent producer that lost track of its sequences bumps its epoch.
-        result_id, result_epoch = producer_id, epoch + 1
-    else:
-        result_id, result_epoch = await broker.producer_ids.next_id(), 0
+    # An idempotent producer gets a new id at epoch 0 whatever id and epoch it sends (Kafka's
+    # TransactionCoordinator.handleInitProducerId): its KIP-360 "epoch bump" after lost
+    # sequences starts a fresh producer, so no partition holds state of that id at that epoch.
     return respond(request, build(m.InitProducerIdResponse, error_code=ErrorCode.none,
-                                  producer_id=result_id, producer_epoch=result_epoch))
+                                  producer_id=await broker.producer_ids.next_id(), producer_epoch=0))
 
 
 async def _transactional(broker: TransactionsContext, body: object, producer_id: int, epoch: int

@@ -130,3 +130,19 @@ def test_an_idempotent_producer_id_needs_idempotent_write_or_write_on_some_topic
         assert (granted.error_code, granted.producer_epoch) == (E.none, 0) and granted.producer_id >= 0
 
     with_broker(body)
+
+
+def test_an_idempotent_producer_bumping_its_epoch_gets_a_new_id_at_epoch_0(with_broker: WithBroker) -> None:
+    """Kafka answers an idempotent producer's KIP-360 bump (its id and epoch in the request)
+    with a new producer id at epoch 0, as it answers a first InitProducerId."""
+    async def body(b: FakeBroker) -> None:
+        first = await b.call(ipi4.InitProducerIdRequest(transactional_id=None, transaction_timeout=ms(60000)),
+                             ipi4_resp.InitProducerIdResponse)
+        assert (first.error_code, first.producer_epoch) == (E.none, 0)
+        bumped = await b.call(ipi4.InitProducerIdRequest(transactional_id=None, transaction_timeout=ms(60000),
+                                                         producer_id=first.producer_id, producer_epoch=i16(0)),
+                              ipi4_resp.InitProducerIdResponse)
+        assert bumped.error_code == E.none and bumped.producer_epoch == 0
+        assert bumped.producer_id not in (first.producer_id, -1)
+
+    with_broker(body)
