@@ -6,6 +6,7 @@ Every test that starts ZooKeeper, brokers or Spark is marked ``slow`` here, so t
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -71,11 +72,32 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
 
     class ModuleScheduling(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            module = nodeid.split("::", 1)[0]
-            parts = module.split("/")
-            return parts[1] if parts[0] == "tests" and len(parts) > 2 and parts[1] in SHARED_DIRECTORIES else module
+            return _work_unit(nodeid)
 
     return ModuleScheduling(config, log)
+
+
+def _work_unit(nodeid: str) -> str:
+    """What goes whole to one worker: the test's module, or its SHARED_DIRECTORIES directory."""
+    module = nodeid.split("::", 1)[0]
+    parts = module.split("/")
+    return parts[1] if parts[0] == "tests" and len(parts) > 2 and parts[1] in SHARED_DIRECTORIES else module
+
+
+# Seconds spent in each unit of work (setup, call and teardown of its tests), for the summary:
+# the longest units bound the parallel run's wall time.
+_unit_seconds: collections.Counter[str] = collections.Counter()
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    _unit_seconds[_work_unit(report.nodeid)] += report.duration
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if len(_unit_seconds) > 1:
+        terminalreporter.write_sep("=", f"longest units of work (of {len(_unit_seconds)})")
+        for unit, seconds in _unit_seconds.most_common(10):
+            terminalreporter.write_line(f"{seconds:8.1f}s {unit}")
 
 
 def _quick_loop(config: pytest.Config) -> bool:
