@@ -656,8 +656,7 @@ DYNAMIC_ACCEPTED_CONFIGS = frozenset({
     "sasl.kerberos.ticket.renew.window.factor", "sasl.kerberos.ticket.renew.jitter",
     "sasl.kerberos.min.time.before.relogin", "sasl.kerberos.principal.to.local.rules",
 })
-# Kafka's DynamicReplicationConfig.ReconfigurableConfigs (the log-dir move rate is accepted,
-# not enforced: odradek's future replicas catch up unthrottled).
+# Kafka's DynamicReplicationConfig.ReconfigurableConfigs.
 DYNAMIC_REPLICATION_CONFIGS = frozenset({
     "leader.replication.throttled.rate", "follower.replication.throttled.rate",
     "replica.alter.log.dirs.io.max.bytes.per.second",

@@ -2,12 +2,13 @@
 describes them and moves a replica between them while a producer writes to it (nothing
 lost), its errors (LOG_DIR_NOT_FOUND, unknown topic, a broker without the replica), and
 ``odradek log-dirs`` printing exactly what Kafka 2.8's own kafka-log-dirs.sh prints about the
-same cluster."""
+same cluster; a move held to ``replica.alter.log.dirs.io.max.bytes.per.second``."""
 
 from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -137,6 +138,66 @@ def test_the_admin_layer_moves_a_replica(cluster: JbodCluster) -> None:
     wait_until(lambda: where() == target, timeout=60, message="the replica in its new directory")
     assert [m.value() for m in consume_all(cluster.bootstrap_servers, "admin-moved", 1, 100)] == \
         [b"r%d" % i for i in range(100)]
+
+
+LOG_DIR_RATE = 100_000  # bytes/s
+
+
+def _set_log_dir_rate(cluster: JbodCluster, broker: int, rate: int | None) -> None:
+    change = ["--add-config", f"replica.alter.log.dirs.io.max.bytes.per.second={rate}"] if rate is not None \
+        else ["--delete-config", "replica.alter.log.dirs.io.max.bytes.per.second"]
+    done = run_odradek("configs", "--bootstrap-server", cluster.bootstrap_servers, "--entity-type", "brokers",
+                       "--entity-name", str(broker), "--alter", *change)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_move_between_dirs_stays_under_the_log_dir_throttle(cluster: JbodCluster, admin: KafkaAdminClient) -> None:
+    """replica.alter.log.dirs.io.max.bytes.per.second (the reassignment tool's
+    --replica-alter-log-dirs-throttle) bounds the copy into the -future log: measured on the
+    future replica's size, which DescribeLogDirs reports while it grows; without it the move
+    back is not held."""
+    create_topic(cluster, "log-dir-throttled", 1, 1, {"segment.bytes": "200000"}, assignment=[[2]])
+    values = [b"%06d" % i + b"x" * 994 for i in range(600)]  # about 600 kB with batch overhead
+    produce(cluster.bootstrap_servers, "log-dir-throttled", [(0, None, v) for v in values], **IDEMPOTENT)
+    (answer,) = admin.describe_log_dirs(brokers=[2])
+    size = next(p["partition_size"] for d in answer["log_dirs"] for t in d["topics"]
+                if t["name"] == "log-dir-throttled" for p in t["partitions"])
+    source, _ = replica_dirs(admin, 2, "log-dir-throttled")[0]
+    target = next(str(d) for d in cluster.log_dirs(2) if str(d) != source)
+    replica = TopicPartitionReplica("log-dir-throttled", 0, 2)
+    _set_log_dir_rate(cluster, 2, LOG_DIR_RATE)
+    try:
+        samples: list[tuple[float, int]] = []  # (time, future replica's size)
+
+        def moved() -> bool:
+            (answer,) = admin.describe_log_dirs(brokers=[2])
+            parts = [(d["log_dir"], p) for d in answer["log_dirs"] for t in d["topics"]
+                     if t["name"] == "log-dir-throttled" for p in t["partitions"]]
+            future = [p["partition_size"] for _, p in parts if p["is_future_key"]]
+            if future:
+                samples.append((time.monotonic(), future[0]))
+            return [(where, p["is_future_key"]) for where, p in parts] == [(target, False)]
+
+        started = time.monotonic()
+        assert admin.alter_replica_log_dirs({replica: target}) == {replica: NoError}
+        wait_until(moved, timeout=60, interval=0.2, message="the replica in its new directory")
+        took = time.monotonic() - started
+    finally:
+        _set_log_dir_rate(cluster, 2, None)
+    # One window (1 s) of bytes may go at once; the rest at the rate.
+    assert took >= 0.9 * (size - LOG_DIR_RATE) / LOG_DIR_RATE, (took, size)
+    later = [(t, n) for t, n in samples if t >= samples[0][0] + 1.0]
+    assert len(later) >= 2, samples
+    rate = (later[-1][1] - later[0][1]) / (later[-1][0] - later[0][0])
+    assert rate <= 1.1 * LOG_DIR_RATE, (rate, samples)
+    print(f"log-dir move of {size} B: {took:.1f} s, {rate:.0f} B/s against a limit of {LOG_DIR_RATE} B/s")
+    assert [m.value() for m in consume_all(cluster.bootstrap_servers, "log-dir-throttled", 1, len(values))] == values
+    # Without the throttle the move back takes a fraction of that.
+    back = time.monotonic()
+    assert admin.alter_replica_log_dirs({replica: source}) == {replica: NoError}
+    wait_until(lambda: replica_dirs(admin, 2, "log-dir-throttled") == {0: (source, False)}, timeout=60,
+               message="the replica back in its first directory")
+    assert time.monotonic() - back < took / 2, (time.monotonic() - back, took)
 
 
 def test_alter_replica_log_dirs_errors(cluster: JbodCluster, admin: KafkaAdminClient) -> None:

@@ -97,6 +97,7 @@ class AdminConnection:
         self.security = security
         self._conn: BrokerConnection | None = None
         self._controller: BrokerConnection | None = None
+        self._nodes: dict[int, BrokerConnection] = {}  # connections to brokers named by id
         self._versions: dict[int, tuple[int, int]] = {}
 
     async def __aenter__(self) -> AdminConnection:
@@ -121,7 +122,7 @@ class AdminConnection:
                            f"({'; '.join(errors)})")
 
     async def __aexit__(self, *exc: object) -> None:
-        for conn in (self._controller, self._conn):
+        for conn in (self._controller, self._conn, *self._nodes.values()):
             if conn is not None:
                 await conn.close()
 
@@ -150,12 +151,15 @@ class AdminConnection:
         raise AdminClientError(f"the broker at {self.bootstrap} does not support {self.api_names[api_key]} "
                            "at a version this client speaks")
 
-    async def request(self, api_key: int, build_body: Any, *, controller: bool = False,
+    async def request(self, api_key: int, build_body: Any, *, controller: bool = False, node: int | None = None,
                       timeout_ms: int = ADMIN_TIMEOUT_MS, response_type: Any = None) -> Any:
         """Send ``build_body(module, version)`` (module: kio's request classes of the
         negotiated version) and return the response (read as ``response_type`` if given,
-        else with kio's schema of that version)."""
-        conn = await self._controller_connection() if controller else self._conn
+        else with kio's schema of that version); to the controller, or to broker ``node``
+        (as Kafka's AdminClient sends a BROKER resource's configs to that broker), or else
+        to the bootstrap broker."""
+        conn = await self._controller_connection() if controller else \
+            await self._node_connection(node) if node is not None else self._conn
         assert conn is not None
         return await self.send_on(conn, api_key, build_body, timeout_ms=timeout_ms, response_type=response_type)
 
@@ -189,6 +193,23 @@ class AdminConnection:
             raise AdminClientError(f"could not connect to the controller (broker {view.controller_id} at "
                                f"{host}:{port}): {e}") from None
         self._controller = conn
+        return conn
+
+    async def _node_connection(self, node: int) -> BrokerConnection:
+        conn = self._nodes.get(node)
+        if conn is not None and conn.connected:
+            return conn
+        view = await self.metadata([])
+        if node not in view.brokers:
+            raise AdminClientError(f"broker {node} is not in the cluster (brokers: "
+                                   f"{', '.join(str(b) for b in sorted(view.brokers))})")
+        host, port, _ = view.brokers[node]
+        conn = BrokerConnection(host, port, "odradek-topics", security=self.security)
+        try:
+            await conn.connect(timeout_s=CONNECT_TIMEOUT_S)
+        except (OSError, TimeoutError) as e:
+            raise AdminClientError(f"could not connect to broker {node} at {host}:{port}: {e}") from None
+        self._nodes[node] = conn
         return conn
 
     async def controller_request(self, api_key: int, build_body: Any) -> Any:

@@ -228,6 +228,12 @@ def _resource(entity: ConfigEntity, name: str) -> tuple[int, str]:
     return _BROKER, "" if name == ConfigEntityZNode.DEFAULT else name
 
 
+def _node(resource_type: int, resource_name: str) -> int | None:
+    """The broker a request about this resource goes to: a broker's own configs to that
+    broker, as Kafka's AdminClient sends them (a broker refuses another's); None: any."""
+    return int(resource_name) if resource_type == _BROKER and resource_name.isdigit() else None
+
+
 async def _describe_resource(admin: AdminConnection, entity: ConfigEntity, name: str) -> list[Any]:
     resource_type, resource_name = _resource(entity, name)
 
@@ -236,7 +242,7 @@ async def _describe_resource(admin: AdminConnection, entity: ConfigEntity, name:
                      resources=(build(m.DescribeConfigsResource, resource_type=resource_type,
                                       resource_name=resource_name, configuration_keys=None),))
 
-    result = (await admin.request(ApiKey.DESCRIBE_CONFIGS, body)).results[0]
+    result = (await admin.request(ApiKey.DESCRIBE_CONFIGS, body, node=_node(resource_type, resource_name))).results[0]
     _raise_for(result.error_code, result.error_message)
     wanted = 1 if resource_type == _TOPIC else 3 if not resource_name else 2  # the dynamic source
     return sorted((c for c in result.configs if c.config_source == wanted), key=lambda c: c.name)
@@ -295,7 +301,8 @@ async def alter_over_bootstrap(admin: AdminConnection, entity: ConfigEntity, to_
             m.AlterConfigsResource, resource_type=resource_type, resource_name=resource_name, configs=tuple(
                 build(m.AlterableConfig, name=k, config_operation=op, value=v) for k, op, v in ops)),))
 
-    result = (await admin.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, body)).responses[0]
+    result = (await admin.request(ApiKey.INCREMENTAL_ALTER_CONFIGS, body,
+                                  node=_node(resource_type, resource_name))).responses[0]
     _raise_for(result.error_code, result.error_message)
     if entity.is_default:
         echo(f"Completed updating default config for {entity.entity_type} in the cluster.")

@@ -7,7 +7,8 @@ current log into it, whole batches with their offsets, while the current log kee
 appends (as leader or follower) and serving reads.  :func:`copy_step` is one step of that copy,
 on two logs and nothing else: the future log is first made a prefix of the current one
 (truncated by leader epoch where the current log was truncated meanwhile, restarted at the
-current log's start when retention passed it), then up to a chunk is appended.  When the
+current log's start when retention passed it), then up to a chunk is appended (less when
+``replica.alter.log.dirs.io.max.bytes.per.second`` allows less; the first batch whole).  When the
 future log ends where the current one does, the copy task swaps it in at once, without
 yielding the event loop between that check and the swap, so no append falls in between.
 """
@@ -23,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from odradek import tasks
 from odradek.broker.partition import Partition
+from odradek.broker.replication_quota import ReplicationQuotaManager
 from odradek.common import TopicPartition
 from odradek.log.log import UnexpectedAppendOffsetError
 from odradek.log.log_dirs import future_dir_name
@@ -102,11 +104,15 @@ class ReplicaAlterLogDirsManager:
     decisions, and one copy task per partition being moved."""
 
     def __init__(self, log_manager: LogManager, partitions: Mapping[TopicPartition, Partition],
-                 offline_partitions: Set[TopicPartition], metadata_cache: MetadataCache) -> None:
+                 offline_partitions: Set[TopicPartition], metadata_cache: MetadataCache,
+                 quota: ReplicationQuotaManager) -> None:
         self.log_manager = log_manager
         self.partitions = partitions
         self.offline_partitions = offline_partitions
         self.metadata_cache = metadata_cache
+        # replica.alter.log.dirs.io.max.bytes.per.second: every move on this broker shares it
+        # (Kafka's alterLogDirs quota, which ReplicaAlterLogDirsThread records and checks).
+        self.quota = quota
         self._copies: MutableMapping[TopicPartition, asyncio.Task[None]] = {}
 
     def alter_replica_log_dirs(self, partition_dirs: Mapping[TopicPartition, str]) -> dict[TopicPartition, ErrorCode]:
@@ -179,9 +185,15 @@ class ReplicaAlterLogDirsManager:
                 future = self.log_manager.future_log(*tp)
                 if partition is None or partition.log is None or future is None:
                     return
-                before = future.log_end_offset
+                allowance = self.quota.allowance()
+                if allowance <= 0:
+                    await asyncio.sleep(min(self.quota.delay_s(), 1.0))
+                    continue
+                before, size = future.log_end_offset, future.size
                 try:
-                    if copy_step(partition.log, future):
+                    caught_up = copy_step(partition.log, future, min(CHUNK_BYTES, allowance))
+                    self.quota.record(max(future.size - size, 0))
+                    if caught_up:
                         self._swap(partition)
                         return
                 except KafkaError as e:

@@ -156,6 +156,8 @@ class ReplicaManager:
         windows = (config["replication.quota.window.num"], config["replication.quota.window.size.seconds"])
         self.leader_quota = ReplicationQuotaManager(broker_id, "leader.replication.throttled.replicas", *windows)
         self.follower_quota = ReplicationQuotaManager(broker_id, "follower.replication.throttled.replicas", *windows)
+        # Moves between log directories (KIP-113) share one rate, whatever the throttled replicas.
+        self.alter_log_dirs_quota = ReplicationQuotaManager(broker_id, "", *windows)
         self.update_replication_throttles(config)
         # Consumers fetch from followers only when a leader's selector sends them there; then a
         # follower's high watermark moving must wake the fetches waiting on it.
@@ -175,12 +177,13 @@ class ReplicaManager:
         # None: transactional batches are appended unverified (transaction.partition.verification.enable=false).
         self.txn_verifier = txn_verifier
         self.alter_log_dirs = ReplicaAlterLogDirsManager(log_manager, self.partitions, self.offline_partitions,
-                                                         metadata_cache)
+                                                         metadata_cache, self.alter_log_dirs_quota)
 
     def update_replication_throttles(self, config: KafkaConfig) -> None:
         """The throttle rates of a (new, dynamic) broker config."""
         self.leader_quota.update_bound(config["leader.replication.throttled.rate"])
         self.follower_quota.update_bound(config["follower.replication.throttled.rate"])
+        self.alter_log_dirs_quota.update_bound(config["replica.alter.log.dirs.io.max.bytes.per.second"])
 
     def update_throttled_replicas(self, topic: str, overrides: Mapping[str, str]) -> None:
         """A topic's config was applied: which of its replicas here are throttled."""
