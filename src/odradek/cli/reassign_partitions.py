@@ -1,6 +1,7 @@
 """``odradek reassign-partitions``: kafka-reassign-partitions.sh.  With ``--bootstrap-server``
 (KIP-455's admin-client mode, odradek.admin.reassignment_command): ``--generate``,
-``--execute`` (``--throttle``, ``--replica-alter-log-dirs-throttle``, ``--additional``),
+``--execute`` (``--throttle``, ``--replica-alter-log-dirs-throttle``, ``--additional``, and
+moves between log directories: ``log_dirs`` in the JSON file),
 ``--verify``, ``--cancel``, ``--list``.  With ``--zookeeper`` (the older mode,
 odradek.admin.reassign_partitions, over ``/admin/reassign_partitions``): ``--execute`` and
 ``--verify``."""
@@ -72,7 +73,8 @@ def _read(path: str | None, option: str) -> str:
               help="--execute: the replication throttle rate between brokers, bytes/s.")
 @click.option("--replica-alter-log-dirs-throttle", "log_dir_throttle", type=int, default=-1, metavar="B/S",
               help="--execute: the throttle of moves between log directories on a broker, bytes/s.")
-@click.option("--timeout", type=int, default=10_000, metavar="MS", help="Accepted for Kafka's tool's sake.")
+@click.option("--timeout", type=int, default=10_000, metavar="MS",
+              help="--execute/--cancel: how long to keep asking brokers to start the log directory moves.")
 def reassign_partitions(bootstrap_server: str | None, command_config: str | None, zookeeper: str | None,
                         json_file: str | None, topics_file: str | None, broker_list: str | None,
                         disable_rack_aware: bool, generate: bool, execute: bool, verify: bool, cancel: bool,
@@ -84,7 +86,7 @@ def reassign_partitions(bootstrap_server: str | None, command_config: str | None
         fail(f"Command must include exactly one action: {', '.join(ACTIONS)}")
     if bootstrap_server:
         _admin_client_mode(bootstrap_server, command_config, chosen[0], json_file, topics_file, broker_list,
-                           additional, preserve_throttles, throttle, log_dir_throttle)
+                           additional, preserve_throttles, throttle, log_dir_throttle, timeout)
     if zookeeper is None:
         fail("Please specify --bootstrap-server")
     if chosen[0] not in ("--execute", "--verify"):
@@ -94,7 +96,7 @@ def reassign_partitions(bootstrap_server: str | None, command_config: str | None
 
 def _admin_client_mode(bootstrap_server: str, command_config: str | None, action: str, json_file: str | None,
                        topics_file: str | None, broker_list: str | None, additional: bool,
-                       preserve_throttles: bool, throttle: int, log_dir_throttle: int) -> None:
+                       preserve_throttles: bool, throttle: int, log_dir_throttle: int, timeout: int) -> None:
     from odradek.admin import reassignment_command as command
 
     admin = PartitionAdmin(bootstrap_server, security=client_security(command_config))
@@ -108,7 +110,7 @@ def _admin_client_mode(bootstrap_server: str, command_config: str | None, action
             except ValueError:
                 fail(f"--broker-list expects comma-separated broker ids, got {broker_list!r}")
         elif action != "--list":
-            plan = command.parse_plan(_read(json_file, "--reassignment-json-file"))
+            plan, moves = command.parse_plan(_read(json_file, "--reassignment-json-file"))
     except PartitionAdminError as e:
         fail(str(e))
 
@@ -117,13 +119,14 @@ def _admin_client_mode(bootstrap_server: str, command_config: str | None, action
             if action == "--generate":
                 await command.generate(admin, topics, brokers, click.echo)
             elif action == "--execute":
-                await command.execute(admin, plan, click.echo, additional=additional, throttle=throttle,
-                                      log_dir_throttle=log_dir_throttle)
+                await command.execute(admin, plan, click.echo, moves=moves, additional=additional,
+                                      throttle=throttle, log_dir_throttle=log_dir_throttle, timeout_ms=timeout)
             elif action == "--verify":
                 # Exit code 0 whatever the state, as Kafka's tool in this mode.
-                await command.verify(admin, plan, click.echo, preserve_throttles=preserve_throttles)
+                await command.verify(admin, plan, click.echo, moves=moves, preserve_throttles=preserve_throttles)
             elif action == "--cancel":
-                await command.cancel(admin, plan, click.echo, preserve_throttles=preserve_throttles)
+                await command.cancel(admin, plan, click.echo, moves=moves, preserve_throttles=preserve_throttles,
+                                     timeout_ms=timeout)
             else:
                 await command.list_reassignments(admin, click.echo)
 
