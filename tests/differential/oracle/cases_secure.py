@@ -83,6 +83,38 @@ def as_client(build: Any) -> Any:
     return one(build)
 
 
+def elect_leaders(s: Session) -> Any:
+    r = s.req
+    election = {"election_type": 0} if s.version >= 1 else {}  # v0 elects the preferred leader only
+    return r.ElectLeadersRequest(**election, timeout=30_000, topic_partitions=[
+        r.TopicPartitions(topic=s.topic(), partitions=[0])])
+
+
+def alter_reassignments(s: Session) -> Any:
+    r = s.req
+    return r.AlterPartitionReassignmentsRequest(timeout=30_000, topics=[r.ReassignableTopic(
+        name=s.topic(), partitions=[r.ReassignablePartition(partition_index=0, replicas=[0])])])
+
+
+def alter_replica_log_dirs(s: Session) -> Any:
+    r = s.req
+    return r.AlterReplicaLogDirsRequest(dirs=[r.AlterReplicaLogDir(path="/tmp/elsewhere", topics=[
+        r.AlterReplicaLogDirTopic(name=s.topic(), partitions=[0])])])
+
+
+def describe_client_quotas(s: Session) -> Any:
+    r = s.req
+    return r.DescribeClientQuotasRequest(components=[r.ComponentData(entity_type="user", match_type=1, match=None)],
+                                         strict=False)
+
+
+def alter_client_quotas(s: Session) -> Any:
+    r = s.req
+    return r.AlterClientQuotasRequest(validate_only=False, entries=[r.EntryData(
+        entity=[r.EntityData(entity_type="client-id", entity_name=s.name("c"))],
+        ops=[r.OpData(key="producer_byte_rate", value=1024.0, remove=False)])])
+
+
 CASES = [
     # No ACLs: every request refused the way its API refuses.
     Case(A.METADATA, "denied-named", as_client(lambda s: rq.metadata(s.req, [topic_with_record(s), "no-such-topic"]))),
@@ -158,6 +190,15 @@ CASES = [
     Case(A.ALTER_USER_SCRAM_CREDENTIALS, "denied", as_client(lambda s: s.req.AlterUserScramCredentialsRequest(
         deletions=[s.req.ScramCredentialDeletion(name="client", mechanism=2)], upsertions=[]))),
     Case(A.SASL_HANDSHAKE, "after-login", as_client(lambda s: s.req.SaslHandshakeRequest(mechanism="PLAIN"))),
+    # The operator's APIs (Alter or Describe on the cluster).
+    Case(A.ELECT_LEADERS, "denied", as_client(elect_leaders)),
+    Case(A.ALTER_PARTITION_REASSIGNMENTS, "denied", as_client(alter_reassignments)),
+    Case(A.LIST_PARTITION_REASSIGNMENTS, "denied", as_client(lambda s: s.req.ListPartitionReassignmentsRequest(
+        timeout=30_000, topics=None))),
+    Case(A.DESCRIBE_LOG_DIRS, "denied", as_client(lambda s: s.req.DescribeLogDirsRequest(topics=None))),
+    Case(A.ALTER_REPLICA_LOG_DIRS, "denied", as_client(alter_replica_log_dirs)),
+    Case(A.DESCRIBE_CLIENT_QUOTAS, "denied", as_client(describe_client_quotas)),
+    Case(A.ALTER_CLIENT_QUOTAS, "denied", as_client(alter_client_quotas)),
     # With ACLs granted by the administrator.
     Case(A.CREATE_ACLS, "round-trip", acl_round_trip),
     Case(A.METADATA, "granted-describe", granted(lambda s: [(TOPIC, s.name("t"), DESCRIBE)], lambda s: rq.metadata(
