@@ -111,10 +111,14 @@ def _name(tp: TopicPartition) -> str:
     return f"{tp.topic}-{tp.partition}"
 
 
+def _replica_order(replica: Replica) -> tuple[int, str, int]:
+    """Kafka's tool lists replicas by broker, then topic and partition."""
+    return replica.broker_id, replica.topic, replica.partition
+
+
 def _replica_names(replicas: Sequence[Replica] | Set[Replica]) -> str:
-    """Java's TopicPartitionReplica.toString, in Kafka's tool's order (broker, topic, partition)."""
-    ordered = sorted(replicas, key=lambda r: (r.broker_id, r.topic, r.partition))
-    return ",".join(f"{r.topic}-{r.partition}-{r.broker_id}" for r in ordered)
+    """Java's TopicPartitionReplica.toString of each, in Kafka's tool's order."""
+    return ",".join(f"{r.topic}-{r.partition}-{r.broker_id}" for r in sorted(replicas, key=_replica_order))
 
 
 async def generate(admin: PartitionAdmin, topics: Sequence[str], brokers: Sequence[int], out: Output) -> None:
@@ -202,10 +206,9 @@ async def _execute_moves(admin: PartitionAdmin, moves: Moves, out: Output, timeo
         answers = await log_dirs.alter_replica_log_dirs(pending)
         failed = {r: e for r, e in answers.items() if e not in (ErrorCode.none, ErrorCode.replica_not_available)}
         if failed:
-            replica, error = min(failed.items(), key=lambda item: (item[0].broker_id, item[0].topic,
-                                                                    item[0].partition))
+            replica = min(failed, key=_replica_order)
             raise PartitionAdminError(f"Failed to alter dir for {_replica_names([replica])}: "
-                                      f"{exception_text(ApiError(error))}")
+                                      f"{exception_text(ApiError(failed[replica]))}")
         started = [r for r, e in answers.items() if e == ErrorCode.none]
         if started:
             out(f"Successfully started log directory move{'s' if len(started) > 1 else ''} for: "
@@ -245,7 +248,7 @@ async def _move_states(admin: PartitionAdmin, moves: Moves) -> dict[Replica, tup
 def _move_lines(moves: Moves, states: Mapping[Replica, tuple[str | None, str | None]]) -> list[str]:
     """Kafka's replicaMoveStatesToString."""
     lines = []
-    for replica in sorted(moves, key=lambda r: (r.broker_id, r.topic, r.partition)):
+    for replica in sorted(moves, key=_replica_order):
         target, name = moves[replica], f"{replica.topic}-{replica.partition}"
         if replica not in states:
             lines.append(f"Partition {name} cannot be found in any live log directory on broker {replica.broker_id}.")
