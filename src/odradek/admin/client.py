@@ -185,15 +185,8 @@ class AdminConnection:
                 raise AdminClientError(f"no active controller is known to {self.bootstrap}; try again")
             await asyncio.sleep(_CONTROLLER_POLL_S)
             view = await self.metadata([])
-        host, port, _ = view.brokers[view.controller_id]
-        conn = BrokerConnection(host, port, "odradek-topics", security=self.security)
-        try:
-            await conn.connect(timeout_s=CONNECT_TIMEOUT_S)
-        except (OSError, TimeoutError) as e:
-            raise AdminClientError(f"could not connect to the controller (broker {view.controller_id} at "
-                               f"{host}:{port}): {e}") from None
-        self._controller = conn
-        return conn
+        self._controller = await self._connect(view, view.controller_id, "the controller")
+        return self._controller
 
     async def _node_connection(self, node: int) -> BrokerConnection:
         conn = self._nodes.get(node)
@@ -203,13 +196,16 @@ class AdminConnection:
         if node not in view.brokers:
             raise AdminClientError(f"broker {node} is not in the cluster (brokers: "
                                    f"{', '.join(str(b) for b in sorted(view.brokers))})")
+        self._nodes[node] = await self._connect(view, node, "broker")
+        return self._nodes[node]
+
+    async def _connect(self, view: ClusterView, node: int, what: str) -> BrokerConnection:
         host, port, _ = view.brokers[node]
         conn = BrokerConnection(host, port, "odradek-topics", security=self.security)
         try:
             await conn.connect(timeout_s=CONNECT_TIMEOUT_S)
         except (OSError, TimeoutError) as e:
-            raise AdminClientError(f"could not connect to broker {node} at {host}:{port}: {e}") from None
-        self._nodes[node] = conn
+            raise AdminClientError(f"could not connect to {what} (broker {node} at {host}:{port}): {e}") from None
         return conn
 
     async def controller_request(self, api_key: int, build_body: Any) -> Any:
