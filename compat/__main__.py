@@ -82,19 +82,23 @@ def main(argv: list[str] | None = None) -> int:
             print(f"   {row.passed} passed, {row.failed} failed, {row.skipped} skipped in {row.seconds:.0f} s")
             for case in row.problems:
                 print(f"   {case.status.value}: {case.name}: {case.cause}")
-    json_path = report.write_json(rows, RESULTS_DIR / f"run-{stamp}{kind}.json")
-    print(f"wrote {json_path.relative_to(HERE.parent)}")
-    if not args.quick and not args.reference:
-        old = report.read_rows(RESULTS_MD.read_text()) if RESULTS_MD.exists() else []
-        _write_md(report.merge(old, rows, {}))
+            # After every row, so that a run stopped half-way keeps the rows it finished.
+            json_path = report.write_json(rows, RESULTS_DIR / f"run-{stamp}{kind}.json")
+            if not args.quick and not args.reference:
+                old = report.read_rows(RESULTS_MD.read_text()) if RESULTS_MD.exists() else []
+                _write_md(report.merge(old, [row], {}), quiet=True)
+    if rows:
+        print(f"wrote {json_path.relative_to(HERE.parent)}" +
+              ("" if args.quick or args.reference else f" and {RESULTS_MD.relative_to(HERE.parent)}"))
     return 1 if any(r.failed for r in rows) else 0
 
 
-def _write_md(rows: list[Row]) -> None:
+def _write_md(rows: list[Row], quiet: bool = False) -> None:
     known = suites.all_suites()
     ordered = report.merge(rows, [], {s.NAME: s.ORDER for s in known})
     RESULTS_MD.write_text(report.render(ordered, {s.NAME: s.TITLE for s in known}))
-    print(f"wrote {RESULTS_MD.relative_to(HERE.parent)}")
+    if not quiet:
+        print(f"wrote {RESULTS_MD.relative_to(HERE.parent)}")
 
 
 if __name__ == "__main__":

@@ -179,3 +179,27 @@ def test_prepare_runs_only_the_named_suites_builds_and_refuses_an_unknown_one(
         main(["prepare", "no-such-suite"])
     assert refused.value.code == 2 and prepared == ["librdkafka", "franz-go"]
     assert "no suite no-such-suite" in capsys.readouterr().err
+
+
+def test_a_run_writes_each_row_as_it_finishes(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A matrix run stopped half-way keeps the rows it finished (RESULTS.md and the JSON)."""
+    import compat.__main__ as cli
+    from compat.suites import streams
+
+    monkeypatch.setattr(cli, "RESULTS_MD", tmp_path / "RESULTS.md")
+    monkeypatch.setattr(cli, "RESULTS_DIR", tmp_path / "results")
+    seen: list[str] = []
+
+    def run_variant(suite: object, variant: Variant, workdir: Path, **_: object) -> report.Row:
+        if seen:  # the second row never finishes
+            raise KeyboardInterrupt
+        seen.append(variant.name)
+        return report.Row(java_clients.NAME, variant.name, variant.listener, 3, 0, 0, 1.0, {}, "now", "abc")
+
+    monkeypatch.setattr(cli, "run_variant", run_variant)
+    with pytest.raises(KeyboardInterrupt):
+        cli.main(["run", java_clients.NAME, streams.NAME])
+    rows = report.read_rows((tmp_path / "RESULTS.md").read_text())
+    assert [(r.suite, r.variant, r.passed) for r in rows] == [(java_clients.NAME, "plaintext", 3)]
+    [written] = (tmp_path / "results").glob("run-*.json")
+    assert json.loads(written.read_text())
