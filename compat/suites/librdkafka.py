@@ -45,9 +45,25 @@ from compat.context import SuiteContext
 from compat.suite import CaseResult, Status, SuiteResult, Variant, one_line
 from odradek.local.cluster import LocalCluster
 
-__all__ = ["BROKER_OVERRIDES", "NOAUTOCREATE_TESTS", "QUICK_TESTS", "SECURED_BROKER_OVERRIDES", "SECURED_RUNS",
-           "TAG", "build", "fetch_crate", "kafka_distribution", "left_out", "parse_suite_output", "racks", "run",
-           "run_tests", "source", "source_from_crate"]
+__all__ = [
+    "BROKER_OVERRIDES",
+    "NOAUTOCREATE_TESTS",
+    "QUICK_TESTS",
+    "SECURED_BROKER_OVERRIDES",
+    "SECURED_RUNS",
+    "TAG",
+    "build",
+    "fetch_crate",
+    "kafka_distribution",
+    "left_out",
+    "parse_suite_output",
+    "racks",
+    "rdk_work",
+    "run",
+    "run_tests",
+    "source",
+    "source_from_crate",
+]
 
 TAG = "v2.15.0"  # from the librdkafka mirror (RDK_SRC)
 # Without a mirror (CI): the newest rdkafka-sys on crates.io, which bundles librdkafka 2.12.1.
@@ -173,20 +189,25 @@ def prepare() -> None:
     build()
 
 
+def rdk_work() -> Path:
+    """Where librdkafka-suite builds and keeps its logs: ``RDK_WORK``, else ``~/.cache/rdk``."""
+    return Path(os.environ.get("RDK_WORK", Path.home() / ".cache" / "rdk"))
+
+
 def build() -> tuple[Path, Path, str]:
     """The script, librdkafka's sources and their tag, with the test-runner built in
     ``RDK_WORK`` (the script builds on its first call; the one test it is given, against a
     closed port, is cut at once)."""
     script = suite_script()
-    rdk_work = Path(os.environ.get("RDK_WORK", Path.home() / ".cache" / "rdk"))
-    src, tag = source(rdk_work)
-    tree = rdk_work / f"librdkafka-{tag}"
+    work = rdk_work()
+    src, tag = source(work)
+    tree = work / f"librdkafka-{tag}"
     if not (tree / "tests" / "test-runner").exists():
         subprocess.run([str(script), str(src), "127.0.0.1:9", "0000"],
-                       env=dict(os.environ, RDK_TAG=tag, RDK_WORK=str(rdk_work), RDK_TIMEOUT="1"),
+                       env=dict(os.environ, RDK_TAG=tag, RDK_WORK=str(work), RDK_TIMEOUT="1"),
                        capture_output=True, check=False)
     if not (tree / "tests" / "test-runner").exists():
-        raise RuntimeError(f"librdkafka {tag} did not build from {src}; see {rdk_work}/*.log")
+        raise RuntimeError(f"librdkafka {tag} did not build from {src}; see {work}/*.log")
     return script, src, tag
 
 
@@ -210,16 +231,16 @@ def suite_script() -> Path:
                             f"{DEFAULT_SCRIPT}; set LIBRDKAFKA_SUITE")
 
 
-def source(rdk_work: Path) -> tuple[Path, str]:
+def source(work: Path) -> tuple[Path, str]:
     """librdkafka's sources and their tag: ``RDK_SRC`` (a repository, or a ``.crate`` file, or
     ``crates.io`` for rdkafka-sys from the registry), else the librdkafka mirror when there is
     one, else rdkafka-sys from crates.io (CI has no mirror)."""
     named = os.environ.get("RDK_SRC")
     if named == "crates.io" or (named is None and not DEFAULT_SRC.exists()):
-        return source_from_crate(fetch_crate(), rdk_work / "crates")
+        return source_from_crate(fetch_crate(), work / "crates")
     src = Path(named) if named else DEFAULT_SRC
     if src.suffix == ".crate":
-        return source_from_crate(src, rdk_work / "crates")
+        return source_from_crate(src, work / "crates")
     return src, TAG
 
 
@@ -251,10 +272,10 @@ def run_tests(bootstrap: str, *, secured: dict[str, str] | None, quick: bool, wo
     ``tests`` names the numbers to run instead of the variant's selection.  The script's
     output is kept in ``workdir/librdkafka-suite.log``."""
     script, src, tag = build()
-    rdk_work = Path(os.environ.get("RDK_WORK", Path.home() / ".cache" / "rdk"))
+    work = rdk_work()
     workdir.mkdir(parents=True, exist_ok=True)
     conf = {"test.timeout.multiplier": TIMEOUT_MULTIPLIER, **(secured or {})}
-    env = dict(os.environ, RDK_TAG=tag, RDK_WORK=str(rdk_work), TEST_SCENARIO=scenario,
+    env = dict(os.environ, RDK_TAG=tag, RDK_WORK=str(work), TEST_SCENARIO=scenario,
                RDK_TIMEOUT=os.environ.get("RDK_TIMEOUT", str(TEST_TIMEOUT_S)))
     kafka_path = kafka_distribution(workdir / "kafka")
     env["KAFKA_PATH"] = str(kafka_path)
@@ -265,7 +286,7 @@ def run_tests(bootstrap: str, *, secured: dict[str, str] | None, quick: bool, wo
         env.update(ssl_env)
         conf.update(ssl_conf)
     env["RDK_EXTRA_CONF"] = extra_conf(conf)
-    tree = rdk_work / f"librdkafka-{tag}"
+    tree = work / f"librdkafka-{tag}"
     build_java_helpers(tree / "tests" / "java", kafka_path)
     runs = [(tuple(tests), None)] if tests else script_runs(secured, quick, scenario)
     result = SuiteResult(versions={"librdkafka": tag.removeprefix("v")})
@@ -277,7 +298,7 @@ def run_tests(bootstrap: str, *, secured: dict[str, str] | None, quick: bool, wo
                            env=dict(env, SUBTESTS=subtests) if subtests else env,
                            stdout=out, stderr=subprocess.STDOUT, check=False)
         with log.open() as lines:
-            found = parse_suite_output(lines, rdk_work / "logs")
+            found = parse_suite_output(lines, work / "logs")
         result.cases += [replace(c, name=f"{c.name} [{subtests}]") if subtests else c for c in found]
     if secured and not tests:
         result.cases += [CaseResult(name, Status.SKIPPED, "share groups (KIP-932, Kafka 4.2+): not in Kafka 2.8")
