@@ -27,11 +27,17 @@ def lab(tmp_path_factory: pytest.TempPathFactory, lab_identity: Callable[[], tup
         lab.down()
 
 
+@pytest.mark.timeout(600)  # eight faults, each allowed 60 s to refill the ISRs on a loaded machine
 def test_each_fault_once_loses_nothing(lab: Lab, tmp_path: Path) -> None:
     expected = list(FAULT_KINDS)
     lines: list[str] = []
+
+    def log(line: str) -> None:
+        lines.append(line)
+        print(line, flush=True)  # shown as it happens if the test is stopped by its timeout
+
     report = NemesisRun(lab, tmp_path / "nemesis", faults=len(expected), seed=15, rate=100,
-                        hold_s=1.0, past_session_s=1.0, isr_timeout_s=60, log=lines.append).run()
+                        hold_s=1.0, past_session_s=1.0, isr_timeout_s=60, log=log).run()
     log = "\n".join(lines)
     assert [f.kind for f in report.faults] == expected, log
     assert report.skipped == []

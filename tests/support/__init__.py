@@ -34,6 +34,7 @@ from support.wire import (
     metadata,
     partitions_of,
     produce_records,
+    stored_batches,
 )
 
 __all__ = [
@@ -70,6 +71,7 @@ __all__ = [
     "produce_records",
     "run_kafka_tool",
     "run_odradek",
+    "stored_batches",
     "unique_chroot",
     "unique_topic",
     "wait_until",

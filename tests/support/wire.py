@@ -25,7 +25,7 @@ from odradek.local.cluster import LocalCluster
 from odradek.net.client import BrokerConnection
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.framing import decode_response, encode_request
-from odradek.protocol.records import RecordBatchHeader, iter_batches
+from odradek.protocol.records import HEADER_SIZE, RecordBatchHeader, iter_batches
 from odradek.security.client import ClientSecurity
 
 __all__ = [
@@ -207,16 +207,24 @@ def fetch_records(address: Address, topic: str, partition: int, offset: int, max
 
 def batch_headers(address: Address, topic: str, partition: int) -> list[RecordBatchHeader]:
     """The headers of every batch in a partition (from offset 0), read with raw fetches."""
-    out: list[RecordBatchHeader] = []
+    return [h for h, _ in stored_batches(address, topic, partition)]
+
+
+def stored_batches(address: Address, topic: str, partition: int) -> list[tuple[RecordBatchHeader, bytes]]:
+    """Every batch in a partition (from offset 0) as its header and its records section (as
+    stored: compressed if the batch is), read with raw fetches."""
+    out: list[tuple[RecordBatchHeader, bytes]] = []
     offset = 0
     while True:
         p = fetch_records(address, topic, partition, offset)
         assert p.error_code == ErrorCode.none, p.error_code
-        headers = [h for _, h in iter_batches(p.records or b"", partial_tail_ok=True)]
-        if not headers:
+        buf = p.records or b""
+        batches = [(h, bytes(buf[at + HEADER_SIZE:at + h.size]))
+                   for at, h in iter_batches(buf, partial_tail_ok=True)]
+        if not batches:
             return out
-        out += headers
-        offset = headers[-1].next_offset
+        out += batches
+        offset = batches[-1][0].next_offset
 
 
 _FRAME_SIZE = struct.Struct(">i")

@@ -205,8 +205,10 @@ class NemesisRun:
         record = FaultRecord(kind, fault.description, time.time())
         self.log(f"fault {n} ({kind}): {fault.description}")
         fault.inject()
-        time.sleep(fault.held_s(past_session, self.hold_s))
-        fault.heal()
+        try:
+            time.sleep(fault.held_s(past_session, self.hold_s))
+        finally:  # a run cut short (a timeout, ^C) still heals what it broke
+            fault.heal()
         record.healed = time.time()
         if self._wait_isr_full(self.isr_timeout_s):
             record.isr_full = time.time()
