@@ -5,9 +5,11 @@ The tests run through ``librdkafka-suite`` (``/work/shared/tools/librdkafka-suit
 repository or bare mirror), builds it once into ``~/.cache/rdk``, runs one test number at a
 time with librdkafka's ``test-runner`` and prints one line per number, which becomes one case.
 
-Without test numbers the script picks every broker test of 0000-0150 that is neither
-local-only, sockem nor a known issue.  librdkafka's CI runs them on a trivup cluster, and the
-tests expect what trivup gives them; so does this runner:
+A full run takes every broker test of 0000-0150 that is neither local-only, sockem nor a
+known issue (``selected``: the script's own choice, except that a test known to fail only on
+Windows, ``TEST_F_KNOWN_ISSUE_WIN32``, runs: 0055 and 0069, which the script's pattern drops),
+split into ``SHARDS`` script calls at once.  librdkafka's CI runs them on a trivup cluster,
+and the tests expect what trivup gives them; so does this runner:
 
 * the cluster (``BROKER_OVERRIDES``, ``racks``): auto-created topics with 4 partitions and
   3 replicas, an ACL authorizer that allows everything without ACLs (0081, 0109, 0115 and
@@ -52,6 +54,7 @@ __all__ = [
     "SECURED_BROKER_OVERRIDES",
     "SECURED_RUNS",
     "TAG",
+    "balance",
     "build",
     "fetch_crate",
     "kafka_distribution",
@@ -61,6 +64,8 @@ __all__ = [
     "rdk_work",
     "run",
     "run_tests",
+    "selected",
+    "shard_work",
     "source",
     "source_from_crate",
 ]
@@ -96,12 +101,23 @@ BROKER_OVERRIDES = {
 # The secured row's cluster: odradek up --security sasl_ssl, plus a re-authentication interval
 # (0142 skips itself on brokers without connections.max.reauth.ms; librdkafka's CI uses 10 s).
 SECURED_BROKER_OVERRIDES = {"connections.max.reauth.ms": "10000"}
-# test-runner bounds each test itself; the script's outer bound must not cut 0113 (~6 min here).
-TEST_TIMEOUT_S = 900
+# test-runner bounds each test itself; the script's outer bound must not cut 0113 (~11 min here).
+TEST_TIMEOUT_S = 1200
 # librdkafka's CI runs its tests with timeouts tripled (test.c: CI in the environment adds 2 to
 # the multiplier); so do we, on a small shared machine where a Kafka tool's JVM alone takes
 # seconds (0119 runs kafka-acls.sh twice within a 20 s budget).
-TIMEOUT_MULTIPLIER = "3"
+TIMEOUT_MULTIPLIER = 3
+# A full run splits the script's selection over this many script calls at once, each with a
+# copy of the built tree (the script keeps its test.conf and logs there).  librdkafka's own CI
+# runs five tests at a time against one cluster (test.c's test_concurrent_max), so the tests
+# are written for it; test.c adds concurrency/3 to the timeout multiplier, and so do we.
+SHARDS = 3
+# Seconds a test took in a full run here (9e90846, one at a time), to balance the shards; a
+# test not named is taken to be short.
+MEASURED_S = {"0113": 659, "0081": 485, "0098": 199, "0150": 162, "0077": 153, "0089": 106, "0045": 101,
+              "0103": 91, "0139": 87, "0033": 72, "0137": 68, "0091": 68, "0026": 63, "0102": 53, "0018": 51,
+              "0052": 49, "0030": 49, "0109": 45, "0122": 44, "0093": 32, "0050": 29}
+SHORT_S = 10
 DEFAULT_SCRIPT = Path("/work/shared/tools/librdkafka-suite")
 DEFAULT_SRC = Path("/work/.mirror/confluentinc+librdkafka/repo")
 _LINE = re.compile(r"^(\d{4}) (PASSED|FAILED|TIMEOUT|SKIPPED)\s+(\d+)s  ?(.*)$")
@@ -266,15 +282,25 @@ def fetch_crate(cache: Path | None = None) -> Path:
 
 
 def run_tests(bootstrap: str, *, secured: dict[str, str] | None, quick: bool, workdir: Path,
-              zookeeper: str | None = None, scenario: str = "default", tests: Iterable[str] = ()) -> SuiteResult:
+              zookeeper: str | None = None, scenario: str = "default", tests: Iterable[str] = (),
+              shards: int = SHARDS) -> SuiteResult:
     """Run librdkafka's tests against ``bootstrap`` (IPv4 literals; a cluster set up as the
     module docstring says, ``zookeeper`` its connect string); one case per test number.
-    ``tests`` names the numbers to run instead of the variant's selection.  The script's
-    output is kept in ``workdir/librdkafka-suite.log``."""
+    ``tests`` names the numbers to run instead of the variant's selection; a full run goes
+    over ``shards`` script calls at once.  The script's output is kept in
+    ``workdir/librdkafka-suite*.log``."""
     script, src, tag = build()
     work = rdk_work()
     workdir.mkdir(parents=True, exist_ok=True)
-    conf = {"test.timeout.multiplier": TIMEOUT_MULTIPLIER, **(secured or {})}
+    tree = work / f"librdkafka-{tag}"
+    runs = [(tuple(tests), None)] if tests else script_runs(secured, quick, scenario)
+    full = runs == [((), None)]
+    if full:
+        runs = [(tuple(numbers), None) for numbers in balance(selected((tree / "tests" / "test.c").read_text(
+            errors="replace")), shards)]
+    concurrency = len(runs) if full else 1
+    conf = {"test.timeout.multiplier": f"{TIMEOUT_MULTIPLIER + concurrency / 3:g}" if concurrency > 1
+            else str(TIMEOUT_MULTIPLIER), **(secured or {})}
     env = dict(os.environ, RDK_TAG=tag, RDK_WORK=str(work), TEST_SCENARIO=scenario,
                RDK_TIMEOUT=os.environ.get("RDK_TIMEOUT", str(TEST_TIMEOUT_S)))
     kafka_path = kafka_distribution(workdir / "kafka")
@@ -286,29 +312,74 @@ def run_tests(bootstrap: str, *, secured: dict[str, str] | None, quick: bool, wo
         env.update(ssl_env)
         conf.update(ssl_conf)
     env["RDK_EXTRA_CONF"] = extra_conf(conf)
-    tree = work / f"librdkafka-{tag}"
     build_java_helpers(tree / "tests" / "java", kafka_path)
-    runs = [(tuple(tests), None)] if tests else script_runs(secured, quick, scenario)
     result = SuiteResult(versions={"librdkafka": tag.removeprefix("v")})
-    for i, (numbers, subtests) in enumerate(runs):
-        log = workdir / ("librdkafka-suite.log" if i == 0 else f"librdkafka-suite-{i}.log")
-        with log.open("w") as out:
-            # The script exits 1 when a test failed; its lines say which.
-            subprocess.run([str(script), str(src), bootstrap, *numbers],
-                           env=dict(env, SUBTESTS=subtests) if subtests else env,
-                           stdout=out, stderr=subprocess.STDOUT, check=False)
-        with log.open() as lines:
-            found = parse_suite_output(lines, work / "logs")
-        result.cases += [replace(c, name=f"{c.name} [{subtests}]") if subtests else c for c in found]
+    for start in range(0, len(runs), concurrency):
+        batch = list(enumerate(runs))[start:start + concurrency]
+        calls = []
+        for i, (numbers, subtests) in batch:
+            # Concurrent calls each have a copy of the built tree; one at a time share RDK_WORK.
+            call_work = shard_work(work, tag, i) if concurrency > 1 else work
+            log = workdir / ("librdkafka-suite.log" if i == 0 else f"librdkafka-suite-{i}.log")
+            call_env = dict(env, RDK_WORK=str(call_work), **({"SUBTESTS": subtests} if subtests else {}))
+            with log.open("w") as out:
+                # The script exits 1 when a test failed; its lines say which.
+                calls.append((subprocess.Popen([str(script), str(src), bootstrap, *numbers], env=call_env,
+                                               stdout=out, stderr=subprocess.STDOUT), log, call_work, subtests))
+        for process, log, call_work, subtests in calls:
+            process.wait()
+            with log.open() as lines:
+                found = parse_suite_output(lines, call_work / "logs")
+            result.cases += [replace(c, name=f"{c.name} [{subtests}]") if subtests else c for c in found]
     if secured and not tests:
         result.cases += [CaseResult(name, Status.SKIPPED, "share groups (KIP-932, Kafka 4.2+): not in Kafka 2.8")
                          for name in SHARE_GROUP_SUBTESTS]
-    if runs == [((), None)]:
+    if full:
         result.cases += left_out((tree / "tests" / "test.c").read_text(errors="replace"))
     return result
 
 
+def balance(numbers: Iterable[str], shards: int) -> list[list[str]]:
+    """``numbers`` over at most ``shards`` lists of about equal time (``MEASURED_S``), the
+    longest first onto the least loaded; each list in test order."""
+    loads: list[tuple[float, list[str]]] = [(0.0, []) for _ in range(max(1, shards))]
+    for number in sorted(numbers, key=lambda n: (-MEASURED_S.get(n, SHORT_S), n)):
+        i = min(range(len(loads)), key=lambda k: loads[k][0])
+        load, members = loads[i]
+        loads[i] = (load + MEASURED_S.get(number, SHORT_S), [*members, number])
+    return [sorted(members) for _, members in loads if members]
+
+
+def shard_work(work: Path, tag: str, i: int) -> Path:
+    """``RDK_WORK`` for concurrent script call ``i``: a copy of the built tree (made once) in
+    ``work/shard<i>``, where that call's test.conf and logs go."""
+    directory = work / f"shard{i}"
+    tree = directory / f"librdkafka-{tag}"
+    if not (tree / "tests" / "test-runner").exists():
+        shutil.rmtree(tree, ignore_errors=True)
+        directory.mkdir(parents=True, exist_ok=True)
+        subprocess.run(["cp", "-a", str(work / f"librdkafka-{tag}"), str(tree)], check=True)
+    return directory
+
+
 _TABLE_ENTRY = re.compile(r"_TEST\((\d{4})_\w+,(.*?)\)\s*,\s*$", re.S | re.M)
+_NOT_RUN = {"TEST_F_LOCAL", "TEST_F_SOCKEM", "TEST_F_KNOWN_ISSUE"}
+
+
+def _table_flags(test_c: str) -> dict[str, list[set[str]]]:
+    """Each test number of 0000-0150 in test.c's table, with the flags of each of its entries."""
+    flags: dict[str, list[set[str]]] = {}
+    for m in _TABLE_ENTRY.finditer(test_c):
+        number, rest = m.group(1), m.group(2).split("_TEST(")[0]
+        if int(number) <= 150:
+            flags.setdefault(number, []).append(set(re.findall(r"TEST_F_[A-Z_0-9]+", rest)))
+    return flags
+
+
+def selected(test_c: str) -> list[str]:
+    """The script's own selection: numbers with an entry that is not local-only, sockem nor a
+    known issue."""
+    return sorted(n for n, entries in _table_flags(test_c).items() if any(not e & _NOT_RUN for e in entries))
 
 
 def left_out(test_c: str) -> list[CaseResult]:
@@ -316,18 +387,14 @@ def left_out(test_c: str) -> list[CaseResult]:
     cases with the reason: socket-emulator tests (test-runner's ``-E``) and known issues.
     Local-only tests (no broker) are no cases at all.  A number with a broker test that runs
     is not listed (0076 has a local and a sockem one)."""
-    flags: dict[str, list[set[str]]] = {}
-    for m in _TABLE_ENTRY.finditer(test_c):
-        number, rest = m.group(1), m.group(2).split("_TEST(")[0]
-        if int(number) <= 150:
-            flags.setdefault(number, []).append(set(re.findall(r"TEST_F_[A-Z_0-9]+", rest)))
+    flags = _table_flags(test_c)
     reasons = {"TEST_F_SOCKEM": "socket-emulator test (TEST_F_SOCKEM): librdkafka-suite runs test-runner "
                                 "with -E, as librdkafka's CI does outside its sockem job",
                "TEST_F_KNOWN_ISSUE": "marked TEST_F_KNOWN_ISSUE in librdkafka's test.c: test-runner skips it "
                                      "by default"}
     cases = []
     for number, entries in sorted(flags.items()):
-        if any(not entry & {"TEST_F_LOCAL", *reasons} for entry in entries):
+        if any(not entry & _NOT_RUN for entry in entries):
             continue  # the script runs it
         why = [reasons[f] for entry in entries if "TEST_F_LOCAL" not in entry for f in reasons if f in entry]
         if why:

@@ -176,6 +176,8 @@ def test_librdkafka_tests_the_script_leaves_out_are_skipped_with_their_reason() 
     _TEST(0001_multiobj, 0),
     _TEST(0028_long_topicnames, TEST_F_KNOWN_ISSUE, TEST_BRKVER(0, 9, 0, 0), .extra = "https://x"),
     _TEST(0049_consume_conn_close, TEST_F_SOCKEM, TEST_BRKVER(0, 9, 0, 0)),
+    _TEST(0055_producer_latency, TEST_F_KNOWN_ISSUE_WIN32),
+    _TEST(0055_producer_latency_mock, TEST_F_LOCAL),
     _TEST(0076_produce_retry, TEST_F_SOCKEM),
     _TEST(0076_produce_retry_mock, TEST_F_LOCAL),
     _TEST(0079_fork, TEST_F_LOCAL | TEST_F_KNOWN_ISSUE, .extra = "fork"),
@@ -186,6 +188,18 @@ def test_librdkafka_tests_the_script_leaves_out_are_skipped_with_their_reason() 
     cases = librdkafka.left_out(test_c)
     assert [(c.name, c.status) for c in cases] == [("0028", "skipped"), ("0049", "skipped"), ("0076", "skipped")]
     assert "TEST_F_KNOWN_ISSUE" in cases[0].cause and "-E" in cases[1].cause
+    assert librdkafka.selected(test_c) == ["0001", "0055", "0101"]  # a Windows-only known issue runs
+
+
+def test_a_full_librdkafka_run_is_split_into_shards_of_about_equal_time() -> None:
+    numbers = [f"{n:04d}" for n in range(151)]
+    shards = librdkafka.balance(numbers, 3)
+    assert sorted(n for shard in shards for n in shard) == numbers and len(shards) == 3
+    assert all(shard == sorted(shard) for shard in shards)
+    loads = [sum(librdkafka.MEASURED_S.get(n, librdkafka.SHORT_S) for n in shard) for shard in shards]
+    assert max(loads) - min(loads) <= max(librdkafka.MEASURED_S.values()) // 2, loads
+    assert not {"0113", "0081"} <= set(next(s for s in shards if "0113" in s))  # the two longest apart
+    assert librdkafka.balance(["0001", "0002"], 3) == [["0001"], ["0002"]]
 
 
 def test_the_new_suites_run_their_rows_on_the_clusters_their_tests_expect() -> None:
