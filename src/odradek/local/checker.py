@@ -27,7 +27,7 @@ from odradek.protocol.records import LOG_OVERHEAD, iter_batches
 
 __all__ = [
     "Ack", "Commit", "History", "Poll", "Transactions", "Verdict", "batches_below", "check", "check_durability",
-    "committed_offsets_backwards", "divergent_replicas", "duplicated_values", "hanging_partitions",
+    "committed_offsets_backwards", "divergent_replicas", "duplicate_writers", "duplicated_values", "hanging_partitions",
     "longest_ack_gaps", "lost_writes", "misplaced_acks", "parse_history", "poll_order_anomalies",
     "transaction_verdict", "unavailability", "vanished_reads",
 ]
@@ -134,6 +134,38 @@ def lost_writes(acks: Iterable[Ack], final: Mapping[int, Mapping[int, str]]) -> 
 def duplicated_values(final: Mapping[int, Mapping[int, str]]) -> list[str]:
     """Values present more than once in the final log, with where."""
     return [f"{value} at {where}" for value, where in _positions(final).items() if len(where) > 1]
+
+
+def duplicate_writers(final: Mapping[int, Mapping[int, str]], logs: Mapping[int, Mapping[int, bytes]]
+                      ) -> tuple[list[str], list[str]]:
+    """The values present more than once, split by who wrote each copy (the producer id,
+    epoch and sequence of its batch, read from a replica's log bytes): ``(resent, same_writer)``.
+
+    *resent*: every copy under a different idempotent producer id or epoch. A producer that
+    bumps its epoch (KIP-360; librdkafka does after a message timeout or an out-of-order
+    sequence) sends what it still holds again from sequence 0, as new records: no broker can
+    tell them from new ones (librdkafka issue 4953). *same_writer*: the rest, two copies under
+    one producer id and epoch (or without one), which an idempotent broker should not keep."""
+    writer_at: dict[tuple[int, int], tuple[int, int, int]] = {}
+    for partition, per_broker in logs.items():
+        for data in per_broker.values():
+            for _, h in iter_batches(data, partial_tail_ok=True):
+                for delta in range(h.last_offset_delta + 1):
+                    writer_at.setdefault((partition, h.base_offset + delta),
+                                         (h.producer_id, h.producer_epoch,
+                                          h.base_sequence + delta if h.base_sequence >= 0 else -1))
+    resent, same_writer = [], []
+    for value, where in _positions(final).items():
+        if len(where) < 2:
+            continue
+        writers = [writer_at.get(position) for position in where]
+        described = ", ".join(f"p{p}@{o} by " + (f"pid {w[0]} epoch {w[1]} seq {w[2]}" if w else "?")
+                              for (p, o), w in zip(where, writers, strict=True))
+        idempotent = [w for w in writers if w is not None and w[0] >= 0]
+        distinct = {(w[0], w[1]) for w in idempotent}
+        (resent if len(idempotent) == len(writers) and len(distinct) == len(writers) else same_writer).append(
+            f"{value}: {described}")
+    return resent, same_writer
 
 
 def _holes(final: Mapping[int, Mapping[int, str]], ends: Mapping[int, int]) -> dict[int, set[int]]:
@@ -287,6 +319,8 @@ class Verdict:
     errors: int = 0
     lost: list[str] = field(default_factory=list)
     duplicated: list[str] = field(default_factory=list)
+    # of the duplicated: copies under different producer epochs or ids (duplicate_writers)
+    duplicated_resent: list[str] = field(default_factory=list)
     nonmonotonic: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     vanished: list[str] = field(default_factory=list)
@@ -359,5 +393,7 @@ def _final_log_checks(final: Mapping[int, Mapping[int, str]], ends: Mapping[int,
                       replica_logs: Mapping[int, Mapping[int, bytes]] | None) -> Verdict:
     """What both runs check of the final log: values twice, reads that vanished, replicas
     that differ below the high watermark."""
-    return Verdict(polls=len(polls), duplicated=duplicated_values(final), vanished=vanished_reads(polls, final),
-                   divergent=divergent_replicas(replica_logs or {}, ends))
+    duplicated = duplicated_values(final)
+    resent = duplicate_writers(final, replica_logs or {})[0] if duplicated else []
+    return Verdict(polls=len(polls), duplicated=duplicated, duplicated_resent=resent,
+                   vanished=vanished_reads(polls, final), divergent=divergent_replicas(replica_logs or {}, ends))

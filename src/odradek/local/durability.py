@@ -82,6 +82,10 @@ class DurabilityReport:
         return self.verdict.duplicated
 
     @property
+    def duplicated_resent(self) -> list[str]:  # of those, every copy under another producer epoch or id
+        return self.verdict.duplicated_resent
+
+    @property
     def vanished_reads(self) -> list[str]:  # read by a consumer, later gone
         return self.verdict.vanished
 

@@ -149,7 +149,7 @@ class MigrationReport:
         return {"steps": [{**vars(s), "description": s.description} for s in self.steps],
                 "acknowledged": d.acknowledged, "acknowledged_without_offset": d.acknowledged_without_offset,
                 "lost": len(d.lost), "lost_examples": d.lost[:100], "duplicated": len(d.duplicated),
-                "vanished_reads": len(d.vanished_reads), "divergent_replicas": d.divergent_replicas,
+                "duplicated_resent": d.duplicated_resent[:100], "vanished_reads": len(d.vanished_reads), "divergent_replicas": d.divergent_replicas,
                 "group_commits": self.group_commits, "group_commit_errors": self.group_commit_errors,
                 "group_offsets_at_end": self.group_offsets_at_end, "group_last_committed": self.group_last_committed,
                 "group_offsets_kept": self.group_offsets_kept, "duration_s": d.duration_s, "ok": self.ok}
@@ -171,7 +171,8 @@ class MigrationReport:
         rows = [
             ("records acknowledged", f"{d.acknowledged} (without an offset: {d.acknowledged_without_offset})"),
             ("lost", str(len(d.lost))),
-            ("duplicated", str(len(d.duplicated))),
+            ("duplicated", f"{len(d.duplicated)} (re-sent by the client under a new producer epoch: "
+                           f"{len(d.duplicated_resent)})" if d.duplicated else "0"),
             ("reads later gone", str(len(d.vanished_reads))),
             ("replicas identical", "yes" if not d.divergent_replicas else f"NO: {d.divergent_replicas[:3]}"),
             ("group commits (failed)", f"{self.group_commits} ({self.group_commit_errors})"),

@@ -15,6 +15,7 @@ from odradek.local.checker import (
     check,
     check_durability,
     divergent_replicas,
+    duplicate_writers,
     longest_ack_gaps,
     misplaced_acks,
     parse_history,
@@ -63,6 +64,26 @@ def test_a_value_twice_in_the_log_is_duplicated() -> None:
     verdict = check(history, final, ends)
     assert verdict.duplicated == ["v0 at [(0, 0), (0, 3)]"]
     assert verdict.lost == ["v0 acked at (0, 0), found at [(0, 0), (0, 3)]"]
+
+
+def test_a_duplicate_resent_under_a_new_epoch_is_told_from_one_written_twice_by_one_writer() -> None:
+    """A copy under a new producer epoch is a client's re-send (KIP-360); two copies under one
+    producer id, epoch and sequence are a broker's failed deduplication."""
+    final = {0: {0: "a", 1: "b", 2: "b", 3: "c", 4: "c"}}
+    log = (build_batch([SimpleRecord(b"a"), SimpleRecord(b"b")], base_offset=0, producer_id=7, producer_epoch=5,
+                       base_sequence=10)
+           + build_batch([SimpleRecord(b"b")], base_offset=2, producer_id=7, producer_epoch=6, base_sequence=0)
+           + build_batch([SimpleRecord(b"c")], base_offset=3, producer_id=7, producer_epoch=6, base_sequence=1)
+           + build_batch([SimpleRecord(b"c")], base_offset=4, producer_id=7, producer_epoch=6, base_sequence=1))
+    resent, same_writer = duplicate_writers(final, {0: {1: log}})
+    assert resent == ["b: p0@1 by pid 7 epoch 5 seq 11, p0@2 by pid 7 epoch 6 seq 0"]
+    assert same_writer == ["c: p0@3 by pid 7 epoch 6 seq 1, p0@4 by pid 7 epoch 6 seq 1"]
+    # Without idempotence (no producer id) a copy cannot be told from a retry: not a re-send.
+    plain = build_batch([SimpleRecord(b"x"), SimpleRecord(b"x")], base_offset=0)
+    assert duplicate_writers({0: {0: "x", 1: "x"}}, {0: {0: plain}}) == (
+        [], ["x: p0@0 by pid -1 epoch -1 seq -1, p0@1 by pid -1 epoch -1 seq -1"])
+    verdict = check(History(), final, {0: 5}, {0: {1: log}})
+    assert len(verdict.duplicated) == 2 and verdict.duplicated_resent == resent
 
 
 def test_polls_going_back_are_nonmonotonic_and_jumps_over_records_are_skips() -> None:
