@@ -496,6 +496,9 @@ def _broker_keys() -> list[ConfigKey]:
         k("num.recovery.threads.per.data.dir", Type.INT, 1, at_least(1)),
         k("background.threads", Type.INT, 10, at_least(1)),
         k("socket.request.max.bytes", Type.INT, 104857600, at_least(1)),
+        # odradek's own: where /metrics is served (Prometheus), on the first listener's host;
+        # unset: no metrics server, 0: a port the system picks (tests).
+        k("metrics.port", Type.INT, None, at_least(0)),
         k("socket.send.buffer.bytes", Type.INT, 102400),
         k("socket.receive.buffer.bytes", Type.INT, 102400),
         k("connections.max.idle.ms", Type.LONG, 600000),

@@ -21,7 +21,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "src" / "odradek"
 # Low to high.  A module may import its own layer and the layers below it.  Within a layer the
 # packages may use each other, but only without cycles (checked below).
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"common", "tasks", "protocol"}),
+    frozenset({"common", "tasks", "histogram", "protocol"}),
     frozenset({"config", "state_change_log", "assignment", "net", "zk", "log", "security"}),
     frozenset({"controller"}),
     frozenset({"broker"}),  # the broker hosts the controller: broker -> controller, never back

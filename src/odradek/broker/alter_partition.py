@@ -49,6 +49,9 @@ class AlterPartitionManager:
         self._conn: BrokerConnection | None = None
         self._conn_target: tuple[int, str, int] | None = None
         self._task: asyncio.Task[None] | None = None
+        # Kafka's IsrShrinksPerSec / IsrExpandsPerSec: ISR changes the controller accepted.
+        self.isr_shrinks = 0
+        self.isr_expands = 0
 
     def start(self) -> None:
         self._task = tasks.start(self._run(), "alter-partition-manager")
@@ -143,6 +146,10 @@ class AlterPartitionManager:
                              ErrorCode(pd.error_code).name)
                     continue
                 if partition.is_leader and pd.leader_epoch == partition.leader_epoch:
+                    if len(pd.isr) < len(partition.isr):
+                        self.isr_shrinks += 1
+                    elif len(pd.isr) > len(partition.isr):
+                        self.isr_expands += 1
                     partition.isr = tuple(pd.isr)
                     partition.partition_epoch = pd.partition_epoch
                     log.info("ISR of %s is now [%s] (partition epoch %d)", partition.name,

@@ -32,6 +32,7 @@ from kio.schema.offset_for_leader_epoch.v3 import request as epoch_req
 from kio.schema.offset_for_leader_epoch.v3 import response as epoch_resp
 
 from odradek import tasks
+from odradek.broker.metrics.topic_stats import BrokerTopicStats
 from odradek.broker.partition import Partition
 from odradek.common import TopicPartition
 from odradek.log.log import UnexpectedAppendOffsetError
@@ -76,6 +77,9 @@ class _Fetching:
     backoff_until: float = 0.0
     # KIP-279: the epoch to ask about in the next OffsetForLeaderEpoch round (None: latest).
     ask_epoch: int | None = None
+    # The leader's high watermark minus our log end offset at the last fetch (Kafka's
+    # FetcherLagMetrics, read by the MaxLag gauge).
+    lag: int = 0
 
 
 class ReplicaFetcher:
@@ -333,6 +337,7 @@ class ReplicaFetcher:
             if pd.records:
                 try:
                     lg.append_as_follower(pd.records)
+                    self.manager.topic_stats.topic(p.topic).replication_bytes_in += len(pd.records)
                 except UnexpectedAppendOffsetError as e:
                     log.warning("%s; truncating by leader epoch again", e)
                     p.needs_truncation = True
@@ -348,6 +353,7 @@ class ReplicaFetcher:
                 on_high_watermark(TopicPartition(p.topic, p.partition))
             if pd.log_start_offset > lg.log_start_offset:
                 lg.maybe_increment_log_start_offset(min(pd.log_start_offset, lg.high_watermark))
+            item.lag = max(0, pd.high_watermark - lg.log_end_offset)
             return
         if error == ErrorCode.offset_out_of_range:
             self.manager.spawn(self._handle_out_of_range(item))
@@ -403,8 +409,9 @@ class ReplicaFetcherManager:
     def __init__(self, broker_id: int, config: KafkaConfig, metadata_cache: MetadataCache,
                  state_change: Callable[[str], None], *, security: ClientSecurity | None = None,
                  on_high_watermark: Callable[[TopicPartition], None] | None = None,
-                 quota: ReplicationQuotaManager | None = None) -> None:
+                 quota: ReplicationQuotaManager | None = None, topic_stats: BrokerTopicStats | None = None) -> None:
         self.broker_id = broker_id
+        self.topic_stats = topic_stats or BrokerTopicStats()  # ReplicationBytesInPerSec
         # Told when a follower's high watermark moves (consumers may be waiting on it, KIP-392).
         self.on_high_watermark = on_high_watermark
         self.quota = quota  # the follower's replication throttle
@@ -445,6 +452,11 @@ class ReplicaFetcherManager:
         task = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
+
+    def max_lag(self) -> int:
+        """Kafka's ReplicaFetcherManager MaxLag: the largest lag of a partition fetched here."""
+        return max((item.lag for fetcher in self.fetchers.values() for item in fetcher.partitions.values()),
+                   default=0)
 
     async def shutdown(self) -> None:
         fetchers, self.fetchers = self.fetchers, {}

@@ -48,6 +48,7 @@ from odradek.broker.leader_and_isr import (
     stale_request_error,
 )
 from odradek.broker.metadata_cache import MetadataCache
+from odradek.broker.metrics.topic_stats import BrokerTopicStats
 from odradek.broker.partition import Partition
 from odradek.broker.purgatory import Purgatory
 from odradek.broker.replica_alter_log_dirs import ReplicaAlterLogDirsManager
@@ -161,8 +162,10 @@ class ReplicaManager:
         self.update_replication_throttles(config)
         # Consumers fetch from followers only when a leader's selector sends them there; then a
         # follower's high watermark moving must wake the fetches waiting on it.
+        # BytesIn/Out, MessagesIn, ... per topic (plain ints; the metrics collector reads them).
+        self.topic_stats = BrokerTopicStats()
         self.fetchers = ReplicaFetcherManager(broker_id, config, metadata_cache, self.logger.info,
-                                              security=inter_broker_security,
+                                              security=inter_broker_security, topic_stats=self.topic_stats,
                                               on_high_watermark=self.wake_fetches if self.replica_selector else None,
                                               quota=self.follower_quota)
         self.alter_partition = AlterPartitionManager(broker_id, broker_epoch, metadata_cache,
@@ -589,10 +592,14 @@ class ReplicaManager:
         partition = self.partition_or_error(tp)
         if not isinstance(partition, Partition):
             return ProducePartitionResult(partition)
+        counters = self.topic_stats.topic(tp.topic)
+        counters.total_produce_requests += 1
         if origin is AppendOrigin.CLIENT:
             try:
                 end = validate_records(records)
             except KafkaError as e:
+                counters.failed_produce_requests += 1
+                counters.bytes_rejected += len(records or b"")
                 return ProducePartitionResult(e.code, message=str(e))
             assert records is not None
             if end < len(records):
@@ -601,6 +608,7 @@ class ReplicaManager:
             return ProducePartitionResult(ErrorCode.corrupt_message, message="no record batches")
         lg = partition.log
         if acks == -1 and len(partition.isr) < partition.min_insync_replicas():
+            counters.failed_produce_requests += 1
             return ProducePartitionResult(
                 ErrorCode.not_enough_replicas, log_start_offset=lg.log_start_offset,
                 message=f"the ISR of {partition.name} has {len(partition.isr)} replicas, fewer than "
@@ -608,10 +616,14 @@ class ReplicaManager:
         try:
             info = lg.append_as_leader(records, partition.leader_epoch, origin=origin, verification_guard=guard)
         except KafkaError as e:
+            counters.failed_produce_requests += 1
+            counters.bytes_rejected += len(records)
             return ProducePartitionResult(
                 e.code, log_start_offset=-1 if e.code in _NO_LOG_START_OFFSET else lg.log_start_offset,
                 message=str(e), record_errors=tuple(getattr(e, "record_errors", ())))
         if not info.duplicate:
+            counters.bytes_in += info.valid_bytes
+            counters.messages_in += info.num_records
             # Followers waiting for data; read_committed fetches when a marker moved the LSO.
             self.wake_fetches(tp)
             if partition.maybe_increment_high_watermark():
@@ -715,6 +727,7 @@ class ReplicaManager:
                 data = lg.read(r.fetch_offset, limit, bound, first_with_data)
             except KafkaError as e:
                 # Kafka's createLogReadResult(e): an error carries no offsets (-1 each).
+                self.topic_stats.topic(r.topic).failed_fetch_requests += 1
                 results[tp] = FetchPartitionResult(e.code)
                 continue
             size = data.size

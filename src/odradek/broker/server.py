@@ -24,6 +24,9 @@ from odradek.broker.group.scheduler import AsyncioScheduler
 from odradek.broker.listener_security import ListenerSecurityError, listener_security
 from odradek.broker.log_dir_failure_handler import LogDirFailureHandler
 from odradek.broker.metadata_cache import MetadataCache
+from odradek.broker.metrics.metrics_server import MetricsServer
+from odradek.broker.metrics.request_metrics import RequestMetrics
+from odradek.broker.peer_connections import PeerConnections
 from odradek.broker.producer_id_manager import ProducerIdManager
 from odradek.broker.quota.quota_managers import QuotaManagers
 from odradek.broker.quota.throttling import handle_with_quotas
@@ -130,9 +133,20 @@ class KafkaServer:
         self.handlers = load_handlers()
         # SCRAM credentials from /config/users, kept current by the config manager.
         self.credential_cache = CredentialCache()
+        # Prometheus metrics (metrics.port): without them, no request is timed and the paths
+        # only add to plain int counters.
+        self.request_metrics: RequestMetrics | None = None
+        self.metrics_server: MetricsServer | None = None
+        if config["metrics.port"] is not None:
+            self.request_metrics = RequestMetrics()
+            self.metrics_server = MetricsServer(
+                self, self.request_metrics, self.metadata_cache,
+                PeerConnections(self.broker_id, self.metadata_cache, config.inter_broker_listener_name, "metrics",
+                                security=self.inter_broker_security))
+            self.zk.add_state_listener(self.metrics_server.zk_state_changed)
         self.socket_server = SocketServer(
             config.listeners, self.dispatch, on_unsupported=unsupported_api_versions,
-            max_request_bytes=config["socket.request.max.bytes"])
+            max_request_bytes=config["socket.request.max.bytes"], observer=self.request_metrics)
         self.controller = KafkaController(config, self.zk, self.register_broker,
                                           inter_broker_security=self.inter_broker_security)
         # Dynamic topic configs: applies /config/changes notifications to the open logs.
@@ -215,6 +229,8 @@ class KafkaServer:
             await self.zk.close()
             raise BrokerStartupError(f"cannot listen on {', '.join(lst.name + '://' + (lst.host or '0.0.0.0') + ':' + str(lst.port) for lst in self.config.listeners)}: {e.strerror or e}") from None
         self.broker_info = self._broker_info(ports)
+        if self.metrics_server is not None:
+            await self._start_metrics()
         if stale:
             await self._wait_for_stale_registration()
         try:
@@ -231,6 +247,22 @@ class KafkaServer:
         self.serving.set()
         endpoints = ", ".join(e.connection_string for e in self.broker_info.endpoints)
         log.info("[KafkaServer id=%d] started (%s), cluster id %s", self.broker_id, endpoints, self.cluster_id)
+
+    async def _start_metrics(self) -> None:
+        """Serve /metrics on the first listener's host (all addresses when it names none)."""
+        assert self.metrics_server is not None
+        host = self.config.listeners[0].host or ""
+        try:
+            port = await self.metrics_server.start(host, self.config["metrics.port"])
+        except OSError as e:
+            await self.socket_server.stop()
+            await self.replica_manager.shutdown()
+            await self.log_cleaner.shutdown()
+            self.log_manager.shutdown()
+            await self.zk.close()
+            raise BrokerStartupError(f"cannot serve metrics on {host or '0.0.0.0'}:{self.config['metrics.port']}: "
+                                     f"{e.strerror or e}") from None
+        log.info("[KafkaServer id=%d] metrics at http://%s:%d/metrics", self.broker_id, host or "0.0.0.0", port)
 
     async def _start_authorizer(self) -> None:
         """Load the ACLs and follow their changes (Kafka's AclAuthorizer.configure), before the
@@ -322,6 +354,8 @@ class KafkaServer:
                 log.warning("controlled shutdown failed; proceeding with unclean shutdown", exc_info=True)
         # Each step is bounded: a stuck one is named in the log and the rest still run, so
         # logs are closed cleanly (clean-shutdown marker) whatever happens.
+        if self.metrics_server is not None:
+            await _bounded("metrics server", self.metrics_server.stop(), 5)
         await _bounded("socket server", self.socket_server.stop(), 10)
         await _bounded("dynamic config manager", self.config_manager.shutdown(), 5)
         if self.acl_cache is not None:

@@ -10,7 +10,9 @@ from collections.abc import Awaitable, Callable
 from kazoo.exceptions import ConnectionLoss, SessionExpiredError
 
 from odradek import tasks
+from odradek.controller.controller_state import state_of
 from odradek.controller.events import ControllerEvent
+from odradek.histogram import Histogram
 from odradek.zk.client import ZkConnectionError
 
 log = logging.getLogger(__name__)
@@ -35,6 +37,8 @@ class ControllerEventManager:
         self._task: asyncio.Task[None] | None = None
         self._closed = False
         self.current: ControllerEvent | None = None
+        # ControllerStats: each kind of event's processing times (milliseconds), by timer name.
+        self.rate_and_time: dict[str, Histogram] = {}
 
     def start(self) -> None:
         self._task = tasks.start(self._run(), "controller-event-thread")
@@ -94,5 +98,11 @@ class ControllerEventManager:
             finally:
                 self.current = None
             elapsed = time.monotonic() - started
+            timer = state_of(event).timer
+            if timer:
+                histogram = self.rate_and_time.get(timer)
+                if histogram is None:
+                    histogram = self.rate_and_time[timer] = Histogram()
+                histogram.update(elapsed * 1000)
             if elapsed > 1:
                 log.info("Processed controller event %s in %.0f ms", event.name, elapsed * 1000)

@@ -67,6 +67,7 @@ class PartitionStateMachine:
         self.batch = batch
         self.broker_unclean_election = broker_unclean_election
         self.states: dict[TopicPartition, PartitionState] = {}
+        self.unclean_leader_elections = 0
         # Topics being deleted: their partitions are not brought online.
         self.topics_being_deleted: set[str] = set()
         self.logger = StateChangeLogger(broker_id, controller_epoch=0)
@@ -250,6 +251,7 @@ class PartitionStateMachine:
                     continue
                 self.ctx.leadership[tp] = res
                 if tp in unclean:
+                    self.unclean_leader_elections += 1  # UncleanLeaderElectionsPerSec
                     self.logger.warn(
                         f"Unclean leader election for partition {tp}: broker {res.leader} was not in the ISR "
                         f"and becomes leader; records acknowledged by the old ISR may be lost")

@@ -25,6 +25,7 @@ import logging
 import os
 import random
 import shutil
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +34,7 @@ from kio.schema.errors import ErrorCode
 
 from odradek.common import now_ms
 from odradek.config import LogConfig
+from odradek.histogram import Histogram
 from odradek.log.abstract_index import IndexCorruptError
 from odradek.log.checkpoints import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile, fsync_dir
 from odradek.log.cleaner.job import CLEANED_SUFFIX, SWAP_SUFFIX
@@ -76,6 +78,10 @@ from odradek.protocol.records import (
 )
 
 log = logging.getLogger(__name__)
+
+# Kafka's LogFlushStats.logFlushTimer (LogFlushRateAndTimeMs): every fsync of a log's data, in
+# milliseconds.  One per process, as in Kafka (a process runs one broker).
+LOG_FLUSH_STATS = Histogram()
 
 UnsupportedCompressionTypeError = for_code(ErrorCode.unsupported_compression_type)
 
@@ -844,6 +850,7 @@ class Log:
         past the recovery point, then advance the recovery point."""
         offset = self._next_offset if offset is None else min(offset, self._next_offset)
         if offset > self.recovery_point:
+            started_ns = time.monotonic_ns()
             try:
                 for i, segment in enumerate(self.segments):
                     upper = self._bases[i + 1] if i + 1 < len(self.segments) else self._next_offset
@@ -854,6 +861,7 @@ class Log:
                     self._dir_dirty = False
             except OSError as e:
                 raise self._storage_error("flushing", e) from e
+            LOG_FLUSH_STATS.update((time.monotonic_ns() - started_ns) / 1e6)
             self.recovery_point = offset
         self._last_flush_ms = self._time_ms()
 
@@ -905,6 +913,7 @@ class Log:
 __all__ = [
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
+    "LOG_FLUSH_STATS",
     "MAX_TIMESTAMP",
     "NO_GUARD_CHECK",
     "AbortedTxn",

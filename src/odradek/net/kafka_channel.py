@@ -118,6 +118,7 @@ class Request:
     handled_ns: int = field(init=False, repr=False, compare=False)
     ready_ns: int = field(init=False, repr=False, compare=False)
     sent_ns: int = field(init=False, repr=False, compare=False)
+    throttle_ms: int = field(init=False, repr=False, compare=False)  # set when a quota throttled it
 
     @property
     def api_key(self) -> int:

@@ -38,6 +38,7 @@ from odradek.net.kafka_channel import (
     FileChunk,
     KafkaChannel,
     Request,
+    RequestObserver,
     Response,
     UnsupportedHandler,
     read_file_region,
@@ -86,7 +87,7 @@ class Connection(asyncio.BufferedProtocol):
                          if security.sasl is not None else None)
         self.channel = KafkaChannel(connection=self, max_request_bytes=server.max_request_bytes,
                                     authenticator=authenticator, sendfile=security.ssl_context is None,
-                                    on_unsupported=server.on_unsupported)
+                                    on_unsupported=server.on_unsupported, observer=server.observer)
         self._tls: SslTransportLayer | None = None  # SSL, SASL_SSL: set when the connection is made
         self._tls_draining = False
         self.transport: asyncio.Transport | None = None
@@ -388,8 +389,10 @@ class Connection(asyncio.BufferedProtocol):
 class SocketServer:
     def __init__(self, listeners: Sequence[Listener], dispatch: Dispatcher, *,
                  on_unsupported: UnsupportedHandler | None = None, max_request_bytes: int = 104857600,
-                 security: Mapping[str, ListenerSecurity] | None = None) -> None:
+                 security: Mapping[str, ListenerSecurity] | None = None,
+                 observer: RequestObserver | None = None) -> None:
         self.listeners = list(listeners)
+        self.observer = observer  # request metrics (timestamps are taken only with one)
         self.security = dict(security or {})
         self.dispatch = dispatch
         self.on_unsupported = on_unsupported or (lambda _e: None)

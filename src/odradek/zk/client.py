@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +32,7 @@ from kazoo.protocol.states import WatchedEvent, ZnodeStat
 from kazoo.retry import KazooRetry
 
 from odradek.common import TopicPartition
+from odradek.histogram import Histogram
 from odradek.zk.zk_data import (
     PERSISTENT_PATHS,
     BrokerIdsZNode,
@@ -120,6 +122,8 @@ class KafkaZkClient:
         # connection or when the socket cannot say.
         self.server: str | None = None
         self._watch_wrappers: dict[Callable[[WatchedEvent], None], Callable[[WatchedEvent], None]] = {}
+        # Kafka's ZooKeeperRequestLatencyMs: each request's round trip, in milliseconds.
+        self.request_latency = Histogram()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -209,8 +213,10 @@ class KafkaZkClient:
         loop = self._loop
         assert loop is not None
         fut: asyncio.Future[Any] = loop.create_future()
+        started_ns = time.monotonic_ns()
 
         def transfer(ar: Any) -> None:
+            self.request_latency.update((time.monotonic_ns() - started_ns) / 1e6)
             if fut.done():
                 return
             if ar.successful():

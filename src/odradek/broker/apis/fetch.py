@@ -68,7 +68,7 @@ def handle_fetch(broker: ProduceFetchContext, request: Request) -> Response | as
             denied = unauthorized_names(broker, request, Operation.READ, ResourceType.TOPIC, (r.topic for r in requests))
     allowed = [r for r in requests if r.topic not in denied] if denied else requests
     if not allowed:
-        return _encode(correlation_id, version, context, denied, {})
+        return _encode(broker, body.replica_id, correlation_id, version, context, denied, {})
     # Fetch v11+ consumers send their rack (KIP-392): they may read from followers.
     client_rack = body.rack_id if version >= 11 and body.replica_id < 0 else None
     max_bytes = body.max_bytes
@@ -82,8 +82,9 @@ def handle_fetch(broker: ProduceFetchContext, request: Request) -> Response | as
     if quota_window_bytes is not None:
         return _under_fetch_quota(broker, request, context, denied, outcome)
     if not isinstance(outcome, DelayedFetch):
-        return _encode(correlation_id, version, context, denied, outcome)
-    return answer_when_done(outcome.future, lambda done: _encode(correlation_id, version, context, denied, done))
+        return _encode(broker, body.replica_id, correlation_id, version, context, denied, outcome)
+    return answer_when_done(outcome.future,
+                            lambda done: _encode(broker, body.replica_id, correlation_id, version, context, denied, done))
 
 
 def _under_fetch_quota(broker: ProduceFetchContext, request: Request, context: FetchContext, denied: set[str],
@@ -100,7 +101,7 @@ def _under_fetch_quota(broker: ProduceFetchContext, request: Request, context: F
         size = sum(result.size for result in done.values())
         throttle_ms = fetch_quota.record(user, client_id, size)
         if throttle_ms <= 0:
-            return _encode(correlation_id, version, context, denied, done)
+            return _encode(broker, -1, correlation_id, version, context, denied, done)
         fetch_quota.unrecord(user, client_id, size)
         throttle(request, throttle_ms)
         return encode_fetch_response(correlation_id, version, ErrorCode.none, context.session_id, [],
@@ -111,15 +112,22 @@ def _under_fetch_quota(broker: ProduceFetchContext, request: Request, context: F
     return answer_when_done(outcome.future, answer)
 
 
-def _encode(correlation_id: int, version: int, context: FetchContext, denied: set[str],
-            outcome: dict[TopicPartition, FetchPartitionResult]) -> Response:
+def _encode(broker: ProduceFetchContext, replica_id: int, correlation_id: int, version: int, context: FetchContext,
+            denied: set[str], outcome: dict[TopicPartition, FetchPartitionResult]) -> Response:
     results: dict[tuple[str, int], FetchPartitionResult] = dict(outcome)  # type: ignore[arg-type]
     for r in context.partitions:
         if r.topic in denied:
             results[(r.topic, r.partition)] = FetchPartitionResult(ErrorCode.topic_authorization_failed)
     topics: dict[str, list[FetchedPartition]] = {}
+    topic_stats = broker.replica_manager.topic_stats
     for r in context.select(results):
         res = results[(r.topic, r.partition)]
+        if res.size:  # BytesOutPerSec, or ReplicationBytesOutPerSec to a follower (counted as sent)
+            counters = topic_stats.topic(r.topic)
+            if replica_id >= 0:
+                counters.replication_bytes_out += res.size
+            else:
+                counters.bytes_out += res.size
         aborted = res.aborted_transactions
         topics.setdefault(r.topic, []).append(FetchedPartition(
             r.partition, res.error, res.high_watermark, res.last_stable_offset, res.log_start_offset,

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from odradek.broker.quota.quota_managers import QuotaManagers
     from odradek.net.kafka_channel import Request, Response
 
-__all__ = ["client_of", "handle_with_quotas", "throttle"]
+__all__ = ["client_of", "handle_with_quotas", "is_follower_fetch", "throttle"]
 
 # Kafka's cluster actions: answered without recording or throttling (sendResponseExemptThrottle).
 _EXEMPT: Final = frozenset({ApiKey.LEADER_AND_ISR, ApiKey.STOP_REPLICA, ApiKey.UPDATE_METADATA,
@@ -47,13 +47,14 @@ def throttle(request: Request, throttle_ms: int) -> None:
     muted = connection.channel.muted_until_ns
     if muted is None or until_ns > muted:
         connection.mute(until_ns)
+    request.throttle_ms = throttle_ms  # RequestMetrics' ThrottleTimeMs
 
 
 def handle_with_quotas(quotas: QuotaManagers, handler: Callable[[Any, Request], Any], broker: Any,
                        request: Request) -> Response | Awaitable[Response]:
     """Run ``handler`` under the produce and request quotas (see the module docstring)."""
     api_key = request.api_key
-    if api_key in _EXEMPT or (api_key == ApiKey.FETCH and _follower_fetch(request)):
+    if api_key in _EXEMPT or (api_key == ApiKey.FETCH and is_follower_fetch(request)):
         return handler(broker, request)
     user, client_id = client_of(request)
     throttle_ms = 0
@@ -73,7 +74,7 @@ def handle_with_quotas(quotas: QuotaManagers, handler: Callable[[Any, Request], 
     return _with_throttle_time(result, request, throttle_ms)
 
 
-def _follower_fetch(request: Request) -> bool:
+def is_follower_fetch(request: Request) -> bool:
     """A Fetch from a replica (its replica id, the body's first field, is a broker id)."""
     offset = request.body_offset
     return int.from_bytes(request.frame[offset:offset + 4], "big", signed=True) >= 0

@@ -45,6 +45,7 @@ class LogCleaner:
         self._time_ms = time_ms
         self._threads: list[tuple[asyncio.Task[None], CleanerProcess]] = []
         self._wake = asyncio.Event()
+        self.last_run_ms = time_ms()  # when a cleaner thread last looked for work (time-since-last-run-ms)
 
     async def startup(self) -> None:
         self.manager.load_checkpoints()
@@ -86,6 +87,7 @@ class LogCleaner:
     async def _run(self, thread: int, process: CleanerProcess) -> None:
         while True:
             ltc = self.manager.grab_filthiest_log()
+            self.last_run_ms = self._time_ms()
             if ltc is None:
                 self._wake.clear()
                 try:

@@ -102,6 +102,7 @@ class LogCleanerManager:
         self.checkpoints: dict[TopicPartition, int] = {}
         self.in_progress: set[TopicPartition] = set()
         self.tombstones_due: dict[TopicPartition, int] = {}
+        self.dirtiest_log_cleanable_ratio = 0.0  # at the last grab_filthiest_log
 
     def load_checkpoints(self) -> None:
         for log_dir in self.log_dirs:
@@ -150,11 +151,13 @@ class LogCleanerManager:
         progress (call :meth:`done_cleaning` afterwards); None if nothing needs cleaning."""
         now = self._time_ms()
         best: LogToClean | None = None
+        dirtiest = 0.0
         for lg in self._logs():
             tp = TopicPartition(lg.topic, lg.partition)
             if not lg.config.compact or tp in self.in_progress or len(lg.segments) < 2:
                 continue
             ltc = self.dirtiness(lg, now)
+            dirtiest = max(dirtiest, ltc.cleanable_ratio)
             due = self.tombstones_due.get(tp)
             eligible = (ltc.cleanable_bytes > 0 and (
                 ltc.needs_compaction_now or ltc.cleanable_ratio > lg.config.min_cleanable_dirty_ratio))
@@ -162,6 +165,7 @@ class LogCleanerManager:
                 continue
             if best is None or ltc.cleanable_ratio > best.cleanable_ratio:
                 best = ltc
+        self.dirtiest_log_cleanable_ratio = dirtiest  # the max-dirty-percent gauge
         if best is not None:
             self.in_progress.add(best.tp)
         return best
