@@ -221,7 +221,10 @@ def _echo_hosts(the_lab: Lab) -> None:
                f"management leg {the_lab.management_address}")
     for h in the_lab.hosts.values():
         pid = the_lab.pid(h.name) if h.role != "client" else None
-        extra = f" broker.id {the_lab.broker_id(h.name)}" if h.role == "broker" else ""
+        extra = ""
+        if h.role == "broker":
+            broker = the_lab.cluster.brokers[the_lab.broker_id(h.name)]
+            extra = f" broker.id {broker.broker_id} metrics {the_lab.cluster.metrics_url(broker)}"
         click.echo(f"  {h.name:<10} {h.address:<15} {h.role}{extra}" + (f" pid {pid}" if pid else ""))
 
 

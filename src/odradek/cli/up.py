@@ -58,7 +58,7 @@ def up(num_brokers: int, racks: str | None, directory: str | None, zookeeper_por
     cluster_dir = Path(directory) if directory else Path(tempfile.mkdtemp(prefix="odradek-"))
     cluster = LocalCluster(cluster_dir, num_brokers, racks=rack_list, zookeeper_port=zookeeper_port,
                            ports=port_list, overrides=overrides, security=security,
-                           zookeepers=num_zookeepers)
+                           zookeepers=num_zookeepers, metrics=True)
     stop = StopSignals()
     try:
         cluster.start()
@@ -71,7 +71,8 @@ def up(num_brokers: int, racks: str | None, directory: str | None, zookeeper_por
             click.echo(f"ZooKeeper {zk.server_id}: {zk.connect_string} (pid {zk.pid}, {zk.mode()}, dir {zk.data_dir})")
     for b in cluster.brokers.values():
         rack = f" rack {b.rack}" if b.rack else ""
-        click.echo(f"Broker {b.broker_id}: 127.0.0.1:{b.port}{rack} (pid {b.pid}, config {b.config_path})")
+        click.echo(f"Broker {b.broker_id}: 127.0.0.1:{b.port}{rack} (pid {b.pid}, config {b.config_path}, "
+                   f"metrics {cluster.metrics_url(b)})")
     click.echo(f"Bootstrap servers: {cluster.bootstrap_servers}")
     click.echo(f"Cluster description: {cluster.dir / CLUSTER_JSON}")
     if cluster.security is not None:

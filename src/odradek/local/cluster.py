@@ -75,6 +75,7 @@ class BrokerProcess(ChildProcess):
     config_path: Path
     rack: str | None = None
     broker_port: int | None = None  # the inter-broker listener's, on a secure cluster
+    metrics_port: int | None = None  # /metrics (Prometheus), when the cluster serves metrics
     process: subprocess.Popen[bytes] | None = None
     started_ms: int = 0
 
@@ -89,7 +90,7 @@ class LocalCluster:
                  racks: Sequence[str | None] | None = None, zookeeper_connect: str | None = None,
                  zookeeper_port: int = 0, ports: Sequence[int] | None = None,
                  overrides: Mapping[str, str] | None = None, first_broker_id: int = 0,
-                 security: str | None = None, zookeepers: int = 1) -> None:
+                 security: str | None = None, zookeepers: int = 1, metrics: bool = False) -> None:
         if zookeepers < 1:
             raise ValueError(f"a cluster needs at least one ZooKeeper, not {zookeepers}")
         if zookeepers > 1 and (zookeeper_connect or zookeeper_port):
@@ -119,7 +120,8 @@ class LocalCluster:
             port = ports[i] if ports else free_port()
             self.brokers[broker_id] = BrokerProcess(
                 broker_id, port, self.dir / f"broker-{broker_id}" / "server.properties",
-                racks[i] if racks else None, free_port() if security else None)
+                racks[i] if racks else None, free_port() if security else None,
+                free_port() if metrics else None)
         # Certificates and passwords are made at start(); the protocol is checked now.
         self.security_protocol = security.upper() if security else None
         if self.security_protocol is not None:
@@ -156,6 +158,10 @@ class LocalCluster:
         return [*self.broker_command_prefix(broker),
                 sys.executable, "-m", "odradek", "broker", "--config", str(broker.config_path)]
 
+    def metrics_url(self, broker: BrokerProcess) -> str:
+        """Where the broker serves Prometheus metrics (its metrics.port on its address)."""
+        return f"http://{self.broker_address(broker)}:{broker.metrics_port}/metrics"
+
     def client_security(self, user: str = ADMIN) -> ClientSecurity | None:
         """How odradek's own connections reach the CLIENT listener as ``user`` (None: plain)."""
         if self.security is None:
@@ -182,6 +188,8 @@ class LocalCluster:
             props.update(self.security.broker_properties(broker.broker_id, broker.port, broker.broker_port))
         if broker.rack is not None:
             props["broker.rack"] = broker.rack
+        if broker.metrics_port is not None:
+            props["metrics.port"] = str(broker.metrics_port)
         props.update(self.overrides)
         return props
 
@@ -390,7 +398,8 @@ class LocalCluster:
             "bootstrap_servers": self.bootstrap_servers,
             "brokers": [
                 {"id": b.broker_id, "pid": b.pid, "port": b.port, "config": str(b.config_path),
-                 "rack": b.rack, **({"broker_port": b.broker_port} if b.broker_port is not None else {})}
+                 "rack": b.rack, **({"broker_port": b.broker_port} if b.broker_port is not None else {}),
+                 **({"metrics": self.metrics_url(b)} if b.metrics_port is not None else {})}
                 for b in self.brokers.values()
             ],
         }

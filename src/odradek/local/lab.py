@@ -45,6 +45,7 @@ __all__ = ["LAB_DEFAULTS", "LAB_JSON", "Lab", "LabCluster", "LabError", "LabHost
 
 LAB_JSON = "lab.json"
 BROKER_PORT = 9092
+METRICS_PORT = 9404  # each host's /metrics (the port Prometheus's JMX exporter is usually given)
 ZOOKEEPER_PORT = 2181
 # Faster failure detection than Kafka's defaults, so that a fault shows within seconds: a
 # broker cut from ZooKeeper loses its session after 6 s, a follower cut from its leader leaves
@@ -110,10 +111,11 @@ class LabCluster(LocalCluster):
         hosts = [h for h in lab.hosts.values() if h.role == "broker"]
         super().__init__(lab.dir, len(hosts), racks=[h.name for h in hosts],
                          zookeeper_connect=lab.zookeeper_connect, ports=[BROKER_PORT] * len(hosts),
-                         overrides={**LAB_DEFAULTS, **lab.overrides})
+                         overrides={**LAB_DEFAULTS, **lab.overrides}, metrics=True)
         self.hosts: dict[int, LabHost] = {}
         for broker, host in zip(self.brokers.values(), hosts, strict=True):
             broker.config_path = lab.dir / host.name / "server.properties"
+            broker.metrics_port = METRICS_PORT
             self.hosts[broker.broker_id] = host
 
     def broker_address(self, broker: BrokerProcess) -> str:
