@@ -14,7 +14,16 @@ from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 
 from odradek.local.cluster import LocalCluster
-from support import ClusterFactory, controller_of, create_topic, partition_state, produce, unique_topic, wait_until
+from odradek.local.zookeeper import EmbeddedZooKeeper
+from support import (
+    ClusterFactory,
+    controller_of,
+    create_topic,
+    partition_state,
+    produce,
+    unique_topic,
+    wait_until,
+)
 from support.metrics import Scrape, scrape
 
 DASHBOARD = Path(__file__).resolve().parents[2] / "docs" / "grafana" / "odradek.json"
@@ -22,7 +31,7 @@ TIMEOUT_S = 30.0
 
 
 @pytest.fixture(scope="module")
-def cluster(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:  # noqa: ANN001
+def cluster(zookeeper: EmbeddedZooKeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     """Three brokers serving metrics, shared by the tests that do not break the cluster."""
     factory = ClusterFactory(zookeeper, tmp_path_factory.mktemp("metrics"))
     try:

@@ -19,6 +19,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 
 from odradek.security.client import ClientSecurity
 from support import run_odradek, wait_until
+from support.metrics import scrape
 from support.wire import partitions_of
 
 TIMEOUT_S = 60.0
@@ -201,3 +202,17 @@ def test_perf_and_transactions_take_the_command_config(secure_cluster: dict) -> 
                          secure_cluster["command_config"], "list")
     assert listed.returncode == 0, listed.stderr
     assert listed.stdout.split()[:2] == ["TransactionalId", "Coordinator"]
+
+
+def test_metrics_serve_on_the_secure_cluster(secure_cluster: dict) -> None:
+    """`odradek up` turns metrics on: each broker's /metrics (named in cluster.json) serves
+    while every Kafka listener wants TLS and SASL, and counts the controller's requests that
+    came over the SASL_SSL inter-broker listener."""
+    scrapes = [scrape(b["metrics"]) for b in secure_cluster["brokers"]]
+    assert sum(s.value("kafka_controller_kafkacontroller_activecontrollercount") for s in scrapes) == 1
+    for got in scrapes:
+        update_metadata = sum(v for (name, labels), v in got.samples.items()
+                              if name == "kafka_network_requestmetrics_requests_total"
+                              and dict(labels)["request"] == "UpdateMetadata")
+        assert update_metadata >= 1
+        assert got.value("kafka_server_sessionexpirelistener_sessionstate", state="CONNECTED") == 1
