@@ -81,3 +81,15 @@ def test_change_dropped_while_queued_is_skipped_and_the_sender_survives() -> Non
         await m.stop()
 
     asyncio.run(scenario())
+
+
+def test_accepted_changes_are_counted_as_isr_shrinks_and_expands() -> None:
+    m = manager([])
+    p = leader()
+    grow = p.pending_isr = PendingIsrChange((1, 2), 5, 3)
+    m._handle_response({("t", 0): (p, grow)}, answer((1, 2), 5, 4))
+    shrink = p.pending_isr = PendingIsrChange((1,), 5, 4)
+    m._handle_response({("t", 0): (p, shrink)}, answer((1,), 5, 5))
+    refused = p.pending_isr = PendingIsrChange((1, 2), 5, 5)
+    m._handle_response({("t", 0): (p, refused)}, answer((1, 2), 5, 6, ErrorCode.invalid_update_version))
+    assert (m.isr_expands, m.isr_shrinks) == (1, 1)

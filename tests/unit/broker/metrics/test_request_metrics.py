@@ -1,0 +1,57 @@
+"""RequestMetrics: each sent request's four timestamps become Kafka's RequestMetrics times, under
+Kafka's request names (a fetch also under FetchConsumer or FetchFollower)."""
+
+from __future__ import annotations
+
+from odradek.broker.metrics.request_metrics import RequestMetrics, kafka_request_name
+from odradek.net.kafka_channel import Request
+from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.framing import RequestHeaderInfo
+
+MS = 1_000_000
+
+
+def sent(api_key: ApiKey, version: int, received_ms: int, handled_ms: int, ready_ms: int, sent_ms: int,
+         body: bytes = b"") -> Request:
+    request = Request(RequestHeaderInfo(api_key, version, 1, "c", 2), b"hdr" + body, 3, None)
+    request.received_ns, request.handled_ns = received_ms * MS, handled_ms * MS
+    request.ready_ns, request.sent_ns = ready_ms * MS, sent_ms * MS
+    return request
+
+
+def test_times_are_split_into_local_remote_and_response_queue() -> None:
+    metrics = RequestMetrics()
+    metrics.request_sent(None, sent(ApiKey.PRODUCE, 9, 100, 102, 110, 111))  # type: ignore[arg-type]
+    metrics.request_sent(None, sent(ApiKey.PRODUCE, 9, 200, 201, 201, 201))  # type: ignore[arg-type]
+    metrics.request_sent(None, sent(ApiKey.PRODUCE, 7, 300, 301, 301, 301))  # type: ignore[arg-type]
+    times = metrics.by_name["Produce"]
+    assert times.requests == {9: 2, 7: 1}
+    assert (times.total.count, times.total.sum) == (3, 11 + 1 + 1)
+    assert (times.local.sum, times.remote.sum, times.response_queue.sum) == (2 + 1 + 1, 8, 1)
+    assert times.throttle.sum == 0
+
+
+def test_a_throttled_request_reports_its_throttle_time() -> None:
+    metrics = RequestMetrics()
+    request = sent(ApiKey.FETCH, 12, 0, 1, 1, 1, body=(-1).to_bytes(4, "big", signed=True))
+    request.throttle_ms = 250
+    metrics.request_sent(None, request)  # type: ignore[arg-type]
+    assert metrics.by_name["Fetch"].throttle.sum == 250
+    assert metrics.by_name["FetchConsumer"].throttle.sum == 250
+
+
+def test_a_fetch_counts_as_fetch_and_as_follower_or_consumer() -> None:
+    metrics = RequestMetrics()
+    metrics.request_sent(None, sent(ApiKey.FETCH, 12, 0, 1, 2, 2, body=(2).to_bytes(4, "big")))  # type: ignore[arg-type]
+    metrics.request_sent(None, sent(ApiKey.FETCH, 12, 0, 1, 2, 2,  # type: ignore[arg-type]
+                                    body=(-1).to_bytes(4, "big", signed=True)))
+    assert metrics.by_name["Fetch"].total.count == 2
+    assert metrics.by_name["FetchFollower"].total.count == 1
+    assert metrics.by_name["FetchConsumer"].total.count == 1
+
+
+def test_kafka_request_names() -> None:
+    assert kafka_request_name(ApiKey.LIST_OFFSETS) == "ListOffsets"
+    assert kafka_request_name(ApiKey.LEADER_AND_ISR) == "LeaderAndIsr"
+    assert kafka_request_name(ApiKey.OFFSET_FOR_LEADER_EPOCH) == "OffsetForLeaderEpoch"
+    assert kafka_request_name(9999) == "9999"
