@@ -23,6 +23,7 @@ import pytest
 from odradek.local.lab import Lab
 from odradek.local.zookeeper import server_mode
 from support import run_odradek
+from support.metrics import scrape
 
 
 @dataclass
@@ -112,6 +113,10 @@ def test_brokers_on_their_own_hosts(running: Running) -> None:
     props = (running.dir / "broker1" / "server.properties").read_text()
     assert f"advertised.listeners=PLAINTEXT://{addresses[1]}:9092" in props
     assert "broker.rack=broker1" in props
+    # Each broker serves /metrics on its host's address; one of them is the active controller.
+    assert [b["metrics"] for b in cluster["brokers"]] == [f"http://{a}:9404/metrics" for a in addresses]
+    assert sum(scrape(b["metrics"]).value("kafka_controller_kafkacontroller_activecontrollercount")
+               for b in cluster["brokers"]) == 1
     # Each broker process runs in its own host's namespace.
     for i in range(3):
         pid = lab.pid(f"broker{i}")
