@@ -19,13 +19,17 @@ and odradek / Tansu ratios; and where the machine's CPU went (perf/sysstat.py): 
 ZooKeeper's, the other idle servers', the clients' and everyone else's CPU-seconds per second,
 steal and the load average.
 
+With ``--metrics`` the current broker serves /metrics (``metrics.port``) and a thread here
+scrapes it every 15 s, as Prometheus would; ``--metrics --baseline HEAD --no-tansu`` is then
+the metrics' cost (after/before: the same code with and without them).
+
 With ``--baseline REF`` the brokers of commit REF (a temporary git worktree, perf/baseline.py)
 run beside the current ones; --rounds rounds (default 3) take turns between them phase by
 phase, and every figure is reported as the median over the rounds with after/before ratios.
 ``--no-tansu`` leaves Tansu out.
 
     .venv/bin/python bench/broker_bound.py [--clients 3] [--seconds 10] [--partitions 6]
-        [--baseline REF [--rounds 3] [--no-tansu]]
+        [--metrics] [--baseline REF [--rounds 3] [--no-tansu]]
 """
 
 from __future__ import annotations
@@ -36,7 +40,9 @@ import os
 import shutil
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -99,6 +105,33 @@ def report(results: dict[str, dict[str, dict]]) -> str:
     return _align(rows) + note + "\n\n" + _align(usage)
 
 
+class Scraper:
+    """Fetches each /metrics every ``interval_s`` in a thread, as Prometheus would, while in use."""
+
+    def __init__(self, urls: list[str], interval_s: float = 15.0) -> None:
+        self.urls = urls
+        self.interval_s = interval_s
+        self.scrapes = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="metrics-scraper", daemon=True)
+
+    def __enter__(self) -> Scraper:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        print(f"{self.scrapes} scrapes of /metrics", flush=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            for url in self.urls:
+                with urllib.request.urlopen(url, timeout=10) as response:
+                    response.read()
+                self.scrapes += 1
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--clients", type=int, default=3, help="client processes per phase")
@@ -108,6 +141,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, help="rounds of every phase on every broker (default: 3 with --baseline, else 1)")
     ap.add_argument("--no-tansu", action="store_true", help="leave Tansu out (with --baseline)")
     ap.add_argument("--dir", help="working directory (default: a temporary one, removed afterwards)")
+    ap.add_argument("--metrics", action="store_true",
+                    help="the current broker serves /metrics, scraped every 15 s (with --baseline HEAD: their cost)")
     args = ap.parse_args()
     if args.no_tansu and not args.baseline:
         ap.error("--no-tansu leaves nothing to compare with without --baseline")
@@ -120,7 +155,9 @@ def main() -> None:
     per_round: dict[str, dict[str, list[dict]]] = {}
     with ExitStack() as stack:
         servers: dict[str, tuple[str, dict[str, list[int]]]] = {}
-        cluster = stack.enter_context(LocalCluster(base / "odradek", 1))
+        cluster = stack.enter_context(LocalCluster(base / "odradek", 1, metrics=args.metrics))
+        if args.metrics:
+            stack.enter_context(Scraper([cluster.metrics_url(b) for b in cluster.brokers.values()]))
         servers["odradek"] = (cluster.bootstrap_servers, cluster_groups(cluster))
         if args.baseline:
             baseline = stack.enter_context(checkout(REPO, args.baseline))
