@@ -438,6 +438,10 @@ class ReplicaManager:
                 topic_name=topic, partition_index=ps.partition_index, error_code=err))
         for hook in self.on_stop_replica:
             hook(stopped)
+        # Kafka's removeMetrics: a topic deleted here, with no partition left, takes its meters along.
+        deleted = {tp.topic for _p, tp, delete in stopped if delete} - {tp.topic for tp in self.partitions}
+        for topic in deleted:
+            self.topic_stats.remove(topic)
         return control.StopReplicaResponse(error_code=ErrorCode.none, partition_errors=tuple(errors))
 
     # ------------------------------------------------------------------ log directories

@@ -245,6 +245,16 @@ def test_stop_replica_with_the_current_leader_epoch_is_applied(tmp_path: Path) -
     assert T0 not in rm.partitions
 
 
+def test_a_topic_deleted_here_takes_its_meters_only_with_its_last_partition(tmp_path: Path) -> None:
+    rm, _ = _rm(tmp_path)
+    _with_partitions(rm)
+    rm.topic_stats.topic("t").bytes_in = 10
+    rm.stop_replicas(2, stop_replica([("t", 0, -2, True)], controller_epoch=3))
+    assert rm.topic_stats.topics["t"].bytes_in == 10  # partition 1 is still here
+    rm.stop_replicas(3, stop_replica([("t", 1, -2, True)], controller_epoch=3))
+    assert "t" not in rm.topic_stats.topics
+
+
 def test_stop_replica_from_stale_controller_or_broker_epoch_changes_nothing(tmp_path: Path) -> None:
     rm, hooks = _rm(tmp_path)
     _with_partitions(rm)
