@@ -44,7 +44,8 @@ if TYPE_CHECKING:
     from odradek.log.log_manager import LogManager
     from odradek.zk.client import KafkaZkClient
 
-__all__ = ["MetricsSource", "broker_families", "consumer_lag_families"]
+__all__ = ["EventLoopLoad", "MetricsSource", "broker_families", "consumer_lag_families", "controller_families",
+           "replica_manager_families"]
 
 # BrokerTopicMetrics' meters: TopicCounters field -> the exporter's counter name.
 _TOPIC_METERS: Final = {
@@ -101,8 +102,8 @@ class EventLoopLoad:
 def broker_families(broker: MetricsSource, requests: RequestMetrics, load: EventLoopLoad,
                     zk_events: Counter[str]) -> Iterator[Metric]:
     """Every family of one broker but the consumer-lag view."""
-    yield from _controller(broker.controller)
-    yield from _replica_manager(broker.replica_manager)
+    yield from controller_families(broker.controller)
+    yield from replica_manager_families(broker.replica_manager)
     yield from _topic_metrics(broker.replica_manager)
     yield from _request_metrics(requests, load)
     yield from _log(broker.log_manager, broker.log_cleaner)
@@ -157,7 +158,8 @@ def _summary(name: str, doc: str, histograms: Iterable[tuple[dict[str, str], His
     return family
 
 
-def _controller(controller: KafkaController) -> Iterator[Metric]:
+def controller_families(controller: KafkaController) -> Iterator[Metric]:
+    """KafkaController's gauges, ControllerStats' timers and unclean elections."""
     active = controller.is_active
     ctx = controller.ctx
     offline = imbalance = topics = partitions = 0
@@ -191,7 +193,8 @@ def _controller(controller: KafkaController) -> Iterator[Metric]:
                    [({}, controller.partition_sm.unclean_leader_elections)])
 
 
-def _replica_manager(rm: ReplicaManager) -> Iterator[Metric]:
+def replica_manager_families(rm: ReplicaManager) -> Iterator[Metric]:
+    """ReplicaManager's gauges (counted over the partitions hosted here) and ISR changes, fetchers' MaxLag."""
     leaders = under = under_min = at_min = 0
     for p in rm.partitions.values():
         if not p.is_leader:
