@@ -71,7 +71,6 @@ _GROUP_STATES: Final = {GroupState.PREPARING_REBALANCE: "numgroupspreparingrebal
 class MetricsSource(Protocol):
     """What the collector reads of a broker (KafkaServer)."""
 
-    broker_id: int
     replica_manager: ReplicaManager
     controller: KafkaController
     log_manager: LogManager
