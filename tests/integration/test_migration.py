@@ -31,6 +31,7 @@ def test_kafka_to_odradek_and_back_by_rolling_restart(zookeeper: EmbeddedZooKeep
     report = run.migration
     print(report.steps_table())
     print(report.checker_table())
+    print(*report.durability.duplicated_resent[:5], sep="\n")
     assert [(s.broker_id, s.after) for s in report.steps] == round_trip_plan([0, 1, 2])
     assert all(s.isr_full_s is not None for s in report.steps), report.steps_table()
     # With every broker odradek the controller is odradek's, and Kafka's at the end.
