@@ -26,7 +26,7 @@ LAYERS: tuple[frozenset[str], ...] = (
     frozenset({"controller"}),
     frozenset({"broker"}),  # the broker hosts the controller: broker -> controller, never back
     frozenset({"admin"}),
-    frozenset({"local", "perf", "spark"}),
+    frozenset({"local", "perf", "spark", "console"}),
     frozenset({"cli", "__main__"}),  # the command line sits on top of everything it runs
 )
 LAYER_OF = {package: rank for rank, packages in enumerate(LAYERS) for package in packages}

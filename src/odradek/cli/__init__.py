@@ -1,7 +1,7 @@
 """The ``odradek`` command and its subcommands, one module each: ``zookeeper``, ``broker``,
 ``up``, ``lab``, ``topics``, ``configs``, ``consumer-groups``, ``acls``, ``transactions``, ``reassign-partitions``,
 ``log-dirs``, ``leader-election``, ``dump-log``, ``delete-records``, ``get-offsets``, ``broker-api-versions``, ``console-producer``,
-``console-consumer``, ``replica-verification``, ``perf`` and ``demo``.
+``console-consumer``, ``replica-verification``, ``perf``, ``console`` (the web console) and ``demo``.
 
 A subcommand's module is imported only when that subcommand runs (or help lists it): the
 admin client and the protocol schemas alone take a third of a second to import, which every
@@ -40,6 +40,7 @@ COMMANDS = {
     "console-consumer": ("console_consumer", "console_consumer"),
     "replica-verification": ("replica_verification", "replica_verification"),
     "perf": ("perf", "perf"),
+    "console": ("console", "console"),
     "demo": ("demo", "demo"),
 }
 
