@@ -32,8 +32,8 @@ nav{background:#2d3e50;padding:.5em 1em}nav a{color:#fff;margin-right:1.2em;text
 main{padding:1em}table{border-collapse:collapse;margin:.5em 0}
 th,td{border:1px solid #ccc;padding:.25em .6em;text-align:left;font-size:14px}
 th{background:#f3f3f3}td.cell{text-align:center;min-width:5em}
-td.leader{background:#2e7d32;color:#fff;font-weight:bold}td.follower{background:#a5d6a7}
-td.out-of-isr{background:#ffcc80}td.offline{background:#e57373;color:#fff}
+.leader{background:#2e7d32;color:#fff;font-weight:bold}.follower{background:#a5d6a7}
+.out-of-isr{background:#ffcc80}.offline{background:#e57373;color:#fff}
 td.preferred{outline:2px solid #1565c0;outline-offset:-3px}th.down{background:#e57373;color:#fff}
 .legend span{display:inline-block;padding:.1em .5em;margin-right:.4em}.muted{color:#777}
 .spark{color:#1565c0;vertical-align:middle}pre{margin:0;white-space:pre-wrap}
