@@ -9,8 +9,10 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
+import pytest
 from kazoo.client import KazooClient
 
 from odradek.local.cluster import metadata_probe
@@ -91,10 +93,17 @@ def test_up_writes_configs_and_cluster_json_and_stops_everything(tmp_path: Path)
         zk.close()
         assert registered == ["0", "1", "2"]
         assert racks == {"r1", "r2", "r3"}
+        # The web console serves the cluster at the address up printed.
+        (console_url,) = [line.split()[2] for line in out_lines if line.startswith("Web console: ")]
+        with urllib.request.urlopen(console_url + "placement?fragment=1", timeout=30) as response:
+            placement = response.read().decode()
+        assert all(f'data-broker="{b}">broker {b}' in placement for b in range(3)) and "rack r2" in placement
     finally:
         assert _stop(proc) == 0
     for pid in pids:
         assert not _alive(pid)
+    with pytest.raises(OSError):
+        urllib.request.urlopen(console_url, timeout=5)
 
 
 def test_up_writes_cluster_json_only_once_the_cluster_is_usable(tmp_path: Path) -> None:

