@@ -101,33 +101,40 @@ class ClusterReader:
         self.properties = dict(properties or {})
         self.security = ClientSecurity.from_properties(self.properties) if self.properties else None
         self.metrics_urls = tuple(metrics_urls)
+        ConsoleAdminConnection(bootstrap)  # refuses malformed addresses now rather than on every page
         self._admin: ConsoleAdminConnection | None = None
         self._lock = asyncio.Lock()  # one request at a time on the shared connection
         self._known: dict[int, BrokerInfo] = {}  # every broker seen, for the columns of dead ones
         self._http: aiohttp.ClientSession | None = None
 
     async def close(self) -> None:
-        if self._admin is not None:
-            await self._admin.__aexit__(None, None, None)
-            self._admin = None
+        await self._drop_connection()
         if self._http is not None:
             await self._http.close()
 
     async def _call(self, action: Callable[[ConsoleAdminConnection], Awaitable[T]]) -> T:
-        """``action`` on the admin connection; once more on a new connection if the old one broke."""
+        """``action`` on the admin connection; once more on a new connection if the old one broke
+        (its broker died: the new one goes through the other bootstrap servers)."""
         async with self._lock:
-            for attempt in (1, 2):
-                if self._admin is None:
-                    admin = ConsoleAdminConnection(self.bootstrap, security=self.security)
-                    self._admin = await admin.__aenter__()
-                try:
-                    return await action(self._admin)
-                except (ConnectionError, OSError, TimeoutError):
-                    await self._admin.__aexit__(None, None, None)
-                    self._admin = None
-                    if attempt == 2:
-                        raise
-            raise AssertionError("unreachable")
+            try:
+                return await action(await self._connection())
+            except (ConnectionError, OSError, TimeoutError):
+                await self._drop_connection()
+            try:
+                return await action(await self._connection())
+            except (ConnectionError, OSError, TimeoutError):
+                await self._drop_connection()
+                raise
+
+    async def _connection(self) -> ConsoleAdminConnection:
+        if self._admin is None:
+            self._admin = await ConsoleAdminConnection(self.bootstrap, security=self.security).__aenter__()
+        return self._admin
+
+    async def _drop_connection(self) -> None:
+        if self._admin is not None:
+            admin, self._admin = self._admin, None
+            await admin.__aexit__(None, None, None)
 
     async def snapshot(self) -> ClusterSnapshot:
         """Brokers, controller and every topic's partitions, from one Metadata answer."""

@@ -182,9 +182,10 @@ def _rate(rates: Mapping[str, float] | None, topic: str) -> str:
 
 def topics_fragment(snapshot: ClusterSnapshot, sizes: Mapping[str, int], rates: Mapping[str, float] | None) -> str:
     rows = []
+    under_replicated = {(p.topic, p.partition) for p in snapshot.under_replicated()}
     for topic in snapshot.topics():
         parts = snapshot.of_topic(topic)
-        under = sum(1 for p in parts if p in snapshot.under_replicated())
+        under = sum(1 for p in parts if (p.topic, p.partition) in under_replicated)
         rows.append((_topic_link(topic), str(len(parts)), str(len(parts[0].replicas)), str(under),
                      _size(sizes.get(topic, 0)), _rate(rates, topic)))
     return _table(("topic", "partitions", "replication factor", "under-replicated", "size (leaders)",
