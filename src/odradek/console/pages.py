@@ -19,6 +19,7 @@ from odradek.console.model import (
     ReplicaState,
     sparkline_svg,
 )
+from odradek.protocol.errors import ErrorCode, for_code
 from odradek.security.acls import Acl, ResourcePattern
 
 __all__ = ["esc", "page"]
@@ -269,7 +270,9 @@ def group_fragment(group: GroupLag, history: LagHistory) -> str:
 
 def security_fragment(acls: Mapping[ResourcePattern, frozenset[Acl]] | BaseException,
                       users: Sequence[tuple[str, str]] | BaseException) -> str:
-    if isinstance(acls, BaseException):
+    if isinstance(acls, for_code(ErrorCode.security_disabled)):
+        acl_html = '<p id="acls">No authorizer on this cluster: ACLs are off.</p>'
+    elif isinstance(acls, BaseException):
         acl_html = error_block("the ACLs", acls)
     else:
         acl_html = _table(("resource type", "name", "pattern", "principal", "host", "operation", "permission"), (

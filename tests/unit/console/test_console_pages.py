@@ -14,6 +14,7 @@ from odradek.console.model import (
     PartitionInfo,
     placement_rows,
 )
+from odradek.protocol.errors import ErrorCode, for_code
 from odradek.security.acls import (
     Acl,
     KafkaPrincipal,
@@ -84,3 +85,5 @@ def test_security_lists_acls_and_users_escaped() -> None:
     assert EVIL not in html and "User:bob" in html and "READ" in html and "alice" in html
     refused = pages.security_fragment(PermissionError("no"), [])
     assert "Could not read the ACLs: PermissionError: no" in refused
+    plain = pages.security_fragment(for_code(ErrorCode.security_disabled)("No Authorizer is configured"), [])
+    assert "No authorizer on this cluster: ACLs are off." in plain
