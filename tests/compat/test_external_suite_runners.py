@@ -185,10 +185,33 @@ def test_librdkafka_tests_the_script_leaves_out_are_skipped_with_their_reason() 
     _TEST(0101_fetch_from_follower, 0, TEST_BRKVER(2, 4, 0, 0)),
     _TEST(0151_late, TEST_F_SOCKEM),
     """
-    cases = librdkafka.left_out(test_c)
-    assert [(c.name, c.status) for c in cases] == [("0028", "skipped"), ("0049", "skipped"), ("0076", "skipped")]
-    assert "TEST_F_KNOWN_ISSUE" in cases[0].cause and "-E" in cases[1].cause
+    # What the script leaves out runs straight with test-runner: sockem tests (the script's -E),
+    # known issues with -k; local-only tests not at all.
+    assert librdkafka.direct_tests(test_c) == [("0028", ("-k",)), ("0049", ()), ("0076", ())]
     assert librdkafka.selected(test_c) == ["0001", "0055", "0101"]  # a Windows-only known issue runs
+
+
+def test_librdkafka_tests_the_script_leaves_out_run_straight_with_test_runner(tmp_path: Path) -> None:
+    """run_direct as it drives librdkafka's test-runner: here a stand-in that prints test-runner's
+    summary row for TESTS (passed, failed with its failure header, or killed by its timeout)."""
+    tests = tmp_path / "shard3" / "librdkafka-v2.15.0" / "tests"
+    tests.mkdir(parents=True)
+    runner = tests / "test-runner"
+    runner.write_text("#!/bin/sh\n"
+                      'echo "$TESTS $*" >> ../args.log\n'
+                      'case "$TESTS" in\n'
+                      '0049) echo "| 0049_consume_conn_close | PASSED | 1.0s |" ;;\n'
+                      '0028) echo \'### Test "0028_long_topicnames" failed at test.c:1: ###\'; '
+                      'echo "Topic name is illegal"; echo "| 0028_long_topicnames | FAILED | 0.1s |"; exit 134 ;;\n'
+                      "esac\n")
+    runner.chmod(0o755)
+    cases = librdkafka.run_direct(tests.parent, "127.0.0.1:9", {"RDK_EXTRA_CONF": "a=1\n"},
+                                  [("0049", ()), ("0028", ("-k",))])
+    assert [(c.name, c.status) for c in cases] == [("0049", "passed"), ("0028", "failed")]
+    assert cases[1].cause.startswith("Topic name is illegal") and "Kafka 2.8.2" in cases[1].cause
+    assert (tests.parent / "args.log").read_text() == "0049 -L -p1\n0028 -k -L -p1\n"
+    assert (tests / "test.conf").read_text() == "bootstrap.servers=127.0.0.1:9\na=1\n"
+    assert (tmp_path / "shard3" / "logs" / "0028.log").exists()
 
 
 def test_a_full_librdkafka_run_is_split_into_shards_of_about_equal_time() -> None:
