@@ -401,6 +401,7 @@ class ReplicaManager:
         self.controller_epoch = request.controller_epoch
         errors = []
         stopped: list[tuple[Partition | None, TopicPartition, bool]] = []
+        deleted_in: set[Path] = set()  # log directories whose checkpoints are rewritten once, at the end
         for topic, ps in entries:
             tp = TopicPartition(topic, ps.partition_index)
             partition = self.partitions.get(tp)
@@ -424,8 +425,9 @@ class ReplicaManager:
                     self.alter_log_dirs.stop(tp)
                     try:
                         self.log_manager.remove_future_log(tp.topic, tp.partition)
-                        path = self.log_manager.async_delete(tp.topic, tp.partition)
+                        path = self.log_manager.async_delete(tp.topic, tp.partition, checkpoint=False)
                         if path is not None:
+                            deleted_in.add(path.parent)
                             self.logger.info(f"Renamed the log of partition {tp} to {path.name} for deletion")
                     except KafkaError as e:
                         err = e.code
@@ -436,6 +438,8 @@ class ReplicaManager:
                 self._complete_delayed_requests(tp)
             errors.append(control.StopReplicaPartitionError(
                 topic_name=topic, partition_index=ps.partition_index, error_code=err))
+        # Before the answer: a topic recreated under the same name must not find these offsets.
+        self.log_manager.checkpoint_dirs(deleted_in)
         for hook in self.on_stop_replica:
             hook(stopped)
         # Kafka's removeMetrics: a topic deleted here, with no partition left, takes its meters along.

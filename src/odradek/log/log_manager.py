@@ -459,19 +459,27 @@ class LogManager:
         for lg in (*self._logs.values(), *self._future_logs.values()):
             lg.config = lg.config.rebased(default)
 
-    def async_delete(self, topic: str, partition: int) -> Path | None:
+    def async_delete(self, topic: str, partition: int, *, checkpoint: bool = True) -> Path | None:
         """Stop serving the partition now: rename its directory to
         ``<topic>-<partition>.<uuid>-delete`` and remove it after ``file.delete.delay.ms``.
         Descriptors stay open until then so in-flight sendfiles finish. Returns the new path
-        (None if the partition has no log here)."""
+        (None if the partition has no log here).  Its directory's checkpoints are rewritten,
+        so that a recreated topic of the same name does not inherit this one's; a caller
+        deleting many (StopReplica) passes ``checkpoint=False`` and calls
+        :meth:`checkpoint_dirs` once at the end, as Kafka's ``asyncDelete`` of a set does."""
         lg = self._remove(TopicPartition(topic, partition))
         if lg is None:
             return None
         target = lg.dir.parent / delete_dir_name(topic, partition)
         self._delete_later(lg, target)
-        # A recreated topic of the same name must not inherit this one's checkpoints.
-        self._write_checkpoints(target.parent)
+        if checkpoint:
+            self._write_checkpoints(target.parent)
         return target
+
+    def checkpoint_dirs(self, log_dirs: Iterable[Path]) -> None:
+        """Rewrite the checkpoint files of each of ``log_dirs`` (after deletions)."""
+        for log_dir in sorted(set(log_dirs)):
+            self._write_checkpoints(log_dir)
 
     def _delete_later(self, lg: Log, target: Path) -> None:
         try:

@@ -113,6 +113,26 @@ def test_async_delete_renames_then_removes_after_delay(tmp_path: Path, clock: Cl
     mgr.shutdown()
 
 
+def test_many_deletions_rewrite_the_checkpoints_once_at_the_end(tmp_path: Path, clock: Clock) -> None:
+    """StopReplica deletes many partitions: each rename leaves the checkpoints as they were
+    until checkpoint_dirs rewrites them once (Kafka's asyncDelete of a set)."""
+    mgr = manager([tmp_path], clock)
+    for p in range(3):
+        mgr.get_or_create_log("many", p).append_as_leader(batch(2), leader_epoch=0)
+    mgr.get_or_create_log("kept", 0).append_as_leader(batch(1), leader_epoch=0)
+    mgr.checkpoint_high_watermarks()
+    before = (tmp_path / "replication-offset-checkpoint").read_text()
+    assert before.count("many ") == 3
+    renamed = [mgr.async_delete("many", p, checkpoint=False) for p in range(3)]
+    assert all(r is not None and r.is_dir() for r in renamed)
+    assert (tmp_path / "replication-offset-checkpoint").read_text() == before
+    mgr.checkpoint_dirs([r.parent for r in renamed if r is not None])
+    for name in ("replication-offset-checkpoint", "recovery-point-offset-checkpoint", "log-start-offset-checkpoint"):
+        text = (tmp_path / name).read_text()
+        assert "many " not in text and "kept 0 " in text, (name, text)
+    mgr.shutdown()
+
+
 def test_async_delete_completes_after_a_restart(tmp_path: Path, clock: Clock) -> None:
     mgr = manager([tmp_path], clock)
     mgr.get_or_create_log("gone", 1).append_as_leader(batch(1), leader_epoch=0)
