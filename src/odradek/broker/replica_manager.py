@@ -67,7 +67,7 @@ from odradek.zk.zk_data import uuid_to_topic_id
 if TYPE_CHECKING:
     from odradek.config import KafkaConfig
     from odradek.log.log import Log
-    from odradek.log.log_manager import LogManager
+    from odradek.log.log_manager import CheckpointWrite, LogManager
     from odradek.security.client import ClientSecurity
 
 log = logging.getLogger(__name__)
@@ -389,6 +389,17 @@ class ReplicaManager:
     # ------------------------------------------------------------------ StopReplica
 
     def stop_replicas(self, correlation_id: int, request: control.StopReplicaRequest) -> control.StopReplicaResponse:
+        """StopReplica, its checkpoint files written before it returns."""
+        response, checkpoints = self.stop_replicas_then_checkpoint(correlation_id, request)
+        self.log_manager.write_checkpoints(checkpoints)
+        return response
+
+    def stop_replicas_then_checkpoint(self, correlation_id: int, request: control.StopReplicaRequest
+                                      ) -> tuple[control.StopReplicaResponse, list[CheckpointWrite]]:
+        """StopReplica, and the checkpoint files of the directories it deleted logs in, to be
+        written before the answer goes (a topic recreated under the same name must not find
+        these offsets): the handler writes them off the event loop, whose fsyncs would hold up
+        the controller during a deletion of many topics."""
         ctrl = f"controller {request.controller_id} epoch {request.controller_epoch}"
         entries = [(ts.topic_name, ps) for ts in request.topic_states for ps in ts.partition_states]
         stale = stale_request_error(request.controller_epoch, request.broker_epoch, self.controller_epoch,
@@ -397,7 +408,7 @@ class ReplicaManager:
             if stale == ErrorCode.stale_controller_epoch:
                 self.logger.warn(f"Ignoring StopReplica request from {ctrl}: stale controller epoch")
             # As Kafka: the error alone, no partition errors.
-            return control.StopReplicaResponse(error_code=stale, partition_errors=())
+            return control.StopReplicaResponse(error_code=stale, partition_errors=()), []
         self.controller_epoch = request.controller_epoch
         errors = []
         stopped: list[tuple[Partition | None, TopicPartition, bool]] = []
@@ -438,15 +449,14 @@ class ReplicaManager:
                 self._complete_delayed_requests(tp)
             errors.append(control.StopReplicaPartitionError(
                 topic_name=topic, partition_index=ps.partition_index, error_code=err))
-        # Before the answer: a topic recreated under the same name must not find these offsets.
-        self.log_manager.checkpoint_dirs(deleted_in)
+        checkpoints = self.log_manager.dir_checkpoints(deleted_in)
         for hook in self.on_stop_replica:
             hook(stopped)
         # Kafka's removeMetrics: a topic deleted here, with no partition left, takes its meters along.
         deleted = {tp.topic for _p, tp, delete in stopped if delete} - {tp.topic for tp in self.partitions}
         for topic in deleted:
             self.topic_stats.remove(topic)
-        return control.StopReplicaResponse(error_code=ErrorCode.none, partition_errors=tuple(errors))
+        return control.StopReplicaResponse(error_code=ErrorCode.none, partition_errors=tuple(errors)), checkpoints
 
     # ------------------------------------------------------------------ log directories
 

@@ -478,8 +478,15 @@ class LogManager:
 
     def checkpoint_dirs(self, log_dirs: Iterable[Path]) -> None:
         """Rewrite the checkpoint files of each of ``log_dirs`` (after deletions)."""
-        for log_dir in sorted(set(log_dirs)):
-            self._write_checkpoints(log_dir)
+        self.write_checkpoints(self.dir_checkpoints(log_dirs))
+
+    def dir_checkpoints(self, log_dirs: Iterable[Path]) -> list[CheckpointWrite]:
+        """Snapshots of every checkpoint file of each of ``log_dirs``, taken now, for
+        :meth:`write_checkpoints` (which may run in a worker thread)."""
+        dirs = sorted(set(log_dirs))
+        return (self._snapshots(RECOVERY_POINT_CHECKPOINT, lambda lg: lg.recovery_point, dirs)
+                + self._snapshots(LOG_START_OFFSET_CHECKPOINT, lambda lg: lg.log_start_offset, dirs)
+                + self._snapshots(REPLICATION_OFFSET_CHECKPOINT, lambda lg: lg.high_watermark, dirs))
 
     def _delete_later(self, lg: Log, target: Path) -> None:
         try:
@@ -634,10 +641,7 @@ class LogManager:
                 self._checkpoint_written[w.path] = w.seq
 
     def _write_checkpoints(self, log_dir: Path) -> None:
-        self.write_checkpoints(
-            self._snapshots(RECOVERY_POINT_CHECKPOINT, lambda lg: lg.recovery_point, [log_dir])
-            + self._snapshots(LOG_START_OFFSET_CHECKPOINT, lambda lg: lg.log_start_offset, [log_dir])
-            + self._snapshots(REPLICATION_OFFSET_CHECKPOINT, lambda lg: lg.high_watermark, [log_dir]))
+        self.write_checkpoints(self.dir_checkpoints([log_dir]))
 
     # ------------------------------------------------------------------ shutdown
 

@@ -226,6 +226,19 @@ def test_stop_replica_fences_older_leader_epochs(tmp_path: Path) -> None:
     assert T1 in rm.partitions  # stopped without delete: still hosted
 
 
+def test_stop_replica_with_delete_hands_back_the_checkpoints_without_the_deleted_partitions(tmp_path: Path) -> None:
+    """The handler writes them off the event loop, before it answers."""
+    rm, _ = _rm(tmp_path)
+    _with_partitions(rm)
+    response, checkpoints = rm.stop_replicas_then_checkpoint(2, stop_replica([("t", 0, -2, True)], controller_epoch=3))
+    assert _stop_errors(response) == {("t", 0): 0} and T0 not in rm.partitions
+    assert sorted(w.path.name for w in checkpoints) == [
+        "log-start-offset-checkpoint", "recovery-point-offset-checkpoint", "replication-offset-checkpoint"]
+    assert all(set(w.offsets) == {T1} for w in checkpoints), [w.offsets for w in checkpoints]
+    _, none = rm.stop_replicas_then_checkpoint(3, stop_replica([("t", 1, -2, False)], controller_epoch=3))
+    assert none == []  # nothing deleted, nothing to rewrite
+
+
 def test_stop_replica_sentinel_epochs_bypass_the_check_and_delete_removes_the_partition(tmp_path: Path) -> None:
     rm, hooks = _rm(tmp_path)
     _with_partitions(rm)

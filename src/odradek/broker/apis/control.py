@@ -52,8 +52,11 @@ async def handle_stop_replica(broker: ControlContext, request: Request) -> Respo
             control.StopReplicaPartitionError(topic_name=t.topic_name, partition_index=p.partition_index,
                                               error_code=_REFUSED)
             for t in body.topic_states for p in t.partition_states)), request.header.correlation_id)
-    async with broker.replica_manager.state_change_lock:
-        response = broker.replica_manager.stop_replicas(request.header.correlation_id, body)
+    manager = broker.replica_manager
+    async with manager.state_change_lock:
+        response, checkpoints = manager.stop_replicas_then_checkpoint(request.header.correlation_id, body)
+        # Written before the lock goes, so before a LeaderAndIsr can recreate a deleted topic.
+        await asyncio.to_thread(manager.log_manager.write_checkpoints, checkpoints)
     return encode_response(response, request.header.correlation_id)
 
 
