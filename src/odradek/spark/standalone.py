@@ -240,13 +240,20 @@ def _executor_ids(spark: SparkSession) -> list[str]:
 
 def _wait_for_executors(spark: SparkSession, count: int, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
-    while len(_executor_ids(spark)) < count:
+    registered = 0
+    while registered < count:
         if time.monotonic() > deadline:
             raise StandaloneError(
-                f"{len(_executor_ids(spark))} of {count} executors registered within "
+                f"{registered} of {count} executors registered within "
                 f"{timeout_s:.0f}s (the master's workers may lack free cores or memory)"
             )
-        time.sleep(0.2)
+        try:
+            registered = len(_executor_ids(spark))
+        except OSError:  # a timeout or a refused connection
+            # The driver's UI answers late on a loaded machine: ask again until the deadline.
+            continue
+        if registered < count:
+            time.sleep(0.2)
 
 
 @dataclass(frozen=True)
