@@ -31,9 +31,6 @@ from odradek.perf.kafka_ref import KafkaRefCluster
 from support import ClusterFactory, create_topic, produce, run_odradek, unique_chroot, wait_until
 
 CHROMIUM, CHROMEDRIVER = shutil.which("chromium"), shutil.which("chromedriver")
-pytestmark = pytest.mark.skipif(CHROMIUM is None or CHROMEDRIVER is None,
-                                reason="needs Debian's chromium and chromium-driver (scripts/bootstrap --test)")
-NOTES = Path("/work/notes")
 PAGE_TIMEOUT_S = 60.0  # a killed broker's session expires after 6 s; leaders move after that
 
 
@@ -56,13 +53,20 @@ def console(cluster: LocalCluster) -> Iterator[ConsoleProcess]:
         process.stop()
 
 
-@pytest.fixture(scope="module")
-def browser() -> Iterator[webdriver.Chrome]:
+def headless_chromium() -> webdriver.Chrome:
+    """Debian's Chromium driven by its chromedriver (both installed by scripts/bootstrap --test)."""
+    assert CHROMIUM is not None and CHROMEDRIVER is not None, (
+        "chromium and chromedriver not found: sh scripts/bootstrap --test installs Debian's chromium and chromium-driver")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM  # type: ignore[assignment]
     for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--window-size=1400,1000"):
         options.add_argument(argument)
-    driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+    return webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[webdriver.Chrome]:
+    driver = headless_chromium()
     try:
         yield driver
     finally:
@@ -130,10 +134,6 @@ def test_placement_map_follows_a_broker_death_and_return(cluster: LocalCluster, 
     assert after.states[(1, after.leaders[1])] == "leader"
     assert after.states[(0, 0)] == "leader" and after.states[(2, 2)] == "leader"  # untouched leaders stay
     browser.save_screenshot(str(shots / "placement-after.png"))
-    if NOTES.is_dir():
-        shutil.copy(shots / "placement-before.png", NOTES / "console-before.png")
-        shutil.copy(shots / "placement-after.png", NOTES / "console-after.png")
-
     # The cluster page names the under-replicated partitions meanwhile.
     browser.get(console.url + "cluster")
     page_wait(lambda: "placed" in text_of(browser, "under-replicated"), "under-replicated listed")
@@ -219,11 +219,7 @@ def test_console_logs_in_to_a_sasl_ssl_cluster(zookeeper: EmbeddedZooKeeper, tmp
         assert granted.returncode == 0, granted.stderr
         process = ConsoleProcess.for_cluster(secure)
         process.start()
-        options = webdriver.ChromeOptions()
-        options.binary_location = CHROMIUM  # type: ignore[assignment]
-        for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage"):
-            options.add_argument(argument)
-        driver = webdriver.Chrome(service=Service(executable_path=CHROMEDRIVER), options=options)
+        driver = headless_chromium()
         try:
             driver.get(process.url + "placement?topic=guarded")
             page_wait(lambda: read_map(driver, "guarded").states == {(0, 0): "leader", (1, 0): "leader"}, "guarded led")

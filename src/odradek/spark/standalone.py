@@ -249,9 +249,8 @@ def _wait_for_executors(spark: SparkSession, count: int, timeout_s: float) -> No
             )
         try:
             registered = len(_executor_ids(spark))
-        except OSError:  # a timeout or a refused connection
-            # The driver's UI answers late on a loaded machine: ask again until the deadline.
-            continue
+        except OSError:
+            pass  # the driver's UI answers late on a loaded machine: ask again until the deadline
         if registered < count:
             time.sleep(0.2)
 
