@@ -223,8 +223,10 @@ class ReplicaFetcher:
         p = item.partition
         assert p.log is not None
         before = p.log.log_end_offset
-        if target < before:
-            p.log.truncate_to(target)
+        # Even at our log end: truncate_to drops an epoch we began as leader but wrote nothing
+        # in, which the new leader never had; left as our last epoch, every fetch would name it
+        # and be answered "diverging" again, and this replica would never catch up.
+        if p.log.truncate_to(target):
             log.info("Truncated %s from %d to %d by leader epoch (leader %d)", p.name, before, target, self.leader_id)
             self.manager.state_change(f"Truncated partition {p.name} to offset {target} (was {before}) after "
                                       f"OffsetForLeaderEpoch from leader {self.leader_id}")

@@ -112,9 +112,14 @@ class Side:
         return name
 
     def topic_name(self, topic_id: str) -> str | None:
-        """The topic of one of this cluster's topic ids (None if it has none such)."""
-        if topic_id not in self._topic_names:
-            self._refresh_topic_ids()
+        """The topic of one of this cluster's topic ids (None if it has none such). Every broker
+        is asked: a topic a case just made is known to the broker that answered the case
+        before the others' metadata shows it."""
+        for broker_id, broker in self.cluster.brokers.items():
+            if topic_id in self._topic_names:
+                break
+            if broker.alive:
+                self._refresh_topic_ids(broker_id)
         return self._topic_names.get(topic_id)
 
     def topic_id(self, name: str) -> uuid.UUID:
@@ -147,11 +152,11 @@ class Side:
         (t,) = self._metadata([topic]).topics
         return next(p.leader_id for p in t.partitions if p.partition_index == partition)
 
-    def _refresh_topic_ids(self) -> None:
-        self._topic_names.update({str(t.topic_id): t.name for t in self._metadata(None).topics})
+    def _refresh_topic_ids(self, broker_id: int | None = None) -> None:
+        self._topic_names.update({str(t.topic_id): t.name for t in self._metadata(None, broker_id).topics})
 
-    def _metadata(self, topics: Sequence[str] | None) -> Any:
-        conn = self.connect(next(iter(self.cluster.brokers)), admin=True)
+    def _metadata(self, topics: Sequence[str] | None, broker_id: int | None = None) -> Any:
+        conn = self.connect(next(iter(self.cluster.brokers)) if broker_id is None else broker_id, admin=True)
         try:
             return conn.request(metadata_req.MetadataRequest(
                 topics=None if topics is None else tuple(

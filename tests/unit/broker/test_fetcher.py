@@ -230,6 +230,24 @@ def test_an_epoch_the_leader_never_had_is_resolved_by_asking_again_below_it(logs
     asyncio.run(scenario())
 
 
+def test_an_empty_epoch_begun_as_leader_is_dropped_though_the_log_end_stays(logs: LogManager) -> None:
+    """A deposed leader recorded its epoch's start and wrote nothing in it. The leader's answer
+    ends our epoch 1 exactly at our log end: no record goes, but the empty epoch must, or every
+    fetch would name it as the last fetched epoch and be told it diverged, for ever."""
+    async def scenario() -> None:
+        lg = follower_log(logs, [(1, 3), (3, 0)])  # epoch 1: offsets 0-2; epoch 3 begun at 3, empty
+        leader = FakeLeader()
+        leader.epochs[3] = (1, 3)  # the leader never had epoch 3: its epoch 1 ends at 3
+        async with follow(leader, lg, leader_epoch=4) as (partition, changes):
+            await leader.until(lambda: leader.fetches)
+            assert [asked for asked, _ in leader.asked_epochs] == [3]
+            assert lg.log_end_offset == 3 and lg.latest_epoch == 1 and not partition.needs_truncation
+            assert leader.fetches[0] == (3, 4)
+            assert changes == []  # no record was removed
+
+    asyncio.run(scenario())
+
+
 def test_a_leader_without_the_epoch_leaves_only_the_high_watermark(logs: LogManager) -> None:
     async def scenario() -> None:
         lg = follower_log(logs, [(1, 5)])
