@@ -81,6 +81,11 @@ class TransactionCoordinator:
         self.marker_failure_backoff_s = 1.0
         # How long an AddPartitionsToTxn waits for the previous transaction to complete.
         self.completion_wait_s = 1.0
+        # The adds so held, per transactional id. Kafka reads one request of a connection at a
+        # time, so the EndTxn a client pipelines behind an add is decided after it; a client's
+        # EndTxn waits for these first (librdkafka's abort right after a produce would
+        # otherwise find the previous transaction's PrepareCommit: INVALID_TXN_STATE).
+        self._held_adds: dict[str, set[asyncio.Future[None]]] = {}
 
     # ------------------------------------------------------------------ life cycle
 
@@ -239,8 +244,17 @@ class TransactionCoordinator:
         error = await self._add_partitions(transactional_id, producer_id, producer_epoch, wanted)
         completion = self.completions.get(transactional_id)
         if error == E.concurrent_transactions and completion is not None:
-            await asyncio.wait({completion}, timeout=self.completion_wait_s)
-            error = await self._add_partitions(transactional_id, producer_id, producer_epoch, wanted)
+            held: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+            self._held_adds.setdefault(transactional_id, set()).add(held)
+            try:
+                await asyncio.wait({completion}, timeout=self.completion_wait_s)
+                error = await self._add_partitions(transactional_id, producer_id, producer_epoch, wanted)
+            finally:
+                held.set_result(None)
+                others = self._held_adds[transactional_id]
+                others.discard(held)
+                if not others:
+                    del self._held_adds[transactional_id]
         return error
 
     async def _add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -296,6 +310,9 @@ class TransactionCoordinator:
                               commit: bool, from_client: bool = True) -> ErrorCode:
         """EndTxn (Kafka's endTransaction); also the abort of a fenced or timed-out
         transaction (``from_client=False``, with the bumped epoch of the pending fence)."""
+        held = self._held_adds.get(transactional_id) if from_client else None
+        if held:
+            await asyncio.wait(set(held))
         if not transactional_id:
             return E.invalid_request
         error, found = self.manager.get(transactional_id)

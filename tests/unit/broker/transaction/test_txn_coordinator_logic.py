@@ -238,6 +238,31 @@ def test_the_next_transactions_first_add_waits_for_the_previous_completion() -> 
     run(t)
 
 
+def test_an_end_txn_pipelined_behind_a_held_add_is_decided_after_it() -> None:
+    """librdkafka aborts right after a produce: its AddPartitionsToTxn (held for the previous
+    commit's markers) and EndTxn(abort) arrive back to back on one connection. Kafka decides
+    them in that order; deciding the abort first would find PrepareCommit: INVALID_TXN_STATE."""
+    async def t(h: Harness) -> None:
+        pid, epoch = await begin(h, partitions=(TP0,))
+        h.markers.gate = asyncio.Event()
+        assert await h.coordinator.end_transaction("tx", pid, epoch, commit=True) == E.none
+        await asyncio.sleep(0)
+        add = asyncio.ensure_future(h.coordinator.add_partitions("tx", pid, epoch, [TP1]))
+        await asyncio.sleep(0.01)
+        abort = asyncio.ensure_future(h.coordinator.end_transaction("tx", pid, epoch, commit=False))
+        await asyncio.sleep(0.01)
+        assert not add.done() and not abort.done() and md(h).state is S.PREPARE_COMMIT
+        h.markers.gate.set()
+        assert await asyncio.wait_for(add, 5) == E.none
+        assert await asyncio.wait_for(abort, 5) == E.none
+        await h.settle()
+        assert md(h).state is S.COMPLETE_ABORT
+        assert [v.state for _, v in h.topic.records()][-4:] == [
+            S.COMPLETE_COMMIT, S.ONGOING, S.PREPARE_ABORT, S.COMPLETE_ABORT]
+        assert h.coordinator._held_adds == {}  # nothing kept once no add is held
+    run(t)
+
+
 def test_end_txn_errors() -> None:
     async def t(h: Harness) -> None:
         assert await h.coordinator.end_transaction("nope", 1, 0, commit=True) == E.invalid_producer_id_mapping
