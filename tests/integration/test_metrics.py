@@ -302,6 +302,8 @@ def test_a_killed_broker_shows_as_under_replicated_and_offline_partitions(
     create_topic(cluster, alone, assignment=[[victim]], replication_factor=1)
     live = [b for b in cluster.brokers if b != victim]
     assert sum(_scrape(cluster, b).value("kafka_server_replicamanager_underreplicatedpartitions") for b in live) == 0
+    elections = "kafka_controller_controllerstats_leaderelectionrateandtimems_count"
+    elections_before = _scrape(cluster, controller_id).value(elections)
 
     cluster.kill_broker(victim)
 
@@ -311,4 +313,8 @@ def test_a_killed_broker_shows_as_under_replicated_and_offline_partitions(
         return under, scrapes[controller_id].value("kafka_controller_kafkacontroller_offlinepartitionscount")
     # The three partitions of the replicated topic lost a replica; the single-replica one has no leader.
     wait_until(lambda: counts() == (3, 1), timeout=TIMEOUT_S, message="3 under-replicated, 1 offline")
-    assert _scrape(cluster, controller_id).value("kafka_controller_kafkacontroller_activecontrollercount") == 1
+    got = _scrape(cluster, controller_id)
+    assert got.value("kafka_controller_kafkacontroller_activecontrollercount") == 1
+    # The controller timed the broker's death (BrokerChange: Kafka's LeaderElectionRateAndTimeMs), cleanly.
+    assert got.value(elections) > elections_before
+    assert got.value("kafka_controller_controllerstats_uncleanleaderelections_total") == 0
