@@ -6,6 +6,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from odradek.local.cluster import metadata_probe
+from odradek.local.cluster import LocalCluster, metadata_probe
 from odradek.local.zookeeper import free_port
 from support import run_odradek, wait_until
 
@@ -196,3 +197,27 @@ def test_up_rejects_bad_arguments_with_one_line(tmp_path: Path) -> None:
     assert result.returncode != 0
     assert result.stderr.strip() == "Error: Invalid value many for configuration num.partitions: expected a value of type int"
     assert not (tmp_path / "y").exists()
+
+
+def test_a_picked_port_taken_before_the_broker_binds_it_is_picked_again(tmp_path: Path) -> None:
+    """A free port is free only until someone binds it (on a busy machine another test's
+    server, or a client's outgoing connection). The cluster picks its brokers' ports, so it
+    picks again and starts the broker once more instead of failing."""
+    cluster = LocalCluster(tmp_path / "c", num_brokers=1)
+    taken = cluster.brokers[0].port
+    squatter = socket.socket()
+    squatter.bind(("127.0.0.1", taken))
+    squatter.listen()
+    try:
+        cluster.start()
+        try:
+            port = cluster.brokers[0].port
+            assert port != taken
+            assert "address already in use" in cluster.brokers[0].log_path.read_text().lower()
+            assert metadata_probe("127.0.0.1", port)[0] == {0}
+            listed = json.loads((tmp_path / "c" / "cluster.json").read_text())["bootstrap_servers"]
+            assert listed == f"127.0.0.1:{port}"
+        finally:
+            cluster.stop()
+    finally:
+        squatter.close()

@@ -85,6 +85,10 @@ class BrokerProcess(ChildProcess):
         return self.config_path.parent / "server.log"
 
 
+# What a broker prints when a listener's port is taken (broker/server.py's bind error).
+_BIND_FAILED = "address already in use"
+
+
 class LocalCluster:
     def __init__(self, directory: str | os.PathLike[str], num_brokers: int = 3, *,
                  racks: Sequence[str | None] | None = None, zookeeper_connect: str | None = None,
@@ -114,6 +118,7 @@ class LocalCluster:
                           "transaction.state.log.min.isr": str(min(2, num_brokers)),
                           **(overrides or {})}
         self.brokers: dict[int, BrokerProcess] = {}
+        self._picked_ports = ports is None  # ours to pick again if another process took one first
         self._zk: KazooClient | None = None
         for i in range(num_brokers):
             broker_id = first_broker_id + i
@@ -205,16 +210,34 @@ class LocalCluster:
         if self.security_protocol is not None:
             self._set_up_security(self.security_protocol)
         for broker in self.brokers.values():
-            broker.config_path.parent.mkdir(parents=True, exist_ok=True)
-            broker.config_path.write_text(
-                "".join(f"{k}={v}\n" for k, v in self.broker_properties(broker).items()))
+            self._write_config(broker)
         # A cluster.json left from an earlier run in this directory would announce a cluster
         # that is not up yet.
         (self.dir / CLUSTER_JSON).unlink(missing_ok=True)
         for broker_id in self.brokers:
             self.start_broker(broker_id, wait=False)
-        self.wait_for_brokers(timeout_s=timeout_s)
+        self.wait_for_brokers(timeout_s=timeout_s, first_start=True)
         self.write_cluster_json()
+
+    def _write_config(self, broker: BrokerProcess) -> None:
+        broker.config_path.parent.mkdir(parents=True, exist_ok=True)
+        broker.config_path.write_text("".join(f"{k}={v}\n" for k, v in self.broker_properties(broker).items()))
+
+    def _rebind(self, broker: BrokerProcess) -> bool:
+        """A broker's first start failed because a port picked for it was taken meanwhile (a
+        free port is only free until someone binds it: another test's server, or a client's
+        outgoing connection, which takes its local port from the same range): pick its ports
+        again and restart it. False if the ports were given, or it failed otherwise."""
+        if not self._picked_ports or _BIND_FAILED not in broker.log_path.read_text(errors="replace")[-3000:].lower():
+            return False
+        broker.port = free_port()
+        if broker.broker_port is not None:
+            broker.broker_port = free_port()
+        if broker.metrics_port is not None:
+            broker.metrics_port = free_port()
+        self._write_config(broker)
+        self.start_broker(broker.broker_id, wait=False)
+        return True
 
     def _start_zookeepers(self, timeout_s: float) -> None:
         """One standalone server in ``zookeeper/``, or members 1..N of an ensemble in
@@ -282,16 +305,23 @@ class LocalCluster:
                                             f"odradek local cluster: {protocol} client settings of User:{user}"))
             path.chmod(0o600)
 
-    def wait_for_brokers(self, broker_ids: Sequence[int] | None = None, timeout_s: float = 60.0) -> None:
+    def wait_for_brokers(self, broker_ids: Sequence[int] | None = None, timeout_s: float = 60.0, *,
+                         first_start: bool = False) -> None:
         """Wait until each of the brokers (default: all) is registered in ZooKeeper since its
-        last start and answers Metadata naming a controller and every one of the brokers."""
+        last start and answers Metadata naming a controller and every one of the brokers.
+        On the cluster's ``first_start``, a broker whose picked port was taken meanwhile is
+        given new ones and started again (up to three times)."""
         ids = list(broker_ids) if broker_ids is not None else list(self.brokers)
         expected = set(ids)
         deadline = time.monotonic() + timeout_s
         pending = set(ids)
+        rebinds = dict.fromkeys(ids, 3 if first_start else 0)
         while pending and time.monotonic() < deadline:
             for broker_id in list(pending):
                 broker = self.brokers[broker_id]
+                if not broker.alive and rebinds[broker_id] > 0 and self._rebind(broker):
+                    rebinds[broker_id] -= 1
+                    continue
                 if not broker.alive:
                     log = broker.log_path.read_text(errors="replace")[-3000:]
                     raise RuntimeError(f"broker {broker_id} exited with code "
