@@ -16,6 +16,7 @@ retried task fences the attempt before it, whose transaction is then aborted.
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
@@ -65,6 +66,9 @@ def write_micro_batch(
         raise KafkaWriteError(
             "odradek data source: exactlyOnce: the task has no streaming query id or batch id"
         )
+    batches = _nonempty(batches)
+    if batches is None:
+        return KafkaCommitMessage(0, fail_commit=faults.fail_commit)
     transactional_id = streaming_transactional_id(task.query_id, task.partition)
     producer = new_producer(_transactional_config(options, transactional_id))
     _call(producer.init_transactions, transactional_id)
@@ -98,6 +102,9 @@ def write_open_transaction(
     faults: SinkFaults,
 ) -> KafkaCommitMessage:
     """Write one task's rows of a batch write in a transaction left open for the driver."""
+    batches = _nonempty(batches)
+    if batches is None:
+        return KafkaCommitMessage(0, fail_commit=faults.fail_commit)
     transactional_id = batch_transactional_id(write_id, task.partition)
     conf = _transactional_config(options, transactional_id)
     conf.setdefault("transaction.timeout.ms", BATCH_TRANSACTION_TIMEOUT_MS)
@@ -122,6 +129,16 @@ def write_open_transaction(
         else None
     )
     return KafkaCommitMessage(sent, transaction=transaction, fail_commit=faults.fail_commit)
+
+
+def _nonempty(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch] | None:
+    """``batches`` again, or None if they hold no row. A task without rows needs no
+    transaction: a replay has none either, and its partition's earlier attempts were fenced
+    by the attempt whose commit message Spark kept."""
+    for batch in batches:
+        if batch.num_rows:
+            return itertools.chain([batch], batches)
+    return None
 
 
 def commit_open_transactions(options: SinkOptions, transactions: Sequence[OpenTransaction]) -> None:
