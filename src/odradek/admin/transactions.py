@@ -53,10 +53,11 @@ TRANSACTION_KEY_TYPE = 1  # FindCoordinatorRequest.CoordinatorType.TRANSACTION
 
 _MAX_VERSIONS = {ApiKey.API_VERSIONS: 3, ApiKey.METADATA: 12, ApiKey.FIND_COORDINATOR: 4,
                  ApiKey.DESCRIBE_PRODUCERS: 0, ApiKey.WRITE_TXN_MARKERS: 1,
-                 ApiKey.DESCRIBE_TRANSACTIONS: 0, ApiKey.LIST_TRANSACTIONS: 0}
+                 ApiKey.DESCRIBE_TRANSACTIONS: 0, ApiKey.LIST_TRANSACTIONS: 0, ApiKey.END_TXN: 2}
 _NAMES = {ApiKey.METADATA: "Metadata", ApiKey.FIND_COORDINATOR: "FindCoordinator",
           ApiKey.DESCRIBE_PRODUCERS: "DescribeProducers", ApiKey.WRITE_TXN_MARKERS: "WriteTxnMarkers",
-          ApiKey.DESCRIBE_TRANSACTIONS: "DescribeTransactions", ApiKey.LIST_TRANSACTIONS: "ListTransactions"}
+          ApiKey.DESCRIBE_TRANSACTIONS: "DescribeTransactions", ApiKey.LIST_TRANSACTIONS: "ListTransactions",
+          ApiKey.END_TXN: "EndTxn"}
 # Kafka's AdminClient retries these until its timeout; so does this client, for RETRY_TIMEOUT_S.
 _RETRIABLE = frozenset({ErrorCode.coordinator_load_in_progress, ErrorCode.not_coordinator,
                         ErrorCode.coordinator_not_available, ErrorCode.not_leader_or_follower,
@@ -268,7 +269,15 @@ class TransactionsAdmin:
         return int(found.node_id)
 
     async def describe_transaction(self, transactional_id: str) -> TransactionDescription:
-        async def attempt() -> TransactionDescription:
+        found = await self.find_transaction(transactional_id)
+        if found is None:
+            raise TransactionsCommandError(f"Failed to describe transaction state of transactional-id "
+                                           f"`{transactional_id}`: {_error(ErrorCode.transactional_id_not_found)}")
+        return found
+
+    async def find_transaction(self, transactional_id: str) -> TransactionDescription | None:
+        """The transaction state of ``transactional_id``, or None if its coordinator does not know it."""
+        async def attempt() -> TransactionDescription | None:
             coordinator = await self.find_transaction_coordinator(transactional_id)
             try:
                 node = await self._node(coordinator)
@@ -280,6 +289,8 @@ class TransactionsAdmin:
                 await self._forget(coordinator)
                 raise
             state = response.transaction_states[0]
+            if state.error_code == ErrorCode.transactional_id_not_found:
+                return None
             if state.error_code != ErrorCode.none:
                 raise _error(state.error_code)
             start = state.transaction_start_time_ms
@@ -290,6 +301,28 @@ class TransactionsAdmin:
 
         return await self._retrying(
             attempt, f"Failed to describe transaction state of transactional-id `{transactional_id}`")
+
+    async def end_transaction(self, transactional_id: str, producer_id: int, producer_epoch: int, *,
+                              commit: bool) -> None:
+        """EndTxn (key 26) to the coordinator of ``transactional_id`` for the producer holding
+        ``producer_id``/``producer_epoch``: the coordinator checks the ids and the epoch, not the
+        connection, so a process other than the producer can finish its open transaction (as
+        Flink's Kafka sink commits the transactions its tasks left open)."""
+        async def attempt() -> None:
+            coordinator = await self.find_transaction_coordinator(transactional_id)
+            try:
+                node = await self._node(coordinator)
+                response = await node.request(ApiKey.END_TXN, lambda m, v: build(
+                    m.EndTxnRequest, transactional_id=transactional_id, producer_id=producer_id,
+                    producer_epoch=producer_epoch, committed=commit))
+            except (ConnectionError, OSError, TimeoutError):
+                await self._forget(coordinator)
+                raise
+            if response.error_code != ErrorCode.none:
+                raise _error(response.error_code)
+
+        what = "commit" if commit else "abort"
+        await self._retrying(attempt, f"Failed to {what} the transaction of transactional-id `{transactional_id}`")
 
     # -- describe-producers
 

@@ -282,7 +282,8 @@ def run_delay_stats(
     (``trigger(availableNow=True)``); a rerun with the same ``checkpoint_dir`` reads only
     flights that arrived since. Needs ``odradek.spark.register(spark)`` first, or, with
     ``data_source="kafka"``, Spark's own Kafka connector on the session's classpath (the
-    job's options are the same for both)."""
+    job's options are the same for both, except that only the ``odradek`` sink writes
+    exactly once: a replayed micro-batch does not write its results again)."""
     from pyspark.sql import functions as F
 
     reader = (
@@ -305,7 +306,7 @@ def run_delay_stats(
         F.to_json(F.struct(*STATS_COLUMNS)).alias("value"),
     )
     began = time.monotonic()
-    query = (
+    writer = (
         records.writeStream.format(data_source)
         .queryName(f"flight-delays-{sink_topic}")
         .outputMode("complete")
@@ -313,8 +314,10 @@ def run_delay_stats(
         .option("topic", sink_topic)
         .option("checkpointLocation", checkpoint_dir)
         .trigger(availableNow=True)
-        .start()
     )
+    if data_source == "odradek":
+        writer = writer.option("exactlyOnce", "true")
+    query = writer.start()
     try:
         if not query.awaitTermination(timeout_s):
             raise TimeoutError(f"the delay statistics job did not finish within {timeout_s:.0f}s")
@@ -334,8 +337,9 @@ def run_delay_stats(
 def read_delay_stats(
     spark: SparkSession, bootstrap: str, topic: str = "flight_delays", *, data_source: str = "odradek"
 ) -> pd.DataFrame:
-    """The current results table: the last record of each group in ``topic`` (read with the
-    ``odradek`` data source, or ``data_source="kafka"``: Spark's own connector).
+    """The current results table: the last committed record of each group in ``topic``
+    (read with read_committed through the ``odradek`` data source, or
+    ``data_source="kafka"``: Spark's own connector).
 
     Columns carrier, origin (``*`` = all), flights, departed, mean_dep_delay,
     p90_dep_delay, share_delayed_15; per-carrier rows first, then per-origin, then the
@@ -347,6 +351,7 @@ def read_delay_stats(
         spark.read.format(data_source)
         .option("kafka.bootstrap.servers", bootstrap)
         .option("subscribe", topic)
+        .option("kafka.isolation.level", "read_committed")
         .load()
         .selectExpr("CAST(key AS STRING) AS key", "CAST(value AS STRING) AS value", "offset")
         .collect()

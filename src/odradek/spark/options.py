@@ -17,6 +17,7 @@ from enum import Enum
 
 from odradek.security.client_properties import librdkafka_properties
 from odradek.spark.offsets import EARLIEST, LATEST, TopicPartition
+from odradek.spark.sink_state import DEFAULT_STATE_TOPIC
 
 
 class OptionError(ValueError):
@@ -118,6 +119,8 @@ class SinkOptions:
 
     kafka_params: Mapping[str, str]
     topic: str | None
+    exactly_once: bool = False
+    state_topic: str = DEFAULT_STATE_TOPIC
 
 
 BOOTSTRAP = "kafka.bootstrap.servers"
@@ -150,7 +153,15 @@ _SOURCE_OPTIONS = {
 # checkpointLocation and queryName belong to Spark's streaming engine, which passes them on
 # to the sink.
 _SINK_OPTIONS = {
-    name.lower(): name for name in ("topic", "includeHeaders", "checkpointLocation", "queryName")
+    name.lower(): name
+    for name in (
+        "topic",
+        "includeHeaders",
+        "exactlyOnce",
+        "exactlyOnce.stateTopic",
+        "checkpointLocation",
+        "queryName",
+    )
 }
 
 # Kafka client settings the data source owns (as Spark's Kafka source and sink do).
@@ -230,7 +241,31 @@ def parse_sink_options(options: Mapping[str, str]) -> SinkOptions:
     topic = opts.get("topic")
     if topic is not None and not topic.strip():
         raise OptionError("topic", "must not be empty")
-    return SinkOptions(kafka_params=kafka_params, topic=topic.strip() if topic else None)
+    exactly_once = _bool(opts, "exactlyOnce", False)
+    state_topic = opts.get("exactlyonce.statetopic", DEFAULT_STATE_TOPIC).strip()
+    if not state_topic:
+        raise OptionError("exactlyOnce.stateTopic", "must not be empty")
+    if exactly_once:
+        _check_exactly_once_params(kafka_params)
+    return SinkOptions(
+        kafka_params=kafka_params,
+        topic=topic.strip() if topic else None,
+        exactly_once=exactly_once,
+        state_topic=state_topic,
+    )
+
+
+def _check_exactly_once_params(params: Mapping[str, str]) -> None:
+    """Transactions need acks=all and idempotence, and the sink derives the transactional
+    ids itself (one per task, see spark/sink_state.py)."""
+    if "transactional.id" in params:
+        raise OptionError(
+            "kafka.transactional.id", "cannot be set with exactlyOnce: the sink derives one per task"
+        )
+    if params.get("acks", "all").strip().lower() not in ("all", "-1"):
+        raise OptionError("kafka.acks", "must be 'all' (or -1) with exactlyOnce")
+    if params.get("enable.idempotence", "true").strip().lower() == "false":
+        raise OptionError("kafka.enable.idempotence", "cannot be false with exactlyOnce")
 
 
 def _kafka_params(opts: Mapping[str, str], forbidden: Mapping[str, str]) -> dict[str, str]:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import uuid
+
 from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
@@ -14,6 +16,7 @@ from pyspark.sql.types import StructType
 from odradek.spark.options import OptionError, parse_sink_options, parse_source_options
 from odradek.spark.reader import KafkaBatchReader
 from odradek.spark.schema import check_sink_schema, check_user_schema, source_schema
+from odradek.spark.sink_state_topic import ensure_state_topic
 from odradek.spark.stream_reader import KafkaStreamReader
 from odradek.spark.worker_python import ExecutorChecked
 from odradek.spark.writer import KafkaBatchWriter, KafkaStreamWriter
@@ -53,11 +56,13 @@ class OdradekDataSource(ExecutorChecked, DataSource):
             raise OptionError("mode", "Kafka topics can only be appended to; use mode 'append'")
         options = parse_sink_options(self.options)
         check_sink_schema(schema, options.topic)
-        return KafkaBatchWriter(options)
+        return KafkaBatchWriter(options, write_id=uuid.uuid4().hex)
 
     def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
         # overwrite is the Complete output mode: as in Spark's Kafka sink, whose truncate does
         # nothing, each micro-batch appends the whole result again.
         options = parse_sink_options(self.options)
         check_sink_schema(schema, options.topic)
+        if options.exactly_once:
+            ensure_state_topic(options)
         return KafkaStreamWriter(options)

@@ -1,139 +1,130 @@
 """Writes: ``df.write.format("odradek")`` and ``df.writeStream.format("odradek")``.
 
-Each task produces its rows with its own idempotent producer (acks=all unless the user
-overrides it), waits for every delivery report and fails with the broker's error if any
+By default each task produces its rows with its own idempotent producer (acks=all unless the
+user overrides it), waits for every delivery report and fails with the broker's error if any
 record was not written. Like Spark's Kafka sink this is at-least-once: a retried task or
-micro-batch writes its rows again.
+micro-batch writes its rows again. With ``exactlyOnce`` the rows go in transactions
+(spark/exactly_once.py): each micro-batch's rows reach read_committed readers once, and a
+batch write's rows all or none.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Iterator
 
 import pyarrow as pa
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from pyspark.sql.datasource import (
     DataSourceArrowWriter,
     DataSourceStreamArrowWriter,
     WriterCommitMessage,
 )
 
-from odradek.spark.options import OptionError, SinkOptions
+from odradek.spark import exactly_once
+from odradek.spark.options import SinkOptions
+from odradek.spark.sink_faults import (
+    FAIL_COMMIT_PROPERTY,
+    FAIL_TASKS_PROPERTY,
+    InjectedCommitFailure,
+    SinkFaults,
+    sink_faults,
+)
+from odradek.spark.sink_state import (
+    BATCH_ID_PROPERTY,
+    QUERY_ID_PROPERTY,
+    TaskIdentity,
+    task_identity,
+)
 from odradek.spark.worker_python import ExecutorChecked
-
-POLL_WHEN_FULL_S = 0.1
-
-
-@dataclass
-class KafkaCommitMessage(WriterCommitMessage):
-    """What one task wrote: the number of records the broker acknowledged."""
-
-    records: int
+from odradek.spark.write_task import (
+    KafkaCommitMessage,
+    OpenTransaction,
+    new_producer,
+    produce_all,
+    producer_config,
+)
 
 
-class KafkaWriteError(RuntimeError):
-    """The broker (or the client) refused records."""
+def current_task() -> tuple[TaskIdentity, SinkFaults]:
+    """The running task's identity and the faults the tests ask it to inject."""
+    from pyspark import TaskContext
+
+    context = TaskContext.get()
+    assert context is not None, "called outside a Spark task"
+    names = (QUERY_ID_PROPERTY, BATCH_ID_PROPERTY, FAIL_TASKS_PROPERTY, FAIL_COMMIT_PROPERTY)
+    properties = {n: v for n in names if (v := context.getLocalProperty(n)) is not None}
+    partition, attempt = context.partitionId(), context.attemptNumber()
+    return task_identity(partition, attempt, properties), sink_faults(partition, attempt, properties)
 
 
-def producer_config(kafka_params: Mapping[str, str]) -> dict[str, object]:
-    conf: dict[str, object] = dict(kafka_params)
-    acks = str(conf.setdefault("acks", "all")).lower()
-    conf.setdefault("enable.idempotence", acks in ("all", "-1"))
-    return conf
-
-
-def write_batches(batches: Iterator[pa.RecordBatch], options: SinkOptions) -> KafkaCommitMessage:
+def write_batches(
+    batches: Iterator[pa.RecordBatch], options: SinkOptions, faults: SinkFaults
+) -> KafkaCommitMessage:
     """Produce every row of ``batches``; return once all are acknowledged."""
-    try:
-        producer = Producer(producer_config(options.kafka_params))
-    except KafkaException as e:
-        raise OptionError("kafka.*", f"rejected by the Kafka client: {e}") from e
-    failures: list[tuple[KafkaError, str, int]] = []
-
-    def on_delivery(error: KafkaError | None, message: Message) -> None:
-        if error is not None:
-            failures.append((error, message.topic(), message.partition()))
-
-    sent = 0
-    for batch in batches:
-        for topic, kwargs in _records(batch, options.topic):
-            while True:
-                try:
-                    producer.produce(topic, on_delivery=on_delivery, **kwargs)
-                    break
-                except BufferError:
-                    producer.poll(POLL_WHEN_FULL_S)  # the local queue is full: let it drain
-                except KafkaException as e:
-                    producer.flush()
-                    raise KafkaWriteError(
-                        f"odradek data source: cannot write to topic {topic!r}"
-                        f"{_where(kwargs.get('partition'))}: {e.args[0].str()}"
-                    ) from e
-            sent += 1
-        producer.poll(0)
-        if failures:
-            break
-    producer.flush()
-    if failures:
-        error, topic, partition = failures[0]
-        raise KafkaWriteError(
-            f"odradek data source: {len(failures)} of {sent} records were not written; "
-            f"first failure on topic {topic!r} partition {partition}: "
-            f"{error.name()}: {error.str()}"
-        )
-    return KafkaCommitMessage(sent)
+    producer = new_producer(producer_config(options.kafka_params))
+    sent = produce_all(producer, batches, options.topic, faults)
+    return KafkaCommitMessage(sent, fail_commit=faults.fail_commit)
 
 
-def _records(batch: pa.RecordBatch, topic_option: str | None) -> Iterator[tuple[str, dict]]:
-    columns = {name.lower(): i for i, name in enumerate(batch.schema.names)}
-
-    def column(name: str) -> list:
-        i = columns.get(name)
-        return batch.column(i).to_pylist() if i is not None else [None] * batch.num_rows
-
-    values, keys, partitions, headers = (
-        column("value"),
-        column("key"),
-        column("partition"),
-        column("headers"),
-    )
-    topics = [topic_option] * batch.num_rows if topic_option else column("topic")
-    for i in range(batch.num_rows):
-        topic = topics[i]
-        if topic is None:
-            raise KafkaWriteError(
-                "odradek data source: a row has a null 'topic' and no 'topic' option is set"
-            )
-        kwargs: dict[str, object] = {"value": values[i], "key": keys[i]}
-        if partitions[i] is not None:
-            kwargs["partition"] = partitions[i]
-        if headers[i]:
-            kwargs["headers"] = [(h["key"], h["value"]) for h in headers[i]]
-        yield topic, kwargs
-
-
-def _where(partition: object) -> str:
-    return "" if partition is None else f" partition {partition}"
+def check_commit(messages: list[WriterCommitMessage | None]) -> None:
+    """Raise the driver-side failure a test asked for (sink_faults.FAIL_COMMIT_PROPERTY)."""
+    if any(isinstance(m, KafkaCommitMessage) and m.fail_commit for m in messages):
+        raise InjectedCommitFailure("injected failure of the driver's commit")
 
 
 class KafkaBatchWriter(ExecutorChecked, DataSourceArrowWriter):
-    def __init__(self, options: SinkOptions) -> None:
+    """``df.write``. With exactlyOnce the tasks leave their transactions open and the
+    driver commits them all in ``commit``, or aborts them in ``abort``."""
+
+    def __init__(self, options: SinkOptions, write_id: str) -> None:
         self.options = options
+        self.write_id = write_id  # one per job: names its transactional ids
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
-        return write_batches(iterator, self.options)
+        task, faults = current_task()
+        if self.options.exactly_once:
+            return exactly_once.write_open_transaction(
+                iterator, self.options, self.write_id, task, faults
+            )
+        return write_batches(iterator, self.options, faults)
+
+    def commit(self, messages: list[WriterCommitMessage | None]) -> None:
+        check_commit(messages)
+        if self.options.exactly_once:
+            exactly_once.commit_open_transactions(self.options, _open_transactions(messages))
+
+    def abort(self, messages: list[WriterCommitMessage | None]) -> None:
+        """With exactlyOnce, abort every transaction a task of this job left open; without,
+        nothing can be undone (at-least-once)."""
+        if self.options.exactly_once:
+            exactly_once.abort_open_transactions(self.options, self.write_id, len(messages))
 
 
 class KafkaStreamWriter(ExecutorChecked, DataSourceStreamArrowWriter):
+    """``df.writeStream``. With exactlyOnce each task commits its own transaction, which
+    also records the micro-batch as done for its partition."""
+
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> KafkaCommitMessage:
-        return write_batches(iterator, self.options)
+        task, faults = current_task()
+        if self.options.exactly_once:
+            return exactly_once.write_micro_batch(iterator, self.options, task, faults)
+        return write_batches(iterator, self.options, faults)
 
     def commit(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to do: every record was acknowledged before its task finished."""
+        """Nothing to do: every record was acknowledged (and with exactlyOnce, committed)
+        before its task finished."""
+        check_commit(messages)
 
     def abort(self, messages: list[WriterCommitMessage | None], batchId: int) -> None:
-        """Nothing to undo: Kafka cannot take back acknowledged records (at-least-once)."""
+        """Nothing to undo: acknowledged records stay (at-least-once); with exactlyOnce, a
+        replay of the batch finds the committed partitions in the sink state and skips them."""
+
+
+def _open_transactions(messages: list[WriterCommitMessage | None]) -> list[OpenTransaction]:
+    return [
+        m.transaction
+        for m in messages
+        if isinstance(m, KafkaCommitMessage) and m.transaction is not None
+    ]

@@ -1,0 +1,152 @@
+"""The sink's ``exactlyOnce`` when the driver fails after the tasks wrote: the driver's commit
+raises (sink_faults.FAIL_COMMIT_PROPERTY), as a driver dying between the sink's writes and the
+checkpoint commit.
+
+- A streaming query stops there and is restarted from its checkpoint, which replays the
+  batch: with exactlyOnce its tasks find their partitions committed and write nothing, so each
+  input id is in the output once; without, the batch's rows are there twice.
+- A batch write fails there: with exactlyOnce nothing of it is visible to read_committed
+  readers (the driver aborts the tasks' transactions), so running it again writes each row
+  once; without, the failed job's rows stay and the second run doubles them."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from pyspark.errors import StreamingQueryException
+
+from odradek.spark.sink_faults import FAIL_COMMIT_PROPERTY
+from support import OdradekBroker
+from support.transactions import read_topic
+
+PARTITIONS = 4
+RECORDS = 2000
+MAX_OFFSETS = 1000  # two micro-batches
+
+
+@contextmanager
+def local_property(spark, key: str, value: str) -> Iterator[None]:  # type: ignore[no-untyped-def]
+    spark.sparkContext.setLocalProperty(key, value)
+    try:
+        yield
+    finally:
+        spark.sparkContext.setLocalProperty(key, None)
+
+
+def committed(bootstrap: str, topic: str) -> Counter[bytes]:
+    return Counter(v for _, _, v in read_topic(bootstrap, topic, PARTITIONS, "read_committed"))
+
+
+def stream(spark, bootstrap: str, source: str, sink: str, checkpoint: Path, exactly_once: str):  # type: ignore[no-untyped-def]
+    return (
+        spark.readStream.format("odradek")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", source)
+        .option("startingOffsets", "earliest")
+        .option("maxOffsetsPerTrigger", str(MAX_OFFSETS))
+        .load()
+        .selectExpr("value")
+        .writeStream.format("odradek")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", sink)
+        .option("exactlyOnce", exactly_once)
+        .option("checkpointLocation", str(checkpoint))
+        .trigger(availableNow=True)
+        .start()
+    )
+
+
+@pytest.mark.parametrize("exactly_once", ["true", "false"])
+def test_a_query_restarted_after_a_failed_commit_writes_each_row_once_with_exactly_once(
+    spark, odradek_broker: OdradekBroker, kafka_bootstrap: str, tmp_path: Path, exactly_once: str
+):
+    source = odradek_broker.new_topic("eos-restart-in", PARTITIONS)
+    sink = odradek_broker.new_topic("eos-restart-out", PARTITIONS)
+    producer = Producer({"bootstrap.servers": kafka_bootstrap, "acks": "all"})
+    inputs = [f"in-{i}".encode() for i in range(RECORDS)]
+    for i, value in enumerate(inputs):
+        producer.produce(source, value, partition=i % PARTITIONS)
+    assert producer.flush(60) == 0
+    checkpoint = tmp_path / "checkpoint"
+
+    with local_property(spark, FAIL_COMMIT_PROPERTY, "true"):
+        query = stream(spark, kafka_bootstrap, source, sink, checkpoint, exactly_once)
+        try:
+            with pytest.raises(StreamingQueryException, match="injected failure of the driver's commit"):
+                query.awaitTermination(300)
+        finally:
+            query.stop()
+    # The first micro-batch's tasks committed their rows; the checkpoint does not know it.
+    first_batch = committed(kafka_bootstrap, sink)
+    assert sum(first_batch.values()) == MAX_OFFSETS
+    assert not (checkpoint / "commits" / "0").exists()
+
+    query = stream(spark, kafka_bootstrap, source, sink, checkpoint, exactly_once)
+    try:
+        assert query.awaitTermination(300)
+    finally:
+        query.stop()
+    assert [p["batchId"] for p in query.recentProgress] == [0, 1]  # batch 0 ran again
+    assert (checkpoint / "commits" / "1").exists()
+
+    output = committed(kafka_bootstrap, sink)
+    assert set(output) == set(inputs)
+    if exactly_once == "true":
+        assert all(n == 1 for n in output.values())
+    else:
+        assert {value for value, n in output.items() if n == 2} == set(first_batch)
+        assert sum(output.values()) == RECORDS + MAX_OFFSETS
+
+
+def batch_write(spark, bootstrap: str, topic: str, exactly_once: str) -> None:  # type: ignore[no-untyped-def]
+    df = spark.range(RECORDS).repartition(PARTITIONS).selectExpr(
+        "CONCAT('row-', CAST(id AS STRING)) AS value"
+    )
+    (
+        df.write.format("odradek")
+        .mode("append")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", topic)
+        .option("exactlyOnce", exactly_once)
+        .save()
+    )
+
+
+@pytest.mark.parametrize("exactly_once", ["true", "false"])
+def test_a_failed_batch_write_leaves_nothing_with_exactly_once(
+    spark, odradek_broker: OdradekBroker, kafka_bootstrap: str, exactly_once: str
+):
+    topic = odradek_broker.new_topic("eos-batch", PARTITIONS)
+    rows = {f"row-{i}".encode() for i in range(RECORDS)}
+
+    with local_property(spark, FAIL_COMMIT_PROPERTY, "true"), pytest.raises(
+        Exception, match="injected failure of the driver's commit"
+    ):
+        batch_write(spark, kafka_bootstrap, topic, exactly_once)
+    written = read_topic(kafka_bootstrap, topic, PARTITIONS, "read_uncommitted")
+    assert {v for _, _, v in written} == rows  # the tasks did write
+    after_failure = committed(kafka_bootstrap, topic)
+    assert after_failure == (Counter() if exactly_once == "true" else Counter(rows))
+
+    batch_write(spark, kafka_bootstrap, topic, exactly_once)
+    output = committed(kafka_bootstrap, topic)
+    assert set(output) == rows
+    assert set(output.values()) == ({1} if exactly_once == "true" else {2})
+    # The data source reads the same: read_committed skips the aborted rows and the markers.
+    assert spark_read_committed(spark, kafka_bootstrap, topic) == output
+
+
+def spark_read_committed(spark, bootstrap: str, topic: str) -> Counter[bytes]:  # type: ignore[no-untyped-def]
+    df = (
+        spark.read.format("odradek")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("subscribe", topic)
+        .option("kafka.isolation.level", "read_committed")
+        .load()
+    )
+    return Counter(bytes(r.value) for r in df.select("value").collect())
