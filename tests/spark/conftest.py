@@ -1,5 +1,6 @@
-"""Fixtures of the Spark data source tests: one odradek cluster, one Tansu broker (only for
-transaction markers) and one SparkSession per test run.
+"""Fixtures of the Spark data source tests: one odradek cluster, one Tansu broker (the data
+source read across another Kafka-compatible broker's transaction markers) and one
+SparkSession per test run.
 
 Tests give the data source a broker's bootstrap string (``kafka_bootstrap``,
 ``tansu_bootstrap``) and create topics on the broker itself: ``odradek_broker.new_topic(...)``,
@@ -56,10 +57,9 @@ def kafka_bootstrap(odradek_broker: OdradekBroker) -> str:
 
 @pytest.fixture(scope="session")
 def tansu_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TansuBroker]:
-    """A Tansu broker, for the tests that need transaction markers.
-
-    Tansu writes real transaction markers; odradek has no transactions; this checks the
-    data source against another Kafka-compatible broker. Started only if such a test runs.
+    """A Tansu broker: the data source's reads across transaction markers, checked against
+    another Kafka-compatible broker than odradek (whose own transactions the exactly-once sink
+    tests use). Started only if such a test runs.
     """
     broker = TansuBroker(tmp_path_factory.mktemp("tansu") / "tansu.log")
     try:
