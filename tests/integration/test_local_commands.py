@@ -210,14 +210,12 @@ def test_a_picked_port_taken_before_the_broker_binds_it_is_picked_again(tmp_path
     squatter.listen()
     try:
         cluster.start()
-        try:
-            port = cluster.brokers[0].port
-            assert port != taken
-            assert "address already in use" in cluster.brokers[0].log_path.read_text().lower()
-            assert metadata_probe("127.0.0.1", port)[0] == {0}
-            listed = json.loads((tmp_path / "c" / "cluster.json").read_text())["bootstrap_servers"]
-            assert listed == f"127.0.0.1:{port}"
-        finally:
-            cluster.stop()
+        port = cluster.brokers[0].port
+        assert port != taken
+        assert "address already in use" in cluster.brokers[0].log_path.read_text().lower()
+        assert metadata_probe("127.0.0.1", port)[0] == {0}
+        listed = json.loads((tmp_path / "c" / "cluster.json").read_text())["bootstrap_servers"]
+        assert listed == f"127.0.0.1:{port}"
     finally:
+        cluster.stop()  # also what a failed start left running
         squatter.close()
