@@ -222,14 +222,21 @@ def test_commit_writes_prepare_markers_then_complete() -> None:
     run(t)
 
 
+async def held_add(h: Harness) -> tuple[int, int, asyncio.Future[E]]:
+    """A committed transaction whose markers are held, and the next transaction's first add,
+    sent and held for that completion: (producer id, epoch, the add)."""
+    pid, epoch = await begin(h, partitions=(TP0,))
+    h.markers.gate = asyncio.Event()
+    assert await h.coordinator.end_transaction("tx", pid, epoch, commit=True) == E.none
+    await asyncio.sleep(0)
+    add = asyncio.ensure_future(h.coordinator.add_partitions("tx", pid, epoch, [TP1]))
+    await asyncio.sleep(0.01)
+    return pid, epoch, add
+
+
 def test_the_next_transactions_first_add_waits_for_the_previous_completion() -> None:
     async def t(h: Harness) -> None:
-        pid, epoch = await begin(h, partitions=(TP0,))
-        h.markers.gate = asyncio.Event()
-        assert await h.coordinator.end_transaction("tx", pid, epoch, commit=True) == E.none
-        await asyncio.sleep(0)
-        add = asyncio.ensure_future(h.coordinator.add_partitions("tx", pid, epoch, [TP1]))
-        await asyncio.sleep(0.01)
+        _, _, add = await held_add(h)
         assert not add.done() and md(h).state is S.PREPARE_COMMIT  # held, not refused
         h.markers.gate.set()
         assert await asyncio.wait_for(add, 5) == E.none
@@ -243,12 +250,7 @@ def test_an_end_txn_pipelined_behind_a_held_add_is_decided_after_it() -> None:
     commit's markers) and EndTxn(abort) arrive back to back on one connection. Kafka decides
     them in that order; deciding the abort first would find PrepareCommit: INVALID_TXN_STATE."""
     async def t(h: Harness) -> None:
-        pid, epoch = await begin(h, partitions=(TP0,))
-        h.markers.gate = asyncio.Event()
-        assert await h.coordinator.end_transaction("tx", pid, epoch, commit=True) == E.none
-        await asyncio.sleep(0)
-        add = asyncio.ensure_future(h.coordinator.add_partitions("tx", pid, epoch, [TP1]))
-        await asyncio.sleep(0.01)
+        pid, epoch, add = await held_add(h)
         abort = asyncio.ensure_future(h.coordinator.end_transaction("tx", pid, epoch, commit=False))
         await asyncio.sleep(0.01)
         assert not add.done() and not abort.done() and md(h).state is S.PREPARE_COMMIT
