@@ -5,9 +5,8 @@ leaderships move within the page's refresh, and its ISRs come back after a resta
 lag falls as its consumer catches up; the message browser shows records, escaped; the console
 logs in to a SASL_SSL cluster with --command-config and reads a real Apache Kafka 3.9.
 
-Screenshots go to a directory under the test's temporary directory; the placement map before
-and after a broker's death are also copied to /work/notes (console-before.png, console-after.png)
-when that directory exists."""
+Screenshots go to a directory under the test's temporary directory (the placement map before and
+after a broker's death and after its return, the message browser, a group's lag, the security page)."""
 
 from __future__ import annotations
 

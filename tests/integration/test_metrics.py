@@ -1,26 +1,37 @@
 """Every broker's /metrics (metrics.port) scraped as Prometheus does: Kafka's names from the
-JMX exporter's rules, with values that follow what the cluster did (records produced, a broker
-killed, a group's commits), and the Grafana dashboard's queries all answered."""
+JMX exporter's rules, with values that follow what the cluster did (records produced, errors
+answered, a slow reader, a broker killed, a group's commits), and the Grafana dashboard's
+queries all answered."""
 
 from __future__ import annotations
 
+import datetime
 import json
 import re
+import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
+from kio.schema.fetch.v12 import request as fetch_req
 
 from odradek.local.cluster import LocalCluster
 from odradek.local.zookeeper import EmbeddedZooKeeper
+from odradek.protocol.errors import ErrorCode
+from odradek.protocol.framing import encode_request
 from support import (
     ClusterFactory,
+    address_of,
     controller_of,
     create_topic,
+    fetch_records,
+    metadata,
     partition_state,
     produce,
+    produce_records,
     unique_topic,
     wait_until,
 )
@@ -119,6 +130,111 @@ def test_request_metrics_count_and_time_each_api(cluster: LocalCluster) -> None:
     assert 0.0 <= idle <= 1.0
 
 
+def _sum(got: Scrape, name: str, **labels: str) -> float:
+    """The sum of the samples ``name`` whose labels include ``labels`` (e.g. over API versions)."""
+    return sum(v for (sample, sample_labels), v in got.samples.items()
+               if sample == name and labels.items() <= dict(sample_labels).items())
+
+
+def _errors(got: Scrape, request: str, error: str) -> float:
+    return got.value("kafka_network_requestmetrics_errors_total", 0.0, request=request, error=error)
+
+
+def test_errors_are_counted_per_api_and_error_code_none_included(cluster: LocalCluster) -> None:
+    topic = unique_topic("metrics-errors")
+    create_topic(cluster, topic, partitions=1)
+    leader = partition_state(cluster, topic, 0)["leader"]
+    follower = next(b for b in cluster.brokers if b != leader)
+    before = {b: _scrape(cluster, b) for b in (leader, follower)}
+    # A real producer's requests each carry one partition: one NONE per Produce answered.
+    produce(cluster.bootstrap_servers, topic, [(0, None, b"e")] * 20)
+
+    def produced_and_none(got: Scrape) -> tuple[float, float]:
+        requests = "kafka_network_requestmetrics_requests_total"
+        return (_sum(got, requests, request="Produce") - _sum(before[leader], requests, request="Produce"),
+                _errors(got, "Produce", "NONE") - _errors(before[leader], "Produce", "NONE"))
+
+    def settled() -> Scrape | None:
+        # A request is counted once its answer is written, its error codes as the answer is made.
+        got = _scrape(cluster, leader)
+        produced, none = produced_and_none(got)
+        return got if produced >= 1 and produced == none else None
+
+    led = wait_until(settled, timeout=TIMEOUT_S, message="one NONE per Produce answered")
+    # Followers' fetches are counted under Fetch, not FetchFollower (as Kafka's updateErrorMetrics).
+    assert _errors(led, "Fetch", "NONE") > _errors(before[leader], "Fetch", "NONE")
+    assert _sum(led, "kafka_network_requestmetrics_errors_total", request="FetchFollower") == 0
+
+    # Refusals: each is counted once, under its API and its error.
+    out_of_range = fetch_records(address_of(cluster, leader), topic, 0, 1000)
+    assert out_of_range.error_code == ErrorCode.offset_out_of_range
+    assert _errors(_scrape(cluster, leader), "Fetch", "OFFSET_OUT_OF_RANGE") - _errors(
+        before[leader], "Fetch", "OFFSET_OUT_OF_RANGE") == 1
+    address = address_of(cluster, follower)
+    assert produce_records(address, topic, 0, None).error_code == ErrorCode.not_leader_or_follower
+    (unknown,) = metadata(address, [unique_topic("metrics-absent")]).topics
+    assert unknown.error_code == ErrorCode.unknown_topic_or_partition
+    got, old = _scrape(cluster, follower), before[follower]
+    assert _errors(got, "Produce", "NOT_LEADER_OR_FOLLOWER") - _errors(old, "Produce", "NOT_LEADER_OR_FOLLOWER") == 1
+    assert _errors(got, "Metadata", "UNKNOWN_TOPIC_OR_PARTITION") - _errors(
+        old, "Metadata", "UNKNOWN_TOPIC_OR_PARTITION") == 1
+
+
+HOLD_S = 1.0  # how long the slow reader below leaves the answer unread
+
+
+def test_response_send_time_lasts_until_a_slow_reader_took_the_last_byte(cluster: LocalCluster) -> None:
+    """A 16 MB fetch answer does not fit the kernel's socket buffers (4 MB to send, 64 KB to
+    receive here): it waits in the broker's transport until the client reads.  It is not
+    counted before its last byte is written, and then its ResponseSendTimeMs covers the wait."""
+    broker_id = next(iter(cluster.brokers))
+    topic = unique_topic("metrics-send")
+    create_topic(cluster, topic, assignment=[[broker_id]], replication_factor=1)
+    produce(cluster.bootstrap_servers, topic, [(0, None, bytes(512 * 1024))] * 32)
+    counted = "kafka_network_requestmetrics_responsesendtimems_count"
+    before = _scrape(cluster, broker_id)
+    request = fetch_req.FetchRequest(
+        max_wait=datetime.timedelta(0), min_bytes=1, max_bytes=64 << 20,
+        topics=(fetch_req.FetchTopic(topic=topic, partitions=(fetch_req.FetchPartition(
+            partition=0, fetch_offset=0, partition_max_bytes=64 << 20),)),),
+        forgotten_topics_data=())
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 64 * 1024)
+        sock.settimeout(TIMEOUT_S)
+        sock.connect(("127.0.0.1", cluster.brokers[broker_id].port))
+        sock.sendall(encode_request(request, 1, "slow-reader"))
+        # Its first bytes here: the broker has answered, and holds the rest.
+        wait_until(lambda: len(sock.recv(4, socket.MSG_PEEK)) == 4, timeout=TIMEOUT_S)
+        held = _scrape(cluster, broker_id)
+        assert held.value(counted, 0.0, request="FetchConsumer") == before.value(counted, 0.0, request="FetchConsumer")
+        time.sleep(HOLD_S)  # the measured wait (the reader holding off), not a wait for a condition
+        size = int.from_bytes(_read(sock, 4), "big")
+        assert size > 16 * 512 * 1024
+        _read(sock, size)
+
+    after = wait_until(lambda: (s := _scrape(cluster, broker_id)).value(
+        counted, 0.0, request="FetchConsumer") == before.value(counted, 0.0, request="FetchConsumer") + 1 and s,
+        timeout=TIMEOUT_S)
+
+    def grew(name: str) -> float:
+        return after.value(name, request="FetchConsumer") - before.value(name, 0.0, request="FetchConsumer")
+
+    sent_ms = grew("kafka_network_requestmetrics_responsesendtimems_sum")
+    assert sent_ms >= HOLD_S * 1000
+    assert grew("kafka_network_requestmetrics_totaltimems_sum") >= sent_ms
+    assert after.value("kafka_network_requestmetrics_responsesendtimems", request="FetchConsumer",
+                       quantile="0.999") >= HOLD_S * 1000
+
+
+def _read(sock: socket.socket, n: int) -> bytes:
+    data = bytearray()
+    while len(data) < n:
+        chunk = sock.recv(min(n - len(data), 1 << 20))
+        assert chunk, "closed by the broker"
+        data += chunk
+    return bytes(data)
+
+
 def test_consumer_group_lag_is_end_offset_minus_committed_at_the_coordinator(cluster: LocalCluster) -> None:
     group = unique_topic("metrics-group")
     first = unique_topic("metrics-lag")
@@ -186,6 +302,8 @@ def test_a_killed_broker_shows_as_under_replicated_and_offline_partitions(
     create_topic(cluster, alone, assignment=[[victim]], replication_factor=1)
     live = [b for b in cluster.brokers if b != victim]
     assert sum(_scrape(cluster, b).value("kafka_server_replicamanager_underreplicatedpartitions") for b in live) == 0
+    elections = "kafka_controller_controllerstats_leaderelectionrateandtimems_count"
+    elections_before = _scrape(cluster, controller_id).value(elections)
 
     cluster.kill_broker(victim)
 
@@ -195,4 +313,8 @@ def test_a_killed_broker_shows_as_under_replicated_and_offline_partitions(
         return under, scrapes[controller_id].value("kafka_controller_kafkacontroller_offlinepartitionscount")
     # The three partitions of the replicated topic lost a replica; the single-replica one has no leader.
     wait_until(lambda: counts() == (3, 1), timeout=TIMEOUT_S, message="3 under-replicated, 1 offline")
-    assert _scrape(cluster, controller_id).value("kafka_controller_kafkacontroller_activecontrollercount") == 1
+    got = _scrape(cluster, controller_id)
+    assert got.value("kafka_controller_kafkacontroller_activecontrollercount") == 1
+    # The controller timed the broker's death (BrokerChange: Kafka's LeaderElectionRateAndTimeMs), cleanly.
+    assert got.value(elections) > elections_before
+    assert got.value("kafka_controller_controllerstats_uncleanleaderelections_total") == 0

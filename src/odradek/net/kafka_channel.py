@@ -24,9 +24,11 @@ than a re-authentication.  :attr:`~KafkaChannel.principal` is who authorization 
 
 Request timing and throttling (Kafka's ``RequestChannel`` metrics and KIP-219 quotas) hook in
 here: with a :class:`RequestObserver`, each request carries its timestamps (received, handled,
-response ready, sent) and the observer hears of it once it is sent; :meth:`~KafkaChannel.mute`
+response ready, released to the output, written) and the observer hears of it as it is read
+(it may hand the handler an ``error_counts`` dict) and once the I/O side says its answer is
+written to the socket (:meth:`~KafkaChannel.answers_written`); :meth:`~KafkaChannel.mute`
 stops requests being read until a given time, as Kafka mutes a throttled channel after sending
-its response.  Without an observer nothing is timed (four clock reads per request are a
+its response.  Without an observer nothing is timed (five clock reads per request are a
 measurable share of a small request's passage).
 """
 
@@ -109,15 +111,20 @@ class Request:
     frame: bytes | bytearray
     body_offset: int
     connection: Any  # the asyncio Connection (net/server.py), which handlers may close
+    # Where the handler counts its response's error codes (Kafka's ErrorsPerSec): set by a
+    # RequestObserver, None without one (one attribute check for a handler).
+    error_counts: dict[int, int] | None = field(default=None, repr=False, compare=False)
     # Set only when used (no cost per request otherwise): the answer while it waits behind
     # earlier ones, what a deferred request awaits, and the timestamps a RequestObserver reads
-    # (time.monotonic_ns(): frame complete, handler returned, answer known, answer sent).
+    # (time.monotonic_ns(): frame complete, handler returned, answer known, answer released to
+    # the output, answer written to the socket).
     response: Response = field(init=False, repr=False, compare=False)
     awaiting: object = field(init=False, repr=False, compare=False)
     received_ns: int = field(init=False, repr=False, compare=False)
     handled_ns: int = field(init=False, repr=False, compare=False)
     ready_ns: int = field(init=False, repr=False, compare=False)
     sent_ns: int = field(init=False, repr=False, compare=False)
+    written_ns: int = field(init=False, repr=False, compare=False)
     throttle_ms: int = field(init=False, repr=False, compare=False)  # set when a quota throttled it
 
     @property
@@ -130,8 +137,11 @@ class Request:
 
 
 class RequestObserver(Protocol):
-    """Hears of every request once its answer is sent, with its four timestamps set: where
-    request metrics and quotas (which may :meth:`KafkaChannel.mute` the channel) plug in."""
+    """Hears of every request as it is read and once its answer is written, with its five
+    timestamps set: where request metrics plug in."""
+
+    def request_received(self, request: Request) -> None:
+        """Before dispatch: may set ``request.error_counts``."""
 
     def request_sent(self, channel: KafkaChannel, request: Request) -> None: ...
 
@@ -169,6 +179,9 @@ class KafkaChannel:
         self.output_has_regions = False  # whether ``output`` holds a file region (else: all buffers)
         self.closing = False  # the connection should close once ``output`` is sent
         self.muted_until_ns: int | None = None
+        # With an observer: requests whose answers went to ``output`` and are not yet known to
+        # be written (answers_written()).
+        self.released: list[Request] = []
 
     # -- bytes in
 
@@ -205,6 +218,7 @@ class KafkaChannel:
             if request is not None:
                 if self.observer is not None:
                     request.received_ns = time.monotonic_ns()
+                    self.observer.request_received(request)
                 return request
         return None
 
@@ -284,7 +298,7 @@ class KafkaChannel:
         elif not self.closing:
             self._emit(response)
             if self.observer is not None:
-                self._sent(request)
+                self._mark_released(request)
 
     def defer(self, request: Request, awaiting: object) -> None:
         """The handler answers ``request`` later (:meth:`complete`); ``awaiting`` is what the
@@ -317,6 +331,20 @@ class KafkaChannel:
         self.output.clear()
         self.output_has_regions = False
 
+    def answers_written(self) -> None:
+        """The I/O side found every byte of the output so far written to the socket (its
+        transport's buffer empty): the observer hears of each answer released since."""
+        released = self.released
+        if not released:
+            return
+        now = time.monotonic_ns()
+        observer = self.observer
+        assert observer is not None  # only an observed channel releases into the list
+        for request in released:
+            request.written_ns = now
+            observer.request_sent(self, request)
+        released.clear()
+
     @property
     def in_flight(self) -> int:
         """Requests (and answers) not yet released to the output."""
@@ -327,6 +355,7 @@ class KafkaChannel:
         ones were awaiting (for the I/O side to cancel)."""
         awaited = [head.awaiting for head in self._queue if type(head) is Request and head.awaiting is not None]
         self._queue.clear()
+        self.released.clear()  # never known to be written: not measured, as in Kafka
         self.closing = True
         return awaited
 
@@ -342,11 +371,11 @@ class KafkaChannel:
             return
         self._emit(response)
         if self.observer is not None:
-            self._sent(request)
+            self._mark_released(request)
 
-    def _sent(self, request: Request) -> None:
+    def _mark_released(self, request: Request) -> None:
         request.sent_ns = time.monotonic_ns()
-        self.observer.request_sent(self, request)  # type: ignore[union-attr]  # the caller checked
+        self.released.append(request)
 
     def _emit(self, response: Response) -> None:
         """Put an answer in the output (the caller checked the channel is not closing)."""

@@ -16,6 +16,12 @@ expect to Kafka error codes themselves.
 Each listener has a :class:`ListenerSecurity`: on SSL the principal comes from the client
 certificate, on SASL_PLAINTEXT and SASL_SSL from the channel's
 :class:`~odradek.security.sasl.SaslAuthenticator`.
+
+With a request observer (metrics), an answer counts as written (Kafka's "send complete", the
+end of ResponseSendTimeMs) when the transport's buffer is next empty: at once after the write
+when the socket took every byte, which is the usual case; otherwise the connection lowers the
+transport's write limits to zero for a moment, so its ``resume_writing`` says when the buffer
+drained, without polling (see :meth:`Connection._watch_written`).
 """
 
 from __future__ import annotations
@@ -68,6 +74,11 @@ class ListenerSecurity:
 PLAINTEXT = ListenerSecurity()
 
 
+# Stop reading from a client while this many bytes of answers wait in the transport (asyncio's
+# low-water mark, where reading resumes, is a quarter of it).
+WRITE_BUFFER_HIGH = 4 * 1024 * 1024
+
+
 def _monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
@@ -95,6 +106,8 @@ class Connection(asyncio.BufferedProtocol):
         self._sock_fd = -1  # for sendfile; -1 on TLS
         self._paused_for_writes = False
         self._reading_paused = False
+        self._observed = server.observer is not None  # answers' writes are watched (metrics)
+        self._watching_written = False  # the write limits are zero until the buffer drains
         self._unmute_timer: asyncio.TimerHandle | None = None
         self.closed = False
 
@@ -126,7 +139,7 @@ class Connection(asyncio.BufferedProtocol):
                 self._sock_fd = sock.fileno()
             except OSError:
                 pass
-        transport.set_write_buffer_limits(high=4 * 1024 * 1024)
+        transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
         self.server.connections.add(self)
         if self.security.ssl_context is not None:
             self._tls = SslTransportLayer(self.security.ssl_context)
@@ -141,10 +154,18 @@ class Connection(asyncio.BufferedProtocol):
             self._unmute_timer.cancel()
 
     def pause_writing(self) -> None:
+        transport = self.transport
+        if self._watching_written and transport is not None and transport.get_write_buffer_size() <= WRITE_BUFFER_HIGH:
+            return  # the zero limits of _watch_written, not a full buffer
         self._paused_for_writes = True
         self._update_reading()
 
     def resume_writing(self) -> None:
+        transport = self.transport
+        if self._watching_written and transport is not None:  # drained: every answer released is written
+            self._watching_written = False
+            transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH)
+            self.channel.answers_written()
         self._paused_for_writes = False
         self._update_reading()
 
@@ -208,7 +229,27 @@ class Connection(asyncio.BufferedProtocol):
         if self.channel.closing:
             self.close()
         else:
+            if self._observed:
+                self._watch_written()
             self._update_reading()
+
+    def _watch_written(self) -> None:
+        """Tell the channel when the answers it released are written to the socket: now, if
+        the transport holds none of their bytes; else once its buffer drains, which the
+        transport reports through ``resume_writing`` when its limits are zero.  While they are,
+        the transport reports no full buffer either, so that check is made here."""
+        transport = self.transport
+        if transport is None or transport.is_closing():
+            return
+        buffered = transport.get_write_buffer_size()
+        if buffered == 0:
+            self.channel.answers_written()
+        elif self._watching_written:
+            if buffered > WRITE_BUFFER_HIGH and not self._paused_for_writes:
+                self._paused_for_writes = True
+        elif self.channel.released:
+            self._watching_written = True
+            transport.set_write_buffer_limits(high=0, low=0)  # calls pause_writing at once
 
     # -- TLS
 

@@ -323,28 +323,52 @@ def test_a_muted_channel_reads_no_requests_until_unmuted() -> None:
 
 class Recorder:
     def __init__(self) -> None:
-        self.sent: list[tuple[int, int, int, int, int]] = []
+        self.received: list[int] = []
+        self.sent: list[tuple[int, int, int, int, int, int]] = []
+
+    def request_received(self, request: Request) -> None:
+        assert request.received_ns > 0
+        request.error_counts = {}
+        self.received.append(request.header.correlation_id)
 
     def request_sent(self, channel: KafkaChannel, request: Request) -> None:
-        assert channel.output  # its answer is already in the output
         self.sent.append((request.header.correlation_id, request.received_ns, request.handled_ns,
-                          request.ready_ns, request.sent_ns))
+                          request.ready_ns, request.sent_ns, request.written_ns))
 
 
-def test_an_observer_hears_of_each_request_once_sent_with_its_timestamps_in_order() -> None:
+def test_an_observer_hears_of_each_request_as_read_and_once_written_with_its_timestamps_in_order() -> None:
     recorder = Recorder()
     channel = KafkaChannel(observer=recorder)
     receive(channel, metadata(1) + metadata(2))
     one, two = requests(channel)
+    assert recorder.received == [1, 2] and one.error_counts == {}
     channel.defer(one, "future")
     channel.respond(two, b"answer-2")
-    assert recorder.sent == []
+    channel.answers_written()
+    assert recorder.sent == []  # 2 waits behind 1: nothing released, nothing written
     channel.complete(one, b"answer-1")
+    assert channel.output == [b"answer-1", b"answer-2"] and recorder.sent == []
+    # Released to the output is not written yet: the I/O side says when the socket took it.
+    channel.clear_output()
+    channel.answers_written()
     assert [s[0] for s in recorder.sent] == [1, 2]
-    for _, received, handled, ready, sent in recorder.sent:
-        assert 0 < received <= handled <= ready <= sent
+    for _, received, handled, ready, sent, written in recorder.sent:
+        assert 0 < received <= handled <= ready <= sent <= written
     # 2 was ready before 1 was, and waited for it.
     assert recorder.sent[1][3] <= recorder.sent[0][3]
+    channel.answers_written()
+    assert len(recorder.sent) == 2  # each answer is reported once
+
+
+def test_answers_of_an_abandoned_channel_are_never_reported_written() -> None:
+    recorder = Recorder()
+    channel = KafkaChannel(observer=recorder)
+    receive(channel, metadata(1))
+    (request,) = requests(channel)
+    channel.respond(request, b"answer")
+    channel.abandon()
+    channel.answers_written()
+    assert recorder.sent == []
 
 
 def test_without_an_observer_no_clock_is_read() -> None:
@@ -354,3 +378,4 @@ def test_without_an_observer_no_clock_is_read() -> None:
     channel.respond(request, b"answer")
     with pytest.raises(AttributeError):
         _ = request.received_ns
+    assert request.error_counts is None and channel.released == []

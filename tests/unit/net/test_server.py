@@ -32,6 +32,7 @@ from odradek.net.server import (
 )
 from odradek.protocol.framing import UnsupportedRequestError, encode_request
 from odradek.security.certs import CertificateAuthority
+from support.waiting import wait_until_async
 
 _SIZE = struct.Struct(">i")
 _ANSWER = struct.Struct(">iii")  # size, correlation id, a value the test chooses
@@ -457,3 +458,73 @@ def test_over_tls_answers_keep_their_order_and_a_mute_holds_the_next_request(run
                 await server.stop()
 
         run(scenario())
+
+
+class WriteRecorder:
+    """A request observer: which answers were reported written, with their release and write times."""
+
+    def __init__(self) -> None:
+        self.written: dict[int, tuple[int, int]] = {}  # correlation id -> (sent_ns, written_ns)
+
+    def request_received(self, request: Request) -> None:
+        pass
+
+    def request_sent(self, channel: object, request: Request) -> None:
+        self.written[request.header.correlation_id] = (request.sent_ns, request.written_ns)
+
+
+def test_an_answer_counts_as_written_once_the_socket_took_its_last_byte(run: Runner) -> None:
+    """ResponseSendTimeMs' end: a 32 MB answer to a client that does not read waits in the
+    transport's buffer and is not reported until the client has read it (0.3 s later); the
+    small answer pipelined behind it is reported with it."""
+    big = 32 * 1024 * 1024
+
+    async def scenario() -> None:
+        recorder = WriteRecorder()
+
+        def dispatch(request: Request) -> Response:
+            if request.header.correlation_id == 1:
+                return [struct.pack(">ii", 4 + big, 1), bytes(big)]
+            return answer(request, 0)
+
+        server, port = await start(dispatch, observer=recorder)
+        peer = await Peer.connect(port)
+        try:
+            await peer.send(metadata_request(1) + metadata_request(2))
+            (connection,) = server.connections
+            await wait_until_async(lambda: connection.transport.get_write_buffer_size() > 0, timeout=IO_TIMEOUT_S,
+                                   message="the big answer waiting in the transport")
+            assert recorder.written == {}
+            await asyncio.sleep(0.3)  # the client holds off: the measured send time
+            assert recorder.written == {}
+            assert len(await peer.read_frame()) == 4 + big
+            assert await peer.read_answer() == (2, 0)
+            await wait_until_async(lambda: set(recorder.written) == {1, 2}, timeout=IO_TIMEOUT_S,
+                                   message="both answers reported written")
+        finally:
+            await peer.close()
+            await server.stop()
+        sent, written = recorder.written[1]
+        assert written - sent >= 300_000_000
+        assert recorder.written[2][1] == written  # written with the answer before it
+
+    run(scenario())
+
+
+def test_without_an_observer_nothing_watches_the_writes(run: Runner) -> None:
+    """The transport keeps its write limits (reading pauses above 4 MB buffered, resumes below 1 MB)."""
+
+    async def scenario() -> None:
+        server, port = await start(lambda request: answer(request, 0))
+        peer = await Peer.connect(port)
+        try:
+            await peer.send(metadata_request(1))
+            assert await peer.read_answer() == (1, 0)
+            (connection,) = server.connections
+            assert connection.transport.get_write_buffer_limits() == (1024 * 1024, 4 * 1024 * 1024)
+        finally:
+            await peer.close()
+            await server.stop()
+
+    run(scenario())
+

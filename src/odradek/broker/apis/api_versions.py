@@ -6,7 +6,15 @@ import re
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from odradek.broker.apis.registry import REGISTRY, ApiSpec, api, build, decode_body, response_module
+from odradek.broker.apis.registry import (
+    REGISTRY,
+    ApiSpec,
+    api,
+    build,
+    decode_body,
+    respond,
+    response_module,
+)
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.framing import UnsupportedRequestError, encode_response
@@ -47,9 +55,8 @@ def handle_api_versions(broker: object, request: Request) -> Response:
     version = request.api_version
     if version >= 3 and not _valid_client_software(decode_body(request)):
         # Kafka's ApiVersionsRequest.isValid: an INVALID_REQUEST answer with no api keys.
-        return encode_response(_response(version, ErrorCode.invalid_request, only=-1),
-                               request.header.correlation_id)
-    return encode_response(_response(version, ErrorCode.none), request.header.correlation_id)
+        return respond(request, _response(version, ErrorCode.invalid_request, only=-1))
+    return respond(request, _response(version, ErrorCode.none))
 
 
 # What Kafka accepts as a client software name or version (v3+): letters, digits, '-' and '.',

@@ -24,6 +24,7 @@ from odradek.broker.fetch_session import FetchContext
 from odradek.broker.quota.throttling import client_of, throttle
 from odradek.common import monotonic_ms
 from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.error_counts import count_error, count_partition_errors
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.fetch_request import parse_fetch_request
 from odradek.protocol.fetch_response import FetchedPartition, encode_fetch_response
@@ -47,13 +48,12 @@ def handle_fetch(broker: ProduceFetchContext, request: Request) -> Response | as
     the answer, completed by the DelayedFetch without a task in between."""
     version = request.api_version
     body = parse_fetch_request(request.frame, request.body_offset, version)
-    correlation_id = request.header.correlation_id
     requests = [FetchPartitionRequest(p.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
                                       p.current_leader_epoch, p.last_fetched_epoch) for p in body.partitions]
     if version >= 7:  # fetch sessions (KIP-227)
         context = broker.fetch_sessions.new_context(body, requests, monotonic_ms())
         if context.error != ErrorCode.none:
-            return encode_fetch_response(correlation_id, version, context.error, 0, [])
+            return _response(request, context.error, 0, [])
     else:
         context = FetchContext(requests)
     requests = context.partitions
@@ -68,7 +68,7 @@ def handle_fetch(broker: ProduceFetchContext, request: Request) -> Response | as
             denied = unauthorized_names(broker, request, Operation.READ, ResourceType.TOPIC, (r.topic for r in requests))
     allowed = [r for r in requests if r.topic not in denied] if denied else requests
     if not allowed:
-        return _encode(broker, body.replica_id, correlation_id, version, context, denied, {})
+        return _encode(broker, request, body.replica_id, context, denied, {})
     # Fetch v11+ consumers send their rack (KIP-392): they may read from followers.
     client_rack = body.rack_id if version >= 11 and body.replica_id < 0 else None
     max_bytes = body.max_bytes
@@ -82,9 +82,9 @@ def handle_fetch(broker: ProduceFetchContext, request: Request) -> Response | as
     if quota_window_bytes is not None:
         return _under_fetch_quota(broker, request, context, denied, outcome)
     if not isinstance(outcome, DelayedFetch):
-        return _encode(broker, body.replica_id, correlation_id, version, context, denied, outcome)
+        return _encode(broker, request, body.replica_id, context, denied, outcome)
     return answer_when_done(outcome.future,
-                            lambda done: _encode(broker, body.replica_id, correlation_id, version, context, denied, done))
+                            lambda done: _encode(broker, request, body.replica_id, context, denied, done))
 
 
 def _under_fetch_quota(broker: ProduceFetchContext, request: Request, context: FetchContext, denied: set[str],
@@ -95,24 +95,22 @@ def _under_fetch_quota(broker: ProduceFetchContext, request: Request, context: F
     bytes taken back, the fetch session untouched), and the connection is muted."""
     fetch_quota = broker.quotas.fetch
     user, client_id = client_of(request)
-    correlation_id, version = request.header.correlation_id, request.api_version
 
     def answer(done: dict[TopicPartition, FetchPartitionResult]) -> Response:
         size = sum(result.size for result in done.values())
         throttle_ms = fetch_quota.record(user, client_id, size)
         if throttle_ms <= 0:
-            return _encode(broker, -1, correlation_id, version, context, denied, done)
+            return _encode(broker, request, -1, context, denied, done)
         fetch_quota.unrecord(user, client_id, size)
         throttle(request, throttle_ms)
-        return encode_fetch_response(correlation_id, version, ErrorCode.none, context.session_id, [],
-                                     throttle_time_ms=throttle_ms)
+        return _response(request, ErrorCode.none, context.session_id, [], throttle_ms)
 
     if not isinstance(outcome, DelayedFetch):
         return answer(outcome)
     return answer_when_done(outcome.future, answer)
 
 
-def _encode(broker: ProduceFetchContext, replica_id: int, correlation_id: int, version: int, context: FetchContext,
+def _encode(broker: ProduceFetchContext, request: Request, replica_id: int, context: FetchContext,
             denied: set[str], outcome: dict[TopicPartition, FetchPartitionResult]) -> Response:
     results: dict[tuple[str, int], FetchPartitionResult] = dict(outcome)  # type: ignore[arg-type]
     for r in context.partitions:
@@ -134,4 +132,16 @@ def _encode(broker: ProduceFetchContext, replica_id: int, correlation_id: int, v
             res.regions, aborted_transactions_null=aborted is None and res.error not in _REFUSED_BEFORE_READING,
             aborted_transactions=aborted or (),
             preferred_read_replica=res.preferred_read_replica, diverging_epoch=res.diverging_epoch))
-    return encode_fetch_response(correlation_id, version, ErrorCode.none, context.session_id, list(topics.items()))
+    return _response(request, ErrorCode.none, context.session_id, list(topics.items()))
+
+
+def _response(request: Request, error: int, session_id: int, topics: list[tuple[str, list[FetchedPartition]]],
+              throttle_ms: int = 0) -> Response:
+    """The response frame; with request metrics on, its error codes are counted: the top-level
+    one and each partition's (Kafka's FetchResponse.errorCounts)."""
+    counts = request.error_counts
+    if counts is not None:
+        count_error(counts, error)
+        count_partition_errors(counts, topics)
+    return encode_fetch_response(request.header.correlation_id, request.api_version, error, session_id, topics,
+                                 throttle_time_ms=throttle_ms)

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from odradek.broker.apis.authorization import authorized, unauthorized_names
 from odradek.broker.apis.registry import answer_when_done, api
 from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.error_counts import count_partition_errors
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.legacy_records import is_legacy_message_set, up_convert
 from odradek.protocol.produce_request import has_transactional_records, parse_produce_request
@@ -106,7 +107,10 @@ def _encode(request: Request, results: dict[TopicPartition, ProducePartitionResu
     for (topic, partition), r in results.items():
         by_topic.setdefault(topic, []).append(ProducedPartition(
             partition, r.error, r.base_offset, r.log_append_time, r.log_start_offset, r.record_errors, r.message))
-    return encode_produce_response(request.header.correlation_id, request.api_version, list(by_topic.items()))
+    topics = list(by_topic.items())
+    if request.error_counts is not None:
+        count_partition_errors(request.error_counts, topics)
+    return encode_produce_response(request.header.correlation_id, request.api_version, topics)
 
 
 def _up_convert(entries: list[tuple[str, int, memoryview | None]]

@@ -7,6 +7,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from odradek.protocol.error_counts import count_errors
 from odradek.protocol.framing import decode_request, encode_response
 from odradek.protocol.messages import build, response_module
 
@@ -72,5 +73,9 @@ def answer_when_done(waited: asyncio.Future[T], encode: Callable[[T], Response])
 
 
 def respond(request: Request, payload: Any) -> bytes:
-    """The encoded response frame for ``request``."""
+    """The encoded response frame for ``request``; its error codes are counted when request
+    metrics are on (``request.error_counts``)."""
+    counts = request.error_counts
+    if counts is not None:
+        count_errors(counts, payload)
     return encode_response(payload, request.header.correlation_id)

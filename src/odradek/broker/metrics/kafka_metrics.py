@@ -32,6 +32,7 @@ from odradek.common import now_ms
 from odradek.controller.controller_state import IDLE, TIMERS, state_of
 from odradek.histogram import Histogram
 from odradek.log.log import LOG_FLUSH_STATS
+from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from odradek.broker.fetch_session import FetchSessionCache
@@ -59,7 +60,7 @@ assert set(_TOPIC_METERS) == {f.name for f in fields(TopicCounters)}
 # RequestMetrics' timers: RequestTimes attribute (None: zero by construction) -> Kafka's name.
 _REQUEST_TIMERS: Final = (("total", "totaltimems"), (None, "requestqueuetimems"), ("local", "localtimems"),
                           ("remote", "remotetimems"), ("throttle", "throttletimems"),
-                          ("response_queue", "responsequeuetimems"))
+                          ("response_queue", "responsequeuetimems"), ("response_send", "responsesendtimems"))
 _EMPTY: Final = Histogram()
 
 _GROUP_STATES: Final = {GroupState.PREPARING_REBALANCE: "numgroupspreparingrebalance",
@@ -242,12 +243,24 @@ def _request_metrics(requests: RequestMetrics, load: EventLoopLoad) -> Iterator[
     yield _counter("kafka_network_requestmetrics_requests", "Requests answered, by API and version",
                    [({"request": name, "version": str(version)}, count)
                     for name, times in by_name for version, count in sorted(times.requests.items())])
+    yield _counter("kafka_network_requestmetrics_errors", "Error codes in responses (NONE included), by API and error",
+                   [({"request": name, "error": _error_name(code)}, count)
+                    for name, times in by_name for code, count in sorted(times.errors.items())])
     for attr, metric in _REQUEST_TIMERS:
         yield _summary(f"kafka_network_requestmetrics_{metric}", f"RequestMetrics {metric}",
                        [({"request": name}, _zero_like(times.total) if attr is None else getattr(times, attr))
                         for name, times in by_name])
     yield _gauge("kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent",
                  "Fraction of time the event loop was idle since the last scrape", load.idle_fraction())
+
+
+def _error_name(code: int) -> str:
+    """Kafka's ``Errors`` name of a code (``NOT_LEADER_OR_FOLLOWER``); an unknown code is
+    UNKNOWN_SERVER_ERROR, as ``Errors.forCode`` makes it."""
+    try:
+        return ErrorCode(code).name.upper()
+    except ValueError:
+        return ErrorCode.unknown_server_error.name.upper()
 
 
 def _zero_like(histogram: Histogram) -> Histogram:

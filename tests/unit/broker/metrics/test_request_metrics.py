@@ -1,5 +1,6 @@
-"""RequestMetrics: each sent request's four timestamps become Kafka's RequestMetrics times, under
-Kafka's request names (a fetch also under FetchConsumer or FetchFollower)."""
+"""RequestMetrics: each written request's five timestamps become Kafka's RequestMetrics times,
+under Kafka's request names (a fetch also under FetchConsumer or FetchFollower); a request read
+is handed its API's error counts."""
 
 from __future__ import annotations
 
@@ -11,24 +12,45 @@ from odradek.protocol.framing import RequestHeaderInfo
 MS = 1_000_000
 
 
+def request_of(api_key: ApiKey, version: int = 9, body: bytes = b"") -> Request:
+    return Request(RequestHeaderInfo(api_key, version, 1, "c", 2), b"hdr" + body, 3, None)
+
+
 def sent(api_key: ApiKey, version: int, received_ms: int, handled_ms: int, ready_ms: int, sent_ms: int,
-         body: bytes = b"") -> Request:
-    request = Request(RequestHeaderInfo(api_key, version, 1, "c", 2), b"hdr" + body, 3, None)
+         written_ms: int | None = None, body: bytes = b"") -> Request:
+    request = request_of(api_key, version, body)
     request.received_ns, request.handled_ns = received_ms * MS, handled_ms * MS
     request.ready_ns, request.sent_ns = ready_ms * MS, sent_ms * MS
+    request.written_ns = (sent_ms if written_ms is None else written_ms) * MS
     return request
 
 
-def test_times_are_split_into_local_remote_and_response_queue() -> None:
+def test_times_are_split_into_local_remote_response_queue_and_response_send() -> None:
     metrics = RequestMetrics()
-    metrics.request_sent(None, sent(ApiKey.PRODUCE, 9, 100, 102, 110, 111))  # type: ignore[arg-type]
+    metrics.request_sent(None, sent(ApiKey.PRODUCE, 9, 100, 102, 110, 111, 115))  # type: ignore[arg-type]
     metrics.request_sent(None, sent(ApiKey.PRODUCE, 9, 200, 201, 201, 201))  # type: ignore[arg-type]
     metrics.request_sent(None, sent(ApiKey.PRODUCE, 7, 300, 301, 301, 301))  # type: ignore[arg-type]
     times = metrics.by_name["Produce"]
     assert times.requests == {9: 2, 7: 1}
-    assert (times.total.count, times.total.sum) == (3, 11 + 1 + 1)
+    # Total time runs to the answer's last byte written.
+    assert (times.total.count, times.total.sum) == (3, 15 + 1 + 1)
     assert (times.local.sum, times.remote.sum, times.response_queue.sum) == (2 + 1 + 1, 8, 1)
+    assert (times.response_send.count, times.response_send.sum) == (3, 4)
     assert times.throttle.sum == 0
+
+
+def test_each_request_read_gets_its_apis_error_counts_and_a_fetch_counts_under_fetch_only() -> None:
+    metrics = RequestMetrics()
+    first, second = request_of(ApiKey.PRODUCE), request_of(ApiKey.PRODUCE)
+    metrics.request_received(first)
+    metrics.request_received(second)
+    assert first.error_counts is second.error_counts is metrics.by_name["Produce"].errors
+    first.error_counts[0] = 2  # type: ignore[index]  # what a handler does
+    fetch = request_of(ApiKey.FETCH, 12, body=(-1).to_bytes(4, "big", signed=True))
+    metrics.request_received(fetch)
+    assert fetch.error_counts is metrics.by_name["Fetch"].errors
+    assert metrics.by_name["Produce"].errors == {0: 2} and metrics.by_name["Fetch"].errors == {}
+    assert "FetchConsumer" not in metrics.by_name
 
 
 def test_a_throttled_request_reports_its_throttle_time() -> None:
