@@ -4,8 +4,9 @@ The exporter's standard Kafka rules turn a histogram into a count and its percen
 (50th, 75th, 95th, 98th, 99th, 999th, as ``quantile="0.50"`` ... ``"0.999"``).  Yammer keeps
 an exponentially decaying reservoir of 1028 samples biased to the last five minutes; a ring
 of the last :data:`RESERVOIR_SIZE` samples gives the same picture of a broker under steady
-load and costs one list store per sample, which matters on the request path.  Quantiles
-are computed only when asked (at scrape time).
+load and costs one list store per sample, which matters on the request path (and a batch of
+samples, :meth:`Histogram.extend`, costs two slice stores).  Quantiles are computed only when
+asked (at scrape time).
 """
 
 from __future__ import annotations
@@ -41,6 +42,28 @@ class Histogram:
         else:
             samples[self._next] = value
             self._next = (self._next + 1) % RESERVOIR_SIZE
+
+    def extend(self, values: list[float]) -> None:
+        """Record a batch of samples, oldest first (the same as :meth:`update` on each)."""
+        if not values:
+            return
+        self.count += len(values)
+        self.sum += sum(values)
+        samples = self._samples
+        room = RESERVOIR_SIZE - len(samples)
+        if room > 0:
+            samples.extend(values[:room])
+            values = values[room:]
+        values = values[-RESERVOIR_SIZE:]
+        start = self._next
+        end = start + len(values)
+        if end <= RESERVOIR_SIZE:
+            samples[start:end] = values
+        else:
+            wrap = RESERVOIR_SIZE - start
+            samples[start:] = values[:wrap]
+            samples[:end - RESERVOIR_SIZE] = values[wrap:]
+        self._next = end % RESERVOIR_SIZE
 
     def quantiles(self) -> list[tuple[str, float]]:
         """(label, value) for each of :data:`QUANTILES` over the recent samples; zeros when

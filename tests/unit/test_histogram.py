@@ -29,3 +29,18 @@ def test_only_the_latest_samples_make_the_percentiles_but_all_are_counted() -> N
     assert got["0.50"] == RESERVOIR_SIZE + (RESERVOIR_SIZE - 1) / 2
     assert h.count == 2 * RESERVOIR_SIZE
     assert h.sum == sum(range(2 * RESERVOIR_SIZE))
+
+
+def test_a_batch_is_recorded_as_its_samples_one_by_one() -> None:
+    one_by_one, batched = Histogram(), Histogram()
+    # Batches that fill the ring part way, wrap it, and outrun it.
+    for size in (300, 900, 1, 700, 3 * RESERVOIR_SIZE + 17, 250):
+        values = [float(one_by_one.count + i) for i in range(size)]
+        for value in values:
+            one_by_one.update(value)
+        batched.extend(values)
+        assert (batched.count, batched.sum) == (one_by_one.count, one_by_one.sum)
+        assert sorted(batched._samples) == sorted(one_by_one._samples)
+        assert batched.quantiles() == one_by_one.quantiles()
+    batched.extend([])
+    assert batched.count == one_by_one.count

@@ -117,14 +117,13 @@ class Request:
     # Set only when used (no cost per request otherwise): the answer while it waits behind
     # earlier ones, what a deferred request awaits, and the timestamps a RequestObserver reads
     # (time.monotonic_ns(): frame complete, handler returned, answer known, answer released to
-    # the output, answer written to the socket).
+    # the output; the time it was written to the socket is given to the observer with it).
     response: Response = field(init=False, repr=False, compare=False)
     awaiting: object = field(init=False, repr=False, compare=False)
     received_ns: int = field(init=False, repr=False, compare=False)
     handled_ns: int = field(init=False, repr=False, compare=False)
     ready_ns: int = field(init=False, repr=False, compare=False)
     sent_ns: int = field(init=False, repr=False, compare=False)
-    written_ns: int = field(init=False, repr=False, compare=False)
     throttle_ms: int = field(init=False, repr=False, compare=False)  # set when a quota throttled it
 
     @property
@@ -143,7 +142,8 @@ class RequestObserver(Protocol):
     def request_received(self, request: Request) -> None:
         """Before dispatch: may set ``request.error_counts``."""
 
-    def request_sent(self, channel: KafkaChannel, request: Request) -> None: ...
+    def requests_written(self, channel: KafkaChannel, requests: list[Request], written_ns: int) -> None:
+        """``requests``' answers were all written to the socket by ``written_ns``."""
 
 
 UnsupportedHandler = Callable[[UnsupportedRequestError], Response]
@@ -337,12 +337,9 @@ class KafkaChannel:
         released = self.released
         if not released:
             return
-        now = time.monotonic_ns()
         observer = self.observer
         assert observer is not None  # only an observed channel releases into the list
-        for request in released:
-            request.written_ns = now
-            observer.request_sent(self, request)
+        observer.requests_written(self, released, time.monotonic_ns())
         released.clear()
 
     @property

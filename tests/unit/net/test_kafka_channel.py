@@ -331,9 +331,9 @@ class Recorder:
         request.error_counts = {}
         self.received.append(request.header.correlation_id)
 
-    def request_sent(self, channel: KafkaChannel, request: Request) -> None:
-        self.sent.append((request.header.correlation_id, request.received_ns, request.handled_ns,
-                          request.ready_ns, request.sent_ns, request.written_ns))
+    def requests_written(self, channel: KafkaChannel, requests: list[Request], written_ns: int) -> None:
+        self.sent.extend((request.header.correlation_id, request.received_ns, request.handled_ns,
+                          request.ready_ns, request.sent_ns, written_ns) for request in requests)
 
 
 def test_an_observer_hears_of_each_request_as_read_and_once_written_with_its_timestamps_in_order() -> None:

@@ -469,8 +469,9 @@ class WriteRecorder:
     def request_received(self, request: Request) -> None:
         pass
 
-    def request_sent(self, channel: object, request: Request) -> None:
-        self.written[request.header.correlation_id] = (request.sent_ns, request.written_ns)
+    def requests_written(self, channel: object, requests: list[Request], written_ns: int) -> None:
+        for request in requests:
+            self.written[request.header.correlation_id] = (request.sent_ns, written_ns)
 
 
 def test_an_answer_counts_as_written_once_the_socket_took_its_last_byte(run: Runner) -> None:

@@ -239,7 +239,7 @@ def _topic_metrics(rm: ReplicaManager) -> Iterator[Metric]:
 
 
 def _request_metrics(requests: RequestMetrics, load: EventLoopLoad) -> Iterator[Metric]:
-    by_name = sorted(requests.by_name.items())
+    by_name = sorted(requests.snapshot().items())
     yield _counter("kafka_network_requestmetrics_requests", "Requests answered, by API and version",
                    [({"request": name, "version": str(version)}, count)
                     for name, times in by_name for version, count in sorted(times.requests.items())])

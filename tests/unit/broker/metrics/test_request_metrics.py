@@ -4,7 +4,7 @@ is handed its API's error counts."""
 
 from __future__ import annotations
 
-from odradek.broker.metrics.request_metrics import RequestMetrics, kafka_request_name
+from odradek.broker.metrics.request_metrics import FOLD_EVERY, RequestMetrics, kafka_request_name
 from odradek.net.kafka_channel import Request
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.framing import RequestHeaderInfo
@@ -17,20 +17,23 @@ def request_of(api_key: ApiKey, version: int = 9, body: bytes = b"") -> Request:
 
 
 def sent(api_key: ApiKey, version: int, received_ms: int, handled_ms: int, ready_ms: int, sent_ms: int,
-         written_ms: int | None = None, body: bytes = b"") -> Request:
+         body: bytes = b"") -> Request:
     request = request_of(api_key, version, body)
     request.received_ns, request.handled_ns = received_ms * MS, handled_ms * MS
     request.ready_ns, request.sent_ns = ready_ms * MS, sent_ms * MS
-    request.written_ns = (sent_ms if written_ms is None else written_ms) * MS
     return request
+
+
+def written(metrics: RequestMetrics, written_ms: int, *requests: Request) -> None:
+    metrics.requests_written(None, list(requests), written_ms * MS)  # type: ignore[arg-type]
 
 
 def test_times_are_split_into_local_remote_response_queue_and_response_send() -> None:
     metrics = RequestMetrics()
-    metrics.request_sent(None, sent(ApiKey.PRODUCE, 9, 100, 102, 110, 111, 115))  # type: ignore[arg-type]
-    metrics.request_sent(None, sent(ApiKey.PRODUCE, 9, 200, 201, 201, 201))  # type: ignore[arg-type]
-    metrics.request_sent(None, sent(ApiKey.PRODUCE, 7, 300, 301, 301, 301))  # type: ignore[arg-type]
-    times = metrics.by_name["Produce"]
+    written(metrics, 115, sent(ApiKey.PRODUCE, 9, 100, 102, 110, 111))
+    written(metrics, 201, sent(ApiKey.PRODUCE, 9, 200, 201, 201, 201))
+    written(metrics, 301, sent(ApiKey.PRODUCE, 7, 300, 301, 301, 301))
+    times = metrics.snapshot()["Produce"]
     assert times.requests == {9: 2, 7: 1}
     # Total time runs to the answer's last byte written.
     assert (times.total.count, times.total.sum) == (3, 15 + 1 + 1)
@@ -39,37 +42,49 @@ def test_times_are_split_into_local_remote_response_queue_and_response_send() ->
     assert times.throttle.sum == 0
 
 
+def test_samples_are_folded_in_batches_and_before_a_snapshot() -> None:
+    metrics = RequestMetrics()
+    written(metrics, 3, sent(ApiKey.PRODUCE, 9, 0, 1, 2, 2))
+    times = metrics.snapshot()["Produce"]
+    assert (times.total.count, times.pending) == (1, [])
+    written(metrics, 3, *(sent(ApiKey.PRODUCE, 9, 0, 1, 2, 2) for _ in range(FOLD_EVERY + 4)))
+    assert times.total.count == 1 + FOLD_EVERY and len(times.pending) == 4  # a batch folded as it filled
+    assert metrics.snapshot()["Produce"] is times and times.pending == []
+    assert times.requests == {9: FOLD_EVERY + 5}
+    assert (times.total.count, times.total.sum, times.response_send.sum) == (FOLD_EVERY + 5, 3 * (FOLD_EVERY + 5),
+                                                                            FOLD_EVERY + 5)
+
+
 def test_each_request_read_gets_its_apis_error_counts_and_a_fetch_counts_under_fetch_only() -> None:
     metrics = RequestMetrics()
     first, second = request_of(ApiKey.PRODUCE), request_of(ApiKey.PRODUCE)
     metrics.request_received(first)
     metrics.request_received(second)
-    assert first.error_counts is second.error_counts is metrics.by_name["Produce"].errors
+    assert first.error_counts is second.error_counts is metrics.snapshot()["Produce"].errors
     first.error_counts[0] = 2  # type: ignore[index]  # what a handler does
     fetch = request_of(ApiKey.FETCH, 12, body=(-1).to_bytes(4, "big", signed=True))
     metrics.request_received(fetch)
-    assert fetch.error_counts is metrics.by_name["Fetch"].errors
-    assert metrics.by_name["Produce"].errors == {0: 2} and metrics.by_name["Fetch"].errors == {}
-    assert "FetchConsumer" not in metrics.by_name
+    assert fetch.error_counts is metrics.snapshot()["Fetch"].errors
+    assert metrics.snapshot()["Produce"].errors == {0: 2} and metrics.snapshot()["Fetch"].errors == {}
+    assert "FetchConsumer" not in metrics.snapshot()
 
 
 def test_a_throttled_request_reports_its_throttle_time() -> None:
     metrics = RequestMetrics()
     request = sent(ApiKey.FETCH, 12, 0, 1, 1, 1, body=(-1).to_bytes(4, "big", signed=True))
     request.throttle_ms = 250
-    metrics.request_sent(None, request)  # type: ignore[arg-type]
-    assert metrics.by_name["Fetch"].throttle.sum == 250
-    assert metrics.by_name["FetchConsumer"].throttle.sum == 250
+    written(metrics, 1, request)
+    assert metrics.snapshot()["Fetch"].throttle.sum == 250
+    assert metrics.snapshot()["FetchConsumer"].throttle.sum == 250
 
 
 def test_a_fetch_counts_as_fetch_and_as_follower_or_consumer() -> None:
     metrics = RequestMetrics()
-    metrics.request_sent(None, sent(ApiKey.FETCH, 12, 0, 1, 2, 2, body=(2).to_bytes(4, "big")))  # type: ignore[arg-type]
-    metrics.request_sent(None, sent(ApiKey.FETCH, 12, 0, 1, 2, 2,  # type: ignore[arg-type]
-                                    body=(-1).to_bytes(4, "big", signed=True)))
-    assert metrics.by_name["Fetch"].total.count == 2
-    assert metrics.by_name["FetchFollower"].total.count == 1
-    assert metrics.by_name["FetchConsumer"].total.count == 1
+    written(metrics, 2, sent(ApiKey.FETCH, 12, 0, 1, 2, 2, body=(2).to_bytes(4, "big")),
+            sent(ApiKey.FETCH, 12, 0, 1, 2, 2, body=(-1).to_bytes(4, "big", signed=True)))
+    assert metrics.snapshot()["Fetch"].total.count == 2
+    assert metrics.snapshot()["FetchFollower"].total.count == 1
+    assert metrics.snapshot()["FetchConsumer"].total.count == 1
 
 
 def test_kafka_request_names() -> None:
