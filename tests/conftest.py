@@ -39,9 +39,9 @@ CLUSTER_FIXTURES = frozenset({"zookeeper", "zk_connect", "cluster_factory", "mod
 # Runs beside odradek that the README's test command leaves out (pyproject's addopts:
 # -m "not ecosystem"; `pytest -m ecosystem` runs them): Kafka's JVM tools side by side with
 # odradek's (a JVM per case: 232 s together on a quiet machine, which the command's time
-# budget does not hold beside the matrix's quick subset) and the Kafka <-> odradek migration.
+# budget does not hold beside the matrix's quick subset).  A test may also carry the mark
+# itself (the whole cluster's Kafka <-> odradek migration).
 ECOSYSTEM_MODULES = frozenset({
-    "integration/test_migration.py",
     "integration/test_consumer_groups_cli.py", "integration/test_partition_admin_tools.py",
     "integration/test_kafka_tools.py",
 })

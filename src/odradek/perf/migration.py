@@ -152,7 +152,8 @@ class MigrationReport:
                 "duplicated_resent": d.duplicated_resent[:100], "vanished_reads": len(d.vanished_reads), "divergent_replicas": d.divergent_replicas,
                 "group_commits": self.group_commits, "group_commit_errors": self.group_commit_errors,
                 "group_offsets_at_end": self.group_offsets_at_end, "group_last_committed": self.group_last_committed,
-                "group_offsets_kept": self.group_offsets_kept, "duration_s": d.duration_s, "ok": self.ok}
+                "group_offsets_kept": self.group_offsets_kept,
+                "longest_ack_gap_s": d.longest_unavailability_s, "duration_s": d.duration_s, "ok": self.ok}
 
     def steps_table(self) -> str:
         """Each step as a Markdown table row."""
@@ -175,6 +176,8 @@ class MigrationReport:
                            f"{len(d.duplicated_resent)})" if d.duplicated else "0"),
             ("reads later gone", str(len(d.vanished_reads))),
             ("replicas identical", "yes" if not d.divergent_replicas else f"NO: {d.divergent_replicas[:3]}"),
+            ("longest time between acks (s)", ", ".join(f"p{p} {s:.1f}" for p, s in
+                                                        sorted(d.longest_unavailability_s.items()))),
             ("group commits (failed)", f"{self.group_commits} ({self.group_commit_errors})"),
             ("group offsets kept", "yes" if self.group_offsets_kept else
              f"NO: committed {self.group_offsets_at_end}, last commit {self.group_last_committed}"),

@@ -122,11 +122,14 @@ BURN = "import sys, time\nt0 = time.process_time()\nwhile time.process_time() - 
 
 
 def test_a_real_window_counts_a_server_apart_from_a_reaped_client() -> None:
-    server = subprocess.Popen([sys.executable, "-c", "import sys\nsys.stdin.readline()\n" + BURN
-                               + "print('burnt', flush=True)\nsys.stdin.read()", "0.3"],
+    # The server says when its interpreter is up, so the window holds its burn and not its start-up
+    # (which a loaded machine stretches).
+    server = subprocess.Popen([sys.executable, "-c", "import sys\nprint('up', flush=True)\nsys.stdin.readline()\n"
+                               + BURN + "print('burnt', flush=True)\nsys.stdin.read()", "0.3"],
                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
     assert server.stdin is not None and server.stdout is not None
     try:
+        assert server.stdout.readline() == "up\n"
         window = UsageWindow({"brokers": [server.pid]})
         server.stdin.write("go\n")
         server.stdin.flush()
@@ -137,7 +140,7 @@ def test_a_real_window_counts_a_server_apart_from_a_reaped_client() -> None:
         server.communicate("")
     # The server's CPU is not a client's, though this process is its parent; the client's is
     # counted although it exited (in this process's reaped-children time).
-    assert 0.29 <= usage.cpu_s["brokers"] < 0.5
+    assert 0.29 <= usage.cpu_s["brokers"] < 0.4
     assert 0.19 <= usage.cpu_s[CLIENTS] < 0.2 + 0.3
 
 
