@@ -13,6 +13,12 @@ frame that is garbage, truncated or larger than ``socket.request.max.bytes`` clo
 connection only.  A handler that raises closes its connection too: handlers map errors they
 expect to Kafka error codes themselves.
 
+A handler that is a coroutine runs to its end even if its connection closes first (its answer
+is dropped), as Kafka finishes a request whose client went away: it may hold state across its
+awaits (a group's pending offset commit, a transaction's pending state) that only its end puts
+right.  Only what a handler handed back to wait on (a delayed operation's answer future) is
+cancelled with the connection; :meth:`SocketServer.stop` cancels the handlers still running.
+
 Each listener has a :class:`ListenerSecurity`: on SSL the principal comes from the client
 certificate, on SASL_PLAINTEXT and SASL_SSL from the channel's
 :class:`~odradek.security.sasl.SaslAuthenticator`.
@@ -149,7 +155,10 @@ class Connection(asyncio.BufferedProtocol):
         self.closed = True
         self.server.connections.discard(self)
         for awaited in self.channel.abandon():
-            awaited.cancel()  # type: ignore[attr-defined]  # the futures _defer queued
+            if isinstance(awaited, asyncio.Task):
+                self.server.track_orphan(awaited)
+            else:
+                awaited.cancel()  # type: ignore[attr-defined]  # the futures _defer queued
         if self._unmute_timer is not None:
             self._unmute_timer.cancel()
 
@@ -442,6 +451,9 @@ class SocketServer:
         self._servers: list[asyncio.base_events.Server] = []
         self.bound_ports: dict[str, int] = {}
         self.loop: asyncio.AbstractEventLoop | None = None  # set by start()
+        # Handlers still running for connections that closed (cancelled by stop()).
+        self.orphans: set[asyncio.Task[Any]] = set()
+        self._stopping = False
 
     async def start(self) -> dict[str, int]:
         """Bind every listener; returns listener name -> bound port (port 0 picks one)."""
@@ -454,11 +466,28 @@ class SocketServer:
             self.bound_ports[listener.name] = server.sockets[0].getsockname()[1]
         return dict(self.bound_ports)
 
+    def track_orphan(self, task: asyncio.Task[Any]) -> None:
+        """A handler whose connection closed: it runs on, its answer dropped (unless the
+        server is stopping)."""
+        if self._stopping:
+            task.cancel()
+            return
+        self.orphans.add(task)
+        task.add_done_callback(self._orphan_done)
+
+    def _orphan_done(self, task: asyncio.Task[Any]) -> None:
+        self.orphans.discard(task)
+        if not task.cancelled() and (error := task.exception()) is not None:
+            log.warning("A request handler failed after its connection closed", exc_info=error)
+
     async def stop(self) -> None:
+        self._stopping = True
         for server in self._servers:
             server.close()
         for conn in list(self.connections):
             conn.close()
+        for task in list(self.orphans):
+            task.cancel()
         for server in self._servers:
             try:
                 await asyncio.wait_for(server.wait_closed(), 5)

@@ -393,6 +393,48 @@ def test_stop_closes_open_connections(run: Runner) -> None:
     run(scenario())
 
 
+def test_a_handler_runs_to_its_end_though_its_connection_closed_and_stop_cancels_the_rest(run: Runner) -> None:
+    """As Kafka finishes a request whose client left: a handler holding state across an await
+    (a group's pending offset commit) must reach the code that puts it right; its answer is
+    dropped.  Only stopping the server cancels handlers still running."""
+
+    async def scenario() -> None:
+        release = asyncio.Event()
+        ended: list[int] = []
+
+        async def handler(request: Request) -> Response:
+            if request.header.correlation_id == 2:
+                await asyncio.Event().wait()  # never released: left for stop()
+            await release.wait()
+            ended.append(request.header.correlation_id)
+            return answer(request, 0)
+
+        server, port = await start(handler)
+        first, second = await Peer.connect(port), await Peer.connect(port)
+        try:
+            await first.send(metadata_request(1))
+            await second.send(metadata_request(2))
+            await wait_until_async(lambda: len(server.connections) == 2, timeout=IO_TIMEOUT_S,
+                                   message="both connections open")
+            await first.close()
+            await wait_until_async(lambda: len(server.orphans) == 1, timeout=IO_TIMEOUT_S,
+                                   message="the first handler running on without its connection")
+            release.set()
+            await wait_until_async(lambda: ended == [1] and not server.orphans, timeout=IO_TIMEOUT_S,
+                                   message="the first handler ran to its end")
+            await second.close()
+            await wait_until_async(lambda: len(server.orphans) == 1, timeout=IO_TIMEOUT_S,
+                                   message="the second handler running on without its connection")
+            (orphan,) = server.orphans
+            await server.stop()
+            await wait_until_async(orphan.done, timeout=IO_TIMEOUT_S, message="stop() cancels it")
+            assert orphan.cancelled() and ended == [1]
+        finally:
+            await server.stop()
+
+    run(scenario())
+
+
 def test_a_muted_connection_reads_no_request_until_the_mute_ends(run: Runner) -> None:
     """The throttling seam (KIP-219): a handler mutes its connection for 0.3 s; the request
     pipelined behind it waits that long, then is answered."""
