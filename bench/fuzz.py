@@ -56,7 +56,7 @@ def fuzz(target: str, seconds: int, fresh: bool) -> Outcome:
     corpus = work / "corpus"
     corpus.mkdir(parents=True, exist_ok=True)
     command = [sys.executable, "-m", "fuzz.runner", target, f"-max_total_time={seconds}",
-               "-print_final_stats=1", "-timeout=25", "-rss_limit_mb=3072",
+               "-print_final_stats=1", "-timeout=25", "-rss_limit_mb=3072", "-len_control=0",
                f"-artifact_prefix={work}/", str(corpus), str(CORPUS / target)]
     started = time.monotonic()
     run = subprocess.run(command, cwd=REPO, capture_output=True, text=True, errors="replace",

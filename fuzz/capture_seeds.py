@@ -133,8 +133,9 @@ def run_kafka_python(bootstrap: str) -> None:
             break
     consumer.close()
     admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="kafka-python")
-    admin.list_consumer_groups()
-    admin.list_consumer_group_offsets("fuzz-group-kp")
+    admin.list_groups()
+    admin.describe_groups(["fuzz-group-kp"])
+    admin.list_group_offsets("fuzz-group-kp")
     admin.close()
 
 

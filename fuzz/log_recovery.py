@@ -6,9 +6,13 @@ aborted and a committed transaction, producer-state snapshots, a leader-epoch ch
 ``partition.metadata``, the three offset checkpoints and ``meta.properties``).
 
 Input: a byte choosing the file (by index in the sorted list of the base's files), a flags
-byte, then the file's new content (empty: a truncated file).  Flags: bit 0 keep the
-clean-shutdown marker (else the broker recovers, as after a crash); bit 1 reset the recovery
-point to 0 first (a crash before any flush), so recovery re-scans every segment.
+byte, then how the file changes.  Flags: bit 0 keep the clean-shutdown marker (else the broker
+recovers, as after a crash); bit 1 reset the recovery point to 0 first (a crash before any
+flush), so recovery re-scans every segment; bit 2 the rest of the input is the file's new
+content (empty: a file cut to nothing).  Without bit 2 the rest damages the file as it is: a
+big-endian uint16 where to cut it (past its end: not cut), then 3-byte patches, each a uint16
+position (modulo the file's size) and a byte XORed into it; small inputs then stand for
+torn tails, zeroed and flipped bytes of whole files, which libFuzzer mutates best.
 
 Entry: ``LogManager.startup`` on a copy of the base with that file replaced, as the broker
 opens its log directories, then ``check_and_write_meta_properties``; then the partition's
@@ -26,6 +30,7 @@ from __future__ import annotations
 
 import functools
 import os
+import struct
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,8 +57,10 @@ NOW_MS = 1_700_000_000_000
 TOPIC, PARTITION = "t", 0
 TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"
 BROKER_ID, CLUSTER_ID = 0, "fuzz-cluster-id"
-CLEAN, RECOVER_FROM_ZERO = 1, 2
+CLEAN, RECOVER_FROM_ZERO, REPLACE = 1, 2, 4
 _READ_BYTES = 1 << 20
+_U16 = struct.Struct(">H")
+_PATCH = struct.Struct(">HB")
 _CONFIG = LogConfig(segment_bytes=700, index_interval_bytes=64)
 # tmpfs when there is one: every input copies and fsyncs a few files.
 _SCRATCH = "/dev/shm" if os.path.isdir("/dev/shm") else None
@@ -73,7 +80,8 @@ def test_one_input(data: bytes) -> None:
         return
     base = base_log()
     chosen = base.files[data[0] % len(base.files)]
-    flags, content = data[1], data[2:]
+    flags = data[1]
+    content = data[2:] if flags & REPLACE else damaged(base.contents[chosen], data[2:])
     with tempfile.TemporaryDirectory(dir=_SCRATCH) as scratch:
         root = Path(scratch) / "logs"
         for name, original in base.contents.items():
@@ -102,6 +110,18 @@ def test_one_input(data: bytes) -> None:
             _append_and_read(lg)
         finally:
             manager.shutdown()
+
+
+def damaged(original: bytes, damage: bytes) -> bytes:
+    """``original`` cut and patched as ``damage`` says (see the module docstring)."""
+    content = bytearray(original)
+    if len(damage) >= 2:
+        del content[_U16.unpack_from(damage)[0]:]
+    for at in range(2, len(damage) - 2, 3):
+        if content:
+            position, xor = _PATCH.unpack_from(damage, at)
+            content[position % len(content)] ^= xor
+    return bytes(content)
 
 
 def _manager(root: Path) -> LogManager:

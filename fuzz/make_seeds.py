@@ -88,13 +88,17 @@ def record_batches() -> Iterator[tuple[str, bytes]]:
 
 
 def log_files() -> Iterator[tuple[str, bytes]]:
-    from fuzz.log_recovery import CLEAN, RECOVER_FROM_ZERO, base_log
+    from fuzz.log_recovery import CLEAN, RECOVER_FROM_ZERO, REPLACE, base_log
 
     base = base_log()
     for index, name in enumerate(base.files):
         stem = name.replace("/", "_").lstrip(".")
-        for flags in (RECOVER_FROM_ZERO, CLEAN):
-            yield f"{stem}-flags{flags}", bytes([index, flags]) + base.contents[name]
+        size = len(base.contents[name])
+        yield f"{stem}-intact-crash", bytes([index, RECOVER_FROM_ZERO]) + b"\xff\xff"
+        yield f"{stem}-intact-clean", bytes([index, CLEAN]) + b"\xff\xff"
+        yield f"{stem}-torn-tail", bytes([index, RECOVER_FROM_ZERO]) + struct.pack(">H", size * 2 // 3)
+        yield f"{stem}-flipped-byte", bytes([index, RECOVER_FROM_ZERO]) + struct.pack(">HHB", 0xFFFF, size // 2, 0x40)
+        yield f"{stem}-replaced", bytes([index, RECOVER_FROM_ZERO | REPLACE]) + base.contents[name][: size // 2]
 
 
 def _token(data: bytes) -> bytes:

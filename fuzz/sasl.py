@@ -89,7 +89,7 @@ def test_one_input(data: bytes) -> None:
     if version == 0:
         channel = KafkaChannel(authenticator=auth)
         for token in tokens(data[2:]):
-            if channel.closing:
+            if channel.closing or auth.authenticated:  # then frames are requests again
                 break
             sent.append(token)
             channel.frames.feed(_FRAME_SIZE.pack(len(token)) + token)
