@@ -2,9 +2,11 @@
 
     .venv/bin/python -m fuzz.make_seeds
 
-Deterministic: the same files each run (fixed nonces, salts and timestamps).  Seeds from real
-clients are ``fuzz/capture_seeds.py``'s.  Seeds are named ``seed-*``; regression inputs
-(crashes found and fixed) are named ``regression-*`` and are never rewritten here.
+Deterministic: the same files each run (fixed nonces, salts and timestamps).  The corpus's
+names say where an input came from: ``seed-own-*`` from here, ``seed-client-*`` from real
+clients (``fuzz/capture_seeds.py``), ``seed-found-*`` inputs fuzzing found that showed a
+harness checking too much, ``regression-*`` inputs that crashed odradek before a fix.  Only
+``seed-own-*`` files are rewritten here.
 """
 
 from __future__ import annotations

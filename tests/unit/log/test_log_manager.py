@@ -218,6 +218,14 @@ def test_meta_properties(tmp_path: Path) -> None:
     assert read_meta_properties(tmp_path) == BrokerMetadata(0, "abc")  # Kafka's own file
 
 
+def test_meta_properties_that_are_not_utf8_are_refused_with_a_message(tmp_path: Path) -> None:
+    """Read as java.util.Properties reads it (ISO-8859-1): not a UnicodeDecodeError, which
+    the broker's start-up does not expect (fuzz/log_recovery.py found it)."""
+    (tmp_path / "meta.properties").write_bytes(b"version=0\nbroker.id=\xc5\n")
+    with pytest.raises(InconsistentBrokerMetadataError, match=r"broker\.id"):
+        read_meta_properties(tmp_path)
+
+
 def test_config_from_server_properties() -> None:
     cfg = KafkaConfig.from_props({
         "broker.id": "1", "zookeeper.connect": "zk:2181", "log.dirs": "/data/a,/data/b",
