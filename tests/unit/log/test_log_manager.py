@@ -29,6 +29,7 @@ from odradek.log.meta_properties import (
     check_and_write_meta_properties,
     read_meta_properties,
 )
+from odradek.log.partition_metadata import read_topic_id
 from odradek.protocol.records import iter_batches
 
 
@@ -283,3 +284,11 @@ def test_checkpoint_snapshots_are_written_later_and_never_over_newer_ones(tmp_pa
     mgr.checkpoint_high_watermarks()  # a newer snapshot, written at once
     mgr.write_checkpoints(old)  # the old one arrives late: skipped
     assert path.read_text() == "0\n1\nt 0 3\n"
+
+
+@pytest.mark.parametrize("content", [b"version: 0\ntopic_id: \xc5\n", b"version: 1\ntopic_id: x\n", b"garbage"])
+def test_an_unreadable_partition_metadata_is_no_topic_id(tmp_path: Path, content: bytes) -> None:
+    """The log opens without a topic id (LeaderAndIsr writes it again), instead of a
+    UnicodeDecodeError stopping the broker (fuzz/log_recovery.py found it)."""
+    (tmp_path / "partition.metadata").write_bytes(content)
+    assert read_topic_id(tmp_path) is None
