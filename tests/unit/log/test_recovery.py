@@ -107,6 +107,20 @@ def test_missing_or_corrupt_index_is_rebuilt_on_clean_start(open_log: OpenLog) -
     assert len(again.segments[0].index) > 0
 
 
+
+def test_an_index_entry_before_the_file_start_is_rebuilt_on_clean_start(open_log: OpenLog) -> None:
+    """A negative position passed Kafka's check: reads then failed with EINVAL and took the
+    log directory offline (fuzz/log_recovery.py found it)."""
+    cfg = config(segment_bytes=1000, index_interval_bytes=50)
+    lg = open_log(cfg)
+    populate(lg)
+    expected = all_offsets(lg, max_bytes=100)
+    lg.close()
+    lg.segments[0].index.path.write_bytes(b"\x00\x00\x00\x05\xff\xff\xff\x00")  # position -256
+    again = open_log(cfg, recovery_point=lg.log_end_offset)
+    assert all_offsets(again, max_bytes=100) == expected
+
+
 def test_time_index_entry_past_the_log_end_is_rebuilt_on_clean_start(open_log: OpenLog) -> None:
     """Else the next time entry (an append's, or the one written at close) raised ValueError,
     and the broker's shutdown with it (fuzz/log_recovery.py found it)."""
