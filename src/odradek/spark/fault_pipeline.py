@@ -34,6 +34,7 @@ __all__ = [
     "batch_write",
     "done_path",
     "input_value",
+    "local_properties",
     "output_value",
     "run_pipeline",
     "start_pipeline",
