@@ -58,6 +58,7 @@ RF = 3
 WORKERS = 2
 STATE_TOPIC = "bench-eos-state"
 MODES = {"on": True, "off": False}
+DRIVER_TIMEOUT_S = 3600.0
 
 
 @dataclass(frozen=True)
@@ -164,7 +165,7 @@ def main() -> None:
         print(f"local[2,4]: {len(timed)} throughput runs of {args.rows:,} rows, "
               f"{len(fault_runs)} fault runs and 2 batch writes of {args.fault_rows:,} rows", flush=True)
         results = drive(Path(tmp) / "local-driver", "local[2,4]", timed + [r for _, _, r in fault_runs],
-                        faults=faults, batch_writes=list(writes.values()))
+                        faults=faults, batch_writes=list(writes.values()), timeout_s=DRIVER_TIMEOUT_S)
 
         kill = executor_kill(at)
         cluster_runs = [(kill, mode, bench.run(f"{kill.name} {mode}", small, args.fault_rows, on, 2, **kill.faults))
@@ -172,7 +173,7 @@ def main() -> None:
         kills = {run.name: KillExecutor() for _, _, run in cluster_runs}
         print(f"standalone cluster: {len(cluster_runs)} executor-kill runs", flush=True)
         results.update(drive(Path(tmp) / "cluster-driver", standalone.master_url, [r for _, _, r in cluster_runs],
-                             faults=kills, executors=WORKERS))
+                             faults=kills, executors=WORKERS, timeout_s=DRIVER_TIMEOUT_S))
 
         table = [(s.name, mode, bench.count(run.sink, args.fault_rows)) for s, mode, run in fault_runs]
         table += [("task retry (batch write)", mode, bench.count(w.topic, args.fault_rows, transformed=False))

@@ -34,7 +34,7 @@ RECORDS = 4000  # stream: 1000 per input partition, 2 micro-batches of 500 per p
 MAX_OFFSETS = 2000
 BATCH_FAULTS, BATCH_FAILED_ROWS = "0,1@300", 2 * 300  # failed attempts x rows they wrote
 STREAM_FAULTS, STREAM_FAILED_ROWS = "0,2@200", 2 * 2 * 200  # micro-batches x failed attempts x rows
-BROKER_PAUSE = "1@200"  # task 1 of the first micro-batch, 200 rows written
+BROKER_PAUSE = "1@200"  # task 1 of the one micro-batch, 200 rows written
 MODES = {"on": True, "off": False}
 # A small transaction log: the restarted broker has fewer partitions to catch up on.
 TRANSACTION_LOG_PARTITIONS = 4
@@ -73,14 +73,14 @@ def fault_runs(eos_cluster: LocalCluster, tmp_path_factory: pytest.TempPathFacto
     writes = [BatchWrite(bootstrap, new_topic(eos_cluster, f"eos-batch-{mode}"), ROWS, PARTITIONS, on,
                          state_topic, BATCH_FAULTS) for mode, on in MODES.items()]
 
-    def run(name: str, on: bool, **faults: str) -> PipelineRun:
+    def run(name: str, on: bool, max_offsets: int, **faults: str) -> PipelineRun:
         return PipelineRun(name=name, bootstrap=bootstrap, source=source, sink=new_topic(eos_cluster, f"eos-{name}"),
                            checkpoint=str(directory / f"checkpoint-{name}"), exactly_once=on,
-                           max_offsets=MAX_OFFSETS, marker=str(directory / f"pause-{name}"),
+                           max_offsets=max_offsets, marker=str(directory / f"pause-{name}"),
                            state_topic=state_topic, **faults)
 
-    retried = [run(f"retry-{mode}", on, fail_tasks=STREAM_FAULTS) for mode, on in MODES.items()]
-    broker_kills = [run(f"broker-kill-{mode}", on, pause=BROKER_PAUSE) for mode, on in MODES.items()]
+    retried = [run(f"retry-{mode}", on, MAX_OFFSETS, fail_tasks=STREAM_FAULTS) for mode, on in MODES.items()]
+    broker_kills = [run(f"broker-kill-{mode}", on, RECORDS, pause=BROKER_PAUSE) for mode, on in MODES.items()]
     heal_topics = {source: PARTITIONS, state_topic: STATE_TOPIC_PARTITIONS}
     kills = {r.name: KillBroker(eos_cluster, r.sink, {**heal_topics, r.sink: PARTITIONS}) for r in broker_kills}
     results = drive(directory / "driver", "local[2,4]", retried + broker_kills, faults=kills, batch_writes=writes)
@@ -120,7 +120,7 @@ def test_a_broker_killed_mid_batch_loses_nothing_and_duplicates_nothing_with_exa
     on, off = fault_runs["broker_kills"]
     for r in (on, off):
         assert fault_runs["victims"][r.name] is not None
-        assert fault_runs["results"][r.name]["batches"] == [MAX_OFFSETS, MAX_OFFSETS]
+        assert fault_runs["results"][r.name]["batches"] == [RECORDS]
     assert output(eos_cluster, on.sink, RECORDS) == once(RECORDS)
     without = output(eos_cluster, off.sink, RECORDS)
     assert (without.missing, without.unexpected) == (0, 0), without

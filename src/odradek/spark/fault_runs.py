@@ -54,7 +54,7 @@ __all__ = [
 ]
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
-WAIT_S = 300.0
+WAIT_S = 600.0  # a driver program's whole life, by default
 _POLL_S = 0.1
 
 
@@ -186,7 +186,7 @@ def committed_output(bootstrap: str, topic: str, partitions: int) -> list[bytes]
     partitions is complete (a commit returns before its markers are written)."""
     admin = AdminClient({"bootstrap.servers": bootstrap})
     for p in range(partitions):
-        stable_end(admin, TopicPartition(topic, p), timeout_s=WAIT_S)
+        stable_end(admin, TopicPartition(topic, p))
     read, _ = read_to_the_end({"bootstrap.servers": bootstrap, "group.id": f"fault-run-{uuid.uuid4().hex}",
                                "isolation.level": "read_committed"}, topic, partitions, transactional=True)
     return [value for records in read.values() for value in records.values()]
@@ -194,10 +194,14 @@ def committed_output(bootstrap: str, topic: str, partitions: int) -> list[bytes]
 
 class DriverProcess:
     """A Spark driver program in its own process group, its output in ``directory``/driver.log:
-    ``python <program> SPEC.json RESULT.json``; by default spark/fault_driver.py."""
+    ``python <program> SPEC.json RESULT.json``; by default spark/fault_driver.py. The waits
+    below give up ``timeout_s`` after the start."""
 
     def __init__(self, directory: str | os.PathLike[str], spec: Mapping[str, Any],
-                 program: Sequence[str] = ("-m", "odradek.spark.fault_driver")) -> None:
+                 program: Sequence[str] = ("-m", "odradek.spark.fault_driver"), *,
+                 timeout_s: float = WAIT_S) -> None:
+        self.deadline = time.monotonic() + timeout_s
+        self.timeout_s = timeout_s
         self.directory = Path(directory)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.result_file = self.directory / "result.json"
@@ -216,23 +220,22 @@ class DriverProcess:
 
     def wait_for(self, path: Path, what: str, *, unless: Path | None = None) -> None:
         """Until ``path`` exists; fail if the driver exits first, ``unless`` appears first,
-        or WAIT_S passes."""
-        deadline = time.monotonic() + WAIT_S
+        or the deadline passes."""
         while not path.exists():
             if unless is not None and unless.exists():
                 raise self.failure(f"{what}: the run ended first")
             if self.process.poll() is not None:
                 raise self.failure(f"{what}: the driver exited with {self.process.returncode} first")
-            if time.monotonic() > deadline:
-                raise self.failure(f"{what}: not within {WAIT_S:.0f} s")
+            if time.monotonic() > self.deadline:
+                raise self.failure(f"{what}: not within {self.timeout_s:.0f} s of the driver's start")
             time.sleep(_POLL_S)
 
     def result(self) -> dict[str, Any]:
         """The driver's result, once it has exited (DriverFailed unless it exited with 0)."""
         try:
-            code = self.process.wait(WAIT_S)
+            code = self.process.wait(max(0.0, self.deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
-            raise self.failure(f"the driver still ran after {WAIT_S:.0f} s") from None
+            raise self.failure(f"the driver still ran {self.timeout_s:.0f} s after its start") from None
         if code != 0:
             raise self.failure(f"the driver exited with {code}")
         return json.loads(self.result_file.read_text())
@@ -263,16 +266,16 @@ def strike(driver: DriverProcess, runs: Sequence[PipelineRun], faults: Mapping[s
 
 def drive(directory: str | os.PathLike[str], master: str, runs: Sequence[PipelineRun], *,
           faults: Mapping[str, Fault] | None = None, batch_writes: Sequence[BatchWrite] = (),
-          executors: int = 0) -> dict[str, dict[str, Any]]:
+          executors: int = 0, timeout_s: float = WAIT_S) -> dict[str, dict[str, Any]]:
     """Run ``batch_writes``, then ``runs`` in order, on one fault_driver.py program on
     ``master`` (``executors``: how many to wait for on a cluster), striking ``faults[run.name]``
-    while that run's task is paused (the run needs a ``pause``). Each run's result by name
-    (fault_pipeline.run_pipeline)."""
+    while that run's task is paused (the run needs a ``pause``); ``timeout_s`` for all of it.
+    Each run's result by name (fault_pipeline.run_pipeline)."""
     driver = DriverProcess(directory, {
         "master": master, "executors": executors,
         "batch_writes": [asdict(w) for w in batch_writes],
         "runs": [run.to_json() for run in runs],
-    })
+    }, timeout_s=timeout_s)
     try:
         strike(driver, runs, faults or {})
         return driver.result()["runs"]
