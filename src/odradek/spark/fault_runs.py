@@ -91,8 +91,9 @@ class KillExecutor:
 class KillBroker:
     """SIGKILL a broker while the task is paused: the active controller (``controller``), or
     else the leader of the sink's lowest partition led by another broker. After the run,
-    restart it and wait until ``topics`` (name: partitions; plus the transaction log, if there
-    is one) have every replica in their ISR again, so the next fault finds a whole cluster."""
+    restart it and wait until ``topics`` (name: partitions, the sink among them; plus the
+    transaction log, if there is one) have all the cluster's brokers in their ISR again (their
+    RF is the broker count), so the next fault finds a whole cluster."""
 
     def __init__(self, cluster: LocalCluster, sink: str, topics: Mapping[str, int], *,
                  controller: bool = False) -> None:
