@@ -7,7 +7,8 @@ process may have, and a driver on a cluster is a separate program anyway (spark-
 * ``read``: on one application, a batch read of ``topic`` (its rows, and which executor ran
   each task of the scan), then a streaming ``availableNow`` query from ``topic`` into a
   parquet directory, run once, then again from its checkpoint after producing ``more``
-  further records.
+  further records; then the exactly-once ``fault_runs`` (odradek.spark.fault_pipeline), whose
+  executors the test kills (odradek.spark.fault_runs.strike).
 * ``bare-executors``: a batch read whose executors run ``executor_archive``'s Python (one
   without odradek); the result is the error the driver saw.
 """
@@ -20,6 +21,7 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
+from odradek.spark.fault_pipeline import PipelineRun, run_pipeline
 from odradek.spark.standalone import cluster_session, stage_tasks
 
 
@@ -69,12 +71,14 @@ def read(spec: dict) -> dict:
         if producer.flush(60):
             raise RuntimeError("records of the second streaming run still unacknowledged")
         second_run = _stream_once(spark, spec)
+        fault_runs = {run["name"]: run_pipeline(spark, PipelineRun.from_json(run)) for run in spec["fault_runs"]}
     finally:
         spark.stop()
     return {
         "rows": [[r.key, r.value, r.partition] for r in rows],
         "tasks": [[t.stage_id, t.partition, t.executor_id] for t in tasks],
         "stream_input_rows": [first_run, second_run],
+        "fault_runs": fault_runs,
     }
 
 

@@ -12,14 +12,21 @@ checkpoint commit.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
 from pyspark.errors import StreamingQueryException
 
+from odradek.spark import fault_pipeline
+from odradek.spark.fault_pipeline import (
+    BatchWrite,
+    PipelineRun,
+    input_value,
+    local_properties,
+    output_value,
+    start_pipeline,
+)
+from odradek.spark.fault_runs import produce_input
 from odradek.spark.sink_faults import FAIL_COMMIT_PROPERTY
 from support import OdradekBroker
 from support.transactions import read_topic
@@ -29,36 +36,15 @@ RECORDS = 2000
 MAX_OFFSETS = 1000  # two micro-batches
 
 
-@contextmanager
-def local_property(spark, key: str, value: str) -> Iterator[None]:  # type: ignore[no-untyped-def]
-    spark.sparkContext.setLocalProperty(key, value)
-    try:
-        yield
-    finally:
-        spark.sparkContext.setLocalProperty(key, None)
-
-
 def committed(bootstrap: str, topic: str) -> Counter[bytes]:
     return Counter(v for _, _, v in read_topic(bootstrap, topic, PARTITIONS, "read_committed"))
 
 
 def stream(spark, bootstrap: str, source: str, sink: str, checkpoint: Path, exactly_once: str):  # type: ignore[no-untyped-def]
-    return (
-        spark.readStream.format("odradek")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("subscribe", source)
-        .option("startingOffsets", "earliest")
-        .option("maxOffsetsPerTrigger", str(MAX_OFFSETS))
-        .load()
-        .selectExpr("value")
-        .writeStream.format("odradek")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("topic", sink)
-        .option("exactlyOnce", exactly_once)
-        .option("checkpointLocation", str(checkpoint))
-        .trigger(availableNow=True)
-        .start()
-    )
+    run = PipelineRun(name="restart", bootstrap=bootstrap, source=source, sink=sink,
+                      checkpoint=str(checkpoint), exactly_once=exactly_once == "true",
+                      max_offsets=MAX_OFFSETS, marker=str(checkpoint.with_name("pause")))
+    return start_pipeline(spark, run)
 
 
 @pytest.mark.parametrize("exactly_once", ["true", "false"])
@@ -67,14 +53,11 @@ def test_a_query_restarted_after_a_failed_commit_writes_each_row_once_with_exact
 ):
     source = odradek_broker.new_topic("eos-restart-in", PARTITIONS)
     sink = odradek_broker.new_topic("eos-restart-out", PARTITIONS)
-    producer = Producer({"bootstrap.servers": kafka_bootstrap, "acks": "all"})
-    inputs = [f"in-{i}".encode() for i in range(RECORDS)]
-    for i, value in enumerate(inputs):
-        producer.produce(source, value, partition=i % PARTITIONS)
-    assert producer.flush(60) == 0
+    produce_input(kafka_bootstrap, source, RECORDS, PARTITIONS)
+    outputs = {output_value(i) for i in range(RECORDS)}  # the query upper-cases each row
     checkpoint = tmp_path / "checkpoint"
 
-    with local_property(spark, FAIL_COMMIT_PROPERTY, "true"):
+    with local_properties(spark, {FAIL_COMMIT_PROPERTY: "true"}):
         query = stream(spark, kafka_bootstrap, source, sink, checkpoint, exactly_once)
         try:
             with pytest.raises(StreamingQueryException, match="injected failure of the driver's commit"):
@@ -95,7 +78,7 @@ def test_a_query_restarted_after_a_failed_commit_writes_each_row_once_with_exact
     assert (checkpoint / "commits" / "1").exists()
 
     output = committed(kafka_bootstrap, sink)
-    assert set(output) == set(inputs)
+    assert set(output) == outputs
     if exactly_once == "true":
         assert all(n == 1 for n in output.values())
     else:
@@ -104,17 +87,7 @@ def test_a_query_restarted_after_a_failed_commit_writes_each_row_once_with_exact
 
 
 def batch_write(spark, bootstrap: str, topic: str, exactly_once: str) -> None:  # type: ignore[no-untyped-def]
-    df = spark.range(RECORDS).repartition(PARTITIONS).selectExpr(
-        "CONCAT('row-', CAST(id AS STRING)) AS value"
-    )
-    (
-        df.write.format("odradek")
-        .mode("append")
-        .option("kafka.bootstrap.servers", bootstrap)
-        .option("topic", topic)
-        .option("exactlyOnce", exactly_once)
-        .save()
-    )
+    fault_pipeline.batch_write(spark, BatchWrite(bootstrap, topic, RECORDS, PARTITIONS, exactly_once == "true"))
 
 
 @pytest.mark.parametrize("exactly_once", ["true", "false"])
@@ -122,9 +95,9 @@ def test_a_failed_batch_write_leaves_nothing_with_exactly_once(
     spark, odradek_broker: OdradekBroker, kafka_bootstrap: str, exactly_once: str
 ):
     topic = odradek_broker.new_topic("eos-batch", PARTITIONS)
-    rows = {f"row-{i}".encode() for i in range(RECORDS)}
+    rows = {input_value(i) for i in range(RECORDS)}
 
-    with local_property(spark, FAIL_COMMIT_PROPERTY, "true"), pytest.raises(
+    with local_properties(spark, {FAIL_COMMIT_PROPERTY: "true"}), pytest.raises(
         Exception, match="injected failure of the driver's commit"
     ):
         batch_write(spark, kafka_bootstrap, topic, exactly_once)

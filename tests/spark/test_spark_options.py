@@ -237,6 +237,16 @@ def test_bad_source_options_name_the_option(streaming, options, option, fragment
     assert fragment in str(caught.value)
 
 
+def test_numbers_that_int_refuses_are_option_errors():
+    """A control character that ``\\s`` counts as a space escaped as a ValueError (found by
+    fuzz/spark_options.py); so did more digits than Python converts."""
+    assert source(True, subscribe="a", maxOffsetsPerTrigger="\x1f100").max_offsets_per_trigger == 100
+    for options in ({"maxOffsetsPerTrigger": "1" * 5000}, {"startingTimestamp": "1" * 5000},
+                    {"startingOffsets": '{"a":{"' + "1" * 5000 + '":5}}'}):
+        with pytest.raises(OptionError):
+            source(True, subscribe="a", **options)
+
+
 def test_missing_bootstrap_servers():
     with pytest.raises(OptionError, match=r"kafka\.bootstrap\.servers.*required"):
         parse_source_options({"subscribe": "a"}, streaming=False)

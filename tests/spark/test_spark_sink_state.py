@@ -4,10 +4,14 @@ faults, and the sink options that go with exactlyOnce."""
 
 from __future__ import annotations
 
+import os
+import threading
+from pathlib import Path
+
 import pytest
 
 from odradek.spark.options import OptionError, parse_sink_options
-from odradek.spark.sink_faults import NO_FAULTS, SinkFaults, sink_faults
+from odradek.spark.sink_faults import NO_FAULTS, SinkFaults, release_path, sink_faults
 from odradek.spark.sink_state import (
     DEFAULT_STATE_TOPIC,
     SinkStateError,
@@ -19,6 +23,7 @@ from odradek.spark.sink_state import (
     streaming_transactional_id,
     task_identity,
 )
+from support import wait_until
 
 QUERY = "4d4e37c7-6092-46a8-8bd8-8e01cd5075e0"
 BOOTSTRAP = {"kafka.bootstrap.servers": "h1:9092"}
@@ -91,6 +96,34 @@ def test_injected_commit_failure_and_malformed_hooks():
     assert sink_faults(5, 2, {"odradek.test.sinkFailCommit": "true"}) == SinkFaults(fail_commit=True)
     with pytest.raises(ValueError, match=r"odradek\.test\.sinkFailTasks: expected partition ids"):
         sink_faults(0, 0, {"odradek.test.sinkFailTasks": "0,1"})
+    with pytest.raises(ValueError, match=r"odradek\.test\.sinkPauseTasks: expected a marker file"):
+        sink_faults(0, 0, {"odradek.test.sinkPauseTasks": "0@10"})
+    with pytest.raises(ValueError, match=r"odradek\.test\.sinkPauseTasks: expected partition ids"):
+        sink_faults(0, 0, {"odradek.test.sinkPauseTasks": "0@x:/tmp/m"})
+
+
+def test_injected_pauses_hit_first_attempts_of_chosen_partitions():
+    props = {"odradek.test.sinkPauseTasks": "1,2@200:/tmp/run/pause"}
+    assert sink_faults(2, 0, props) == SinkFaults(pause_after=200, pause_marker="/tmp/run/pause")
+    assert sink_faults(2, 1, props) is NO_FAULTS
+    assert sink_faults(0, 0, props) is NO_FAULTS
+
+
+def test_only_the_first_task_to_reach_its_rows_pauses_until_released(tmp_path: Path):
+    marker = tmp_path / "pause"
+    faults = SinkFaults(pause_after=5, pause_marker=str(marker))
+    faults.at_row(4)  # not there yet
+    assert not marker.exists()
+    paused = threading.Thread(target=faults.at_row, args=(5,))
+    paused.start()
+    wait_until(marker.exists, message="the pause's marker")
+    assert marker.read_text() == str(os.getpid())
+    faults.at_row(5)  # a second task finds the marker taken and goes on at once
+    assert paused.is_alive()
+    release_path(marker).touch()
+    paused.join(10)
+    assert not paused.is_alive()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pause", "pause.release"]
 
 
 def test_exactly_once_sink_options():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from typing import Any
 
 import click
 
@@ -35,7 +36,7 @@ from odradek.protocol.errors import KafkaError
 from odradek.security.client import ClientSecurity
 from odradek.zk.client import ZkConnectionError
 
-__all__ = ["topics"]
+__all__ = ["topic_command_options", "topics"]
 
 # kafka-topics.sh's prefix for a command that failed while it ran (refused input is fail()'s)
 ERROR_PREFIX = "Error while executing topic command : "
@@ -65,37 +66,45 @@ ERROR_PREFIX = "Error while executing topic command : "
 @click.option("--topics-with-overrides", is_flag=True, help="Describe: only topics with config overrides.")
 @click.option("--exclude-internal", is_flag=True, help="List/describe: leave out internal topics.")
 @command_config_option
-def topics(zookeeper: str | None, bootstrap_server: str | None, create: bool, list_: bool, describe: bool,
-           alter: bool, delete: bool, topic: str | None, partitions: int | None, replication_factor: int | None,
-           replica_assignment: str | None, configs: tuple[str, ...], delete_configs: tuple[str, ...],
-           if_not_exists: bool, if_exists: bool, disable_rack_aware: bool, under_replicated_partitions: bool,
-           unavailable_partitions: bool, topics_with_overrides: bool, exclude_internal: bool,
-           command_config: str | None) -> None:
+def topics(**params: Any) -> None:
     """Create, list, describe, alter and delete topics (kafka-topics.sh)."""
+    try:
+        opts = topic_command_options(**params)
+    except TopicCommandError as e:
+        fail(str(e))
+    if params["bootstrap_server"] is not None:
+        security = client_security(params["command_config"])
+        sys.exit(asyncio.run(_run_over_bootstrap(params["bootstrap_server"], opts, security)))
+    sys.exit(asyncio.run(_run_over_zookeeper(params["zookeeper"], opts)))
+
+
+def topic_command_options(*, zookeeper: str | None, bootstrap_server: str | None, create: bool, list_: bool,
+                          describe: bool, alter: bool, delete: bool, topic: str | None, partitions: int | None,
+                          replication_factor: int | None, replica_assignment: str | None, configs: tuple[str, ...],
+                          delete_configs: tuple[str, ...], if_not_exists: bool, if_exists: bool,
+                          disable_rack_aware: bool, under_replicated_partitions: bool, unavailable_partitions: bool,
+                          topics_with_overrides: bool, exclude_internal: bool,
+                          command_config: str | None) -> TopicCommandOptions:
+    """The command's flags (as click parsed them) as checked options; raises TopicCommandError
+    naming the first problem, before anything connects."""
     actions = [action for action, on in ((TopicAction.CREATE, create), (TopicAction.LIST, list_),
                                          (TopicAction.DESCRIBE, describe), (TopicAction.ALTER, alter),
                                          (TopicAction.DELETE, delete)) if on]
     if len(actions) != 1:
-        fail("Command must include exactly one action: --list, --describe, --create, --alter or --delete")
+        raise TopicCommandError(
+            "Command must include exactly one action: --list, --describe, --create, --alter or --delete")
     if (zookeeper is None) == (bootstrap_server is None):
-        fail("Exactly one of --zookeeper or --bootstrap-server is required")
+        raise TopicCommandError("Exactly one of --zookeeper or --bootstrap-server is required")
     if command_config is not None and bootstrap_server is None:
-        fail("--command-config is only valid with --bootstrap-server")
+        raise TopicCommandError("--command-config is only valid with --bootstrap-server")
     opts = TopicCommandOptions(
         actions[0], topic=topic, partitions=partitions, replication_factor=replication_factor,
         replica_assignment=replica_assignment, configs=configs, delete_configs=delete_configs,
         if_not_exists=if_not_exists, if_exists=if_exists, disable_rack_aware=disable_rack_aware,
         under_replicated_partitions=under_replicated_partitions, unavailable_partitions=unavailable_partitions,
         topics_with_overrides=topics_with_overrides, exclude_internal=exclude_internal)
-    try:
-        opts.check()
-    except TopicCommandError as e:
-        fail(str(e))
-    if bootstrap_server is not None:
-        security = client_security(command_config)
-        sys.exit(asyncio.run(_run_over_bootstrap(bootstrap_server, opts, security)))
-    assert zookeeper is not None
-    sys.exit(asyncio.run(_run_over_zookeeper(zookeeper, opts)))
+    opts.check()
+    return opts
 
 
 async def _run_over_zookeeper(connect: str, opts: TopicCommandOptions) -> int:

@@ -74,9 +74,11 @@ class CheckpointFile:
         creates a checkpoint file empty before its first write, as its cleaner's
         ``cleaner-offset-checkpoint`` stays until something is cleaned)."""
         try:
-            text = self.path.read_text()
+            text = self.path.read_bytes().decode()
         except FileNotFoundError:
             return []
+        except UnicodeDecodeError as e:
+            raise CorruptCheckpointError(f"{self.path}: not text ({e})") from None
         if not text:
             return []
         lines = text.split("\n")

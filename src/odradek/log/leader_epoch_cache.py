@@ -34,8 +34,16 @@ class LeaderEpochFileCache:
         self.checkpoint = checkpoint
         self._log_end_offset = log_end_offset
         self._entries: list[EpochEntry] = []
-        for epoch, offset in checkpoint.read():
-            self._assign(EpochEntry(epoch, offset))
+        # A checkpoint that cannot be read: the log rebuilds the entries from its batches'
+        # leader epochs (Log.open), rather than the broker refusing to start.
+        self.unreadable = False
+        try:
+            for epoch, offset in checkpoint.read():
+                self._assign(EpochEntry(epoch, offset))
+        except ValueError as e:  # CorruptCheckpointError, or a negative epoch or offset
+            log.warning("%s: %s; rebuilding the leader epochs from the log", checkpoint.path, e)
+            self._entries.clear()
+            self.unreadable = True
 
     @property
     def entries(self) -> list[EpochEntry]:

@@ -168,6 +168,10 @@ class Log:
         self.segments = loaded.segments
         self._bases = [s.base_offset for s in self.segments]
         self._next_offset = self.active_segment.next_offset
+        if cache.unreadable:
+            for header in self._headers_from(self.segments[0].base_offset):
+                on_batch(header)
+            cache.unreadable = False
         self.log_start_offset = min(max(log_start_offset, self.segments[0].base_offset),
                                     self._next_offset)
         self.recovery_point = min(max(recovery_point, self.log_start_offset), self._next_offset)

@@ -38,7 +38,9 @@ class BrokerMetadata:
 def read_meta_properties(log_dir: Path) -> BrokerMetadata | None:
     """The metadata stored in ``log_dir``, or None if there is no meta.properties."""
     try:
-        props = parse_properties((log_dir / META_PROPERTIES).read_text())
+        # ISO-8859-1, as java.util.Properties reads it: any bytes are text (fuzz/log_recovery.py
+        # found a non-UTF-8 file stopping the broker with a UnicodeDecodeError).
+        props = parse_properties((log_dir / META_PROPERTIES).read_bytes().decode("latin-1"))
     except FileNotFoundError:
         return None
     if props.get("version", "0") != "0":

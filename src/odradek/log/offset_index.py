@@ -75,6 +75,8 @@ class OffsetIndex(AbstractIndex):
     def sanity_check(self, log_size: int) -> None:
         """Kafka's O(1) check: the last entry lies inside the segment and its log file."""
         last = self._last_raw()
-        if last is not None and (last[0] < 0 or last[1] >= max(log_size, 1)):
+        # (A negative position too: reads would pread before the file's start, EINVAL, and
+        # take the whole log directory offline; fuzz/log_recovery.py found it.)
+        if last is not None and (last[0] < 0 or not 0 <= last[1] < max(log_size, 1)):
             raise IndexCorruptError(f"{self.path}: last entry {last} lies outside the segment "
                                     f"(log size {log_size})")

@@ -30,8 +30,10 @@ def topic_id_string(topic_id: str | uuid.UUID) -> str:
 def read_topic_id(directory: Path) -> str | None:
     """The topic id recorded in ``directory``, or None if there is no (valid) file."""
     try:
-        text = (directory / PARTITION_METADATA_FILE).read_text()
+        text = (directory / PARTITION_METADATA_FILE).read_bytes().decode()
     except FileNotFoundError:
+        return None
+    except UnicodeDecodeError:  # not a valid file either (fuzz/log_recovery.py found it)
         return None
     fields = dict(line.split(":", 1) for line in text.splitlines() if ":" in line)
     if fields.get("version", "").strip() != "0":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from odradek.log.abstract_index import AbstractIndex, IndexCorruptError
@@ -66,8 +67,15 @@ class TimeIndex(AbstractIndex):
         """Remove every entry for offsets >= ``offset`` (offsets are non-decreasing)."""
         self._truncate_entries(self._floor(self.values, offset - self.base_offset - 1) + 1)
 
-    def sanity_check(self) -> None:
-        """Kafka's O(1) check: the last entry lies inside the segment."""
+    def sanity_check(self, next_offset: Callable[[], int]) -> None:
+        """Kafka's O(1) check, the last entry lies inside the segment, and one step further:
+        not past the segment's end (``next_offset``, asked only when there is an entry).  An
+        entry past the end would make every later entry (an append's, or the one written at
+        close) fail; fuzz/log_recovery.py found it."""
         last = self._last_raw()
-        if last is not None and last[1] < 0:
+        if last is None:
+            return
+        if last[1] < 0:
             raise IndexCorruptError(f"{self.path}: last entry {last} lies before the segment")
+        if self.base_offset + last[1] >= next_offset():
+            raise IndexCorruptError(f"{self.path}: last entry {last} lies past the segment's end")

@@ -270,6 +270,10 @@ def set_log_append_time(buf: bytearray | memoryview, pos: int, header: RecordBat
 # ------------------------------------------------------------------ codecs (tests and tools)
 
 _SNAPPY_JAVA_MAGIC = b"\x82SNAPPY\x00"
+# A raw snappy block's elements turn at most 3 bytes into 64 (a 2-byte-offset copy), so a block
+# that claims more than 22 times its size is corrupt: its length must not size the output
+# buffer (a 20-byte block claiming 4 GiB would be allocated; fuzz/record_batch.py found it).
+_SNAPPY_MAX_EXPANSION = 22
 
 
 def _pyarrow_codec(name: str) -> Any:  # pyarrow is optional: imported on first use
@@ -309,6 +313,8 @@ def _snappy_decompress(pa: Any, data: bytes) -> bytes:
     def raw(block: bytes) -> bytes:
         # Raw snappy starts with the uncompressed length (a VarintError is a ValueError).
         size, _ = read_uvarint(block, 0, len(block))
+        if size > _SNAPPY_MAX_EXPANSION * len(block):
+            raise ValueError(f"a snappy block of {len(block)} bytes claims {size} bytes uncompressed")
         return codec.decompress(block, decompressed_size=size, asbytes=True)
 
     if not data.startswith(_SNAPPY_JAVA_MAGIC):

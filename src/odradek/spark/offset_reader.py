@@ -228,8 +228,18 @@ class KafkaOffsetReader:
                         f"{attempts} attempts: {e}"
                     ) from e
                 log.warning("%s failed (attempt %d of %d): %s", what, attempt, attempts, e)
+                self._refresh_metadata()
                 time.sleep(self.options.fetch_offset_retry_interval_ms / 1000)
         raise AssertionError("unreachable")
+
+    def _refresh_metadata(self) -> None:
+        """librdkafka sends DescribeTopics to the controller it last heard of, and if that
+        broker died it waits for it to come back until the request times out: a metadata
+        request, which any broker answers, names the new controller."""
+        try:
+            self._admin.list_topics(timeout=LOOKUP_TIMEOUT_S)
+        except KafkaException:
+            pass  # the next attempt fails too, and says why
 
 
 def _fmt(partitions: Iterable[TopicPartition]) -> str:

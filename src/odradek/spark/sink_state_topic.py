@@ -34,7 +34,7 @@ from odradek.spark.sink_state import (
     state_partition,
 )
 
-__all__ = ["SinkStateTopic", "connection_params", "ensure_state_topic"]
+__all__ = ["SinkStateTopic", "connection_params", "ensure_state_topic", "stable_end"]
 
 TIMEOUT_S = 60.0
 _STABLE_POLL_S = 0.05
@@ -87,7 +87,7 @@ class SinkStateTopic:
         """The newest committed state record of ``partition`` of ``query_id``, if any."""
         key = state_key(query_id, partition)
         tp = TopicPartition(self.topic, self.partition_of(key))
-        end = self._wait_until_stable(tp)
+        end = stable_end(self.admin, tp)
         if end == 0:
             return None
         found: SinkStateRecord | None = None
@@ -124,24 +124,26 @@ class SinkStateTopic:
         finally:
             consumer.close()
 
-    def _wait_until_stable(self, tp: TopicPartition) -> int:
-        """The partition's high watermark, once its last stable offset has reached it."""
-        high = self._end(tp, IsolationLevel.READ_UNCOMMITTED)
-        deadline = time.monotonic() + TIMEOUT_S
-        while self._end(tp, IsolationLevel.READ_COMMITTED) < high:
-            if time.monotonic() > deadline:
-                raise TimeoutError(
-                    f"a transaction kept {tp.topic}-{tp.partition} unstable below offset {high} "
-                    f"for {TIMEOUT_S:.0f} s"
-                )
-            time.sleep(_STABLE_POLL_S)
-        return high
+def stable_end(admin: AdminClient, tp: TopicPartition, timeout_s: float = TIMEOUT_S) -> int:
+    """The partition's high watermark, once its last stable offset has reached it (every
+    transaction on it up to there complete, its markers written)."""
+    high = _end(admin, tp, IsolationLevel.READ_UNCOMMITTED)
+    deadline = time.monotonic() + timeout_s
+    while _end(admin, tp, IsolationLevel.READ_COMMITTED) < high:
+        if time.monotonic() > deadline:
+            raise TimeoutError(
+                f"a transaction kept {tp.topic}-{tp.partition} unstable below offset {high} "
+                f"for {timeout_s:.0f} s"
+            )
+        time.sleep(_STABLE_POLL_S)
+    return high
 
-    def _end(self, tp: TopicPartition, isolation: IsolationLevel) -> int:
-        futures = self.admin.list_offsets(
-            {tp: OffsetSpec.latest()}, isolation_level=isolation, request_timeout=TIMEOUT_S
-        )
-        return futures[tp].result(TIMEOUT_S).offset
+
+def _end(admin: AdminClient, tp: TopicPartition, isolation: IsolationLevel) -> int:
+    futures = admin.list_offsets(
+        {tp: OffsetSpec.latest()}, isolation_level=isolation, request_timeout=TIMEOUT_S
+    )
+    return futures[tp].result(TIMEOUT_S).offset
 
 
 def _admin(options: SinkOptions) -> AdminClient:

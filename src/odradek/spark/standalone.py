@@ -7,7 +7,8 @@ with modest heaps (the daemons 256 MiB, each worker offering ``cores`` and ``mem
 applications). ``cluster_session`` connects a SparkSession to it (``spark://host:port``) with
 the ``odradek`` data source registered. ``stage_tasks`` asks the driver's status REST API which
 executor ran each task of a job, which is how the tests show that executors, not the driver,
-read the Kafka partitions.
+read the Kafka partitions. ``executor_of`` finds the executor JVM a task's Python worker
+belongs to, which is how a fault run kills the executor that runs a given task.
 """
 
 from __future__ import annotations
@@ -33,11 +34,13 @@ __all__ = [
     "StandaloneError",
     "TaskRun",
     "cluster_session",
+    "executor_of",
     "spark_home",
     "stage_tasks",
 ]
 
 DAEMON_MEMORY = "256m"
+EXECUTOR_MAIN_CLASS = "org.apache.spark.executor.CoarseGrainedExecutorBackend"
 EXECUTOR_MEMORY = "512m"
 
 
@@ -302,3 +305,21 @@ def stage_tasks(spark: SparkSession, job_group: str | None = None) -> list[TaskR
             for t in tasks if t["status"] == "SUCCESS"
         )
     return runs
+
+
+def executor_of(pid: int) -> int:
+    """The process id of the executor JVM whose Python worker (or any descendant) is ``pid``:
+    the nearest ancestor running the executor's main class. Linux (/proc) only."""
+    current = pid
+    while current > 1:
+        proc = Path("/proc") / str(current)
+        try:
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+            # /proc/<pid>/stat: "pid (comm) state ppid ..."; comm may hold spaces, not ")".
+            parent = int((proc / "stat").read_text().rpartition(")")[2].split()[1])
+        except (OSError, IndexError, ValueError) as e:
+            raise StandaloneError(f"process {pid}: cannot follow its parents at {current}: {e}") from e
+        if EXECUTOR_MAIN_CLASS.encode() in argv:
+            return current
+        current = parent
+    raise StandaloneError(f"process {pid} does not run under a Spark executor")

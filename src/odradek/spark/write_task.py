@@ -11,7 +11,7 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from pyspark.sql.datasource import WriterCommitMessage
 
 from odradek.spark.options import OptionError
-from odradek.spark.sink_faults import InjectedTaskFailure, SinkFaults
+from odradek.spark.sink_faults import SinkFaults
 
 POLL_WHEN_FULL_S = 0.1
 
@@ -72,9 +72,9 @@ def produce_all(
     sent = 0
     for batch in batches:
         for topic, kwargs in _records(batch, topic_option):
-            if sent == faults.fail_after:
+            if sent == faults.fail_after or sent == faults.pause_after:
                 producer.flush()  # the rows sent so far are on the brokers
-                raise InjectedTaskFailure(f"injected failure after {sent} rows")
+                faults.at_row(sent)
             while True:
                 try:
                     producer.produce(topic, on_delivery=on_delivery, **kwargs)

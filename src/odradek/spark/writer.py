@@ -24,6 +24,7 @@ from odradek.spark.options import SinkOptions
 from odradek.spark.sink_faults import (
     FAIL_COMMIT_PROPERTY,
     FAIL_TASKS_PROPERTY,
+    PAUSE_TASKS_PROPERTY,
     InjectedCommitFailure,
     SinkFaults,
     sink_faults,
@@ -50,7 +51,13 @@ def current_task() -> tuple[TaskIdentity, SinkFaults]:
 
     context = TaskContext.get()
     assert context is not None, "called outside a Spark task"
-    names = (QUERY_ID_PROPERTY, BATCH_ID_PROPERTY, FAIL_TASKS_PROPERTY, FAIL_COMMIT_PROPERTY)
+    names = (
+        QUERY_ID_PROPERTY,
+        BATCH_ID_PROPERTY,
+        FAIL_TASKS_PROPERTY,
+        PAUSE_TASKS_PROPERTY,
+        FAIL_COMMIT_PROPERTY,
+    )
     properties = {n: v for n in names if (v := context.getLocalProperty(n)) is not None}
     partition, attempt = context.partitionId(), context.attemptNumber()
     return task_identity(partition, attempt, properties), sink_faults(partition, attempt, properties)

@@ -2,15 +2,21 @@
 
 This is Kafka's ``ZkData``: business code asks a znode object for its path and hands it
 plain data to encode; nothing else in the code base builds a path string.
+
+A foreign tool (or an older Kafka) may have written what is read back: every ``decode``
+raises :class:`MalformedZNodeError` (a ValueError) for content that is not the znode's JSON
+with the types Kafka writes, and nothing else.
 """
 
 from __future__ import annotations
 
 import base64
+import functools
 import json
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 from urllib.parse import quote, unquote
 
 from odradek.common import now_ms
@@ -34,6 +40,7 @@ __all__ = [
     "LeaderAndIsr",
     "LogDirEventNotificationSequenceZNode",
     "LogDirEventNotificationZNode",
+    "MalformedZNodeError",
     "PreferredReplicaElectionZNode",
     "ProducerIdBlockZNode",
     "ReassignPartitionsZNode",
@@ -53,10 +60,55 @@ def _dumps(obj: object) -> bytes:
     return json.dumps(obj, separators=(",", ":")).encode()
 
 
+class MalformedZNodeError(ValueError):
+    """A znode's content is not what Kafka writes there."""
+
+
+_D = TypeVar("_D", bound=Callable[..., Any])
+
+
+def _decoder(decode: _D) -> _D:
+    """Turn every way a decoder can trip over foreign content into MalformedZNodeError:
+    missing keys, values of the wrong JSON type, numbers out of range, nesting too deep."""
+    @functools.wraps(decode)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return decode(*args, **kwargs)
+        except (KeyError, TypeError, AttributeError, IndexError, ValueError, OverflowError,
+                RecursionError) as e:
+            if isinstance(e, MalformedZNodeError):
+                raise
+            raise MalformedZNodeError(f"{decode.__qualname__}: {type(e).__name__}: {e}") from None
+    return checked  # type: ignore[return-value]
+
+
 def _loads(data: bytes | None) -> object:
     if not data:
         return None
     return json.loads(data.decode())
+
+
+def _object(data: bytes | None) -> dict[str, Any]:
+    """The JSON object a znode holds ({} for an empty znode)."""
+    obj = _loads(data)
+    if obj is None:
+        return {}
+    if not isinstance(obj, dict):
+        raise MalformedZNodeError(f"expected a JSON object, got {obj!r}")
+    return obj
+
+
+def _str(value: object) -> str:
+    if not isinstance(value, str):
+        raise MalformedZNodeError(f"expected a string, got {value!r}")
+    return value
+
+
+def _int_list(value: object) -> list[int]:
+    """A list of broker ids (JSON integers)."""
+    if not isinstance(value, list) or not all(type(b) is int for b in value):
+        raise MalformedZNodeError(f"expected a list of integers, got {value!r}")
+    return value
 
 
 def _uuid_string(value: uuid.UUID) -> str:
@@ -75,8 +127,9 @@ class ClusterIdZNode:
         return _dumps({"version": "1", "id": cluster_id})
 
     @staticmethod
+    @_decoder
     def decode(data: bytes) -> str:
-        return _loads(data)["id"]  # type: ignore[index]
+        return _str(_object(data)["id"])
 
     @staticmethod
     def new_cluster_id() -> str:
@@ -98,11 +151,12 @@ class ControllerZNode:
         })
 
     @staticmethod
+    @_decoder
     def decode(data: bytes) -> int | None:
         obj = _loads(data)
-        if isinstance(obj, int):  # very old Kafka wrote just the id
+        if type(obj) is int:  # very old Kafka wrote just the id
             return obj
-        return None if obj is None else int(obj["brokerid"])  # type: ignore[index]
+        return None if obj is None else int(_object(data)["brokerid"])
 
 
 class ControllerEpochZNode:
@@ -113,6 +167,7 @@ class ControllerEpochZNode:
         return str(epoch).encode()
 
     @staticmethod
+    @_decoder
     def decode(data: bytes) -> int:
         return int(data.decode())
 
@@ -181,22 +236,23 @@ class BrokerIdZNode:
         return _dumps(obj)
 
     @staticmethod
+    @_decoder
     def decode(broker_id: int, data: bytes) -> BrokerInfo:
-        obj = _loads(data)
-        assert isinstance(obj, dict)
+        obj = _object(data)
         protocols = obj.get("listener_security_protocol_map") or {}
         endpoints = []
         for conn in obj.get("endpoints") or []:
-            listener, rest = conn.split("://", 1)
+            listener, rest = _str(conn).split("://", 1)
             host, _, port = rest.rpartition(":")
             host = host.strip("[]")
-            endpoints.append(EndPoint(listener, host, int(port), protocols.get(listener, listener)))
+            endpoints.append(EndPoint(listener, host, int(port), _str(protocols.get(listener, listener))))
         if not endpoints and obj.get("host"):
-            endpoints.append(EndPoint("PLAINTEXT", obj["host"], int(obj["port"])))
+            endpoints.append(EndPoint("PLAINTEXT", _str(obj["host"]), int(obj["port"])))
+        rack = obj.get("rack")
         return BrokerInfo(
             id=broker_id,
             endpoints=tuple(endpoints),
-            rack=obj.get("rack"),
+            rack=None if rack is None else _str(rack),
             timestamp_ms=int(obj.get("timestamp", 0)),
         )
 
@@ -223,7 +279,7 @@ class TopicsZNode:
 
 
 def _int_keyed(obj: Mapping[str, Sequence[int]] | None) -> dict[int, list[int]]:
-    return {int(k): list(v) for k, v in (obj or {}).items()}
+    return {int(k): _int_list(v) for k, v in (obj or {}).items()}
 
 
 def _str_keyed(obj: Mapping[int, Sequence[int]]) -> dict[str, list[int]]:
@@ -250,12 +306,13 @@ class TopicZNode:
         return _dumps(obj)
 
     @staticmethod
+    @_decoder
     def decode(data: bytes) -> TopicAssignment:
-        obj = _loads(data)
-        assert isinstance(obj, dict)
+        obj = _object(data)
+        topic_id = obj.get("topic_id")
         return TopicAssignment(
             partitions=_int_keyed(obj.get("partitions")),
-            topic_id=obj.get("topic_id"),
+            topic_id=None if topic_id is None else _str(topic_id),
             adding_replicas=_int_keyed(obj.get("adding_replicas")),
             removing_replicas=_int_keyed(obj.get("removing_replicas")),
         )
@@ -324,13 +381,13 @@ class TopicPartitionStateZNode:
         })
 
     @staticmethod
+    @_decoder
     def decode(data: bytes, zk_version: int) -> LeaderAndIsr:
-        obj = _loads(data)
-        assert isinstance(obj, dict)
+        obj = _object(data)
         return LeaderAndIsr(
             leader=int(obj["leader"]),
             leader_epoch=int(obj["leader_epoch"]),
-            isr=tuple(int(b) for b in obj["isr"]),
+            isr=tuple(_int_list(obj["isr"])),
             controller_epoch=int(obj["controller_epoch"]),
             zk_version=zk_version,
         )
@@ -363,11 +420,12 @@ class ConfigEntityZNode:
         return _dumps({"version": 1, "config": {k: str(v) for k, v in config.items()}})
 
     @staticmethod
+    @_decoder
     def decode(data: bytes | None) -> dict[str, str]:
         obj = _loads(data)
         if not obj:
             return {}
-        return {k: str(v) for k, v in (obj.get("config") or {}).items()}  # type: ignore[union-attr]
+        return {k: str(v) for k, v in (_object(data).get("config") or {}).items()}
 
 
 class TopicConfigZNode:
@@ -410,9 +468,9 @@ class ConfigEntityChangeNotificationSequenceZNode:
         return _dumps({"version": 2, "entity_path": f"{entity_type}/{entity_name}"})
 
     @staticmethod
+    @_decoder
     def decode(data: bytes) -> tuple[str, str]:
-        obj = _loads(data)
-        entity_type, _, name = obj["entity_path"].partition("/")  # type: ignore[index]
+        entity_type, _, name = _str(_object(data)["entity_path"]).partition("/")
         return entity_type, name
 
 
@@ -482,11 +540,11 @@ class ReassignPartitionsZNode:
         })
 
     @staticmethod
+    @_decoder
     def decode(data: bytes) -> dict[tuple[str, int], list[int]]:
-        obj = _loads(data) or {}
         return {
-            (e["topic"], int(e["partition"])): [int(b) for b in e["replicas"]]
-            for e in obj.get("partitions", [])  # type: ignore[union-attr]
+            (_str(e["topic"]), int(e["partition"])): _int_list(e["replicas"])
+            for e in _object(data).get("partitions", [])
         }
 
 
@@ -501,9 +559,9 @@ class PreferredReplicaElectionZNode:
         })
 
     @staticmethod
+    @_decoder
     def decode(data: bytes) -> set[tuple[str, int]]:
-        obj = _loads(data) or {}
-        return {(e["topic"], int(e["partition"])) for e in obj.get("partitions", [])}  # type: ignore[union-attr]
+        return {(_str(e["topic"]), int(e["partition"])) for e in _object(data).get("partitions", [])}
 
 
 class IsrChangeNotificationZNode:
@@ -536,6 +594,7 @@ class LogDirEventNotificationSequenceZNode:
                        "event": LogDirEventNotificationSequenceZNode.LOG_DIR_FAILURE_EVENT})
 
     @staticmethod
+    @_decoder
     def decode(data: bytes | None) -> int | None:
         """The broker that wrote the notification (None for an empty or foreign one)."""
         obj = _loads(data)
@@ -564,11 +623,13 @@ class ProducerIdBlockZNode:
         })
 
     @staticmethod
+    @_decoder
     def decode(data: bytes | None) -> tuple[int, int, int] | None:
         obj = _loads(data)
         if not obj:
             return None
-        return int(obj["broker"]), int(obj["block_start"]), int(obj["block_end"])  # type: ignore[index]
+        obj = _object(data)
+        return int(obj["broker"]), int(obj["block_start"]), int(obj["block_end"])
 
 
 # Kafka's ZkData.PersistentZkPaths: created by every broker at start-up.

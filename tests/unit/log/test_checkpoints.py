@@ -53,6 +53,15 @@ def test_malformed_offset_checkpoints(tmp_path: Path, text: str) -> None:
         OffsetCheckpointFile(path).read()
 
 
+def test_a_checkpoint_that_is_not_text_is_corrupt(tmp_path: Path) -> None:
+    """Not a UnicodeDecodeError, which the log manager does not expect: the broker would not
+    start (fuzz/log_recovery.py found it)."""
+    path = tmp_path / "log-start-offset-checkpoint"
+    path.write_bytes(b"\xc5\n1\nt 0 5\n")
+    with pytest.raises(CorruptCheckpointError):
+        OffsetCheckpointFile(path).read()
+
+
 def test_leader_epoch_checkpoint(tmp_path: Path) -> None:
     path = tmp_path / "leader-epoch-checkpoint"
     LeaderEpochCheckpointFile(path).write([(0, 0), (3, 120)])

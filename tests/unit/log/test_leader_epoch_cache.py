@@ -142,3 +142,16 @@ def test_kip101_follower_keeps_replicated_tail_past_its_high_watermark(
     assert not b.truncate_to(8) and b.log_end_offset == 8
     replicate(a, b)
     assert b.read(0, 1 << 20).read_bytes() == a.read(0, 1 << 20).read_bytes()
+
+
+@pytest.mark.parametrize("damage", ["0\n2\n0 0\n", "0\n1\n-3 0\n", "\xc5 not text"])
+def test_an_unreadable_checkpoint_is_rebuilt_from_the_batches(open_log: Callable[..., Log], damage: str) -> None:
+    """Instead of the log (and the broker) failing to open (fuzz/log_recovery.py found it)."""
+    lg = open_log()
+    for epoch in (0, 0, 2, 5):
+        lg.append_as_leader(batch(2), leader_epoch=epoch)
+    lg.close()
+    (lg.dir / "leader-epoch-checkpoint").write_bytes(damage.encode("latin-1"))
+    reopened = open_log()
+    assert pairs(reopened.leader_epoch_cache) == [(0, 0), (2, 4), (5, 6)]
+    assert LeaderEpochCheckpointFile(lg.dir / "leader-epoch-checkpoint").read() == [(0, 0), (2, 4), (5, 6)]

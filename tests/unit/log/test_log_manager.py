@@ -29,6 +29,7 @@ from odradek.log.meta_properties import (
     check_and_write_meta_properties,
     read_meta_properties,
 )
+from odradek.log.partition_metadata import read_topic_id
 from odradek.protocol.records import iter_batches
 
 
@@ -218,6 +219,14 @@ def test_meta_properties(tmp_path: Path) -> None:
     assert read_meta_properties(tmp_path) == BrokerMetadata(0, "abc")  # Kafka's own file
 
 
+def test_meta_properties_that_are_not_utf8_are_refused_with_a_message(tmp_path: Path) -> None:
+    """Read as java.util.Properties reads it (ISO-8859-1): not a UnicodeDecodeError, which
+    the broker's start-up does not expect (fuzz/log_recovery.py found it)."""
+    (tmp_path / "meta.properties").write_bytes(b"version=0\nbroker.id=\xc5\n")
+    with pytest.raises(InconsistentBrokerMetadataError, match=r"broker\.id"):
+        read_meta_properties(tmp_path)
+
+
 def test_config_from_server_properties() -> None:
     cfg = KafkaConfig.from_props({
         "broker.id": "1", "zookeeper.connect": "zk:2181", "log.dirs": "/data/a,/data/b",
@@ -275,3 +284,11 @@ def test_checkpoint_snapshots_are_written_later_and_never_over_newer_ones(tmp_pa
     mgr.checkpoint_high_watermarks()  # a newer snapshot, written at once
     mgr.write_checkpoints(old)  # the old one arrives late: skipped
     assert path.read_text() == "0\n1\nt 0 3\n"
+
+
+@pytest.mark.parametrize("content", [b"version: 0\ntopic_id: \xc5\n", b"version: 1\ntopic_id: x\n", b"garbage"])
+def test_an_unreadable_partition_metadata_is_no_topic_id(tmp_path: Path, content: bytes) -> None:
+    """The log opens without a topic id (LeaderAndIsr writes it again), instead of a
+    UnicodeDecodeError stopping the broker (fuzz/log_recovery.py found it)."""
+    (tmp_path / "partition.metadata").write_bytes(content)
+    assert read_topic_id(tmp_path) is None

@@ -107,6 +107,36 @@ def test_missing_or_corrupt_index_is_rebuilt_on_clean_start(open_log: OpenLog) -
     assert len(again.segments[0].index) > 0
 
 
+
+def test_an_index_entry_before_the_file_start_is_rebuilt_on_clean_start(open_log: OpenLog) -> None:
+    """A negative position passed Kafka's check: reads then failed with EINVAL and took the
+    log directory offline (fuzz/log_recovery.py found it)."""
+    cfg = config(segment_bytes=1000, index_interval_bytes=50)
+    lg = open_log(cfg)
+    populate(lg)
+    expected = all_offsets(lg, max_bytes=100)
+    lg.close()
+    lg.segments[0].index.path.write_bytes(b"\x00\x00\x00\x05\xff\xff\xff\x00")  # position -256
+    again = open_log(cfg, recovery_point=lg.log_end_offset)
+    assert all_offsets(again, max_bytes=100) == expected
+
+
+def test_time_index_entry_past_the_log_end_is_rebuilt_on_clean_start(open_log: OpenLog) -> None:
+    """Else the next time entry (an append's, or the one written at close) raised ValueError,
+    and the broker's shutdown with it (fuzz/log_recovery.py found it)."""
+    cfg = config(segment_bytes=100_000)
+    lg = open_log(cfg)
+    populate(lg, count=5)
+    end = lg.log_end_offset
+    lg.close()
+    path = lg.segments[0].time_index.path
+    path.write_bytes(path.read_bytes()[:-4] + (1000).to_bytes(4, "big"))  # relative offset 1000
+    again = open_log(cfg, recovery_point=end)
+    assert again.segments[0].time_index.last_entry().offset < end
+    again.append_as_leader(batch(1, ts=T0 + 100), leader_epoch=1)
+    again.close()
+
+
 def test_sigkill_during_appends_recovers_to_complete_batches(tmp_path: Path) -> None:
     """A writer appending as fast as it can is SIGKILLed; the reopened log holds a
     contiguous run of intact batches, the acknowledged ones among them."""

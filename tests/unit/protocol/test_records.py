@@ -165,6 +165,19 @@ def test_snappy_java_framing() -> None:
     assert [r.value for r in records] == [b"abc" * 20] * 4
 
 
+def test_a_snappy_block_claiming_more_than_snappy_can_expand_is_corrupt() -> None:
+    """Its claimed length must not size the output buffer: 20 bytes claiming 4 GiB were a
+    MemoryError (fuzz/record_batch.py found it)."""
+    plain = build_batch([SimpleRecord(b"abc")])
+    block = b"\xff\xff\xff\xff\x0f" + b"\x00" * 15  # uncompressed length 2**32 - 1
+    raw = bytearray(plain[:HEADER_SIZE] + block)
+    struct.pack_into(">i", raw, 8, len(raw) - 12)
+    struct.pack_into(">h", raw, 21, CompressionType.SNAPPY)
+    struct.pack_into(">I", raw, 17, crc32c.crc32c(bytes(raw[21:])))
+    with pytest.raises(CorruptMessageError, match="claims"):
+        decode_batch(bytes(raw))
+
+
 def test_rewrites_keep_crc_valid_and_log_append_time_recomputes_it() -> None:
     buf = bytearray(build_batch([SimpleRecord(b"a"), SimpleRecord(b"b")], timestamp=5))
     header = parse_header(buf)

@@ -28,6 +28,7 @@ from odradek.zk.zk_data import (
     EndPoint,
     LeaderAndIsr,
     LogDirEventNotificationSequenceZNode,
+    MalformedZNodeError,
     PreferredReplicaElectionZNode,
     ProducerIdBlockZNode,
     ReassignPartitionsZNode,
@@ -532,3 +533,26 @@ def test_log_dir_event_notification_as_kafka_writes_it() -> None:
     assert LogDirEventNotificationSequenceZNode.path_prefix() == "/log_dir_event_notification/log_dir_event_"
     assert LogDirEventNotificationSequenceZNode.path("log_dir_event_0000000004") == \
         "/log_dir_event_notification/log_dir_event_0000000004"
+
+
+# Content a foreign tool could leave (fuzz/znode_json.py found each kind): every decoder
+# refuses it with MalformedZNodeError (a ValueError), never a KeyError, TypeError,
+# AttributeError, OverflowError or RecursionError, and never returns mistyped values.
+@pytest.mark.parametrize(("decode", "data"), [
+    (ClusterIdZNode.decode, b""),
+    (ClusterIdZNode.decode, b'{"id":7}'),
+    (ControllerZNode.decode, b"true"),
+    (ControllerZNode.decode, b"[1]"),
+    (lambda data: BrokerIdZNode.decode(1, data), b'{"endpoints":[1]}'),
+    (lambda data: BrokerIdZNode.decode(1, data), b'{"endpoints":["L://h:1"],"rack":2}'),
+    (TopicZNode.decode, b'{"partitions":{"0":"abc"}}'),
+    (TopicZNode.decode, b'{"partitions":{},"topic_id":5}'),
+    (ConfigEntityChangeNotificationSequenceZNode.decode, b'{"entity_path":[]}'),
+    (LogDirEventNotificationSequenceZNode.decode, b'{"broker":1e999}'),
+    (ProducerIdBlockZNode.decode, b"[1]"),
+    (ReassignPartitionsZNode.decode, b'{"partitions":[{"topic":1,"partition":0,"replicas":[1]}]}'),
+    (lambda data: TopicPartitionStateZNode.decode(data, 0), b"[" * 100_000),
+])
+def test_malformed_znodes_are_one_value_error(decode, data):
+    with pytest.raises(MalformedZNodeError):
+        decode(data)
