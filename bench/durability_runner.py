@@ -64,6 +64,7 @@ def main() -> int:
         "faults": len(report.faults), "fault_kinds": report.faults, "produced": report.produced,
         "acknowledged": report.acknowledged, "acknowledged_without_offset": report.acknowledged_without_offset,
         "lost": len(report.lost), "lost_examples": report.lost[:200], "duplicated": len(report.duplicated),
+        "duplicated_resent": len(report.duplicated_resent),
         "consumer_reads": report.consumer_reads, "vanished_reads": len(report.vanished_reads),
         "divergent_replicas": report.divergent_replicas,
         "longest_unavailability_s": report.longest_unavailability_s, "duration_s": report.duration_s,

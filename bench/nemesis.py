@@ -10,8 +10,9 @@ Prints a Markdown table per fault kind (count, unavailability p50/max: the longe
 two acks on a partition during a fault and until its ISRs are full again, worst partition;
 heal→full ISR p50/max) and the totals (faults, acknowledged, lost, duplicated, anomalies,
 brokers alive); writes bench/results/nemesis[-acks1].json. Exits non-zero on any anomaly,
-lost or duplicated write, dead broker or ISR not full again, except that with --acks 1 lost
-writes are expected (Kafka documents it) and only reported.
+lost write, duplicate (but a client's re-sends under a new producer epoch, which are counted),
+dead broker or ISR not full again, except that with --acks 1 lost writes are expected (Kafka
+documents it) and only reported.
 """
 
 from __future__ import annotations

@@ -15,11 +15,12 @@ tests use:
   micro-batches' time in the sink (``addBatch``); medians, and the ratio on / off;
 * faults, each with exactlyOnce on and off over --fault-rows rows, striking a task after half
   of its rows in a micro-batch (1,250 by default): task retry (the first attempt of tasks 0
-  and 2 of each micro-batch fails; also a batch write), driver restart (the driver's commit
-  of the first micro-batch fails after the tasks wrote, and the query restarts from its
-  checkpoint), broker kill (SIGKILL of an output partition's leader, and of the controller,
-  while a task is paused; restarted after the run) on ``local[2,4]``; executor kill (SIGKILL
-  of the executor JVM of a paused task) on the standalone cluster.
+  and 2 of each micro-batch fails; also a batch write), broker kill (SIGKILL of an output
+  partition's leader, and of the controller, while a task is paused; restarted after the run)
+  on ``local[2,4]``; driver kill (SIGKILL of the driver program while its commit of the first
+  micro-batch waits, the tasks' rows written and the checkpoint not told; the query then
+  restarts from its checkpoint on a new driver), on ``local[2,4]`` drivers of their own;
+  executor kill (SIGKILL of the executor JVM of a paused task) on the standalone cluster.
 
 Prints both tables (fault runs: scenario, option, rows in, rows out, duplicates, missing, read
 back with read_committed); results land in bench/results/spark_exactly_once-<time>.json.
@@ -47,6 +48,7 @@ from odradek.spark.fault_runs import (
     OutputCount,
     committed_output,
     drive,
+    kill_driver_in_commit,
     produce_input,
 )
 from odradek.spark.sink_state import STATE_TOPIC_PARTITIONS
@@ -66,7 +68,7 @@ class Scenario:
     """One fault run: a name for the table, what the run's tasks do, the fault to strike."""
 
     name: str
-    faults: dict[str, object]  # PipelineRun fields: fail_tasks, pause, fail_commit_first
+    faults: dict[str, object]  # PipelineRun fields: fail_tasks, pause
     fault: Callable[[LocalCluster, str, dict[str, int]], Fault] | None = None
 
 
@@ -74,7 +76,6 @@ def local_scenarios(at: int) -> tuple[Scenario, ...]:
     """The fault runs on ``local[2,4]``; tasks fail or pause after ``at`` rows."""
     return (
         Scenario("task retry", {"fail_tasks": f"0,2@{at}"}),
-        Scenario("driver restart", {"fail_commit_first": True}),
         Scenario("broker kill (leader)", {"pause": f"1@{at}"},
                  lambda cluster, sink, topics: KillBroker(cluster, sink, topics)),
         Scenario("broker kill (controller)", {"pause": f"1@{at}"},
@@ -170,6 +171,12 @@ def main() -> None:
         results = drive(Path(tmp) / "local-driver", "local[2,4]", [warm_up, *timed, *(r for _, _, r in fault_runs)],
                         faults=faults, batch_writes=list(writes.values()), timeout_s=DRIVER_TIMEOUT_S)
 
+        killed = {mode: bench.run(f"driver kill {mode}", small, args.fault_rows, on, 2) for mode, on in MODES.items()}
+        print(f"local[2,4]: {len(killed)} driver-kill runs, each on two drivers (killed, restarted)", flush=True)
+        for mode, run in killed.items():
+            results[run.name] = kill_driver_in_commit(Path(tmp) / f"driver-kill-{mode}", "local[2,4]", run,
+                                                      timeout_s=DRIVER_TIMEOUT_S)
+
         kill = executor_kill(at)
         cluster_runs = [(kill, mode, bench.run(f"{kill.name} {mode}", small, args.fault_rows, on, 2, **kill.faults))
                         for mode, on in MODES.items()]
@@ -179,6 +186,7 @@ def main() -> None:
                              faults=kills, executors=WORKERS, timeout_s=DRIVER_TIMEOUT_S))
 
         table = [(s.name, mode, bench.count(run.sink, args.fault_rows)) for s, mode, run in fault_runs]
+        table += [("driver kill", mode, bench.count(run.sink, args.fault_rows)) for mode, run in killed.items()]
         table += [("task retry (batch write)", mode, bench.count(w.topic, args.fault_rows, transformed=False))
                   for mode, w in writes.items()]
         table += [(s.name, mode, bench.count(run.sink, args.fault_rows)) for s, mode, run in cluster_runs]

@@ -55,6 +55,10 @@ ECOSYSTEM_MODULES = frozenset({
 # (one JVM per worker would not fit beside the brokers) and the labs (their namespaces, subnets
 # and nftables tables stay apart).
 SHARED_DIRECTORIES = frozenset({"spark", "lab"})
+# But for the modules of those directories that start their own Spark driver programs (and
+# their own brokers or standalone cluster) rather than use the worker's session: each is a
+# unit of its own, beside the Spark directory's (which was the suite's longest by far).
+OWN_UNIT_MODULES = frozenset({"spark/test_spark_cluster.py", "spark/test_spark_exactly_once_faults.py"})
 
 # Work goes to the workers in collection order as they free up, so the longest units start
 # first (the spark and lab directories, the matrix's quick subset: one module of minutes) and
@@ -82,10 +86,13 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
 
 
 def _work_unit(nodeid: str) -> str:
-    """What goes whole to one worker: the test's module, or its SHARED_DIRECTORIES directory."""
+    """What goes whole to one worker: the test's module, or its SHARED_DIRECTORIES directory
+    (but for OWN_UNIT_MODULES)."""
     module = nodeid.split("::", 1)[0]
     parts = module.split("/")
-    return parts[1] if parts[0] == "tests" and len(parts) > 2 and parts[1] in SHARED_DIRECTORIES else module
+    if parts[0] == "tests" and len(parts) > 2 and parts[1] in SHARED_DIRECTORIES:
+        return module if "/".join(parts[1:]) in OWN_UNIT_MODULES else parts[1]
+    return module
 
 
 # Seconds spent in each unit of work (setup, call and teardown of its tests), for the summary:

@@ -46,14 +46,27 @@ def data_dir(cluster: LocalCluster, broker: int, topic: str, partition: int = 0)
 
 def disk_records(directory: Path) -> list[Rec] | None:
     """Every record in a partition directory's live segment files (None if the files changed
-    under the reader: a swap or roll in progress)."""
+    under the reader: a swap or roll in progress). Mid-swap, the old segments are already
+    ``.deleted`` while the ``.swap`` one has not yet taken the live name: a read then would see
+    part of the log, so any ``.swap`` or ``.cleaned`` file, or a listing that changed during
+    the read, means None."""
+    def listing() -> list[str] | None:
+        names = sorted(p.name for p in directory.iterdir())
+        return None if any(n.endswith((".swap", ".cleaned")) for n in names) else [
+            n for n in names if n.endswith(".log")]
+
     out: list[Rec] = []
     try:
-        for path in sorted(directory.glob("*.log")):
-            data = path.read_bytes()
+        before = listing()
+        if before is None:
+            return None
+        for name in before:
+            data = (directory / name).read_bytes()
             for pos, header in iter_batches(data):
                 _, records = decode_batch(data[pos:pos + header.size])
                 out.extend((r.offset, r.key, r.value) for r in records)
+        if listing() != before:
+            return None
     except (FileNotFoundError, CorruptMessageError):
         return None
     return out

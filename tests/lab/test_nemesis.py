@@ -43,7 +43,10 @@ def test_each_fault_once_loses_nothing(lab: Lab, tmp_path: Path) -> None:
     assert report.skipped == []
     verdict = report.verdict
     assert verdict.acknowledged > 500 and verdict.polls > 0 and verdict.commits > 0, log
-    assert verdict.lost == [] and verdict.duplicated == [], verdict.examples()
+    # Every acknowledged record where it was acknowledged, and no record twice but for a
+    # client's re-sends under a new producer epoch (librdkafka's KIP-360 bump after a request
+    # whose answer it never got: docs/COMPATIBILITY.md), which the table counts.
+    assert verdict.lost == [] and verdict.duplicated_same_writer == [], verdict.examples()
     assert verdict.anomalies == 0, verdict.examples()
     assert all(f.isr_full is not None for f in report.faults), report.table()
     assert report.brokers_alive == {"broker0": True, "broker1": True, "broker2": True}

@@ -94,6 +94,9 @@ def test_injected_task_failures_hit_first_attempts_of_chosen_partitions():
 
 def test_injected_commit_failure_and_malformed_hooks():
     assert sink_faults(5, 2, {"odradek.test.sinkFailCommit": "true"}) == SinkFaults(fail_commit=True)
+    # Every attempt's message carries the commit's pause to the driver (which pauses once).
+    assert sink_faults(5, 2, {"odradek.test.sinkPauseCommit": "/tmp/m"}) == SinkFaults(pause_commit="/tmp/m")
+    assert SinkFaults(pause_commit="/tmp/m").commit_faults == {"fail_commit": False, "pause_commit": "/tmp/m"}
     with pytest.raises(ValueError, match=r"odradek\.test\.sinkFailTasks: expected partition ids"):
         sink_faults(0, 0, {"odradek.test.sinkFailTasks": "0,1"})
     with pytest.raises(ValueError, match=r"odradek\.test\.sinkPauseTasks: expected a marker file"):

@@ -101,16 +101,17 @@ def parse_history(lines: Iterable[str]) -> History:
 
 def misplaced_acks(acked: Mapping[str, tuple[int, int | None]],
                    positions: Mapping[str, list[tuple[int, int]]]) -> list[str]:
-    """Acknowledged ids not in the final log exactly once where acknowledged: at the
-    acknowledged (partition, offset), or anywhere in the partition when the acknowledgement
-    carried no offset. ``positions`` maps each id to every (partition, offset) holding it."""
+    """Acknowledged ids not in the final log where acknowledged: at the acknowledged
+    (partition, offset), or anywhere in the partition when the acknowledgement carried no
+    offset. ``positions`` maps each id to every (partition, offset) holding it. A second copy
+    elsewhere does not make a write lost: it is a duplicate (:func:`duplicated_values`)."""
     misplaced = []
     for record_id, (partition, offset) in acked.items():
         found = positions.get(record_id)
         if offset is None:
-            ok = found is not None and len(found) == 1 and found[0][0] == partition
+            ok = any(p == partition for p, _ in found or ())
         else:
-            ok = found == [(partition, offset)]
+            ok = (partition, offset) in (found or ())
         if not ok:
             misplaced.append(f"{record_id} acked at {(partition, offset)}, found at {found}")
     return misplaced
@@ -125,9 +126,9 @@ def _positions(final: Mapping[int, Mapping[int, str]]) -> dict[str, list[tuple[i
 
 
 def lost_writes(acks: Iterable[Ack], final: Mapping[int, Mapping[int, str]]) -> list[str]:
-    """Acknowledged values missing from the final log, or not exactly once at their
-    acknowledged offset (anywhere in their partition for an ack without an offset). A value
-    acknowledged twice (it cannot be: values are unique) keeps its last acknowledgement."""
+    """Acknowledged values missing from their acknowledged offset (from their partition, for
+    an ack without an offset). A value acknowledged twice (it cannot be: values are unique)
+    keeps its last acknowledgement."""
     return misplaced_acks({a.value: (a.partition, a.offset) for a in acks}, _positions(final))
 
 
@@ -319,8 +320,10 @@ class Verdict:
     errors: int = 0
     lost: list[str] = field(default_factory=list)
     duplicated: list[str] = field(default_factory=list)
-    # of the duplicated: copies under different producer epochs or ids (duplicate_writers)
+    # of the duplicated: copies under different producer epochs or ids (duplicate_writers),
+    # a client's re-sends; and the rest, which a broker should have kept once
     duplicated_resent: list[str] = field(default_factory=list)
+    duplicated_same_writer: list[str] = field(default_factory=list)
     nonmonotonic: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     vanished: list[str] = field(default_factory=list)
@@ -340,11 +343,15 @@ class Verdict:
 
     @property
     def ok(self) -> bool:
-        return not (self.lost or self.duplicated or self.anomalies)
+        """Nothing lost, no anomaly, and no value twice but for a client's re-sends under a new
+        producer epoch (librdkafka's KIP-360 bump, which no broker can tell from new records:
+        docs/COMPATIBILITY.md, "An idempotent producer's epoch bumps")."""
+        return not (self.lost or self.duplicated_same_writer or self.anomalies)
 
     def examples(self) -> dict[str, list[str]]:
         """Up to a few examples of each anomaly kind present."""
-        kinds = {"lost": self.lost, "duplicated": self.duplicated, "nonmonotonic": self.nonmonotonic,
+        kinds = {"lost": self.lost, "duplicated_same_writer": self.duplicated_same_writer,
+                 "duplicated_resent": self.duplicated_resent, "nonmonotonic": self.nonmonotonic,
                  "skipped": self.skipped, "vanished": self.vanished, "commits_backwards": self.commits_backwards,
                  "divergent": self.divergent, "aborted_visible": self.aborted_visible,
                  "partial_transactions": self.partial_transactions, "hanging": self.hanging}
@@ -369,8 +376,8 @@ def check_durability(writes: Mapping[str, tuple[int, int | None]], reads: Iterab
                      replica_logs: Mapping[int, Mapping[int, bytes]], *, transactions: Transactions | None = None,
                      end_offsets: Mapping[int, tuple[int, int]] | None = None) -> Verdict:
     """The checks over one durability run (local/durability.py). ``writes``: each value that
-    must be in the final log exactly once where acknowledged, with its (partition, offset or
-    None) -- every acknowledged one; in a transactional run every one of a committed
+    must be in the final log where acknowledged, and once (but for a client's re-sends), with
+    its (partition, offset or None) -- every acknowledged one; in a transactional run every one of a committed
     transaction, with no offset where no delivery report came. ``reads``: what the run's
     read_committed consumer read, one per offset. With ``transactions``: aborted records never
     visible, every transaction all or nothing. ``end_offsets``: each partition's (LSO, HW)
@@ -394,6 +401,6 @@ def _final_log_checks(final: Mapping[int, Mapping[int, str]], ends: Mapping[int,
     """What both runs check of the final log: values twice, reads that vanished, replicas
     that differ below the high watermark."""
     duplicated = duplicated_values(final)
-    resent = duplicate_writers(final, replica_logs or {})[0] if duplicated else []
-    return Verdict(polls=len(polls), duplicated=duplicated, duplicated_resent=resent,
+    resent, same_writer = duplicate_writers(final, replica_logs or {}) if duplicated else ([], [])
+    return Verdict(polls=len(polls), duplicated=duplicated, duplicated_resent=resent, duplicated_same_writer=same_writer,
                    vanished=vanished_reads(polls, final), divergent=divergent_replicas(replica_logs or {}, ends))

@@ -86,6 +86,10 @@ class DurabilityReport:
         return self.verdict.duplicated_resent
 
     @property
+    def duplicated_same_writer(self) -> list[str]:  # the rest: a broker's failed deduplication
+        return self.verdict.duplicated_same_writer
+
+    @property
     def vanished_reads(self) -> list[str]:  # read by a consumer, later gone
         return self.verdict.vanished
 
@@ -113,7 +117,8 @@ class DurabilityReport:
         worst = max(self.longest_unavailability_s.values(), default=0.0)
         return (f"faults injected: {len(self.faults)}, records produced: {self.produced} (refused by the client: "
                 f"{self.produce_refused}), acknowledged: {self.acknowledged} (without an offset: "
-                f"{self.acknowledged_without_offset}), lost: {len(self.lost)}, duplicated: {len(self.duplicated)}, "
+                f"{self.acknowledged_without_offset}), lost: {len(self.lost)}, duplicated: {len(self.duplicated)} "
+                f"(re-sent by the client under a new producer epoch: {len(self.duplicated_resent)}), "
                 f"consumer reads: {self.consumer_reads}, reads later gone: {len(self.vanished_reads)}, divergent replicas: "
                 f"{len(self.divergent_replicas)}, longest unavailability per partition (s): "
                 + ", ".join(f"p{p}={s:.1f}" for p, s in sorted(self.longest_unavailability_s.items()))

@@ -66,8 +66,8 @@ class NemesisReport:
 
     @property
     def ok(self) -> bool:
-        """No lost or duplicated write, no anomaly, every broker alive, ISRs full after every
-        fault, the workload stopped cleanly."""
+        """No lost write, no duplicate but a client's re-sends (``Verdict.ok``), no anomaly,
+        every broker alive, ISRs full after every fault, the workload stopped cleanly."""
         return (self.verdict.ok and all(self.brokers_alive.values()) and self.workload_exit == 0
                 and all(f.isr_full is not None for f in self.faults))
 
@@ -85,9 +85,9 @@ class NemesisReport:
                         f"| {_median(to_isr)} | {_max(to_isr)} | {len(of_kind) - len(to_isr)} |")
         v = self.verdict
         alive = sum(self.brokers_alive.values())
-        rows += ["", "| faults | sent | acknowledged | lost | duplicated | anomalies | brokers alive |",
+        rows += ["", "| faults | sent | acknowledged | lost | duplicated (re-sent by the client) | anomalies | brokers alive |",
                  "|---|---|---|---|---|---|---|",
-                 f"| {len(self.faults)} | {v.sends} | {v.acknowledged} | {len(v.lost)} | {len(v.duplicated)} "
+                 f"| {len(self.faults)} | {v.sends} | {v.acknowledged} | {len(v.lost)} | {len(v.duplicated)} ({len(v.duplicated_resent)}) "
                  f"| {v.anomalies} | {alive}/{len(self.brokers_alive)} |"]
         return "\n".join(rows)
 
@@ -252,7 +252,7 @@ def summarize(report: NemesisReport) -> Mapping[str, object]:
     return {"acks": report.acks, "faults": len(report.faults), "skipped": report.skipped, "sent": v.sends,
             "acknowledged": v.acknowledged, "acknowledged_without_offset": v.acknowledged_without_offset,
             "polls": v.polls, "commits": v.commits, "client_errors": v.errors, "lost": len(v.lost),
-            "duplicated": len(v.duplicated), "anomalies": v.anomalies, "examples": v.examples(),
+            "duplicated": len(v.duplicated), "duplicated_resent": len(v.duplicated_resent), "anomalies": v.anomalies, "examples": v.examples(),
             "brokers_alive": report.brokers_alive, "workload_exit": report.workload_exit,
             "duration_s": round(report.duration_s, 1),
             "per_fault": [{"kind": f.kind, "description": f.description,

@@ -68,7 +68,7 @@ def write_micro_batch(
         )
     batches = _nonempty(batches)
     if batches is None:
-        return KafkaCommitMessage(0, fail_commit=faults.fail_commit)
+        return KafkaCommitMessage(0, **faults.commit_faults)
     transactional_id = streaming_transactional_id(task.query_id, task.partition)
     producer = new_producer(_transactional_config(options, transactional_id))
     _call(producer.init_transactions, transactional_id)
@@ -77,7 +77,7 @@ def write_micro_batch(
     if committed is not None and committed.covers(task.batch_id):
         for _ in batches:  # consume the input, as a task that wrote it would
             pass
-        return KafkaCommitMessage(0, already_committed=True, fail_commit=faults.fail_commit)
+        return KafkaCommitMessage(0, already_committed=True, **faults.commit_faults)
     producer.begin_transaction()
     try:
         sent = produce_all(producer, batches, options.topic, faults)
@@ -91,7 +91,7 @@ def write_micro_batch(
     except BaseException:
         _abort_quietly(producer)
         raise
-    return KafkaCommitMessage(sent, fail_commit=faults.fail_commit)
+    return KafkaCommitMessage(sent, **faults.commit_faults)
 
 
 def write_open_transaction(
@@ -104,7 +104,7 @@ def write_open_transaction(
     """Write one task's rows of a batch write in a transaction left open for the driver."""
     batches = _nonempty(batches)
     if batches is None:
-        return KafkaCommitMessage(0, fail_commit=faults.fail_commit)
+        return KafkaCommitMessage(0, **faults.commit_faults)
     transactional_id = batch_transactional_id(write_id, task.partition)
     conf = _transactional_config(options, transactional_id)
     conf.setdefault("transaction.timeout.ms", BATCH_TRANSACTION_TIMEOUT_MS)
@@ -128,7 +128,7 @@ def write_open_transaction(
         if sent
         else None
     )
-    return KafkaCommitMessage(sent, transaction=transaction, fail_commit=faults.fail_commit)
+    return KafkaCommitMessage(sent, transaction=transaction, **faults.commit_faults)
 
 
 def _nonempty(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch] | None:

@@ -18,10 +18,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from odradek.spark.sink_faults import (
-    FAIL_COMMIT_PROPERTY,
     FAIL_TASKS_PROPERTY,
+    PAUSE_COMMIT_PROPERTY,
     PAUSE_TASKS_PROPERTY,
-    InjectedCommitFailure,
 )
 
 if TYPE_CHECKING:
@@ -32,6 +31,7 @@ __all__ = [
     "BatchWrite",
     "PipelineRun",
     "batch_write",
+    "commit_marker",
     "done_path",
     "input_value",
     "local_properties",
@@ -58,13 +58,18 @@ def done_path(marker: str) -> Path:
     return Path(marker + ".done")
 
 
+def commit_marker(marker: str) -> Path:
+    """The marker of the driver's commit's pause, in a run of pause marker ``marker``."""
+    return Path(marker + ".commit")
+
+
 @dataclass(frozen=True)
 class PipelineRun:
     """One streaming query from ``source`` to ``sink``, run with ``availableNow`` to the end of
     its source. ``fail_tasks`` and ``pause`` are the sink's fault specs (without the pause's
-    marker, which is ``marker``); ``fail_commit_first``: the first start's commit fails, as a
-    driver dying between the sink's writes and the checkpoint commit, and the query is started
-    again from its checkpoint."""
+    marker, which is ``marker``); ``pause_commit``: the driver's commit of the first
+    micro-batch pauses on ``commit_marker(marker)``, its tasks' rows written and the checkpoint
+    not told, for the driver to be killed there (fault_runs.kill_driver_in_commit)."""
 
     name: str
     bootstrap: str
@@ -77,7 +82,7 @@ class PipelineRun:
     state_topic: str | None = None
     fail_tasks: str | None = None
     pause: str | None = None
-    fail_commit_first: bool = False
+    pause_commit: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -154,23 +159,11 @@ def run_pipeline(spark: SparkSession, run: PipelineRun) -> dict[str, Any]:
     """Run ``run`` to the end of its source; its micro-batches' input rows, its wall time and
     the time its micro-batches spent in the sink (``addBatch``). Creates ``done_path`` of its
     marker when over, even if it failed."""
-    from pyspark.errors import StreamingQueryException
-
     pause = f"{run.pause}:{run.marker}" if run.pause else None
-    faults = {FAIL_TASKS_PROPERTY: run.fail_tasks, PAUSE_TASKS_PROPERTY: pause}
+    faults = {FAIL_TASKS_PROPERTY: run.fail_tasks, PAUSE_TASKS_PROPERTY: pause,
+              PAUSE_COMMIT_PROPERTY: str(commit_marker(run.marker)) if run.pause_commit else None}
     try:
         started = time.monotonic()
-        if run.fail_commit_first:
-            with local_properties(spark, {**faults, FAIL_COMMIT_PROPERTY: "true"}):
-                query = start_pipeline(spark, run)
-            try:
-                _await(query)
-            except StreamingQueryException as e:
-                if InjectedCommitFailure.__name__ not in str(e):
-                    raise
-            else:
-                raise RuntimeError("the query's commit did not fail as sinkFailCommit asks")
-            faults = {}  # the restart from the checkpoint runs without faults
         with local_properties(spark, faults):
             query = start_pipeline(spark, run)
         _await(query)

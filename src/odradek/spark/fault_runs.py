@@ -18,8 +18,8 @@ import sys
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -32,6 +32,7 @@ from odradek.local.final_read import read_to_the_end
 from odradek.spark.fault_pipeline import (
     BatchWrite,
     PipelineRun,
+    commit_marker,
     done_path,
     input_value,
     output_value,
@@ -49,6 +50,7 @@ __all__ = [
     "OutputCount",
     "committed_output",
     "drive",
+    "kill_driver_in_commit",
     "produce_input",
     "strike",
 ]
@@ -282,3 +284,35 @@ def drive(directory: str | os.PathLike[str], master: str, runs: Sequence[Pipelin
         return driver.result()["runs"]
     finally:
         driver.stop()
+
+
+def kill_driver_in_commit(directory: str | os.PathLike[str], master: str, run: PipelineRun, *,
+                          timeout_s: float = WAIT_S, between: Callable[[], object] | None = None
+                          ) -> dict[str, Any]:
+    """The driver killed between the sink's writes and the checkpoint commit, then the query
+    started again from its checkpoint: ``run`` on a driver program whose commit of the first
+    micro-batch pauses (``pause_commit``: its tasks' rows written, and with exactlyOnce
+    committed), SIGKILLed there with its process group; then ``run`` without the pause on a new
+    driver program (after ``between``, if given: a test looks at the output and the checkpoint
+    there). The restarted run's result (fault_pipeline.run_pipeline)."""
+    directory = Path(directory)
+    killed = DriverProcess(directory / "killed", {"master": master, "runs": [replace(run, pause_commit=True).to_json()]},
+                           timeout_s=timeout_s)
+    marker = commit_marker(run.marker)
+    try:
+        killed.wait_for(marker, f"run {run.name}: the commit's pause", unless=done_path(run.marker))
+        paused = int(marker.read_text())
+    finally:
+        killed.stop()
+    try:  # the pausing process, should Spark have started it outside the driver's group
+        os.kill(paused, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    if between is not None:
+        between()
+    restarted = DriverProcess(directory / "restarted", {"master": master, "runs": [replace(run, pause_commit=False).to_json()]},
+                              timeout_s=timeout_s)
+    try:
+        return restarted.result()["runs"][run.name]
+    finally:
+        restarted.stop()

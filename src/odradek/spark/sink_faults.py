@@ -14,6 +14,10 @@ setting thread starts (a streaming query's tasks too): nothing of this is a sink
 - ``odradek.test.sinkFailCommit = "true"``: every task's commit message asks the driver's
   commit to raise InjectedCommitFailure, after the tasks wrote (and, per micro-batch,
   committed) their rows and before Spark records the batch in its checkpoint.
+- ``odradek.test.sinkPauseCommit = "/tmp/run/commit"``: at the same point the driver's commit
+  creates the marker file, writes its process id in it and waits until
+  ``/tmp/run/commit.release`` exists (once per marker, as a task's pause): a test SIGKILLs the
+  driver then, and starts the query again from its checkpoint.
 """
 
 from __future__ import annotations
@@ -23,14 +27,18 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 __all__ = [
     "FAIL_COMMIT_PROPERTY",
     "FAIL_TASKS_PROPERTY",
+    "PAUSE_COMMIT_PROPERTY",
     "PAUSE_TASKS_PROPERTY",
+    "CommitFaults",
     "InjectedCommitFailure",
     "InjectedTaskFailure",
     "SinkFaults",
+    "pause",
     "release_path",
     "sink_faults",
 ]
@@ -38,6 +46,7 @@ __all__ = [
 FAIL_TASKS_PROPERTY = "odradek.test.sinkFailTasks"
 PAUSE_TASKS_PROPERTY = "odradek.test.sinkPauseTasks"
 FAIL_COMMIT_PROPERTY = "odradek.test.sinkFailCommit"
+PAUSE_COMMIT_PROPERTY = "odradek.test.sinkPauseCommit"
 PAUSE_LIMIT_S = 300.0
 _RELEASE_POLL_S = 0.05
 
@@ -56,21 +65,32 @@ def release_path(marker: str | os.PathLike[str]) -> Path:
     return marker.with_name(marker.name + ".release")
 
 
+class CommitFaults(TypedDict):
+    fail_commit: bool
+    pause_commit: str | None
+
+
 @dataclass(frozen=True, slots=True)
 class SinkFaults:
     """The faults one task injects: fail after ``fail_after`` rows, pause after
-    ``pause_after`` rows on ``pause_marker`` (None: never), and whether the driver's commit of
-    its job or micro-batch fails."""
+    ``pause_after`` rows on ``pause_marker`` (None: never); and whether the driver's commit of
+    its job or micro-batch fails, or pauses on the marker ``pause_commit``."""
 
     fail_after: int | None = None
     fail_commit: bool = False
     pause_after: int | None = None
     pause_marker: str | None = None
+    pause_commit: str | None = None
+
+    @property
+    def commit_faults(self) -> CommitFaults:
+        """What the task's commit message carries to the driver's commit (KafkaCommitMessage)."""
+        return {"fail_commit": self.fail_commit, "pause_commit": self.pause_commit}
 
     def at_row(self, sent: int) -> None:
         """Act at ``sent`` rows, all of them on the brokers: pause, fail, or both in turn."""
         if sent == self.pause_after and self.pause_marker is not None:
-            _pause(Path(self.pause_marker))
+            pause(Path(self.pause_marker))
         if sent == self.fail_after:
             raise InjectedTaskFailure(f"injected failure after {sent} rows")
 
@@ -78,7 +98,9 @@ class SinkFaults:
 NO_FAULTS = SinkFaults()
 
 
-def _pause(marker: Path) -> None:
+def pause(marker: Path) -> None:
+    """Create ``marker`` with this process's id in it and wait for its release; at once if
+    the marker exists (each marker pauses once)."""
     # Written aside and linked in place: the marker appears at once, with the process id in
     # it, and only for the first task (link fails if the marker exists).
     mine = marker.with_name(f"{marker.name}.{os.getpid()}")
@@ -93,7 +115,7 @@ def _pause(marker: Path) -> None:
     deadline = time.monotonic() + PAUSE_LIMIT_S
     while not release.exists():  # the test's fault happens meanwhile, outside this process
         if time.monotonic() > deadline:
-            raise InjectedTaskFailure(f"paused task not released within {PAUSE_LIMIT_S:.0f} s")
+            raise InjectedTaskFailure(f"pause on {marker} not released within {PAUSE_LIMIT_S:.0f} s")
         time.sleep(_RELEASE_POLL_S)
 
 
@@ -114,7 +136,8 @@ def sink_faults(partition: int, attempt: int, properties: Mapping[str, str]) -> 
             )
             pause_marker = marker if pause_after is not None else None
     fail_commit = properties.get(FAIL_COMMIT_PROPERTY, "").lower() == "true"
-    faults = SinkFaults(fail_after, fail_commit, pause_after, pause_marker)
+    pause_commit = properties.get(PAUSE_COMMIT_PROPERTY) or None
+    faults = SinkFaults(fail_after, fail_commit, pause_after, pause_marker, pause_commit)
     return NO_FAULTS if faults == NO_FAULTS else faults
 
 

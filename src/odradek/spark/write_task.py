@@ -35,6 +35,7 @@ class KafkaCommitMessage(WriterCommitMessage):
     transaction: OpenTransaction | None = None
     already_committed: bool = False
     fail_commit: bool = False  # sink_faults.FAIL_COMMIT_PROPERTY
+    pause_commit: str | None = None  # sink_faults.PAUSE_COMMIT_PROPERTY
 
 
 class KafkaWriteError(RuntimeError):

@@ -11,6 +11,7 @@ batch write's rows all or none.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from pathlib import Path
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -24,9 +25,11 @@ from odradek.spark.options import SinkOptions
 from odradek.spark.sink_faults import (
     FAIL_COMMIT_PROPERTY,
     FAIL_TASKS_PROPERTY,
+    PAUSE_COMMIT_PROPERTY,
     PAUSE_TASKS_PROPERTY,
     InjectedCommitFailure,
     SinkFaults,
+    pause,
     sink_faults,
 )
 from odradek.spark.sink_state import (
@@ -57,6 +60,7 @@ def current_task() -> tuple[TaskIdentity, SinkFaults]:
         FAIL_TASKS_PROPERTY,
         PAUSE_TASKS_PROPERTY,
         FAIL_COMMIT_PROPERTY,
+        PAUSE_COMMIT_PROPERTY,
     )
     properties = {n: v for n in names if (v := context.getLocalProperty(n)) is not None}
     partition, attempt = context.partitionId(), context.attemptNumber()
@@ -69,12 +73,17 @@ def write_batches(
     """Produce every row of ``batches``; return once all are acknowledged."""
     producer = new_producer(producer_config(options.kafka_params))
     sent = produce_all(producer, batches, options.topic, faults)
-    return KafkaCommitMessage(sent, fail_commit=faults.fail_commit)
+    return KafkaCommitMessage(sent, **faults.commit_faults)
 
 
 def check_commit(messages: list[WriterCommitMessage | None]) -> None:
-    """Raise the driver-side failure a test asked for (sink_faults.FAIL_COMMIT_PROPERTY)."""
-    if any(isinstance(m, KafkaCommitMessage) and m.fail_commit for m in messages):
+    """The driver-side faults a test asked for: pause (sink_faults.PAUSE_COMMIT_PROPERTY),
+    then raise (FAIL_COMMIT_PROPERTY)."""
+    ours = [m for m in messages if isinstance(m, KafkaCommitMessage)]
+    marker = next((m.pause_commit for m in ours if m.pause_commit), None)
+    if marker is not None:
+        pause(Path(marker))
+    if any(m.fail_commit for m in ours):
         raise InjectedCommitFailure("injected failure of the driver's commit")
 
 
