@@ -176,7 +176,13 @@ class Log:
                                     self._next_offset)
         self.recovery_point = min(max(recovery_point, self.log_start_offset), self._next_offset)
         if loaded.recovered:
-            self.flush()  # what recovery accepted is now the log: make it durable
+            # What recovery accepted is now the log, with the indexes it rebuilt: make them
+            # durable, below the recovery point too (a failed sanity check rebuilt those;
+            # unwritten, their files would stay empty until a clean shutdown).
+            for segment in self.segments:
+                if segment.base_offset in loaded.recovered_bases:
+                    segment.flush()
+            self.flush()
         cache.truncate_from_end(self._next_offset)
         cache.truncate_from_start(self.log_start_offset)
         if loaded.recovered_bases:
