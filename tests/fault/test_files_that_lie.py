@@ -38,19 +38,30 @@ from confluent_kafka.admin import AdminClient
 from kio.schema.errors import ErrorCode
 
 from odradek.local.cluster import LocalCluster
+from odradek.log.checkpoints import (
+    LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    OffsetCheckpointFile,
+)
 from odradek.protocol.errors import CorruptMessageError, InvalidRecordError
 from odradek.protocol.records import (
     RecordBatchHeader,
     iter_batches,
+    set_base_offset,
+    set_partition_leader_epoch,
 )
 from support import (
     EARLIEST,
     ClusterFactory,
     address_of,
     create_topic,
+    delete_records,
+    fetch_records,
     list_offset,
     partition_state,
     partitions_of,
+    produce_records,
     unique_topic,
     wait_until,
 )
@@ -62,8 +73,12 @@ OVERRIDES = {
     "min.insync.replicas": "2",
     # A SIGKILLed broker's registration expires sooner (the restart waits for it).
     "zookeeper.session.timeout.ms": "4000",
-    # Recovery points reach the file within a second of a roll's flush (case 4 needs one).
+    # Checkpoints reach their files within a second (the checkpoint cases wait for them).
     "log.flush.offset.checkpoint.interval.ms": "1000",
+    "log.flush.start.offset.checkpoint.interval.ms": "1000",
+    "replica.high.watermark.checkpoint.interval.ms": "1000",
+    # The consumers' FindCoordinator creates it: one partition, not fifty, for every restart to load.
+    "offsets.topic.num.partitions": "1",
 }
 RECORDS = 300  # per partition, ten to a batch, 160-byte values
 
@@ -97,6 +112,7 @@ class Case:
     producer: Producer
     acked: dict[tuple[int, int], bytes] = field(default_factory=dict)
     errors: list[KafkaError] = field(default_factory=list)
+    restarted_at: int = 0  # where the victim's server.log stood when it was started again
 
     @classmethod
     def start(cls, cluster: LocalCluster, name: str) -> Case:
@@ -145,6 +161,7 @@ class Case:
         else:
             self.cluster.stop_broker(self.victim)
         corrupt(self)
+        self.restarted_at = self.cluster.brokers[self.victim].log_path.stat().st_size
         self.cluster.start_broker(self.victim)
         data = self.cluster.brokers[self.victim].config_path.parent / "data"
         hosted = [d.name.rpartition("-") for d in data.iterdir() if d.is_dir()]
@@ -155,6 +172,12 @@ class Case:
             return f"not in the ISR of {out}" if out else None
 
         wait_for(missing, f"broker {self.victim} to rejoin every ISR", timeout=60)
+
+    def logged_since_restart(self) -> str:
+        """What the victim wrote to its server.log since it was started again."""
+        with open(self.cluster.brokers[self.victim].log_path, "rb") as f:
+            f.seek(self.restarted_at)
+            return f.read().decode(errors="replace")
 
     def lead_partition_0(self) -> None:
         """A preferred leader election: the victim leads partition 0 (every broker says so)."""
@@ -264,6 +287,15 @@ def leader(case: Case, partition: int) -> int:
     return state["leader"]
 
 
+def assert_recovery_truncated(case: Case, segments: list[Path]) -> None:
+    """The victim's recovery itself found each lie (a follower's truncation by leader epoch
+    would not read a torn batch, nor check a CRC)."""
+    logged = case.logged_since_restart()
+    assert "unclean shutdown" in logged
+    missed = [s for s in segments if f"{s}: truncated" not in logged]
+    assert not missed, f"recovery truncated none of {missed}"
+
+
 def last_batch(segment: Path) -> tuple[int, RecordBatchHeader]:
     return list(iter_batches(segment.read_bytes()))[-1]
 
@@ -298,6 +330,7 @@ def test_a_torn_last_batch_is_truncated_and_fetched_again(cluster: LocalCluster)
             os.truncate(segment, position + header.size // 2)
 
     case.restart_victim(kill=True, corrupt=tear)
+    assert_recovery_truncated(case, [active_segment(d) for d in case.victim_dirs()])
     assert_replicas_agree(case)
     case.lead_partition_0()
     case.check_served()
@@ -314,6 +347,7 @@ def test_a_zeroed_tail_is_truncated(cluster: LocalCluster) -> None:
                 f.write(bytes(64 * 1024))
 
     case.restart_victim(kill=True, corrupt=zero_tail)
+    assert_recovery_truncated(case, [active_segment(d) for d in case.victim_dirs()])
     assert_replicas_agree(case)  # whole files: zeros left behind would fail to parse
     case.lead_partition_0()
     case.check_served()
@@ -353,6 +387,9 @@ def test_corrupt_indexes_are_rebuilt(cluster: LocalCluster) -> None:
                 lie(segment.with_suffix(suffix), how, entry_size)
 
     case.restart_victim(kill=False, corrupt=corrupt_indexes)
+    rebuilt = case.logged_since_restart()
+    for directory in case.victim_dirs():
+        assert all(f"{segment}: rebuilding indexes" in rebuilt for segment in directory.glob("*.log"))
     for directory in case.victim_dirs():
         assert_indexes_describe_the_log(directory)
     assert_replicas_agree(case)
@@ -405,3 +442,121 @@ def assert_indexes_describe_the_log(directory: Path) -> None:
         for timestamp, relative in times:
             header = by_last.get(base + relative)
             assert header is not None and header.max_timestamp == timestamp <= running, (segment, timestamp)
+
+
+@pytest.mark.parametrize("checkpoints", ["missing", "stale"])
+def test_lost_or_stale_checkpoints_mean_recovery_from_further_back(cluster: LocalCluster,
+                                                                    checkpoints: str) -> None:
+    """SIGKILL (Kafka reads the recovery point only to recover after an unclean shutdown).
+    Before it, DeleteRecords moves partition 0's log start into the middle of a batch of its
+    third segment, and the victim's recovery-point checkpoint passes its second segment. After
+    it, one batch of each partition's second segment gets a bad CRC: recovery from the
+    checkpointed point would never read it. *missing*: the three offset checkpoints are gone,
+    so recovery starts at the log start (Kafka: a partition the checkpoint does not name
+    recovers from 0); *stale*: the recovery point and the high watermark go back into the second
+    segment, and the log start checkpoint is gone. Recovery finds the bad batch and truncates
+    there. Partition 1 fetches the rest again; partition 0, now ending below the leader's log
+    start, starts over there (in the middle of a batch, which it takes whole, as Kafka does).
+    Both learn the log start from the leader; the victim serves it once it leads."""
+    case = Case.start(cluster, f"checkpoints-{checkpoints}")
+    segments = {p: sorted(case.partition_dir(case.victim, p).glob("*.log")) for p in PARTITIONS}
+    assert all(len(s) >= 4 for s in segments.values()), segments
+    split = next(h for _, h in iter_batches(segments[0][2].read_bytes()) if h.records_count > 1)
+    log_start = split.base_offset + split.records_count // 2
+    delete_records(cluster.bootstrap_servers, case.topic, {0: log_start})
+    data = cluster.brokers[case.victim].config_path.parent / "data"
+
+    def checkpoints_unwritten() -> str | None:
+        # Every replica's log start checkpoint names the new log start; the victim's recovery
+        # points pass the second segments, its high watermarks are the log ends.
+        ends = {p: max(o for q, o in case.acked if q == p) + 1 for p in PARTITIONS}
+        wanted = {(LOG_START_OFFSET_CHECKPOINT, broker, 0): log_start for broker in cluster.brokers}
+        wanted |= {(REPLICATION_OFFSET_CHECKPOINT, case.victim, p): ends[p] for p in PARTITIONS}
+        wanted |= {(RECOVERY_POINT_CHECKPOINT, case.victim, p): int(segments[p][2].stem) for p in PARTITIONS}
+        behind = {}
+        for (name, broker, p), least in wanted.items():
+            path = cluster.brokers[broker].config_path.parent / "data" / name
+            found = OffsetCheckpointFile(path).read().get((case.topic, p), -1) if path.exists() else -1
+            if found < least:
+                behind[(name, broker, p)] = found
+        return f"behind: {behind}" if behind else None
+
+    wait_for(checkpoints_unwritten, "the checkpoints to name the partitions")
+    corrupted = [segments[p][1] for p in PARTITIONS]
+
+    def lose_checkpoints(case: Case) -> None:
+        for segment in corrupted:
+            position, header = list(iter_batches(segment.read_bytes()))[1]
+            flip_bytes(segment, position + header.size // 2)
+        if checkpoints == "missing":
+            for name in (RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT):
+                (data / name).unlink()
+        else:
+            stale = {(case.topic, p): int(segments[p][1].stem) + 1 for p in PARTITIONS}
+            for name in (RECOVERY_POINT_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT):
+                checkpoint = OffsetCheckpointFile(data / name)
+                checkpoint.write({**checkpoint.read(), **stale})
+        (data / LOG_START_OFFSET_CHECKPOINT).unlink(missing_ok=True)
+
+    case.restart_victim(kill=True, corrupt=lose_checkpoints)
+    assert_recovery_truncated(case, corrupted)
+    assert_replicas_agree(case)
+    case.lead_partition_0()
+    case.check_served({0: log_start})
+
+
+def test_a_truncated_producer_snapshot_is_rebuilt_from_the_log(cluster: LocalCluster) -> None:
+    """A clean stop (Kafka writes a producer snapshot at the log end when it shuts down cleanly,
+    and reads snapshots at every start). Each of the victim's snapshots is cut in half: its CRC
+    fails, it is discarded, and the producers' state is rebuilt from the log. Once the victim
+    leads partition 0, a retry of the producer's last batch from before the stop is answered as
+    a duplicate, with the offsets it was first given, and the producer writes on."""
+    case = Case.start(cluster, "snapshot")
+    snapshots: list[Path] = []
+
+    def cut_snapshots(case: Case) -> None:
+        for directory in case.victim_dirs():
+            found = sorted(directory.glob("*.snapshot"))
+            assert found, f"no producer snapshot in {directory} after a clean shutdown"
+            snapshots.extend(found)
+            for snapshot in found:
+                snapshot.write_bytes(snapshot.read_bytes()[:snapshot.stat().st_size // 2])
+
+    case.restart_victim(kill=False, corrupt=cut_snapshots)
+    logged = case.logged_since_restart()
+    assert all(f"discarding producer snapshot {s}" in logged for s in snapshots), snapshots
+    assert_replicas_agree(case)
+    case.lead_partition_0()
+    last = max(o for p, o in case.acked if p == 0)
+    victim = address_of(cluster, case.victim)
+    stored = bytes(fetch_records(victim, case.topic, 0, last).records)
+    position, header = next((pos, h) for pos, h in iter_batches(stored, partial_tail_ok=True)
+                            if h.last_offset == last)
+    assert header.producer_id >= 0
+    retry = bytearray(stored[position:position + header.size])
+    set_base_offset(retry, 0, 0)  # as the producer sent it
+    set_partition_leader_epoch(retry, 0, -1)
+    answer = produce_records(victim, case.topic, 0, bytes(retry))
+    assert (answer.error_code, answer.base_offset) == (ErrorCode.none, header.base_offset)
+    case.check_served()  # the retry added nothing
+
+
+def test_a_follower_with_a_corrupt_tail_truncates_and_fetches_it_again(cluster: LocalCluster) -> None:
+    """SIGKILL (Kafka checks CRCs at start only when it recovers, after an unclean shutdown).
+    Garbage lands in the middle of the last batch of the victim's last segment of each
+    partition (partition 1's follower, partition 0's leader until the kill): the framing
+    holds, the CRC does not. Recovery truncates to the batch before it, the victim fetches the
+    rest from the leader again, and its log ends up the leader's, byte for byte."""
+    case = Case.start(cluster, "crc")
+
+    def garble(case: Case) -> None:
+        for directory in case.victim_dirs():
+            segment = active_segment(directory)
+            position, header = last_batch(segment)
+            flip_bytes(segment, position + header.size // 2)
+
+    case.restart_victim(kill=True, corrupt=garble)
+    assert_recovery_truncated(case, [active_segment(d) for d in case.victim_dirs()])
+    assert_replicas_agree(case)
+    case.lead_partition_0()
+    case.check_served()
