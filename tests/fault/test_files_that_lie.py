@@ -54,6 +54,7 @@ from odradek.protocol.records import (
 )
 from support import (
     EARLIEST,
+    LATEST,
     ClusterFactory,
     address_of,
     create_topic,
@@ -195,7 +196,8 @@ class Case:
             return f.read().decode(errors="replace")
 
     def lead_partition_0(self) -> None:
-        """A preferred leader election: the victim leads partition 0 (every broker says so)."""
+        """A preferred leader election: the victim leads partition 0 (every broker says so) and
+        its high watermark is the log end."""
         with AdminClient({"bootstrap.servers": self.cluster.bootstrap_servers}) as admin:
             answers = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(self.topic, 0)]).result(30)
         # (Not needed: the controller's automatic rebalance came first.)
@@ -207,29 +209,38 @@ class Case:
                        and info[0].leader == self.victim for b in self.cluster.brokers)
 
         wait_until(told, message=f"broker {self.victim} to lead {self.topic}-0")
+        # A new leader's high watermark catches up once its followers fetch.
+        end = max(o for p, o in self.acked if p == 0) + 1
+        wait_until(lambda: list_offset(address_of(self.cluster, self.victim), self.topic, 0, LATEST)[1] == end,
+                   message=f"{self.topic}-0's high watermark on broker {self.victim} to reach {end}")
 
     def check_served(self, log_start: dict[int, int] | None = None) -> None:
         """Every acknowledged record at or past the log start is read from the cluster where it
         was acknowledged, and nothing else; then the producer writes on right after them."""
         starts = log_start or {}
         expected = {k: v for k, v in self.acked.items() if k[1] >= starts.get(k[0], 0)}
-        assert read_all(self.cluster, self.topic, starts) == expected
         ends = {p: max(o for q, o in self.acked if q == p) + 1 for p in PARTITIONS}
+        assert read_all(self.cluster, self.topic, {p: (starts.get(p, 0), ends[p]) for p in PARTITIONS}) == expected
         before = set(self.acked)
         self.produce(20)
         new = sorted(set(self.acked) - before)
         assert new == sorted((p, o) for p in PARTITIONS for o in range(ends[p], ends[p] + 20))
 
 
-def read_all(cluster: LocalCluster, topic: str, starts: dict[int, int]) -> dict[tuple[int, int], bytes]:
-    """Every record of both partitions from their log start offsets to their high watermarks."""
+def read_all(cluster: LocalCluster, topic: str, watermarks: dict[int, tuple[int, int]]
+             ) -> dict[tuple[int, int], bytes]:
+    """Every record of both partitions, once their (log start, high watermark) are
+    ``watermarks`` (a new leader's high watermark catches up once its followers fetch)."""
     consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": unique_topic("lie"),
                          "enable.auto.commit": False, "enable.partition.eof": True})
     out: dict[tuple[int, int], bytes] = {}
     try:
-        ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30) for p in PARTITIONS}
-        assert {p: low for p, (low, _) in ends.items()} == {p: starts.get(p, 0) for p in PARTITIONS}
-        consumer.assign([TopicPartition(topic, p, low) for p, (low, _) in ends.items()])
+        def stale() -> str | None:
+            found = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=30) for p in PARTITIONS}
+            return None if found == watermarks else f"{found}, not {watermarks}"
+
+        wait_for(stale, f"the watermarks of {topic}")
+        consumer.assign([TopicPartition(topic, p, low) for p, (low, _) in watermarks.items()])
         done: set[int] = set()
 
         def read() -> bool:
@@ -241,7 +252,7 @@ def read_all(cluster: LocalCluster, topic: str, starts: dict[int, int]) -> dict[
                 else:
                     raise AssertionError(m.error())
             return done == set(PARTITIONS) and all(
-                (p, high - 1) in out for p, (_, high) in ends.items())
+                (p, high - 1) in out for p, (_, high) in watermarks.items())
 
         wait_until(read, timeout=60, message=f"reading {topic}")
     finally:
@@ -412,9 +423,9 @@ def test_corrupt_indexes_are_rebuilt(start_case: Callable[[str], Case]) -> None:
         assert_indexes_describe_the_log(directory)
     assert_replicas_agree(case)
     case.lead_partition_0()
+    case.check_served()  # (first: it waits for the high watermark, which bounds ListOffsets)
     after = {ts: list_offset(address_of(case.cluster, case.victim), case.topic, 0, ts) for ts in timestamps}
-    assert after == before
-    case.check_served()
+    assert after == before  # the records written since are newer than every timestamp asked
 
 
 def record_timestamps(case: Case) -> list[int]:
