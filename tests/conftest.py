@@ -52,13 +52,11 @@ ECOSYSTEM_MODULES = frozenset({
 # workers keep two cores busy (17 min against 22 with two).  Each module goes whole to one
 # worker, so that its fixtures (its cluster, say) are set up once; a directory in
 # SHARED_DIRECTORIES goes whole to one worker, its modules one after another: Spark's session
-# (one JVM per worker would not fit beside the brokers) and the labs (their namespaces, subnets
-# and nftables tables stay apart).
+# (one JVM per worker would not fit beside the brokers; and the modules that start driver
+# programs of their own, a standalone cluster or three brokers of their own, tried as units
+# of their own, made the suite slower, 29.6 min against 27: Spark's JVMs side by side on two
+# cores) and the labs (their namespaces, subnets and nftables tables stay apart).
 SHARED_DIRECTORIES = frozenset({"spark", "lab"})
-# But for the modules of those directories that start their own Spark driver programs (and
-# their own brokers or standalone cluster) rather than use the worker's session: each is a
-# unit of its own, beside the Spark directory's (which was the suite's longest by far).
-OWN_UNIT_MODULES = frozenset({"spark/test_spark_cluster.py", "spark/test_spark_exactly_once_faults.py"})
 
 # Work goes to the workers in collection order as they free up, so the longest units start
 # first (the spark and lab directories, the matrix's quick subset: one module of minutes) and
@@ -86,13 +84,10 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | 
 
 
 def _work_unit(nodeid: str) -> str:
-    """What goes whole to one worker: the test's module, or its SHARED_DIRECTORIES directory
-    (but for OWN_UNIT_MODULES)."""
+    """What goes whole to one worker: the test's module, or its SHARED_DIRECTORIES directory."""
     module = nodeid.split("::", 1)[0]
     parts = module.split("/")
-    if parts[0] == "tests" and len(parts) > 2 and parts[1] in SHARED_DIRECTORIES:
-        return module if "/".join(parts[1:]) in OWN_UNIT_MODULES else parts[1]
-    return module
+    return parts[1] if parts[0] == "tests" and len(parts) > 2 and parts[1] in SHARED_DIRECTORIES else module
 
 
 # Seconds spent in each unit of work (setup, call and teardown of its tests), for the summary:

@@ -135,19 +135,40 @@ class AbstractIndex:
     def _last_raw(self) -> tuple[int, int] | None:
         """The last entry as stored, reading only the file's tail if it is not loaded, so
         start-up checks and retention need not load whole indexes."""
+        tail = self._tail(1)[1]
+        return tail[-1] if tail else None
+
+    def _sane_tail(self) -> list[tuple[int, int]]:
+        """The last two entries (fewer if there are not), for a sanity check:
+        IndexCorruptError if the file is not whole entries (Kafka's check: a torn or padded
+        file lies about the rest too) or if their keys do not increase (one step beyond
+        Kafka's: a zeroed or preallocated tail, whose last entry would otherwise be trusted)."""
+        size, tail = self._tail(2)
+        if size % self.entry.size:
+            raise IndexCorruptError(f"{self.path}: its size {size} is no multiple of the entry "
+                                    f"size {self.entry.size}")
+        if len(tail) == 2 and tail[1][0] <= tail[0][0]:
+            raise IndexCorruptError(f"{self.path}: its last two entries {tail} do not increase")
+        return tail
+
+    def _tail(self, count: int) -> tuple[int, list[tuple[int, int]]]:
+        """(the file's size, its last ``count`` whole entries); loaded entries are what is
+        stored."""
         if self._loaded:
-            return (self._keys[-1], self._values[-1]) if self._keys else None
+            n = len(self._keys)
+            return self._file_size, [(self._keys[i], self._values[i]) for i in range(max(n - count, 0), n)]
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
-            return None
+            return 0, []
         try:
             size = os.fstat(fd).st_size
-            size -= size % self.entry.size
-            raw = os.pread(fd, self.entry.size, size - self.entry.size) if size else b""
+            usable = size - size % self.entry.size
+            start = max(usable - count * self.entry.size, 0)
+            raw = os.pread(fd, usable - start, start) if usable else b""
         finally:
             os.close(fd)
-        return self.entry.unpack(raw) if raw else None
+        return size, list(self.entry.iter_unpack(raw))
 
     def reset(self) -> None:
         """Drop every entry (before a rebuild)."""

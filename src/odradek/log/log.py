@@ -176,7 +176,16 @@ class Log:
                                     self._next_offset)
         self.recovery_point = min(max(recovery_point, self.log_start_offset), self._next_offset)
         if loaded.recovered:
-            self.flush()  # what recovery accepted is now the log: make it durable
+            # What recovery accepted is now the log, with the indexes it rebuilt: make them
+            # durable. flush() covers the segments past the recovery point; below it, a failed
+            # sanity check rebuilt the indexes, whose files would otherwise stay empty until a
+            # clean shutdown.
+            for i, segment in enumerate(self.segments):
+                upper = self._bases[i + 1] if i + 1 < len(self.segments) else self._next_offset
+                if segment.base_offset in loaded.recovered_bases and upper <= self.recovery_point:
+                    segment.index.flush()
+                    segment.time_index.flush()
+            self.flush()
         cache.truncate_from_end(self._next_offset)
         cache.truncate_from_start(self.log_start_offset)
         if loaded.recovered_bases:
@@ -426,12 +435,21 @@ class Log:
         A trailing partial batch is ignored (the next fetch brings it). Raises
         CorruptMessageError for a bad CRC and UnexpectedAppendOffsetError when the batches
         start below the log end offset or go backwards. End-transaction markers complete
-        their transactions as on the leader.
+        their transactions as on the leader. An empty log whose start lies inside the first
+        batch starts over at that batch's base offset and takes it whole (Kafka's
+        Partition.appendRecordsToFollowerOrFutureReplica): a replica that starts over at the
+        leader's log start, which DeleteRecords may have put inside a batch, would otherwise
+        be refused that batch on every fetch.
         """
         batches = list(iter_batches(records, partial_tail_ok=True))
         if not batches:
             return LogAppendInfo(-1, -1, NO_TIMESTAMP, -1, NO_TIMESTAMP, self.log_start_offset,
                                  0, 0, 0)
+        head_position, head = batches[0]
+        end = self._next_offset
+        if head.base_offset < end == self.log_start_offset and batches[-1][1].last_offset >= end:
+            check_crc(records, head_position, head)  # nothing is truncated for a corrupt batch
+            self.truncate_fully_and_start_at(head.base_offset)
         update = self.producer_state.prepare(from_client=False)
         cache = self.leader_epoch_cache
         infos: list[BatchInfo] = []

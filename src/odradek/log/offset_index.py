@@ -73,8 +73,10 @@ class OffsetIndex(AbstractIndex):
         self._truncate_entries(self._floor(keys, offset - self.base_offset - 1) + 1)
 
     def sanity_check(self, log_size: int) -> None:
-        """Kafka's O(1) check: the last entry lies inside the segment and its log file."""
-        last = self._last_raw()
+        """Kafka's O(1) check: the file holds whole entries and the last one lies inside the
+        segment and its log file; and the last two increase (see ``_sane_tail``)."""
+        tail = self._sane_tail()
+        last = tail[-1] if tail else None
         # (A negative position too: reads would pread before the file's start, EINVAL, and
         # take the whole log directory offline; fuzz/log_recovery.py found it.)
         if last is not None and (last[0] < 0 or not 0 <= last[1] < max(log_size, 1)):

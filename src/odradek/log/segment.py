@@ -318,7 +318,7 @@ class LogSegment:
         if self.size and not (self.index.path.exists() and self.time_index.path.exists()):
             raise IndexCorruptError(f"index files of {self.log_path} are missing")
         self.index.sanity_check(self.size)
-        self.time_index.sanity_check(lambda: self.next_offset)
+        self.time_index.sanity_check(lambda: self.next_offset, lambda: self.first_batch_timestamp)
         self.txn_index.sanity_check()
 
     def on_become_inactive(self) -> None:

@@ -67,15 +67,22 @@ class TimeIndex(AbstractIndex):
         """Remove every entry for offsets >= ``offset`` (offsets are non-decreasing)."""
         self._truncate_entries(self._floor(self.values, offset - self.base_offset - 1) + 1)
 
-    def sanity_check(self, next_offset: Callable[[], int]) -> None:
-        """Kafka's O(1) check, the last entry lies inside the segment, and one step further:
-        not past the segment's end (``next_offset``, asked only when there is an entry).  An
-        entry past the end would make every later entry (an append's, or the one written at
-        close) fail; fuzz/log_recovery.py found it."""
-        last = self._last_raw()
-        if last is None:
+    def sanity_check(self, next_offset: Callable[[], int], first_batch_timestamp: Callable[[], int]) -> None:
+        """Kafka's O(1) check (whole entries, the last one inside the segment) and further
+        steps, each asked only when there is an entry: the last two increase (see
+        ``_sane_tail``); the last lies before the segment's end (``next_offset``: an entry past
+        it would make every later entry, an append's or the one written at close, fail;
+        fuzz/log_recovery.py found it); and its timestamp, the segment's largest, is not below
+        the first batch's (a zeroed index would date the segment to 1970: retention would
+        delete it, ListOffsets by timestamp would pass over it)."""
+        tail = self._sane_tail()
+        if not tail:
             return
+        last = tail[-1]
         if last[1] < 0:
             raise IndexCorruptError(f"{self.path}: last entry {last} lies before the segment")
         if self.base_offset + last[1] >= next_offset():
             raise IndexCorruptError(f"{self.path}: last entry {last} lies past the segment's end")
+        if last[0] < first_batch_timestamp():
+            raise IndexCorruptError(f"{self.path}: last entry {last} is older than the segment's "
+                                    "first batch")

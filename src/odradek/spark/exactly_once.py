@@ -18,12 +18,11 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 from confluent_kafka import KafkaException, Producer
 
-from odradek.admin.transactions import TransactionsAdmin, TransactionsCommandError
-from odradek.security.client import ClientSecurity
 from odradek.spark.options import OptionError, SinkOptions
 from odradek.spark.sink_faults import InjectedTaskFailure, SinkFaults
 from odradek.spark.sink_state import (
@@ -41,6 +40,9 @@ from odradek.spark.write_task import (
     produce_all,
     producer_config,
 )
+
+if TYPE_CHECKING:
+    from odradek.admin.transactions import TransactionsAdmin
 
 __all__ = [
     "abort_open_transactions",
@@ -183,6 +185,8 @@ async def _commit(options: SinkOptions, transactions: Sequence[OpenTransaction])
 
 
 async def _abort(options: SinkOptions, write_id: str, partitions: int) -> None:
+    from odradek.admin.transactions import TransactionsCommandError
+
     async with _transactions_admin(options) as admin:
         for partition in range(partitions):
             transactional_id = batch_transactional_id(write_id, partition)
@@ -197,6 +201,11 @@ async def _abort(options: SinkOptions, write_id: str, partitions: int) -> None:
 
 
 def _transactions_admin(options: SinkOptions) -> TransactionsAdmin:
+    # Imported here, not with the module: a streaming task never needs odradek's own admin
+    # client (and the protocol library it brings), and every executor imports this module.
+    from odradek.admin.transactions import TransactionsAdmin
+    from odradek.security.client import ClientSecurity
+
     try:
         security = ClientSecurity.from_properties(options.kafka_params)
     except ValueError as e:

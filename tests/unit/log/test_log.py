@@ -254,6 +254,31 @@ def test_follower_append(open_log: OpenLog) -> None:
     assert follower.log_end_offset == 4
 
 
+def test_a_replica_starting_over_inside_a_batch_takes_the_batch_whole(open_log: OpenLog) -> None:
+    """A replica reset to the leader's log start, which DeleteRecords had put inside a batch,
+    was refused that batch on every fetch (UnexpectedAppendOffsetError) and never caught up;
+    as Kafka's Partition does, the empty log starts over at the batch's base offset."""
+    leader = open_log(name="lead-0")
+    for epoch in (1, 2):
+        leader.append_as_leader(batch(4), leader_epoch=epoch)
+    leader.update_high_watermark(8)
+    leader.maybe_increment_log_start_offset(6)
+    fetched = leader.read(6, 1 << 20).read_bytes()  # the batch holding offset 6: offsets 4-7
+    follower = open_log(name="follow-0")
+    follower.truncate_fully_and_start_at(6)  # the fetcher's reset to the leader's log start
+    corrupt = bytearray(fetched)
+    corrupt[-1] ^= 1
+    with pytest.raises(CorruptMessageError):
+        follower.append_as_follower(corrupt)
+    assert (follower.log_start_offset, follower.log_end_offset) == (6, 6)  # nothing truncated
+    info = follower.append_as_follower(fetched)
+    assert (info.first_offset, follower.log_start_offset, follower.log_end_offset) == (4, 4, 8)
+    assert follower.read(4, 1 << 20).read_bytes() == fetched
+    assert [(e.epoch, e.start_offset) for e in follower.leader_epoch_cache.entries] == [(2, 4)]
+    with pytest.raises(UnexpectedAppendOffsetError):  # a log that is not empty still refuses it
+        follower.append_as_follower(fetched)
+
+
 def test_truncate_to(open_log: OpenLog) -> None:
     lg = open_log(config(segment_bytes=400))
     for i in range(20):

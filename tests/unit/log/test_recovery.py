@@ -137,6 +137,44 @@ def test_time_index_entry_past_the_log_end_is_rebuilt_on_clean_start(open_log: O
     again.close()
 
 
+def test_an_index_of_the_wrong_size_is_rebuilt_on_clean_start(open_log: OpenLog) -> None:
+    """Kafka's check: an index that is not whole entries lies about the rest too. (Before,
+    the torn entry was dropped when the index was first read and the rest trusted.)"""
+    cfg = config(segment_bytes=1000, index_interval_bytes=50)
+    lg = open_log(cfg)
+    populate(lg)
+    expected = all_offsets(lg, max_bytes=100)
+    lg.close()
+    index, time_index = lg.segments[0].index.path, lg.segments[1].time_index.path
+    index.write_bytes(index.read_bytes()[:-3])
+    time_index.write_bytes(time_index.read_bytes() + b"\x01\x02\x03\x04\x05")
+    again = open_log(cfg, recovery_point=lg.log_end_offset)
+    assert index.stat().st_size % 8 == 0 and time_index.stat().st_size % 12 == 0
+    assert len(again.segments[0].index) == index.stat().st_size // 8 > 0
+    assert all_offsets(again, max_bytes=100) == expected
+
+
+def test_zeroed_indexes_are_rebuilt_on_clean_start(open_log: OpenLog) -> None:
+    """A zeroed index (a preallocated one after power loss, or a disk that lies) passes
+    Kafka's check. Its offset index only slowed lookups down, but its time index dated the
+    segment to 1970: ListOffsets by timestamp passed over it and retention would delete it.
+    The last two entries must increase, and the last timestamp is not below the first batch's."""
+    cfg = config(segment_bytes=1000, index_interval_bytes=50)
+    lg = open_log(cfg)
+    populate(lg)
+    lg.close()
+    first, second, third = lg.segments[:3]
+    first.time_index.path.write_bytes(bytes(12 * 16))
+    second.time_index.path.write_bytes(bytes(12))  # one entry: the first batch check
+    third.index.path.write_bytes(bytes(8 * 16))
+    again = open_log(cfg, recovery_point=lg.log_end_offset)
+    assert [again.offset_for_timestamp(s.first_batch_timestamp).offset for s in (first, second)] == [
+        first.base_offset, second.base_offset]
+    assert min(s.largest_timestamp for s in again.segments) >= T0
+    entries = again.segments[2].index
+    assert list(entries.keys) == sorted(set(entries.keys)) and entries.last_entry().position > 0
+
+
 def test_sigkill_during_appends_recovers_to_complete_batches(tmp_path: Path) -> None:
     """A writer appending as fast as it can is SIGKILLed; the reopened log holds a
     contiguous run of intact batches, the acknowledged ones among them."""
