@@ -124,7 +124,7 @@ class Request:
     handled_ns: int = field(init=False, repr=False, compare=False)
     ready_ns: int = field(init=False, repr=False, compare=False)
     sent_ns: int = field(init=False, repr=False, compare=False)
-    throttle_ms: int = field(init=False, repr=False, compare=False)  # set when a quota throttled it
+    throttle_ms: int = field(default=0, init=False, repr=False, compare=False)  # set when a quota throttled it
 
     @property
     def api_key(self) -> int:
@@ -288,8 +288,9 @@ class KafkaChannel:
 
     def respond(self, request: Request, response: Response) -> None:
         """The handler answered ``request`` at once (None: no answer, e.g. acks=0 produce)."""
-        if self.observer is not None:
-            request.handled_ns = request.ready_ns = time.monotonic_ns()
+        observed = self.observer is not None
+        if observed:
+            request.handled_ns = request.ready_ns = now = time.monotonic_ns()
         queue = self._queue
         if queue:  # behind an answer still awaited
             request.response = response
@@ -297,8 +298,9 @@ class KafkaChannel:
             queue.append(request)
         elif not self.closing:
             self._emit(response)
-            if self.observer is not None:
-                self._mark_released(request)
+            if observed:  # released as it was handled: one clock read for the three
+                request.sent_ns = now
+                self.released.append(request)
 
     def defer(self, request: Request, awaiting: object) -> None:
         """The handler answers ``request`` later (:meth:`complete`); ``awaiting`` is what the

@@ -15,7 +15,6 @@ from typing import TYPE_CHECKING
 from odradek.broker.apis.authorization import authorized, unauthorized_names
 from odradek.broker.apis.registry import answer_when_done, api
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.error_counts import count_partition_errors
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.legacy_records import is_legacy_message_set, up_convert
 from odradek.protocol.produce_request import has_transactional_records, parse_produce_request
@@ -107,10 +106,13 @@ def _encode(request: Request, results: dict[TopicPartition, ProducePartitionResu
     for (topic, partition), r in results.items():
         by_topic.setdefault(topic, []).append(ProducedPartition(
             partition, r.error, r.base_offset, r.log_append_time, r.log_start_offset, r.record_errors, r.message))
-    topics = list(by_topic.items())
-    if request.error_counts is not None:
-        count_partition_errors(request.error_counts, topics)
-    return encode_produce_response(request.header.correlation_id, request.api_version, topics)
+    counts = request.error_counts
+    if counts is not None:  # each partition's error code (count_partition_errors, inlined: every produce)
+        for r in results.values():
+            counts[r.error] = counts.get(r.error, 0) + 1
+        for error, _ in refused.values():
+            counts[error] = counts.get(error, 0) + 1
+    return encode_produce_response(request.header.correlation_id, request.api_version, list(by_topic.items()))
 
 
 def _up_convert(entries: list[tuple[str, int, memoryview | None]]

@@ -30,7 +30,7 @@ from operator import sub, truediv
 from typing import TYPE_CHECKING, Final
 
 from odradek.broker.quota.throttling import is_follower_fetch
-from odradek.histogram import Histogram
+from odradek.histogram import RESERVOIR_SIZE, Histogram
 from odradek.protocol.api_keys import ApiKey
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def kafka_request_name(api_key: int) -> str:
 
 
 # Pending samples of one request name folded into its histograms at this many.
-FOLD_EVERY: Final = 512
+FOLD_EVERY: Final = 4096
 
 
 class RequestTimes:
@@ -91,13 +91,18 @@ class RequestTimes:
         requests = self.requests
         for version, count in Counter(versions).items():
             requests[version] = requests.get(version, 0) + count
-        # map over the columns: the per-sample work stays in C.
-        self.total.extend(_ms_between(received, written))
-        self.local.extend(_ms_between(received, handled))
-        self.remote.extend(_ms_between(handled, ready))
-        self.response_queue.extend(_ms_between(ready, sent))
-        self.response_send.extend(_ms_between(sent, written))
-        self.throttle.extend(list(throttle))
+        # Over the columns, in C: each time's sum from the sums of its ends, and each sample
+        # only for the last RESERVOIR_SIZE requests, which is all a histogram keeps.
+        sums = [sum(column) for column in (received, handled, ready, sent, written)]
+        tail = -RESERVOIR_SIZE
+        received, handled, ready, sent, written = (c[tail:] for c in (received, handled, ready, sent, written))
+        n = len(pending)
+        for histogram, (start, end), starts, ends in (
+                (self.total, (0, 4), received, written), (self.local, (0, 1), received, handled),
+                (self.remote, (1, 2), handled, ready), (self.response_queue, (2, 3), ready, sent),
+                (self.response_send, (3, 4), sent, written)):
+            histogram.add_batch(n, (sums[end] - sums[start]) / _NS_PER_MS, _ms_between(starts, ends))
+        self.throttle.add_batch(n, float(sum(throttle)), list(throttle[tail:]))
 
 
 def _ms_between(starts: tuple[int, ...], ends: tuple[int, ...]) -> list[float]:
@@ -131,11 +136,14 @@ class RequestMetrics:
             header = request.header
             api_key = header.api_key
             sample = (header.api_version, request.received_ns, request.handled_ns, request.ready_ns, request.sent_ns,
-                      written_ns, getattr(request, "throttle_ms", 0))  # throttle_ms: set only on throttled requests
+                      written_ns, request.throttle_ms)
             times = by_key.get(api_key)
             if times is None:
                 times = by_key[api_key] = self._times(kafka_request_name(api_key))
-            times.add(sample)
+            pending = times.pending  # RequestTimes.add, inlined: this runs for every request
+            pending.append(sample)
+            if len(pending) >= FOLD_EVERY:
+                times.fold()
             if api_key == _FETCH:
                 self._times("FetchFollower" if is_follower_fetch(request) else "FetchConsumer").add(sample)
 

@@ -1,0 +1,71 @@
+"""The request metrics' own CPU per request, in-process, with and without them, in one run.
+
+bench/broker_bound.py --metrics --baseline HEAD measures the metrics' cost on a whole broker
+under load, where round-to-round noise on this machine (±10-20 % per phase) hides a cost of a
+few per cent. This runs only what metrics add to a request's passage, on the real code: a
+KafkaChannel reads a request frame, the RequestMetrics observer hears of it (the clock reads,
+the error counts handed to the handler), the handler's part (a one-partition produce
+response's error code counted), the answer released and reported written (the histograms'
+batched folding included). The same loop without an observer is the baseline. The difference
+is the metrics' CPU per request; divide it by a broker's CPU per one-record produce request
+(broker_bound.py's "CPU us/req", 80 us here) for their share.
+
+    .venv/bin/python bench/metrics_cost.py [--requests 200000] [--rounds 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+
+from kio.schema.metadata.v12.request import MetadataRequest
+
+from odradek.broker.metrics.request_metrics import RequestMetrics
+from odradek.net.kafka_channel import KafkaChannel
+from odradek.protocol.framing import encode_request
+
+FRAME = encode_request(MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                       include_topic_authorized_operations=False), 1, "bench")
+PARTITION_ERRORS = (0,)  # what a one-record produce answer carries: one partition, no error
+
+
+def passage_ns(requests: int, observer: RequestMetrics | None) -> float:
+    """Process CPU nanoseconds per request for ``requests`` requests through one channel."""
+    channel = KafkaChannel(observer=observer)
+    frame, size = memoryview(FRAME), len(FRAME)
+    started = time.process_time_ns()
+    for _ in range(requests):
+        channel.get_buffer()[:size] = frame
+        channel.buffer_updated(size)
+        request = channel.next_request()
+        assert request is not None
+        counts = request.error_counts
+        if counts is not None:  # the produce handler's part (apis/produce.py _encode)
+            for error in PARTITION_ERRORS:
+                counts[error] = counts.get(error, 0) + 1
+        channel.respond(request, b"answer")
+        channel.clear_output()
+        if observer is not None:  # the connection's part: its output was written
+            channel.answers_written()
+    return (time.process_time_ns() - started) / requests
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--requests", type=int, default=200_000)
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    without, with_ = [], []
+    for _ in range(args.rounds):  # in turns, so that drift hits both
+        without.append(passage_ns(args.requests, None))
+        with_.append(passage_ns(args.requests, RequestMetrics()))
+    # The least of the rounds: on a shared machine, other processes only ever add time.
+    off, on = min(without), min(with_)
+    print(f"{args.requests:,} requests x {args.rounds} rounds, CPU per request (least of the rounds)")
+    print(f"  without metrics  {off / 1000:6.2f} us   rounds: {', '.join(f'{v / 1000:.2f}' for v in without)}")
+    print(f"  with metrics     {on / 1000:6.2f} us   rounds: {', '.join(f'{v / 1000:.2f}' for v in with_)}")
+    print(f"  metrics' cost    {(on - off) / 1000:6.2f} us per request")
+
+
+if __name__ == "__main__":
+    main()
