@@ -112,6 +112,15 @@ async def start(dispatch: Callable[[Request], Response | Awaitable[Response]],
     return server, ports["PLAINTEXT"]
 
 
+async def answering_one_peer() -> tuple[SocketServer, int, Peer]:
+    """A server that answers every request with no error, its port, and a peer it answered once."""
+    server, port = await start(lambda request: answer(request, 0))
+    peer = await Peer.connect(port)
+    await peer.send(metadata_request(1))
+    assert await peer.read_answer() == (1, 0)
+    return server, port, peer
+
+
 async def still_serves(port: int) -> None:
     """A fresh connection to the server is answered (the server survived)."""
     peer = await Peer.connect(port)
@@ -377,11 +386,8 @@ def test_file_regions_are_sent_in_place_in_the_response(run: Runner) -> None:
 
 def test_stop_closes_open_connections(run: Runner) -> None:
     async def scenario() -> None:
-        server, port = await start(lambda request: answer(request, 0))
-        peer = await Peer.connect(port)
+        server, port, peer = await answering_one_peer()
         try:
-            await peer.send(metadata_request(1))
-            assert await peer.read_answer() == (1, 0)
             await server.stop()
             assert await peer.closed_by_server()
             assert not server.connections
@@ -558,11 +564,8 @@ def test_without_an_observer_nothing_watches_the_writes(run: Runner) -> None:
     """The transport keeps its write limits (reading pauses above 4 MB buffered, resumes below 1 MB)."""
 
     async def scenario() -> None:
-        server, port = await start(lambda request: answer(request, 0))
-        peer = await Peer.connect(port)
+        server, _, peer = await answering_one_peer()
         try:
-            await peer.send(metadata_request(1))
-            assert await peer.read_answer() == (1, 0)
             (connection,) = server.connections
             assert connection.transport.get_write_buffer_limits() == (1024 * 1024, 4 * 1024 * 1024)
         finally:
