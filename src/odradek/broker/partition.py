@@ -1,8 +1,9 @@
 """One partition as this broker hosts it: leader or follower, its log, ISR and high watermark.
 
 As leader it tracks each follower's log end offset (from the offsets the follower fetches
-at), keeps the high watermark at the smallest log end offset in the ISR, and proposes ISR
-changes to the controller (it never writes the ISR itself).  While a change is in flight
+at) and log start offset (which its fetches report), keeps the high watermark at the smallest
+log end offset in the ISR, and proposes ISR changes to the controller (it never writes the
+ISR itself).  While a change is in flight
 the ISR used for the high watermark is the *maximal* one (current plus any replica being
 added), so the high watermark never gets ahead of a replica that may yet be in the ISR.
 """
