@@ -45,6 +45,7 @@ class FetchPartitionRequest:
     max_bytes: int
     current_leader_epoch: int = -1
     last_fetched_epoch: int = -1  # v12: the epoch of the fetcher's last batch
+    log_start_offset: int = -1  # v5+: the fetcher's (a follower's, for DeleteRecords' low watermark)
 
 
 class DelayedFetch(DelayedOperation):

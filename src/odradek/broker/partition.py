@@ -1,8 +1,9 @@
 """One partition as this broker hosts it: leader or follower, its log, ISR and high watermark.
 
 As leader it tracks each follower's log end offset (from the offsets the follower fetches
-at), keeps the high watermark at the smallest log end offset in the ISR, and proposes ISR
-changes to the controller (it never writes the ISR itself).  While a change is in flight
+at) and log start offset (which its fetches report), keeps the high watermark at the smallest
+log end offset in the ISR, and proposes ISR changes to the controller (it never writes the
+ISR itself).  While a change is in flight
 the ISR used for the high watermark is the *maximal* one (current plus any replica being
 added), so the high watermark never gets ahead of a replica that may yet be in the ISR.
 """
@@ -16,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from odradek.protocol import control
 
 if TYPE_CHECKING:
+    from collections.abc import Container
+
     from odradek.log.log import Log
 
 log = logging.getLogger(__name__)
@@ -31,6 +34,9 @@ class RemoteReplica:
     last_caught_up_time_ms: int = 0
     last_fetch_leader_log_end_offset: int = -1
     last_fetch_time_ms: int = 0
+    # What its last fetch said its log start offset was (Fetch v5+; -1: not known since this
+    # broker became leader): DeleteRecords waits for it (Kafka's Replica.logStartOffset).
+    log_start_offset: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,9 +140,11 @@ class Partition:
 
     # ------------------------------------------------------------------ leader bookkeeping
 
-    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
-        """A follower fetched at ``fetch_offset`` (so its log end offset is that).  Returns
-        True if the high watermark moved."""
+    def update_follower_fetch_state(self, replica_id: int, fetch_offset: int, now_ms: int,
+                                    log_start_offset: int = -1) -> bool:
+        """A follower fetched at ``fetch_offset`` (so its log end offset is that), reporting its
+        ``log_start_offset``.  Returns True if what delayed requests wait for moved: the high
+        watermark, or this replica's log start offset (the low watermark DeleteRecords waits for)."""
         replica = self.remote.get(replica_id)
         if replica is None or self.log is None:
             return False
@@ -151,9 +159,22 @@ class Partition:
         replica.log_end_offset = fetch_offset
         replica.last_fetch_leader_log_end_offset = leader_leo
         replica.last_fetch_time_ms = now_ms
+        start_moved = replica.log_start_offset != log_start_offset
+        replica.log_start_offset = log_start_offset
         # Only a replica that moved can move the high watermark (the leader's own appends
         # and ISR changes try it themselves).
-        return moved and self.maybe_increment_high_watermark()
+        return (moved and self.maybe_increment_high_watermark()) or start_moved
+
+    def low_watermark(self, alive: Container[int]) -> int:
+        """The smallest log start offset among the leader and the followers whose brokers are
+        ``alive``, in the ISR or not (Kafka's lowWatermarkIfLeader): records below it are gone
+        from every live replica, which is what DeleteRecords waits for."""
+        assert self.log is not None
+        low = self.log.log_start_offset
+        for broker_id, replica in self.remote.items():
+            if replica.log_start_offset < low and broker_id in alive:
+                low = replica.log_start_offset
+        return low
 
     def maybe_increment_high_watermark(self) -> bool:
         """High watermark = the smallest log end offset among the (maximal) ISR."""

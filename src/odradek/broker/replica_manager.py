@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from odradek import tasks
 from odradek.broker.alter_partition import AlterPartitionManager
+from odradek.broker.delayed_delete_records import DelayedDeleteRecords, DeleteRecordsPartitionResult
 from odradek.broker.delayed_fetch import (
     READ_COMMITTED,
     DelayedFetch,
@@ -149,6 +150,7 @@ class ReplicaManager:
         self.logger = StateChangeLogger(broker_id)
         self.produce_purgatory = Purgatory()
         self.fetch_purgatory = Purgatory()
+        self.delete_records_purgatory = Purgatory()
         self._fetch_wakeups: set[TopicPartition] = set()  # see wake_fetches
         self._fetch_wakeup_scheduled = False
         # KIP-392.  The key is read raw until config.py knows it (it warns about it meanwhile).
@@ -726,7 +728,7 @@ class ReplicaManager:
                     continue
             if follower and r.fetch_offset == lg.log_end_offset:
                 # A caught-up follower (most partitions, most of the time): nothing to read.
-                self._record_follower_fetch(p, tp, replica_id, r.fetch_offset, now)
+                self._record_follower_fetch(p, tp, replica_id, r.fetch_offset, r.log_start_offset, now)
                 results[tp] = FetchPartitionResult(ErrorCode.none, lg.high_watermark, lg.log_start_offset, (), lso)
                 continue
             bound = None if follower else lso if committed else lg.high_watermark
@@ -737,7 +739,7 @@ class ReplicaManager:
                 # (but the first batch whole: a replica must get past a batch bigger than that).
                 limit = min(limit, quota.allowance())
                 if limit <= 0:
-                    self._record_follower_fetch(p, tp, replica_id, r.fetch_offset, now)
+                    self._record_follower_fetch(p, tp, replica_id, r.fetch_offset, r.log_start_offset, now)
                     results[tp] = FetchPartitionResult(ErrorCode.none, lg.high_watermark, lg.log_start_offset, (),
                                                        lso)
                     continue
@@ -764,7 +766,7 @@ class ReplicaManager:
                 first_with_data = False
                 remaining -= size
             if follower:
-                self._record_follower_fetch(p, tp, replica_id, r.fetch_offset, now)
+                self._record_follower_fetch(p, tp, replica_id, r.fetch_offset, r.log_start_offset, now)
                 if throttled and quota is not None:
                     quota.record(size)
             results[tp] = FetchPartitionResult(ErrorCode.none, lg.high_watermark, lg.log_start_offset, data.regions,
@@ -798,9 +800,10 @@ class ReplicaManager:
         return -1 if chosen is leader else chosen.broker_id
 
     def _record_follower_fetch(self, p: Partition, tp: TopicPartition, replica_id: int, fetch_offset: int,
-                               now: int) -> None:
-        """A follower's position: maybe a new high watermark, maybe a replica back in the ISR."""
-        if p.update_follower_fetch_state(replica_id, fetch_offset, now):
+                               log_start_offset: int, now: int) -> None:
+        """A follower's position: maybe a new high watermark or low watermark, maybe a replica
+        back in the ISR."""
+        if p.update_follower_fetch_state(replica_id, fetch_offset, now, log_start_offset):
             self._complete_delayed_requests(tp)
         if p.isr_expansion_candidate(replica_id):
             new_isr = (*p.isr, replica_id)
@@ -852,18 +855,35 @@ class ReplicaManager:
         epoch, end = p.log.end_offset_for_epoch(leader_epoch)
         return ErrorCode.none, epoch, end
 
-    def delete_records(self, topic: str, partition: int, offset: int) -> tuple[ErrorCode, int]:
-        """DeleteRecords: advance the log start offset (up to the high watermark)."""
-        p = self.partition_or_error(TopicPartition(topic, partition))
+    def delete_records(self, timeout_ms: int, offsets: Mapping[TopicPartition, int]
+                       ) -> tuple[dict[TopicPartition, DeleteRecordsPartitionResult], DelayedDeleteRecords | None]:
+        """DeleteRecords (Kafka's ReplicaManager.deleteRecords): move each led partition's log
+        start offset to its offset (-1: the high watermark; none past it), then, unless every
+        partition's low watermark is there already, a DelayedDeleteRecords is returned (await
+        its future) that completes once they are, or after ``timeout_ms``."""
+        results = {tp: self._delete_records_on_leader(tp, offset) for tp, offset in offsets.items()}
+        delayed = DelayedDeleteRecords(self.partitions, timeout_ms, results, self._alive_broker_ids,
+                                       self.offline_partitions)
+        if not delayed.pending or self.delete_records_purgatory.try_complete_else_watch(delayed, delayed.pending):
+            delayed.force_complete()
+            return results, None
+        return results, delayed
+
+    def _alive_broker_ids(self) -> Mapping[int, object]:
+        return self.metadata_cache.alive_brokers
+
+    def _delete_records_on_leader(self, tp: TopicPartition, offset: int) -> DeleteRecordsPartitionResult:
+        """Kafka's Partition.deleteRecordsOnLeader: the leader's own log start moves now."""
+        p = self.partition_or_error(tp)
         if not isinstance(p, Partition):
-            return p, -1
+            return DeleteRecordsPartitionResult(p)
         assert p.log is not None
         hw = p.log.high_watermark
         target = hw if offset == -1 else offset
         if target < 0 or target > hw:
-            return ErrorCode.offset_out_of_range, -1
+            return DeleteRecordsPartitionResult(ErrorCode.offset_out_of_range)
         p.log.maybe_increment_log_start_offset(target)
-        return ErrorCode.none, p.log.log_start_offset
+        return DeleteRecordsPartitionResult(ErrorCode.none, p.low_watermark(self.metadata_cache.alive_brokers), target)
 
     # ------------------------------------------------------------------ ISR
 
@@ -889,9 +909,10 @@ class ReplicaManager:
             self.produce_purgatory.check_and_complete(TopicPartition(partition.topic, partition.partition))
 
     def _complete_delayed_requests(self, tp: TopicPartition) -> None:
-        """The high watermark or leadership of ``tp`` changed: try what waits on it (Kafka's
-        tryCompleteDelayedRequests)."""
+        """The high watermark, a replica's log start offset or the leadership of ``tp`` changed:
+        try what waits on it (Kafka's tryCompleteDelayedRequests)."""
         self.produce_purgatory.check_and_complete(tp)
+        self.delete_records_purgatory.check_and_complete(tp)
         self.wake_fetches(tp)
 
     def wake_fetches(self, tp: TopicPartition) -> None:

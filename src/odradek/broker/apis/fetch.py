@@ -49,7 +49,8 @@ def handle_fetch(broker: ProduceFetchContext, request: Request) -> Response | as
     version = request.api_version
     body = parse_fetch_request(request.frame, request.body_offset, version)
     requests = [FetchPartitionRequest(p.topic, p.partition, p.fetch_offset, p.partition_max_bytes,
-                                      p.current_leader_epoch, p.last_fetched_epoch) for p in body.partitions]
+                                      p.current_leader_epoch, p.last_fetched_epoch, p.log_start_offset)
+                for p in body.partitions]
     if version >= 7:  # fetch sessions (KIP-227)
         context = broker.fetch_sessions.new_context(body, requests, monotonic_ms())
         if context.error != ErrorCode.none:

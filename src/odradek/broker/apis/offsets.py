@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
 
 from odradek.broker.apis.authorization import cluster_authorized, unauthorized_names
-from odradek.broker.apis.registry import api, build, decode_body, respond, response_module
+from odradek.broker.apis.registry import (
+    answer_when_done,
+    api,
+    build,
+    decode_body,
+    respond,
+    response_module,
+)
+from odradek.common import TopicPartition
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.errors import ErrorCode
 from odradek.security.acls import Operation, ResourceType
@@ -16,7 +25,10 @@ _SPECIAL_TIMESTAMPS = frozenset({-1, -2})
 _SPECIAL_TIMESTAMPS_V7 = _SPECIAL_TIMESTAMPS | {-3}
 
 if TYPE_CHECKING:
+    import asyncio
+
     from odradek.broker.context import ProduceFetchContext
+    from odradek.broker.delayed_delete_records import DeleteRecordsPartitionResult
     from odradek.net.server import Request, Response
 
 
@@ -76,22 +88,33 @@ def handle_offset_for_leader_epoch(broker: ProduceFetchContext, request: Request
 
 
 @api(ApiKey.DELETE_RECORDS, "DeleteRecords", 0, 2)
-def handle_delete_records(broker: ProduceFetchContext, request: Request) -> Response:
+def handle_delete_records(broker: ProduceFetchContext, request: Request) -> Response | asyncio.Future[Response]:
+    """Answered once the records are gone from every live replica (or at the request's
+    timeout): a future of the answer, completed by the DelayedDeleteRecords."""
     body = decode_body(request)
-    m = response_module(ApiKey.DELETE_RECORDS, request.api_version)
     # KafkaApis.handleDeleteRecordsRequest: Delete on each topic.
     denied = unauthorized_names(broker, request, Operation.DELETE, ResourceType.TOPIC, (t.name for t in body.topics))
+    offsets = {TopicPartition(t.name, p.partition_index): p.offset
+               for t in body.topics if t.name not in denied for p in t.partitions}
+    results, delayed = broker.replica_manager.delete_records(body.timeout // timedelta(milliseconds=1), offsets)
+    if delayed is None:
+        return _delete_records_response(request, body, denied, results)
+    return answer_when_done(delayed.future, lambda done: _delete_records_response(request, body, denied, done))
+
+
+def _delete_records_response(request: Request, body: Any, denied: set[str],
+                             results: dict[TopicPartition, DeleteRecordsPartitionResult]) -> Response:
+    m = response_module(ApiKey.DELETE_RECORDS, request.api_version)
     topics = []
     for t in body.topics:
         parts = []
         for p in t.partitions:
             if t.name in denied:
-                parts.append(build(m.DeleteRecordsPartitionResult, partition_index=p.partition_index,
-                                   low_watermark=-1, error_code=_REFUSED))
-                continue
-            error, low = broker.replica_manager.delete_records(t.name, p.partition_index, p.offset)
+                error, low = _REFUSED, -1
+            else:
+                result = results[TopicPartition(t.name, p.partition_index)]
+                error, low = result.error, result.low_watermark
             parts.append(build(m.DeleteRecordsPartitionResult, partition_index=p.partition_index,
                                low_watermark=low, error_code=error))
         topics.append(build(m.DeleteRecordsTopicResult, name=t.name, partitions=tuple(parts)))
     return respond(request, build(m.DeleteRecordsResponse, topics=tuple(topics)))
-
