@@ -13,7 +13,7 @@ from collections.abc import Callable, Container, Mapping, Set
 from dataclasses import dataclass
 
 from odradek.broker.partition import Partition
-from odradek.broker.purgatory import DelayedOperation
+from odradek.broker.purgatory import DelayedPartitionsOperation
 from odradek.common import TopicPartition
 from odradek.protocol.errors import ErrorCode
 
@@ -27,7 +27,7 @@ class DeleteRecordsPartitionResult:
     required_offset: int = -1  # the offset the low watermark must reach (-1 resolved to the high watermark)
 
 
-class DelayedDeleteRecords(DelayedOperation):
+class DelayedDeleteRecords(DelayedPartitionsOperation):
     """Wait until every pending partition's low watermark reaches its required offset."""
 
     def __init__(self, partitions: Mapping[TopicPartition, Partition], timeout_ms: int,
@@ -65,9 +65,3 @@ class DelayedDeleteRecords(DelayedOperation):
         if not self.pending:
             return self.force_complete()
         return False
-
-    def on_complete(self) -> None:
-        """Answer: partitions still pending timed out (with the low watermark of the request's start)."""
-        for tp in self.pending:
-            self.results[tp].error = ErrorCode.request_timed_out
-        self.future.set_result(self.results)

@@ -6,7 +6,7 @@ from collections.abc import Mapping, Set
 from dataclasses import dataclass
 
 from odradek.broker.partition import Partition
-from odradek.broker.purgatory import DelayedOperation
+from odradek.broker.purgatory import DelayedPartitionsOperation
 from odradek.common import TopicPartition
 from odradek.protocol.errors import ErrorCode
 
@@ -27,7 +27,7 @@ class ProducePartitionResult:
     record_errors: tuple[tuple[int, str], ...] = ()
 
 
-class DelayedProduce(DelayedOperation):
+class DelayedProduce(DelayedPartitionsOperation):
     """acks=-1: wait until every appended partition's high watermark passes its batch."""
 
     def __init__(self, partitions: Mapping[TopicPartition, Partition], timeout_ms: int,
@@ -56,9 +56,3 @@ class DelayedProduce(DelayedOperation):
         if not self.pending:
             return self.force_complete()
         return False
-
-    def on_complete(self) -> None:
-        """Answer: partitions still pending timed out."""
-        for tp in self.pending:
-            self.results[tp].error = ErrorCode.request_timed_out
-        self.future.set_result(self.results)

@@ -12,7 +12,9 @@ import asyncio
 from collections.abc import Hashable, Iterable
 from typing import Any
 
-__all__ = ["DelayedOperation", "Purgatory"]
+from odradek.protocol.errors import ErrorCode
+
+__all__ = ["DelayedOperation", "DelayedPartitionsOperation", "Purgatory"]
 
 
 class DelayedOperation:
@@ -49,6 +51,20 @@ class DelayedOperation:
         if not self.completed:
             self.expired = True
             self.force_complete()
+
+
+class DelayedPartitionsOperation(DelayedOperation):
+    """An operation over partitions (``results`` by partition, ``pending`` the ones still
+    waiting), answered with ``results``: those still pending at the timeout answer
+    REQUEST_TIMED_OUT. Subclasses set both and implement ``try_complete``."""
+
+    results: dict[Any, Any]
+    pending: set[Any]
+
+    def on_complete(self) -> None:
+        for key in self.pending:
+            self.results[key].error = ErrorCode.request_timed_out
+        self.future.set_result(self.results)
 
 
 class Purgatory:
