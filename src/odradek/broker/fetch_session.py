@@ -46,9 +46,7 @@ def next_epoch(epoch: int) -> int:
 
 @dataclass(slots=True)
 class CachedPartition:
-    request: FetchPartitionRequest
-    log_start_offset: int = -1  # the fetcher's (followers), as last sent
-    last_fetched_epoch: int = -1
+    request: FetchPartitionRequest  # as last sent (with the fetcher's log start and last epoch)
     # What the leader last told the fetcher (-1: nothing yet, or an error since)
     high_watermark: int = -1
     leader_log_start_offset: int = -1
@@ -143,14 +141,13 @@ class FetchSessionCache:
         if session.epoch != epoch:
             return FetchContext([], error=ErrorCode.invalid_fetch_session_epoch)
         partitions = session.partitions
-        for r, view in zip(requests, request.partitions, strict=True):
+        for r in requests:
             key = (r.topic, r.partition)
             cached = partitions.get(key)
             if cached is None:
-                partitions[key] = CachedPartition(r, view.log_start_offset, view.last_fetched_epoch)
+                partitions[key] = CachedPartition(r)
             else:
-                cached.request, cached.log_start_offset, cached.last_fetched_epoch = \
-                    r, view.log_start_offset, view.last_fetched_epoch
+                cached.request = r
         for topic, forgotten in request.forgotten_topics:
             for partition in forgotten:
                 partitions.pop((topic, partition), None)
@@ -174,8 +171,7 @@ class FetchSessionCache:
             session_id = self._rng.randint(1, _MAX_EPOCH)
             if session_id not in self.sessions:
                 break
-        partitions = {(r.topic, r.partition): CachedPartition(r, v.log_start_offset, v.last_fetched_epoch)
-                      for r, v in zip(requests, request.partitions, strict=True)}
+        partitions = {(r.topic, r.partition): CachedPartition(r) for r in requests}
         session = FetchSession(session_id, privileged, partitions, next_epoch(INITIAL_EPOCH), now_ms)
         self.sessions[session_id] = session
         return session

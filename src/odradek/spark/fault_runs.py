@@ -296,8 +296,12 @@ def kill_driver_in_commit(directory: str | os.PathLike[str], master: str, run: P
     driver program (after ``between``, if given: a test looks at the output and the checkpoint
     there). The restarted run's result (fault_pipeline.run_pipeline)."""
     directory = Path(directory)
-    killed = DriverProcess(directory / "killed", {"master": master, "runs": [replace(run, pause_commit=True).to_json()]},
-                           timeout_s=timeout_s)
+
+    def driver(name: str, pause_commit: bool) -> DriverProcess:
+        spec = {"master": master, "runs": [replace(run, pause_commit=pause_commit).to_json()]}
+        return DriverProcess(directory / name, spec, timeout_s=timeout_s)
+
+    killed = driver("killed", True)
     marker = commit_marker(run.marker)
     try:
         killed.wait_for(marker, f"run {run.name}: the commit's pause", unless=done_path(run.marker))
@@ -310,8 +314,7 @@ def kill_driver_in_commit(directory: str | os.PathLike[str], master: str, run: P
         pass
     if between is not None:
         between()
-    restarted = DriverProcess(directory / "restarted", {"master": master, "runs": [replace(run, pause_commit=False).to_json()]},
-                              timeout_s=timeout_s)
+    restarted = driver("restarted", False)
     try:
         return restarted.result()["runs"][run.name]
     finally:

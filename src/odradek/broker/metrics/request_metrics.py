@@ -87,21 +87,20 @@ class RequestTimes:
         if not pending:
             return
         self.pending = []
-        versions, received, handled, ready, sent, written, throttle = zip(*pending, strict=True)
+        versions, *stamps, throttle = zip(*pending, strict=True)
         requests = self.requests
         for version, count in Counter(versions).items():
             requests[version] = requests.get(version, 0) + count
-        # Over the columns, in C: each time's sum from the sums of its ends, and each sample
-        # only for the last RESERVOIR_SIZE requests, which is all a histogram keeps.
-        sums = [sum(column) for column in (received, handled, ready, sent, written)]
+        # Over the timestamp columns (received, handled, ready, sent, written), in C: each
+        # time's sum from the sums of its two columns, and its samples only for the last
+        # RESERVOIR_SIZE requests, which is all a histogram keeps.
+        sums = [sum(column) for column in stamps]
         tail = -RESERVOIR_SIZE
-        received, handled, ready, sent, written = (c[tail:] for c in (received, handled, ready, sent, written))
+        recent = [column[tail:] for column in stamps]
         n = len(pending)
-        for histogram, (start, end), starts, ends in (
-                (self.total, (0, 4), received, written), (self.local, (0, 1), received, handled),
-                (self.remote, (1, 2), handled, ready), (self.response_queue, (2, 3), ready, sent),
-                (self.response_send, (3, 4), sent, written)):
-            histogram.add_batch(n, (sums[end] - sums[start]) / _NS_PER_MS, _ms_between(starts, ends))
+        for histogram, start, end in ((self.total, 0, 4), (self.local, 0, 1), (self.remote, 1, 2),
+                                      (self.response_queue, 2, 3), (self.response_send, 3, 4)):
+            histogram.add_batch(n, (sums[end] - sums[start]) / _NS_PER_MS, _ms_between(recent[start], recent[end]))
         self.throttle.add_batch(n, float(sum(throttle)), list(throttle[tail:]))
 
 
