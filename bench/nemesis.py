@@ -1,10 +1,11 @@
 """The partition nemesis, long: 100+ faults (cycling the kinds of odradek.local.nemesis) on a
 fresh lab of 3 brokers in network namespaces, while the nemesis workload (idempotent acks=all
-producers, an assigned reader, a committing consumer group) runs on the lab's client host.
+producers, an assigned reader, a committing consumer group, transactional producers that read
+before they write, a consume-transform-produce pipeline) runs on the lab's client host.
 Needs root (see `odradek lab`).
 
-    .venv/bin/python bench/nemesis.py [--faults 108] [--seed 1] [--acks all|1] [--only zombie,bridge]
-                                      [--zookeepers 3] [--dir DIR]
+    .venv/bin/python bench/nemesis.py [--faults 120] [--seed 1] [--acks all|1] [--only zombie,bridge]
+                                      [--zookeepers 3] [--txn-producers 2] [--pipelines 1] [--dir DIR]
 
 Prints a Markdown table per fault kind (count, unavailability p50/max: the longest gap between
 two acks on a partition during a fault and until its ISRs are full again, worst partition;
@@ -41,6 +42,8 @@ def main() -> int:
     parser.add_argument("--zookeepers", type=int, default=3)
     parser.add_argument("--session-timeout-ms", type=int, default=4000)
     parser.add_argument("--rate", type=int, default=200, help="records a second, per producer (2 producers)")
+    parser.add_argument("--txn-producers", type=int, default=2, help="transactional producers beside the idempotent ones")
+    parser.add_argument("--pipelines", type=int, default=1, help="consume-transform-produce members (KIP-447)")
     parser.add_argument("--dir", default=None, help="keep the lab's files here (default: a temporary dir)")
     parser.add_argument("--name", default="nem", help="lab name (namespaces and bridge are named after it)")
     parser.add_argument("--subnet", default="10.213.78.0/24")
@@ -69,7 +72,8 @@ def main() -> int:
             started = time.strftime("%H:%M:%S")
             print(f"{started}: {args.faults} faults ({', '.join(kinds)}), acks={args.acks}, seed {args.seed}")
             report = NemesisRun(lab, Path(tmp) / "nemesis", faults=args.faults, kinds=kinds, seed=args.seed,
-                                acks=args.acks, rate=args.rate,
+                                acks=args.acks, rate=args.rate, txn_producers=args.txn_producers,
+                                pipelines=args.pipelines,
                                 log=lambda line: print(f"{time.strftime('%H:%M:%S')} {line}", flush=True)).run()
         finally:
             lab.down()

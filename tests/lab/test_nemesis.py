@@ -1,5 +1,6 @@
 """The partition nemesis, short: each fault kind once on a lab (3 brokers, a ZooKeeper ensemble
-of 3) with short session and ISR-lag timeouts, then 0 lost, 0 duplicated, 0 anomalies and every
+of 3) with short session and ISR-lag timeouts, idempotent and transactional producers and a
+consume-transform-produce pipeline running, then 0 lost, 0 duplicated, 0 anomalies and every
 broker alive; then, on the same lab, the acks=1 contrast. The long run (100+ faults) is
 bench/nemesis.py."""
 
@@ -37,7 +38,7 @@ def test_each_fault_once_loses_nothing(lab: Lab, tmp_path: Path) -> None:
         print(line, flush=True)  # shown as it happens if the test is stopped by its timeout
 
     report = NemesisRun(lab, tmp_path / "nemesis", faults=len(expected), seed=15, rate=100,
-                        hold_s=1.0, past_session_s=1.0, isr_timeout_s=60, log=log).run()
+                        hold_s=1.0, past_session_s=1.0, isr_timeout_s=60, txn_producers=2, pipelines=1, log=log).run()
     log = "\n".join(lines)
     assert [f.kind for f in report.faults] == expected, log
     assert report.skipped == []
@@ -48,6 +49,12 @@ def test_each_fault_once_loses_nothing(lab: Lab, tmp_path: Path) -> None:
     # whose answer it never got: docs/COMPATIBILITY.md), which the table counts.
     assert verdict.lost == [] and verdict.duplicated_same_writer == [], verdict.examples()
     assert verdict.anomalies == 0, verdict.examples()
+    # The transactional roles: transactions committed and aborted on purpose, read back with
+    # read_committed during the run, the pipeline's output exactly once, the hung one aborted.
+    txns = verdict.transactions
+    assert txns is not None and txns.anomalies == 0, txns.examples()
+    assert txns.committed > 20 and txns.aborted > 0 and txns.reads > 0, report.table()
+    assert txns.hung == 1 and txns.pipeline_committed > 0 and txns.pipeline_records > 0, report.table()
     assert all(f.isr_full is not None for f in report.faults), report.table()
     assert report.brokers_alive == {"broker0": True, "broker1": True, "broker2": True}
     assert report.workload_exit == 0

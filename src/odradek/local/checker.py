@@ -23,6 +23,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass, field, replace
 
+from odradek.local.txn_checker import PipelineTxn, Txn, TxnRecord, TxnVerdict
 from odradek.protocol.records import LOG_OVERHEAD, iter_batches
 
 __all__ = [
@@ -68,6 +69,10 @@ class History:
     errors: list[dict[str, object]] = field(default_factory=list)
     polls: list[Poll] = field(default_factory=list)
     commits: list[Commit] = field(default_factory=list)
+    # the transactional roles (local/txn_checker.py)
+    txns: list[Txn] = field(default_factory=list)
+    txn_reads: list[tuple[int, int, str]] = field(default_factory=list)  # (partition, offset, value)
+    pipeline: list[PipelineTxn] = field(default_factory=list)
 
 
 def parse_history(lines: Iterable[str]) -> History:
@@ -94,6 +99,14 @@ def parse_history(lines: Iterable[str]) -> History:
         elif kind == "commit":
             history.commits.append(Commit(event["group"], event["partition"], event["offset"],
                                           event.get("generation", -1), event["t"]))
+        elif kind == "txn":
+            history.txns.append(Txn(event["id"], event["outcome"],
+                                    tuple(TxnRecord(v, p, o) for v, p, o in event["records"]), tuple(event["read"])))
+        elif kind == "txn-read":
+            history.txn_reads.append((event["partition"], event["offset"], event["value"]))
+        elif kind == "pipeline":
+            history.pipeline.append(PipelineTxn(event["id"], event["outcome"],
+                                                {int(p): o for p, o in event["offsets"].items()}, event["records"]))
     return history
 
 
@@ -333,13 +346,15 @@ class Verdict:
     aborted_visible: list[str] = field(default_factory=list)
     partial_transactions: list[str] = field(default_factory=list)
     hanging: list[str] = field(default_factory=list)
+    # the nemesis workload's transactional roles
+    transactions: TxnVerdict | None = None
 
     @property
     def anomalies(self) -> int:
         """Every anomaly but lost and duplicated writes (counted on their own)."""
         return (len(self.nonmonotonic) + len(self.skipped) + len(self.vanished) + len(self.commits_backwards)
                 + len(self.divergent) + len(self.aborted_visible) + len(self.partial_transactions)
-                + len(self.hanging))
+                + len(self.hanging) + (self.transactions.anomalies if self.transactions else 0))
 
     @property
     def ok(self) -> bool:
@@ -355,7 +370,8 @@ class Verdict:
                  "skipped": self.skipped, "vanished": self.vanished, "commits_backwards": self.commits_backwards,
                  "divergent": self.divergent, "aborted_visible": self.aborted_visible,
                  "partial_transactions": self.partial_transactions, "hanging": self.hanging}
-        return {kind: found[:_EXAMPLES] for kind, found in kinds.items() if found}
+        examples = {kind: found[:_EXAMPLES] for kind, found in kinds.items() if found}
+        return examples | (self.transactions.examples() if self.transactions else {})
 
 
 def check(history: History, final: Mapping[int, Mapping[int, str]], ends: Mapping[int, int],

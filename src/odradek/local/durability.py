@@ -51,7 +51,8 @@ from odradek.local.checker import (
 from odradek.local.cluster import LocalCluster
 from odradek.local.cluster_state import poll_until
 from odradek.local.durability_faults import DURABILITY_FAULTS, TRANSACTIONAL_FAULTS, BrokerTarget
-from odradek.local.final_read import read_to_the_end, settled_replica_logs
+from odradek.local.final_read import read_to_the_end, settled_replica_logs, wait_stable
+from odradek.local.txn_client import after_error, end_transaction, transactional_producer
 
 __all__ = ["DurabilityReport", "DurabilityRun"]
 
@@ -245,22 +246,7 @@ class DurabilityRun:
     # ------------------------------------------------------------------ transactional load
 
     def _txn_producer(self) -> Producer:
-        """A transactional producer with its transactions initialised (InitProducerId also
-        completes or aborts whatever its predecessor left open); retried while faults last."""
-        deadline = time.monotonic() + 180
-        while True:
-            producer = Producer({
-                **self.cluster.client_properties(), "transactional.id": self.transactional_id,
-                "linger.ms": 5, "message.timeout.ms": 60000, "transaction.timeout.ms": 60000, "log_level": 0,
-            })
-            try:
-                producer.init_transactions(30)
-                return producer
-            except KafkaException as e:
-                if time.monotonic() > deadline:
-                    raise
-                self.log(f"init_transactions failed, retrying with a new producer: {e}")
-                time.sleep(1)
+        return transactional_producer(self.cluster.client_properties(), self.transactional_id, self.log)
 
     def _produce_transactional(self) -> None:
         producer = self._txn_producer()
@@ -284,9 +270,9 @@ class DurabilityRun:
                             producer.poll(0.1)
                     self.txn_of[record_id] = txn
                     produced += 1
-                outcome = self._end_transaction(producer, commit)
+                outcome = end_transaction(producer, commit, self.log)
             except KafkaException as e:
-                outcome = self._after_error(producer, e)
+                outcome = after_error(producer, e, self.log)
             self.txn_outcome[txn] = outcome
             if outcome == "unknown":
                 # The producer may be unusable (fatal error); a new one's InitProducerId settles
@@ -306,34 +292,6 @@ class DurabilityRun:
         committed = self._committed_writes()
         self.report.acknowledged = len(committed)
         self.report.acknowledged_without_offset = sum(1 for _, offset in committed.values() if offset is None)
-
-    def _end_transaction(self, producer: Producer, commit: bool) -> str:
-        """commit_transaction / abort_transaction, retried while the error is retriable; a
-        commit that needs an abort is aborted."""
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if commit:
-                    producer.commit_transaction(30)
-                    return "committed"
-                producer.abort_transaction(30)
-                return "aborted"
-            except KafkaException as e:
-                error = e.args[0]
-                if error.retriable() and time.monotonic() < deadline:
-                    continue
-                if commit and error.txn_requires_abort():
-                    self.log(f"commit needs an abort: {error}")
-                    return self._end_transaction(producer, commit=False)
-                self.log(f"{'commit' if commit else 'abort'} failed, outcome unknown to the client: {error}")
-                return "unknown"
-
-    def _after_error(self, producer: Producer, e: KafkaException) -> str:
-        error = e.args[0]
-        self.log(f"transaction failed before its end: {error}")
-        if error.txn_requires_abort():
-            return self._end_transaction(producer, commit=False)
-        return "unknown"
 
     def _consume(self) -> None:
         consumer = Consumer({
@@ -407,7 +365,8 @@ class DurabilityRun:
         records exactly once where acknowledged, nothing read that vanished, replicas equal;
         in a transactional run also aborted ones never visible (now or during the run),
         unknown outcomes all or nothing, no partition's LSO left behind."""
-        end_offsets = self._wait_stable() if self.transactional else None
+        end_offsets = (wait_stable(self.cluster.client_properties(), self.topic, self.partitions, log=self.log)
+                       if self.transactional else None)
         final, ends = read_to_the_end(
             {**self.cluster.client_properties(), "group.id": "durability-verifier", "isolation.level": "read_committed"},
             self.topic, self.partitions, transactional=self.transactional)
@@ -428,33 +387,6 @@ class DurabilityRun:
 
     def _partition_of(self, record_id: str) -> int:
         return int(record_id[-4:]) % self.partitions
-
-    def _wait_stable(self, timeout_s: float = 120.0) -> dict[int, tuple[int, int]]:
-        """Wait until each partition's last stable offset reaches its high watermark (open
-        transactions completed); (LSO, HW) per partition as last seen."""
-        ends: dict[str, Consumer] = {}
-        for isolation in ("read_committed", "read_uncommitted"):
-            ends[isolation] = Consumer({**self.cluster.client_properties(),
-                                        "group.id": "durability-lso", "isolation.level": isolation, "log_level": 0})
-        offsets: dict[int, tuple[int, int]] = {}
-
-        def stable() -> bool:
-            for p in range(self.partitions):
-                tp = TopicPartition(self.topic, p)
-                try:
-                    offsets[p] = (ends["read_committed"].get_watermark_offsets(tp, timeout=30)[1],
-                                  ends["read_uncommitted"].get_watermark_offsets(tp, timeout=30)[1])
-                except KafkaException as e:  # e.g. a leader just moved: asked again
-                    self.log(f"partition {p}: end offsets not known yet: {e}")
-                    offsets[p] = (-1, 0)
-            return all(lso == hw for lso, hw in offsets.values())
-
-        try:
-            poll_until(stable, timeout_s, interval_s=0.5)
-        finally:
-            for consumer in ends.values():
-                consumer.close()
-        return offsets
 
 
 def _record_id(value: bytes) -> str:

@@ -4,16 +4,16 @@ are over: every record of a topic read to its end, and each replica's log bytes.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from odradek.local.checker import divergent_replicas
 from odradek.local.cluster import LocalCluster
 from odradek.local.cluster_state import poll_until
 
-__all__ = ["read_to_the_end", "replica_logs", "settled_replica_logs"]
+__all__ = ["read_to_the_end", "replica_logs", "settled_replica_logs", "wait_stable"]
 
 
 def read_to_the_end(config: Mapping[str, object], topic: str, partitions: int, *,
@@ -45,6 +45,34 @@ def read_to_the_end(config: Mapping[str, object], topic: str, partitions: int, *
     finally:
         consumer.close()
     return final, ends
+
+
+def wait_stable(config: Mapping[str, object], topic: str, partitions: int, *, timeout_s: float = 120.0,
+                log: Callable[[str], None] = print) -> dict[int, tuple[int, int]]:
+    """Wait until each partition's last stable offset reaches its high watermark (its open
+    transactions completed); (LSO, HW) per partition as last seen. A read_committed final read
+    stops at the LSO, so a transactional run waits for this first."""
+    ends = {isolation: Consumer({**config, "group.id": f"{topic}-lso", "isolation.level": isolation, "log_level": 0})
+            for isolation in ("read_committed", "read_uncommitted")}
+    offsets: dict[int, tuple[int, int]] = {}
+
+    def stable() -> bool:
+        for p in range(partitions):
+            tp = TopicPartition(topic, p)
+            try:
+                offsets[p] = (ends["read_committed"].get_watermark_offsets(tp, timeout=30)[1],
+                              ends["read_uncommitted"].get_watermark_offsets(tp, timeout=30)[1])
+            except KafkaException as e:  # e.g. a leader just moved: asked again
+                log(f"{topic}-{p}: end offsets not known yet: {e}")
+                offsets[p] = (-1, 0)
+        return all(lso == hw for lso, hw in offsets.values())
+
+    try:
+        poll_until(stable, timeout_s, interval_s=0.5)
+    finally:
+        for consumer in ends.values():
+            consumer.close()
+    return offsets
 
 
 def replica_logs(cluster: LocalCluster, topic: str, partitions: int) -> dict[int, dict[int, bytes]]:

@@ -24,11 +24,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from confluent_kafka import KafkaException
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from odradek.local.checker import Verdict, check, parse_history, unavailability
-from odradek.local.final_read import read_to_the_end, settled_replica_logs
+from odradek.local.checker import History, Verdict, check, parse_history, unavailability
+from odradek.local.final_read import read_to_the_end, settled_replica_logs, wait_stable
 from odradek.local.nemesis_faults import FAULT_KINDS, FAULTS, LabTarget
+from odradek.local.nemesis_workload import GROUP
+from odradek.local.txn_checker import TxnVerdict, check_transactions
 
 if TYPE_CHECKING:
     from odradek.local.lab import Lab
@@ -89,7 +91,20 @@ class NemesisReport:
                  "|---|---|---|---|---|---|---|",
                  f"| {len(self.faults)} | {v.sends} | {v.acknowledged} | {len(v.lost)} | {len(v.duplicated)} ({len(v.duplicated_resent)}) "
                  f"| {v.anomalies} | {alive}/{len(self.brokers_alive)} |"]
+        if v.transactions is not None:
+            rows += ["", _transactions_table(v.transactions)]
         return "\n".join(rows)
+
+
+def _transactions_table(t: TxnVerdict) -> str:
+    """The transactional roles' counts: what the clients learnt, and each anomaly kind."""
+    held = t.held()
+    head = ["transactions committed", "aborted", "outcome unknown", "hung (aborted by timeout)", "records read (read_committed)",
+            "pipeline transactions committed", "pipeline outputs", *held, "write cycles (G0, permitted)"]
+    cells = [t.committed, t.aborted, t.unknown, t.hung, t.reads, t.pipeline_committed, t.pipeline_records,
+             *(len(found) for found in held.values()), len(t.write_cycles)]
+    return "\n".join(["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
+                      "| " + " | ".join(str(c) for c in cells) + " |"])
 
 
 def _median(values: Sequence[float]) -> str:
@@ -108,7 +123,8 @@ class NemesisRun:
     def __init__(self, lab: Lab, workdir: str | os.PathLike[str], *, faults: int = len(FAULT_KINDS),
                  kinds: Sequence[str] = FAULT_KINDS, seed: int | None = None, acks: str = "all",
                  topic: str = "nemesis", partitions: int = 6, rate: int = 200, hold_s: float = 2.0,
-                 past_session_s: float = 2.0, isr_timeout_s: float = 120.0, log: Callable[[str], None] | None = None) -> None:
+                 past_session_s: float = 2.0, isr_timeout_s: float = 120.0, txn_producers: int = 0,
+                 pipelines: int = 0, log: Callable[[str], None] | None = None) -> None:
         unknown = set(kinds) - set(FAULT_KINDS)
         if unknown:
             raise ValueError(f"unknown fault kinds {sorted(unknown)} (known: {', '.join(FAULT_KINDS)})")
@@ -124,10 +140,12 @@ class NemesisRun:
         self.hold_s = hold_s  # how long a fault that needs no session expiry lasts
         self.past_session_s = past_session_s  # a fault is held this long (plus up to 1 s) past the session timeout
         self.isr_timeout_s = isr_timeout_s
+        self.txn_producers = txn_producers  # transactional producers beside the idempotent ones
+        self.pipelines = pipelines  # consume-transform-produce members (KIP-447)
         self.log = log if log is not None else logging.getLogger(__name__).info
         self.session_timeout_s = int(lab.cluster.overrides.get("zookeeper.session.timeout.ms", "6000")) / 1000
         self.report = NemesisReport(acks=acks)
-        self.target = LabTarget(lab, self.rng, topic, partitions, self.log)
+        self.target = LabTarget(lab, self.rng, topic, partitions, self.log, transactional=txn_producers > 0)
 
     # ------------------------------------------------------------------ the run
 
@@ -157,6 +175,8 @@ class NemesisRun:
         final, ends = self._read_final()
         logs = settled_replica_logs(self.lab.cluster, self.topic, self.partitions, ends, timeout_s=10)
         self.report.verdict = check(history, final, ends, logs)
+        if self.txn_producers or self.pipelines:
+            self.report.verdict.transactions = self._check_transactions(history, final)
         self.report.brokers_alive = {host: _alive(self.lab.pid(host)) for host in self.target.broker_hosts}
         self.report.duration_s = time.monotonic() - started
         return self.report
@@ -170,7 +190,9 @@ class NemesisRun:
     def _start_workload(self, history_path: Path) -> subprocess.Popen[bytes]:
         argv = [sys.executable, "-m", "odradek.local.nemesis_workload", "--bootstrap", self.lab.bootstrap_servers,
                 "--topic", self.topic, "--partitions", str(self.partitions), "--acks", self.acks,
-                "--rate", str(self.rate), "--history", str(history_path)]
+                "--rate", str(self.rate), "--history", str(history_path),
+                "--txn-producers", str(self.txn_producers), "--pipelines", str(self.pipelines),
+                "--seed", str(self.rng.randrange(1 << 30))]
         with open(self.workdir / "workload.log", "ab") as out:
             return self.lab.popen("client", argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
@@ -234,6 +256,33 @@ class NemesisRun:
             raise RuntimeError(f"the final read failed: {e}") from e
         return {p: {o: v.decode() for o, v in records.items()} for p, records in final.items()}, ends
 
+    def _check_transactions(self, history: History, final: dict[int, dict[int, str]]) -> TxnVerdict:
+        """The transactional checks, once every transaction is complete: the transactional and
+        pipeline topics read read_committed to their ends, and the pipeline group's offsets."""
+        config = {"bootstrap.servers": self.lab.bootstrap_servers, "group.id": "nemesis-final",
+                  "isolation.level": "read_committed"}
+        reads = {}
+        for suffix, wanted in (("txn", self.txn_producers), ("pipeline", self.pipelines)):
+            if not wanted:
+                continue
+            topic = f"{self.topic}-{suffix}"
+            stable = wait_stable(config, topic, self.partitions, timeout_s=90, log=self.log)
+            if any(lso != hw for lso, hw in stable.values()):
+                raise RuntimeError(f"{topic}: transactions still open 90 s after the run: (LSO, HW) {stable}")
+            records, _ = read_to_the_end(config, topic, self.partitions, transactional=True)
+            reads[suffix] = {p: {o: v.decode() for o, v in r.items()} for p, r in records.items()}
+        committed = {}
+        if self.pipelines:
+            consumer = Consumer({**config, "group.id": f"{GROUP}-pipeline", "log_level": 0})
+            try:
+                committed = {tp.partition: tp.offset for tp in consumer.committed(
+                    [TopicPartition(self.topic, p) for p in range(self.partitions)], timeout=30)}
+            finally:
+                consumer.close()
+        return check_transactions(history.txns, history.txn_reads, reads.get("txn", {}), pipeline=history.pipeline,
+                                  pipeline_input=final, pipeline_output=reads.get("pipeline") if self.pipelines else None,
+                                  pipeline_committed=committed, hung=self.target.hung)
+
 
 def _alive(pid: int | None) -> bool:
     """A process that exists and is not a zombie."""
@@ -253,6 +302,12 @@ def summarize(report: NemesisReport) -> Mapping[str, object]:
             "acknowledged": v.acknowledged, "acknowledged_without_offset": v.acknowledged_without_offset,
             "polls": v.polls, "commits": v.commits, "client_errors": v.errors, "lost": len(v.lost),
             "duplicated": len(v.duplicated), "duplicated_resent": len(v.duplicated_resent), "anomalies": v.anomalies, "examples": v.examples(),
+            "transactions": None if v.transactions is None else {
+                "committed": v.transactions.committed, "aborted": v.transactions.aborted,
+                "unknown": v.transactions.unknown, "hung": v.transactions.hung, "reads": v.transactions.reads,
+                "pipeline_committed": v.transactions.pipeline_committed,
+                "pipeline_records": v.transactions.pipeline_records, "write_cycles": len(v.transactions.write_cycles),
+                "anomalies": {kind: len(found) for kind, found in v.transactions.held().items()}},
             "brokers_alive": report.brokers_alive, "workload_exit": report.workload_exit,
             "duration_s": round(report.duration_s, 1),
             "per_fault": [{"kind": f.kind, "description": f.description,

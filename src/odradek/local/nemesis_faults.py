@@ -14,22 +14,28 @@ is one more class in it.
 | ``zk-kill`` | one ZooKeeper node killed (an ensemble of 3 or more only) | restarting it |
 | ``zk-majority`` | a majority of the ZooKeeper nodes killed (3 or more only) | restarting them |
 | ``pause-partition`` | a leader SIGSTOPped and isolated | removing the cuts, then SIGCONT |
+| ``hung-txn`` | a transactional producer (local/hung_txn.py) SIGSTOPped mid-transaction past its ``transaction.timeout.ms`` (workloads with transactional producers only) | SIGCONT; its commit must be refused, the coordinator having aborted it |
 
-Each is held past ``zookeeper.session.timeout.ms`` (``loss`` a while longer).
+Each is held past ``zookeeper.session.timeout.ms`` (``loss`` a while longer, ``hung-txn`` past
+its transaction timeout too).
 """
 
 from __future__ import annotations
 
+import json
 import random
 import signal
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
 from kazoo.exceptions import KazooException
 
 from odradek.local.cluster_state import ClusterState
+from odradek.local.txn_checker import Txn, TxnRecord
 
 if TYPE_CHECKING:
     from odradek.local.lab import Lab
@@ -49,6 +55,8 @@ class LabTarget:
     topic: str
     partitions: int
     log: Callable[[str], None]
+    transactional: bool = False  # the workload writes <topic>-txn
+    hung: list[Txn] = field(default_factory=list)  # the hung-txn faults' transactions, for the checker
 
     @property
     def zk_hosts(self) -> list[str]:
@@ -243,6 +251,71 @@ class PausedLeader(LabFault):
         self.target.lab.signal(self.leader, signal.SIGCONT)
 
 
+class HungTransaction(LabFault):
+    """A transaction left open by a stopped producer: the coordinator must abort it once its
+    timeout passes (KIP-98), and the producer, continued, must not commit it."""
+
+    kind = "hung-txn"
+    timeout_ms = 4000
+
+    def __init__(self, target: LabTarget) -> None:
+        super().__init__(target)
+        self.id = f"h{len(target.hung)}"
+        self.partitions = sorted(target.rng.sample(range(target.partitions), min(3, target.partitions)))
+        self.records: list[list[object]] = []
+        self.process: subprocess.Popen[str] | None = None
+        self.description = (f"a producer SIGSTOPped in transaction {self.id} (partitions {self.partitions}) "
+                            f"past its {self.timeout_ms} ms timeout")
+
+    @classmethod
+    def unavailable(cls, target: LabTarget) -> str | None:
+        return None if target.transactional else "needs the workload's transactional producers"
+
+    def held_s(self, past_session_s: float, hold_s: float) -> float:
+        return self.timeout_ms / 1000 + past_session_s
+
+    def inject(self) -> None:
+        lab = self.target.lab
+        self.process = lab.popen("client", [
+            sys.executable, "-m", "odradek.local.hung_txn", "--bootstrap", lab.bootstrap_servers,
+            "--topic", f"{self.target.topic}-txn", "--id", self.id, "--timeout-ms", str(self.timeout_ms),
+            "--partitions", ",".join(map(str, self.partitions))],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()  # its records delivered, the transaction open
+        if not line.startswith("open "):
+            self.target.log(f"{self.id}: the producer did not open its transaction (exit {self.process.poll()})")
+            return
+        self.records = json.loads(line[len("open "):])
+        self.process.send_signal(signal.SIGSTOP)
+
+    def heal(self) -> None:
+        process = self.process
+        if process is None or not self.records:
+            if process is not None:
+                process.kill()
+                process.wait(10)
+            return
+        process.send_signal(signal.SIGCONT)
+        assert process.stdin is not None and process.stdout is not None
+        try:
+            process.stdin.write("commit\n")
+            process.stdin.flush()
+            answer = process.stdout.readline().strip()
+            process.wait(60)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            answer = f"no answer: {e!r}"
+            process.kill()
+            process.wait(10)
+        # What the client learnt: a refused commit leaves the transaction aborted (by the
+        # coordinator's timeout), a commit that went through is one the checker holds.
+        outcome = "committed" if answer == "outcome committed" else "aborted" if answer.startswith(
+            "outcome refused") else "unknown"
+        self.description += f"; after SIGCONT: {answer}"
+        self.target.hung.append(Txn(self.id, outcome, tuple(TxnRecord(str(v), int(p), o) for v, p, o in self.records), ()))
+
+
 FAULTS: dict[str, type[LabFault]] = {fault.kind: fault for fault in (
-    Zombie, IsolatedController, ZooKeeperCut, Minority, Bridge, Loss, ZooKeeperKill, ZooKeeperMajority, PausedLeader)}
+    Zombie, IsolatedController, ZooKeeperCut, Minority, Bridge, Loss, ZooKeeperKill, ZooKeeperMajority, PausedLeader,
+    HungTransaction)}
 FAULT_KINDS = tuple(FAULTS)

@@ -65,7 +65,7 @@ def inject_and_heal(kind: str, lab: RecordingLab) -> tuple[str, list[tuple[Any, 
 
 def test_the_table_keeps_the_catalog_order() -> None:
     assert FAULT_KINDS == ("zombie", "controller", "zk-cut", "minority", "bridge", "loss", "zk-kill", "zk-majority",
-                           "pause-partition")
+                           "pause-partition", "hung-txn")
 
 
 def test_network_faults_cut_the_right_hosts_and_heal_the_lab() -> None:
@@ -110,13 +110,24 @@ def test_holding_past_the_session_timeout_and_loss_longer() -> None:
 
 
 @pytest.mark.parametrize("kind", FAULT_KINDS)
-def test_only_the_zookeeper_kills_need_an_ensemble(kind: str) -> None:
+def test_only_the_zookeeper_kills_need_an_ensemble_and_a_hung_transaction_a_transactional_workload(kind: str) -> None:
     target = LabTarget(RecordingLab(zookeepers=1), random.Random(1), "t", 6, print)  # type: ignore[arg-type]
     reason = FAULTS[kind].unavailable(target)
     if kind in {"zk-kill", "zk-majority"}:
         assert reason == "needs a ZooKeeper ensemble of 3 or more (this lab has 1)"
+    elif kind == "hung-txn":
+        assert reason == "needs the workload's transactional producers"
+        target.transactional = True
+        assert FAULTS[kind].unavailable(target) is None
     else:
         assert reason is None
+
+
+def test_a_hung_transaction_is_held_past_its_timeout() -> None:
+    fault = made("hung-txn", RecordingLab())
+    assert fault.held_s(5.0, 2.0) == 9.0  # 4 s of transaction timeout, then past the session timeout
+    assert fault.id == "h0" and len(fault.partitions) == 3
+    assert fault.description == f"a producer SIGSTOPped in transaction h0 (partitions {fault.partitions}) past its 4000 ms timeout"
 
 
 def test_without_zookeeper_the_busiest_leader_is_a_random_broker_and_the_failure_is_told() -> None:

@@ -1,0 +1,70 @@
+"""A transactional producer's moves while faults happen around it, shared by the durability
+run (local/durability.py) and the nemesis workload (local/nemesis_workload.py): make one whose
+transactions are initialised, end a transaction, and learn what became of it after an error.
+
+An outcome is what the client learnt: ``committed``, ``aborted``, or ``unknown`` when it got
+no definite answer (a commit that timed out may still complete). A producer left with an
+unknown outcome is replaced: the new one's InitProducerId makes the coordinator complete or
+abort whatever the old one left open.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+
+from confluent_kafka import KafkaException, Producer
+
+__all__ = ["after_error", "end_transaction", "transactional_producer"]
+
+
+def transactional_producer(config: Mapping[str, object], transactional_id: str, log: Callable[[str], None], *,
+                           transaction_timeout_ms: int = 60000, give_up_s: float = 180.0) -> Producer:
+    """A producer with ``transactional_id`` whose transactions are initialised; retried with a
+    new producer while faults last, for up to ``give_up_s``."""
+    deadline = time.monotonic() + give_up_s
+    while True:
+        producer = Producer({**config, "transactional.id": transactional_id, "linger.ms": 5,
+                             "message.timeout.ms": transaction_timeout_ms,
+                             "transaction.timeout.ms": transaction_timeout_ms, "log_level": 0})
+        try:
+            producer.init_transactions(30)
+            return producer
+        except KafkaException as e:
+            if time.monotonic() > deadline:
+                raise
+            log(f"{transactional_id}: init_transactions failed, retrying with a new producer: {e}")
+            time.sleep(1)
+
+
+def end_transaction(producer: Producer, commit: bool, log: Callable[[str], None], *,
+                    give_up_s: float = 120.0) -> str:
+    """commit_transaction or abort_transaction, retried while the error is retriable; a commit
+    that needs an abort is aborted. Returns the outcome the client learnt."""
+    deadline = time.monotonic() + give_up_s
+    while True:
+        try:
+            if commit:
+                producer.commit_transaction(30)
+                return "committed"
+            producer.abort_transaction(30)
+            return "aborted"
+        except KafkaException as e:
+            error = e.args[0]
+            if error.retriable() and time.monotonic() < deadline:
+                continue
+            if commit and error.txn_requires_abort():
+                log(f"commit needs an abort: {error}")
+                return end_transaction(producer, False, log, give_up_s=give_up_s)
+            log(f"{'commit' if commit else 'abort'} failed, outcome unknown to the client: {error}")
+            return "unknown"
+
+
+def after_error(producer: Producer, e: KafkaException, log: Callable[[str], None]) -> str:
+    """The outcome of a transaction that failed before its end (a produce, or sending the
+    consumer's offsets): aborted where the error allows an abort, else unknown."""
+    error = e.args[0]
+    log(f"transaction failed before its end: {error}")
+    if error.txn_requires_abort():
+        return end_transaction(producer, False, log)
+    return "unknown"
