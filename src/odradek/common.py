@@ -10,13 +10,23 @@ from typing import NamedTuple
 from odradek.protocol.errors import InvalidTopicError
 
 __all__ = ["INTERNAL_TOPICS", "MAX_NAME_LENGTH", "TopicPartition", "has_collision_chars", "monotonic_ms",
-           "now_ms", "unify_collision_chars", "validate_topic_name"]
+           "now_ms", "set_clock_skew_ms", "unify_collision_chars", "validate_topic_name"]
+
+_clock_skew_ms = 0  # what a clock fault adds to the wall clock (broker/clock_skew.py); 0 otherwise
 
 
 def now_ms() -> int:
     """Wall-clock milliseconds since the epoch (Kafka's ``Time.milliseconds``): what record
     timestamps, znode timestamps, retention and expiry are measured in."""
-    return time.time_ns() // 1_000_000
+    return time.time_ns() // 1_000_000 + _clock_skew_ms
+
+
+def set_clock_skew_ms(skew_ms: int) -> None:
+    """Step this process's wall clock (``now_ms``) ``skew_ms`` away from the system's: the
+    nemesis's clock faults, through broker/clock_skew.py. Intervals (``monotonic_ms``, the
+    event loop's timers) are not affected, as a real clock step does not affect them."""
+    global _clock_skew_ms
+    _clock_skew_ms = skew_ms
 
 
 def monotonic_ms() -> int:

@@ -114,9 +114,11 @@ def _run(coro: Coroutine[Any, Any, int]) -> int:
 
 
 async def _run_broker(config: KafkaConfig, on_started: Callable[[], object]) -> int:
+    from odradek.broker.clock_skew import start_from_environment
     from odradek.broker.server import BrokerStartupError, KafkaServer
     from odradek.zk.client import ZkConnectionError
 
+    start_from_environment()  # the nemesis's clock faults (a lab sets ODRADEK_TEST_CLOCK)
     server = KafkaServer(config)
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):

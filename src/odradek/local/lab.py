@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from odradek.broker.clock_skew import ENVIRONMENT_VARIABLE as CLOCK_VARIABLE
 from odradek.local.cluster import CLUSTER_JSON, BrokerProcess, LocalCluster
 from odradek.local.lab_network import (
     LabNetwork,
@@ -122,7 +123,15 @@ class LabCluster(LocalCluster):
         return self.hosts[broker.broker_id].address
 
     def broker_command_prefix(self, broker: BrokerProcess) -> list[str]:
-        return ["ip", "netns", "exec", self.hosts[broker.broker_id].namespace]
+        """In its host's namespace, its wall clock skewed by ``<host dir>/clock.json`` (the
+        clock faults: ``Lab.clock``, broker/clock_skew.py)."""
+        return ["ip", "netns", "exec", self.hosts[broker.broker_id].namespace,
+                "env", f"{CLOCK_VARIABLE}={clock_file(broker.config_path.parent)}"]
+
+
+def clock_file(host_dir: Path) -> Path:
+    """Where a lab broker reads its clock's skew."""
+    return host_dir / "clock.json"
 
 
 class Lab:
@@ -365,11 +374,29 @@ class Lab:
             self.faults.append({"type": "loss", "host": h, "percent": percent})
         self._save()
 
+    def clock(self, host: str, offset_ms: int, rate: float = 1.0) -> None:
+        """Step broker ``host``'s wall clock ``offset_ms`` away from the system's and run it
+        ``rate`` times as fast from now (0 and 1.0 put it back); the broker applies it within
+        100 ms."""
+        h = self.host(host)
+        if h.role != "broker":
+            raise LabError(f"{h.name} is not a broker: only a broker's clock can be skewed")
+        if rate <= 0:
+            raise LabError(f"a clock's rate must be positive, not {rate}")
+        write_atomically(clock_file(self.dir / h.name), json.dumps({"offset_ms": offset_ms, "rate": rate}).encode())
+        self.faults = [f for f in self.faults if not (f["type"] == "clock" and f["host"] == h.name)]
+        if offset_ms or rate != 1.0:
+            self.faults.append({"type": "clock", "host": h.name, "offset_ms": offset_ms, "rate": rate})
+        self._save()
+
     def heal(self) -> None:
-        """Remove every blackhole route and every loss table."""
+        """Remove every blackhole route and every loss table, and set every skewed clock right."""
         for host in self.hosts:
             self.network.clear_blackholes(host)
             self.network.clear_loss(host)
+        for fault in self.faults:
+            if fault["type"] == "clock":
+                write_atomically(clock_file(self.dir / fault["host"]), b'{"offset_ms": 0, "rate": 1.0}')
         self.faults = []
         self._save()
 

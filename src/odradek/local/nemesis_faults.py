@@ -14,6 +14,8 @@ is one more class in it.
 | ``zk-kill`` | one ZooKeeper node killed (an ensemble of 3 or more only) | restarting it |
 | ``zk-majority`` | a majority of the ZooKeeper nodes killed (3 or more only) | restarting them |
 | ``pause-partition`` | a leader SIGSTOPped and isolated | removing the cuts, then SIGCONT |
+| ``clock-jump`` | a broker's wall clock stepped forward or back by seconds to hours (the busiest leader, or the controller) | stepping it back to the system's |
+| ``clock-rate`` | a broker's wall clock running 4 times as fast, or a quarter as fast | stepping it back to the system's |
 | ``hung-txn`` | a transactional producer (local/hung_txn.py) SIGSTOPped mid-transaction past its ``transaction.timeout.ms`` (workloads with transactional producers only) | SIGCONT; its commit must be refused, the coordinator having aborted it |
 
 Each is held past ``zookeeper.session.timeout.ms`` (``loss`` a while longer, ``hung-txn`` past
@@ -251,6 +253,45 @@ class PausedLeader(LabFault):
         self.target.lab.signal(self.leader, signal.SIGCONT)
 
 
+class ClockJump(LabFault):
+    """A broker's wall clock (record timestamps, retention and rolling, transaction and
+    session expiry, ISR lag) stepped by seconds to hours, forward or back; its monotonic clocks
+    run on, as under a real step (broker/clock_skew.py)."""
+
+    kind = "clock-jump"
+    steps_ms = (30_000, 600_000, 3_600_000, 6 * 3_600_000)
+
+    def __init__(self, target: LabTarget) -> None:
+        super().__init__(target)
+        self.host = target.rng.choice([target.busiest_leader(), target.controller_host() or target.busiest_leader()])
+        self.offset_ms = target.rng.choice(self.steps_ms) * target.rng.choice((1, -1))
+        self.description = f"{self.host}'s clock stepped {_duration(self.offset_ms)}"
+
+    def inject(self) -> None:
+        self.target.lab.clock(self.host, self.offset_ms)
+
+
+class ClockRate(LabFault):
+    """A broker's wall clock running fast or slow (then stepped back to the system's)."""
+
+    kind = "clock-rate"
+
+    def __init__(self, target: LabTarget) -> None:
+        super().__init__(target)
+        self.host = target.busiest_leader()
+        self.rate = target.rng.choice((4.0, 0.25))
+        self.description = f"{self.host}'s clock running {'4 times as fast' if self.rate > 1 else 'a quarter as fast'}"
+
+    def inject(self) -> None:
+        self.target.lab.clock(self.host, 0, self.rate)
+
+
+def _duration(ms: int) -> str:
+    sign = "forward" if ms > 0 else "back"
+    seconds = abs(ms) // 1000
+    return f"{sign} {seconds // 3600} h" if seconds >= 3600 else f"{sign} {seconds} s"
+
+
 class HungTransaction(LabFault):
     """A transaction left open by a stopped producer: the coordinator must abort it once its
     timeout passes (KIP-98), and the producer, continued, must not commit it."""
@@ -317,5 +358,5 @@ class HungTransaction(LabFault):
 
 FAULTS: dict[str, type[LabFault]] = {fault.kind: fault for fault in (
     Zombie, IsolatedController, ZooKeeperCut, Minority, Bridge, Loss, ZooKeeperKill, ZooKeeperMajority, PausedLeader,
-    HungTransaction)}
+    ClockJump, ClockRate, HungTransaction)}
 FAULT_KINDS = tuple(FAULTS)

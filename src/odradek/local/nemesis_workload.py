@@ -141,12 +141,19 @@ class Workload:
     def create_topic(self, timeout_s: float = 60.0) -> None:
         """The workload's topics (the transactional ones when a role writes them), each with a
         leader for every partition."""
-        names = [self.topic] + ([self.txn_topic] if self.txn_producers else []) + (
-            [self.pipeline_topic] if self.pipelines else [])
+        # Under the clock faults: the transactional topic stamps records with its leader's
+        # (skewed) clock, and the pipeline's output refuses a record whose time is 10 minutes
+        # off its leader's clock (INVALID_TIMESTAMP, an abortable error for the pipeline).
+        configs = {self.topic: {}}
+        if self.txn_producers:
+            configs[self.txn_topic] = {"message.timestamp.type": "LogAppendTime"}
+        if self.pipelines:
+            configs[self.pipeline_topic] = {"message.timestamp.difference.max.ms": "600000"}
+        names = list(configs)
         admin = AdminClient({"bootstrap.servers": self.bootstrap, "log_level": 0})
-        for name in names:
+        for name, config in configs.items():
             topic = NewTopic(name, self.partitions, self.replication_factor,
-                             config={"min.insync.replicas": str(self.min_insync)})
+                             config={"min.insync.replicas": str(self.min_insync), **config})
             try:
                 admin.create_topics([topic], request_timeout=timeout_s)[name].result(timeout_s)
             except KafkaException as e:

@@ -3,6 +3,7 @@ nothing here creates a namespace."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -32,7 +33,9 @@ def test_hosts_addresses_and_broker_properties(tmp_path: Path) -> None:
     assert props["zookeeper.connect"] == lab.zookeeper_connect
     assert props["replica.lag.time.max.ms"] == "6000" and props["min.insync.replicas"] == "2"
     assert broker.config_path == tmp_path.resolve() / "broker1" / "server.properties"
-    assert lab.cluster.broker_command_prefix(broker) == ["ip", "netns", "exec", "odq-broker1"]
+    clock = tmp_path.resolve() / "broker1" / "clock.json"
+    assert lab.cluster.broker_command_prefix(broker) == [
+        "ip", "netns", "exec", "odq-broker1", "env", f"ODRADEK_TEST_CLOCK={clock}"]
     assert lab.exec_argv("client", ["kcat", "-L"]) == ["ip", "netns", "exec", "odq-client", "kcat", "-L"]
 
 
@@ -71,7 +74,24 @@ def test_bad_fault_input_is_refused_before_any_command(tmp_path: Path) -> None:
         lab.loss("broker0", -1)
     with pytest.raises(LabError, match="runs no server process"):
         lab.kill("client")
+    with pytest.raises(LabError, match="zk1 is not a broker"):
+        lab.clock("zk1", 1000)
+    with pytest.raises(LabError, match="rate must be positive"):
+        lab.clock("broker0", 0, 0.0)
     assert lab.faults == [] and not (tmp_path / LAB_JSON).exists()
+
+
+def test_a_clock_fault_is_a_file_the_broker_reads(tmp_path: Path) -> None:
+    lab = Lab.create(tmp_path, brokers=2, zookeepers=1, name="odq")
+    (tmp_path / "broker1").mkdir(exist_ok=True)
+    lab.clock("broker1", -3_600_000)
+    clock = tmp_path / "broker1" / "clock.json"
+    assert json.loads(clock.read_text()) == {"offset_ms": -3_600_000, "rate": 1.0}
+    lab.clock("broker1", 0, 4.0)  # replaces the step
+    assert lab.faults == [{"type": "clock", "host": "broker1", "offset_ms": 0, "rate": 4.0}]
+    assert Lab.load(tmp_path).faults == lab.faults
+    lab.clock("broker1", 0)
+    assert lab.faults == [] and json.loads(clock.read_text()) == {"offset_ms": 0, "rate": 1.0}
 
 
 def test_no_lab_here(tmp_path: Path) -> None:

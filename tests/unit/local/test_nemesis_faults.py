@@ -44,7 +44,7 @@ class RecordingLab:
 
     # the lab's faults
     def __getattr__(self, name: str) -> Any:
-        if name not in {"partition", "isolate", "loss", "kill", "restart", "signal", "heal"}:
+        if name not in {"partition", "isolate", "loss", "kill", "restart", "signal", "heal", "clock"}:
             raise AttributeError(name)
         return lambda *args: self.calls.append((name, *args))
 
@@ -65,7 +65,7 @@ def inject_and_heal(kind: str, lab: RecordingLab) -> tuple[str, list[tuple[Any, 
 
 def test_the_table_keeps_the_catalog_order() -> None:
     assert FAULT_KINDS == ("zombie", "controller", "zk-cut", "minority", "bridge", "loss", "zk-kill", "zk-majority",
-                           "pause-partition", "hung-txn")
+                           "pause-partition", "clock-jump", "clock-rate", "hung-txn")
 
 
 def test_network_faults_cut_the_right_hosts_and_heal_the_lab() -> None:
@@ -101,6 +101,18 @@ def test_process_faults_heal_what_they_did() -> None:
         "leader broker1 SIGSTOPped and isolated",
         [("signal", "broker1", signal.SIGSTOP), ("isolate", "broker1")],
         [("heal",), ("signal", "broker1", signal.SIGCONT)])
+
+
+def test_clock_faults_skew_a_broker_and_heal_the_lab() -> None:
+    lab = RecordingLab()
+    description, [(call, host, offset)], healed = inject_and_heal("clock-jump", lab)
+    assert call == "clock" and host in {"broker1", "broker2"} and healed == [("heal",)]  # busiest leader or controller
+    assert abs(offset) in {30_000, 600_000, 3_600_000, 21_600_000}
+    assert description == f"{host}'s clock stepped {'forward' if offset > 0 else 'back'} " + (
+        f"{abs(offset) // 3_600_000} h" if abs(offset) >= 3_600_000 else f"{abs(offset) // 1000} s")
+    description, [(call, host, offset, rate)], healed = inject_and_heal("clock-rate", lab)
+    assert (call, host, offset, healed) == ("clock", "broker1", 0, [("heal",)]) and rate in {4.0, 0.25}
+    assert description in {"broker1's clock running 4 times as fast", "broker1's clock running a quarter as fast"}
 
 
 def test_holding_past_the_session_timeout_and_loss_longer() -> None:
