@@ -41,6 +41,8 @@ def main() -> int:
     parser.add_argument("--only", default=None, help=f"comma-separated fault kinds ({', '.join(FAULT_KINDS)})")
     parser.add_argument("--zookeepers", type=int, default=3)
     parser.add_argument("--session-timeout-ms", type=int, default=4000)
+    parser.add_argument("--hold-s", type=float, default=2.0, help="how long a fault that needs no session expiry lasts")
+    parser.add_argument("--past-session-s", type=float, default=2.0, help="how long a fault is held past the session timeout")
     parser.add_argument("--rate", type=int, default=200, help="records a second, per producer (2 producers)")
     parser.add_argument("--txn-producers", type=int, default=2, help="transactional producers beside the idempotent ones")
     parser.add_argument("--pipelines", type=int, default=1, help="consume-transform-produce members (KIP-447)")
@@ -72,7 +74,8 @@ def main() -> int:
             started = time.strftime("%H:%M:%S")
             print(f"{started}: {args.faults} faults ({', '.join(kinds)}), acks={args.acks}, seed {args.seed}")
             report = NemesisRun(lab, Path(tmp) / "nemesis", faults=args.faults, kinds=kinds, seed=args.seed,
-                                acks=args.acks, rate=args.rate, txn_producers=args.txn_producers,
+                                acks=args.acks, rate=args.rate, hold_s=args.hold_s,
+                                past_session_s=args.past_session_s, txn_producers=args.txn_producers,
                                 pipelines=args.pipelines,
                                 log=lambda line: print(f"{time.strftime('%H:%M:%S')} {line}", flush=True)).run()
         finally:

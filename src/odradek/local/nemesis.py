@@ -35,7 +35,7 @@ from odradek.local.txn_checker import TxnVerdict, check_transactions
 if TYPE_CHECKING:
     from odradek.local.lab import Lab
 
-__all__ = ["FAULT_KINDS", "FaultRecord", "NemesisReport", "NemesisRun", "summarize"]
+__all__ = ["FAULT_KINDS", "FaultRecord", "NemesisReport", "NemesisRun", "rss_growth", "summarize"]
 
 
 @dataclass
@@ -46,6 +46,7 @@ class FaultRecord:
     healed: float = 0.0
     isr_full: float | None = None  # None: the ISRs were not full again in time
     unavailability_s: dict[int, float] = field(default_factory=dict)  # per partition
+    rss_mb: dict[str, float] = field(default_factory=dict)  # each broker's resident memory once the ISRs are full
 
     @property
     def heal_to_isr_s(self) -> float | None:
@@ -93,6 +94,12 @@ class NemesisReport:
                  f"| {v.anomalies} | {alive}/{len(self.brokers_alive)} |"]
         if v.transactions is not None:
             rows += ["", _transactions_table(v.transactions)]
+        growth = rss_growth(self.faults)
+        if growth:
+            rows += ["", "| broker | RSS first faults (MiB, median) | RSS last faults (MiB, median) | growth |",
+                     "|---|---|---|---|"]
+            rows += [f"| {host} | {first:.0f} | {last:.0f} | {last - first:+.0f} MiB ({(last / first - 1) * 100 if first else 0:+.0f}%) |"
+                     for host, (first, last) in growth.items()]
         return "\n".join(rows)
 
 
@@ -237,6 +244,7 @@ class NemesisRun:
             self.log(f"fault {n} healed; ISRs full after {record.heal_to_isr_s:.1f}s")
         else:
             self.log(f"fault {n}: ISRs not full {self.isr_timeout_s:.0f}s after the heal")
+        record.rss_mb = {host: _rss_mb(self.lab.pid(host)) for host in self.target.broker_hosts}
         return record
 
     def _wait_isr_full(self, timeout_s: float) -> bool:
@@ -284,6 +292,26 @@ class NemesisRun:
                                   pipeline_committed=committed, hung=self.target.hung)
 
 
+def _rss_mb(pid: int | None) -> float:
+    """A process's resident memory (VmRSS, proc(5)) in MiB; 0 if it is not running."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text() if pid is not None else ""
+    except OSError:
+        return 0.0
+    kb = next((int(line.split()[1]) for line in status.splitlines() if line.startswith("VmRSS:")), 0)
+    return kb / 1024
+
+
+def rss_growth(faults: Sequence[FaultRecord], window: int = 100) -> dict[str, tuple[float, float]]:
+    """Per broker, its median resident memory (MiB) over the first ``window`` faults and over
+    the last ``window`` (fewer faults: the first and the last half)."""
+    window = min(window, max(1, len(faults) // 2))
+    hosts = sorted({host for f in faults for host in f.rss_mb})
+    return {host: (statistics.median([f.rss_mb.get(host, 0.0) for f in faults[:window]]),
+                   statistics.median([f.rss_mb.get(host, 0.0) for f in faults[-window:]]))
+            for host in hosts} if faults else {}
+
+
 def _alive(pid: int | None) -> bool:
     """A process that exists and is not a zombie."""
     if pid is None:
@@ -310,7 +338,9 @@ def summarize(report: NemesisReport) -> Mapping[str, object]:
                 "anomalies": {kind: len(found) for kind, found in v.transactions.held().items()}},
             "brokers_alive": report.brokers_alive, "workload_exit": report.workload_exit,
             "duration_s": round(report.duration_s, 1),
+            "rss_mb_first_last": {host: [round(a, 1), round(b, 1)] for host, (a, b) in rss_growth(report.faults).items()},
             "per_fault": [{"kind": f.kind, "description": f.description,
                            "unavailability_s": {p: round(s, 2) for p, s in f.unavailability_s.items()},
-                           "heal_to_isr_s": None if f.heal_to_isr_s is None else round(f.heal_to_isr_s, 2)}
+                           "heal_to_isr_s": None if f.heal_to_isr_s is None else round(f.heal_to_isr_s, 2),
+                           "rss_mb": {host: round(mb, 1) for host, mb in f.rss_mb.items()}}
                           for f in report.faults]}
