@@ -34,9 +34,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar, TypeVar
 
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 from kazoo.exceptions import KazooException
 
-from odradek.local.cluster_state import ClusterState
+from odradek.local.cluster_state import ClusterState, poll_until
 from odradek.local.txn_checker import Txn, TxnRecord
 
 if TYPE_CHECKING:
@@ -337,6 +338,8 @@ class HungTransaction(LabFault):
                 process.kill()
                 process.wait(10)
             return
+        if not poll_until(self._completed, 60, interval_s=1.0):  # the coordinator checks every 10 s (Kafka's default)
+            self.target.log(f"{self.id}: the transaction still holds the LSO 60 s after the hold")
         process.send_signal(signal.SIGCONT)
         assert process.stdin is not None and process.stdout is not None
         try:
@@ -354,6 +357,19 @@ class HungTransaction(LabFault):
             "outcome refused") else "unknown"
         self.description += f"; after SIGCONT: {answer}"
         self.target.hung.append(Txn(self.id, outcome, tuple(TxnRecord(str(v), int(p), o) for v, p, o in self.records), ()))
+
+    def _completed(self) -> bool:
+        """Every partition's last stable offset past this transaction's record: the
+        coordinator has ended it (or something else has)."""
+        consumer = Consumer({"bootstrap.servers": self.target.lab.bootstrap_servers, "group.id": "nemesis-lso",
+                             "isolation.level": "read_committed", "log_level": 0})
+        try:
+            return all(consumer.get_watermark_offsets(TopicPartition(f"{self.target.topic}-txn", int(p)), timeout=10)[1]
+                       > int(o) for _, p, o in self.records if o is not None)
+        except KafkaException:
+            return False
+        finally:
+            consumer.close()
 
 
 FAULTS: dict[str, type[LabFault]] = {fault.kind: fault for fault in (
