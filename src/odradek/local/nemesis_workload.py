@@ -290,8 +290,8 @@ class Workload:
             if outcome == "unknown":
                 producer = self._replace(producer, transactional_id)
             number += 1
-            next_start += 1 / self.txn_rate
-            self.stop.wait(max(0.0, next_start - time.monotonic()))
+            next_start = max(next_start + 1 / self.txn_rate, time.monotonic())  # no burst after a stall
+            self.stop.wait(next_start - time.monotonic())
         reader.close()
 
     def _read_new(self, reader: Consumer) -> set[str]:
