@@ -349,8 +349,9 @@ class LocalCluster:
         return ClusterState(self.zk_client())
 
     def _registered_since(self, broker_id: int, since_ms: int) -> bool:
-        registration = self.state().broker(broker_id)
-        return registration is not None and registration.timestamp_ms >= since_ms
+        """Registered after ``since_ms``, by ZooKeeper's clock (a local ZooKeeper's, this host's)."""
+        created = self.state().registered_at_ms(broker_id)
+        return created is not None and created >= since_ms
 
     def _knows_cluster(self, broker: BrokerProcess, expected: set[int]) -> bool:
         """The broker's metadata cache (filled by the controller's UpdateMetadata) names a

@@ -80,6 +80,15 @@ class ClusterState:
         except NoNodeError:
             return None
 
+    def registered_at_ms(self, broker_id: int) -> int | None:
+        """When the broker's registration znode was created, by ZooKeeper's clock (the
+        broker's own ``timestamp`` follows its clock, which a clock fault may have stepped);
+        None while it is not registered."""
+        try:
+            return int(self.zk.get(BrokerIdZNode.path(broker_id))[1].ctime)
+        except NoNodeError:
+            return None
+
     def registered_brokers(self) -> set[int]:
         """The ids of the brokers registered now."""
         return {int(child) for child in self.zk.get_children(BrokerIdsZNode.path)}
