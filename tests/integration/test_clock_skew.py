@@ -13,10 +13,17 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 
-from support.cluster import ClusterFactory
 from support.clients import produce
+from support.cluster import ClusterFactory
 from support.topics import create_topic, unique_topic
-from support.transactions import TXN_OVERRIDES, HangingProducer, lso_and_hw, read_topic, values, wait_lso_reaches_hw
+from support.transactions import (
+    TXN_OVERRIDES,
+    HangingProducer,
+    lso_and_hw,
+    read_topic,
+    values,
+    wait_lso_reaches_hw,
+)
 from support.waiting import wait_until
 
 HOUR_MS = 3_600_000
