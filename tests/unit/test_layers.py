@@ -16,12 +16,14 @@ from pathlib import Path
 
 import pytest
 
+from odradek.graph import cycles
+
 PACKAGE = Path(__file__).resolve().parents[2] / "src" / "odradek"
 
 # Low to high.  A module may import its own layer and the layers below it.  Within a layer the
 # packages may use each other, but only without cycles (checked below).
 LAYERS: tuple[frozenset[str], ...] = (
-    frozenset({"common", "tasks", "histogram", "protocol"}),
+    frozenset({"common", "tasks", "histogram", "graph", "protocol"}),
     frozenset({"config", "state_change_log", "assignment", "net", "zk", "log", "security"}),
     frozenset({"controller"}),
     frozenset({"broker"}),  # the broker hosts the controller: broker -> controller, never back
@@ -108,52 +110,6 @@ def odradek_imports() -> tuple[Import, ...]:
 def top_package(module: str) -> str:
     parts = module.split(".")
     return parts[1] if len(parts) > 1 else ""
-
-
-def cycles(edges: dict[str, set[str]]) -> list[list[str]]:
-    """Strongly connected components of more than one module (Tarjan, iterative)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    on_stack: set[str] = set()
-    stack: list[str] = []
-    found: list[list[str]] = []
-    counter = 0
-    for root in sorted(edges):
-        if root in index:
-            continue
-        work = [(root, iter(sorted(edges.get(root, ()))))]
-        index[root] = low[root] = counter
-        counter += 1
-        stack.append(root)
-        on_stack.add(root)
-        while work:
-            node, successors = work[-1]
-            for succ in successors:
-                if succ not in index:
-                    index[succ] = low[succ] = counter
-                    counter += 1
-                    stack.append(succ)
-                    on_stack.add(succ)
-                    work.append((succ, iter(sorted(edges.get(succ, ())))))
-                    break
-                if succ in on_stack:
-                    low[node] = min(low[node], index[succ])
-            else:
-                work.pop()
-                if work:
-                    parent = work[-1][0]
-                    low[parent] = min(low[parent], low[node])
-                if low[node] == index[node]:
-                    component = []
-                    while True:
-                        member = stack.pop()
-                        on_stack.discard(member)
-                        component.append(member)
-                        if member == node:
-                            break
-                    if len(component) > 1:
-                        found.append(sorted(component))
-    return found
 
 
 def test_every_package_has_a_layer() -> None:

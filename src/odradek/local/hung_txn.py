@@ -15,6 +15,7 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
+from typing import TextIO
 
 from confluent_kafka import KafkaException
 
@@ -33,7 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     partitions = [int(p) for p in args.partitions.split(",")]
     producer = transactional_producer({"bootstrap.servers": args.bootstrap}, f"{args.topic}-{args.id}",
-                                      lambda line: print(line, file=sys.stderr, flush=True),
+                                      lambda line: _say(line, sys.stderr),
                                       transaction_timeout_ms=args.timeout_ms, give_up_s=60)
     offsets: dict[str, int] = {}
 
@@ -46,15 +47,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     for value, partition in records:
         producer.produce(args.topic, value=value.encode(), partition=partition, on_delivery=delivered)
     producer.flush(30)
-    print("open " + json.dumps([[v, p, offsets.get(v)] for v, p in records]), flush=True)
+    _say("open " + json.dumps([[v, p, offsets.get(v)] for v, p in records]))
     sys.stdin.readline()  # the fault stops this process here, then continues it
     try:
         producer.commit_transaction(30)
     except KafkaException as e:
-        print(f"outcome refused {e.args[0].name()}", flush=True)
+        _say(f"outcome refused {e.args[0].name()}")
     else:
-        print("outcome committed", flush=True)
+        _say("outcome committed")
     return 0
+
+
+def _say(line: str, stream: TextIO = sys.stdout) -> None:
+    """One line of the protocol with the fault (stdout, a pipe), or a log line (stderr)."""
+    stream.write(line + "\n")
+    stream.flush()
 
 
 if __name__ == "__main__":

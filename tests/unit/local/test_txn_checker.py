@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import json
 
+from odradek.graph import cycles
 from odradek.local.checker import Verdict, parse_history
-from odradek.local.txn_checker import PipelineTxn, Txn, TxnRecord, check_transactions, cycles
+from odradek.local.txn_checker import PipelineTxn, Txn, TxnRecord, check_transactions
 
 
 def txn(id_: str, outcome: str, *placed: tuple[int, int | None], read: tuple[str, ...] = ()) -> Txn:
