@@ -2,14 +2,18 @@
 
     .venv/bin/python -m fuzz.capture_seeds
 
-Starts a one-broker odradek cluster (embedded ZooKeeper) whose listener is advertised at a
-small recording proxy, so every connection of every client (and of the controller to the
+Starts a three-broker odradek cluster (embedded ZooKeeper) whose listeners are each advertised
+at a small recording proxy, so every connection of every client (and of the controller to the
 broker) passes through it; then confluent-kafka, kafka-python, aiokafka and kcat produce
 (every codec each supports, idempotent and transactional), consume in a group and use the
-admin API.  Each client's first frame of every (api key, version) under 4 KB becomes
+admin API, and Kafka's Java clients run the conformance matrix's quick program
+(compat/java: AdminClient, idempotent and transactional producers, consumers; built by
+``python -m compat prepare java-clients``).  Each client's first frame of every (api key, version) under 4 KB becomes
 ``fuzz/corpus/request_frame/seed-<client>-<api>-v<version>`` (the frame with its size
 prefix: the bytes of one connection), and each distinct produced record set becomes
 ``fuzz/corpus/record_batch/seed-<client>-<codec>``.  Run once; the files are committed.
+``--clients java`` (or any of confluent, kafka-python, aiokafka, kcat) captures only those and
+keeps the other seeds.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from pathlib import Path
 from fuzz.runner import CORPUS
 
 MAX_SEED_BYTES = 4095
+BROKERS = 3  # the Java program's topics have three replicas
 TOPIC = "fuzz-seeds"
 AIOKAFKA_TOPIC = "fuzz-seeds-gzip"  # aiokafka without snappy, lz4 and zstd installed reads gzip only
 _SIZE = struct.Struct(">i")
@@ -172,7 +177,22 @@ def run_kcat(bootstrap: str) -> None:
                    timeout=60)
 
 
-def save(frames: list[bytes]) -> None:
+def run_java_clients(bootstrap: str) -> None:
+    from compat import java_build
+    from compat.jvm import Jvm
+    from compat.suites.java_clients import HEAP, MAIN
+
+    with tempfile.TemporaryDirectory(prefix="odradek-capture-java-") as directory:
+        Jvm(Path(directory)).run(MAIN, ["--bootstrap", bootstrap, "--quick"], classpath=java_build.classpath(),
+                                 heap=HEAP, timeout=600)
+
+
+RUNNERS: dict[str, Callable[[str], None]] = {
+    "confluent": run_confluent_kafka, "kafka-python": run_kafka_python, "aiokafka": run_aiokafka, "kcat": run_kcat,
+    "java": run_java_clients}
+
+
+def save(frames: list[bytes], replace: bool = True) -> None:
     from odradek.protocol.api_keys import ApiKey
     from odradek.protocol.framing import ProtocolError, decode_request_header
     from odradek.protocol.produce_request import parse_produce_request
@@ -180,7 +200,7 @@ def save(frames: list[bytes]) -> None:
     frames_dir, batches_dir = CORPUS / "request_frame", CORPUS / "record_batch"
     for directory in (frames_dir, batches_dir):
         directory.mkdir(parents=True, exist_ok=True)
-        for old in directory.glob("seed-client-*"):
+        for old in directory.glob("seed-client-*") if replace else ():
             old.unlink()
     seen: set[tuple[str, int, int]] = set()
     seen_records: set[tuple[str, int, int]] = set()
@@ -212,28 +232,43 @@ def save(frames: list[bytes]) -> None:
 
 
 def main() -> None:
-    from odradek.local.cluster import LocalCluster
+    import argparse
+
+    from odradek.local.cluster import BrokerProcess, LocalCluster
+
+    parser = argparse.ArgumentParser(prog="python -m fuzz.capture_seeds")
+    parser.add_argument("--clients", default=",".join(RUNNERS), help=f"comma-separated, of {', '.join(RUNNERS)}")
+    chosen = [c.strip() for c in parser.parse_args().clients.split(",") if c.strip()]
+    unknown = sorted(set(chosen) - set(RUNNERS))
+    if unknown or not chosen:
+        parser.error(f"unknown clients {unknown} (known: {', '.join(RUNNERS)})" if unknown else "no client chosen")
 
     directory = Path(tempfile.mkdtemp(prefix="odradek-capture-"))
     cluster: LocalCluster | None = None
-    proxy = RecordingProxy(lambda: next(iter(cluster.brokers.values())).port)  # type: ignore[union-attr]
+    proxies = {b: RecordingProxy(lambda b=b: cluster.brokers[b].port) for b in range(BROKERS)}  # type: ignore[union-attr]
+
+    class ProxiedCluster(LocalCluster):
+        def broker_properties(self, broker: BrokerProcess) -> dict[str, str]:
+            return {**super().broker_properties(broker),
+                    "advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxies[broker.broker_id].port}"}
+
     try:
-        cluster = LocalCluster(directory, 1, overrides={
-            "advertised.listeners": f"PLAINTEXT://127.0.0.1:{proxy.port}",
+        cluster = ProxiedCluster(directory, BROKERS, overrides={
             "transaction.state.log.num.partitions": "1", "offsets.topic.num.partitions": "1"})
         cluster.start()
-        bootstrap = f"127.0.0.1:{proxy.port}"
-        for run in (run_confluent_kafka, run_kafka_python, run_aiokafka, run_kcat):
+        bootstrap = ",".join(f"127.0.0.1:{proxy.port}" for proxy in proxies.values())
+        for run in (RUNNERS[c] for c in chosen):
             try:
                 run(bootstrap)
             except Exception as e:  # a client that cannot do it all still leaves its frames
                 print(f"{run.__name__}: {type(e).__name__}: {e}")
     finally:
         if cluster is not None:
-            cluster.stop()  # its ControlledShutdown passes the proxy too
+            cluster.stop()  # its ControlledShutdown passes the proxies too
         shutil.rmtree(directory, ignore_errors=True)
-    save(list(proxy.frames))
-    print(f"{len(proxy.frames)} frames captured")
+    frames = [frame for proxy in proxies.values() for frame in proxy.frames]
+    save(frames, replace=set(chosen) == set(RUNNERS))
+    print(f"{len(frames)} frames captured")
 
 
 if __name__ == "__main__":
