@@ -19,6 +19,7 @@ import statistics
 import subprocess
 import sys
 import time
+from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,7 @@ class FaultRecord:
     isr_full: float | None = None  # None: the ISRs were not full again in time
     unavailability_s: dict[int, float] = field(default_factory=dict)  # per partition
     rss_mb: dict[str, float] = field(default_factory=dict)  # each broker's resident memory once the ISRs are full
+    pids: dict[str, int | None] = field(default_factory=dict)  # each broker's process then (a kill restarts it)
 
     @property
     def heal_to_isr_s(self) -> float | None:
@@ -96,7 +98,8 @@ class NemesisReport:
             rows += ["", _transactions_table(v.transactions)]
         growth = rss_growth(self.faults)
         if growth:
-            rows += ["", "| broker | RSS first faults (MiB, median) | RSS last faults (MiB, median) | growth |",
+            rows += ["", "| broker (its longest-lived process) | RSS first faults (MiB, median) "
+                     "| RSS last faults (MiB, median) | growth |",
                      "|---|---|---|---|"]
             rows += [f"| {host} | {first:.0f} | {last:.0f} | {last - first:+.0f} MiB ({(last / first - 1) * 100 if first else 0:+.0f}%) |"
                      for host, (first, last) in growth.items()]
@@ -244,7 +247,8 @@ class NemesisRun:
             self.log(f"fault {n} healed; ISRs full after {record.heal_to_isr_s:.1f}s")
         else:
             self.log(f"fault {n}: ISRs not full {self.isr_timeout_s:.0f}s after the heal")
-        record.rss_mb = {host: _rss_mb(self.lab.pid(host)) for host in self.target.broker_hosts}
+        record.pids = {host: self.lab.pid(host) for host in self.target.broker_hosts}
+        record.rss_mb = {host: _rss_mb(pid) for host, pid in record.pids.items()}
         return record
 
     def _wait_isr_full(self, timeout_s: float) -> bool:
@@ -303,13 +307,19 @@ def _rss_mb(pid: int | None) -> float:
 
 
 def rss_growth(faults: Sequence[FaultRecord], window: int = 100) -> dict[str, tuple[float, float]]:
-    """Per broker, its median resident memory (MiB) over the first ``window`` faults and over
-    the last ``window`` (fewer faults: the first and the last half)."""
-    window = min(window, max(1, len(faults) // 2))
-    hosts = sorted({host for f in faults for host in f.rss_mb})
-    return {host: (statistics.median([f.rss_mb.get(host, 0.0) for f in faults[:window]]),
-                   statistics.median([f.rss_mb.get(host, 0.0) for f in faults[-window:]]))
-            for host in hosts} if faults else {}
+    """Per broker, the median resident memory (MiB) of its longest-lived process (the one seen
+    after the most faults: a kill restarts a broker) over its first ``window`` faults and over
+    its last ``window`` (fewer faults: the first and the last half)."""
+    growth = {}
+    for host in sorted({host for f in faults for host in f.rss_mb}):
+        lives: dict[int | None, list[float]] = defaultdict(list)
+        for f in faults:
+            if host in f.rss_mb:
+                lives[f.pids.get(host)].append(f.rss_mb[host])
+        samples = max(lives.values(), key=len)
+        n = min(window, max(1, len(samples) // 2))
+        growth[host] = (statistics.median(samples[:n]), statistics.median(samples[-n:]))
+    return growth
 
 
 def _alive(pid: int | None) -> bool:

@@ -14,6 +14,7 @@ is one more class in it.
 | ``zk-kill`` | one ZooKeeper node killed (an ensemble of 3 or more only) | restarting it |
 | ``zk-majority`` | a majority of the ZooKeeper nodes killed (3 or more only) | restarting them |
 | ``pause-partition`` | a leader SIGSTOPped and isolated | removing the cuts, then SIGCONT |
+| ``kill`` | the busiest leader or the controller SIGKILLed | restarting it |
 | ``clock-jump`` | a broker's wall clock stepped forward or back by seconds to hours (the busiest leader, or the controller) | stepping it back to the system's |
 | ``clock-rate`` | a broker's wall clock running 4 times as fast, or a quarter as fast | stepping it back to the system's |
 | ``hung-txn`` | a transactional producer (local/hung_txn.py) SIGSTOPped mid-transaction past its ``transaction.timeout.ms`` (workloads with transactional producers only) | SIGCONT; its commit must be refused, the coordinator having aborted it |
@@ -254,6 +255,24 @@ class PausedLeader(LabFault):
         self.target.lab.signal(self.leader, signal.SIGCONT)
 
 
+class BrokerKill(LabFault):
+    """A broker SIGKILLed (no shutdown of any kind, its page cache kept: a process crash),
+    then restarted on its log."""
+
+    kind = "kill"
+
+    def __init__(self, target: LabTarget) -> None:
+        super().__init__(target)
+        self.host = target.rng.choice([target.busiest_leader(), target.controller_host() or target.busiest_leader()])
+        self.description = f"{self.host} SIGKILLed, then restarted"
+
+    def inject(self) -> None:
+        self.target.lab.kill(self.host)
+
+    def heal(self) -> None:
+        self.target.lab.restart(self.host, timeout_s=120)
+
+
 class ClockJump(LabFault):
     """A broker's wall clock (record timestamps, retention and rolling, transaction and
     session expiry, ISR lag) stepped by seconds to hours, forward or back; its monotonic clocks
@@ -374,5 +393,5 @@ class HungTransaction(LabFault):
 
 FAULTS: dict[str, type[LabFault]] = {fault.kind: fault for fault in (
     Zombie, IsolatedController, ZooKeeperCut, Minority, Bridge, Loss, ZooKeeperKill, ZooKeeperMajority, PausedLeader,
-    ClockJump, ClockRate, HungTransaction)}
+    BrokerKill, ClockJump, ClockRate, HungTransaction)}
 FAULT_KINDS = tuple(FAULTS)

@@ -46,7 +46,7 @@ class RecordingLab:
     def __getattr__(self, name: str) -> Any:
         if name not in {"partition", "isolate", "loss", "kill", "restart", "signal", "heal", "clock"}:
             raise AttributeError(name)
-        return lambda *args: self.calls.append((name, *args))
+        return lambda *args, **kwargs: self.calls.append((name, *args, *kwargs.values()))
 
 
 def made(kind: str, lab: RecordingLab, log: list[str] | None = None) -> Any:
@@ -65,7 +65,7 @@ def inject_and_heal(kind: str, lab: RecordingLab) -> tuple[str, list[tuple[Any, 
 
 def test_the_table_keeps_the_catalog_order() -> None:
     assert FAULT_KINDS == ("zombie", "controller", "zk-cut", "minority", "bridge", "loss", "zk-kill", "zk-majority",
-                           "pause-partition", "clock-jump", "clock-rate", "hung-txn")
+                           "pause-partition", "kill", "clock-jump", "clock-rate", "hung-txn")
 
 
 def test_network_faults_cut_the_right_hosts_and_heal_the_lab() -> None:
@@ -97,6 +97,10 @@ def test_process_faults_heal_what_they_did() -> None:
     assert description == f"ZooKeeper {victim} killed, then restarted"
     _, injected, healed = inject_and_heal("zk-majority", lab)
     assert len(injected) == 2 and healed == [("restart", call[1]) for call in injected]
+    description, injected, healed = inject_and_heal("kill", lab)
+    [(_, victim)] = injected
+    assert injected == [("kill", victim)] and healed == [("restart", victim, 120)] and victim in {"broker1", "broker2"}
+    assert description == f"{victim} SIGKILLed, then restarted"
     assert inject_and_heal("pause-partition", lab) == (
         "leader broker1 SIGSTOPped and isolated",
         [("signal", "broker1", signal.SIGSTOP), ("isolate", "broker1")],
