@@ -71,7 +71,7 @@ class History:
     commits: list[Commit] = field(default_factory=list)
     # the transactional roles (local/txn_checker.py)
     txns: list[Txn] = field(default_factory=list)
-    txn_reads: list[tuple[int, int, str]] = field(default_factory=list)  # (partition, offset, value)
+    txn_reads: list[Poll] = field(default_factory=list)  # the transactional producers' read_committed reads
     pipeline: list[PipelineTxn] = field(default_factory=list)
 
 
@@ -103,7 +103,8 @@ def parse_history(lines: Iterable[str]) -> History:
             history.txns.append(Txn(event["id"], event["outcome"],
                                     tuple(TxnRecord(v, p, o) for v, p, o in event["records"]), tuple(event["read"])))
         elif kind == "txn-read":
-            history.txn_reads.append((event["partition"], event["offset"], event["value"]))
+            history.txn_reads.append(Poll(f"txn-reader-{event.get('reader', 0)}", event["partition"], event["offset"],
+                                          event["value"], event["t"]))
         elif kind == "pipeline":
             history.pipeline.append(PipelineTxn(event["id"], event["outcome"],
                                                 {int(p): o for p, o in event["offsets"].items()}, event["records"]))

@@ -27,7 +27,14 @@ from typing import TYPE_CHECKING
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from odradek.local.checker import History, Verdict, check, parse_history, unavailability
+from odradek.local.checker import (
+    History,
+    Verdict,
+    check,
+    parse_history,
+    poll_order_anomalies,
+    unavailability,
+)
 from odradek.local.final_read import read_to_the_end, settled_replica_logs, wait_stable
 from odradek.local.nemesis_faults import FAULT_KINDS, FAULTS, LabTarget
 from odradek.local.nemesis_workload import GROUP
@@ -273,7 +280,7 @@ class NemesisRun:
         pipeline topics read read_committed to their ends, and the pipeline group's offsets."""
         config = {"bootstrap.servers": self.lab.bootstrap_servers, "group.id": "nemesis-final",
                   "isolation.level": "read_committed"}
-        reads = {}
+        reads, ends = {}, {}
         for suffix, wanted in (("txn", self.txn_producers), ("pipeline", self.pipelines)):
             if not wanted:
                 continue
@@ -281,7 +288,7 @@ class NemesisRun:
             stable = wait_stable(config, topic, self.partitions, timeout_s=90, log=self.log)
             if any(lso != hw for lso, hw in stable.values()):
                 raise RuntimeError(f"{topic}: transactions still open 90 s after the run: (LSO, HW) {stable}")
-            records, _ = read_to_the_end(config, topic, self.partitions, transactional=True)
+            records, ends[suffix] = read_to_the_end(config, topic, self.partitions, transactional=True)
             reads[suffix] = {p: {o: v.decode() for o, v in r.items()} for p, r in records.items()}
         committed = {}
         if self.pipelines:
@@ -291,9 +298,14 @@ class NemesisRun:
                     [TopicPartition(self.topic, p) for p in range(self.partitions)], timeout=30)}
             finally:
                 consumer.close()
-        return check_transactions(history.txns, history.txn_reads, reads.get("txn", {}), pipeline=history.pipeline,
-                                  pipeline_input=final, pipeline_output=reads.get("pipeline") if self.pipelines else None,
-                                  pipeline_committed=committed, hung=self.target.hung)
+        verdict = check_transactions(
+            history.txns, [(r.partition, r.offset, r.value) for r in history.txn_reads], reads.get("txn", {}),
+            pipeline=history.pipeline, pipeline_input=final,
+            pipeline_output=reads.get("pipeline") if self.pipelines else None, pipeline_committed=committed,
+            hung=self.target.hung)
+        verdict.nonmonotonic_reads, verdict.skipped_reads = poll_order_anomalies(
+            history.txn_reads, reads.get("txn", {}), ends.get("txn", {}))
+        return verdict
 
 
 def _rss_mb(pid: int | None) -> float:

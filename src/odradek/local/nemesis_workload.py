@@ -259,7 +259,8 @@ class Workload:
         rng = random.Random(None if self.seed is None else self.seed * 100 + n)
         transactional_id = f"{self.txn_topic}-{n}"
         reader = Consumer({"bootstrap.servers": self.bootstrap, "group.id": f"{transactional_id}-reader",
-                           "isolation.level": "read_committed", "enable.auto.commit": False, "log_level": 0})
+                           "isolation.level": "read_committed", "enable.auto.commit": False,
+                           "auto.offset.reset": "earliest", "log_level": 0})
         reader.assign([TopicPartition(self.txn_topic, p, OFFSET_BEGINNING) for p in range(self.partitions)])
         producer = transactional_producer({"bootstrap.servers": self.bootstrap}, transactional_id, self._log,
                                           transaction_timeout_ms=20000)
@@ -272,7 +273,7 @@ class Workload:
         number = 0
         next_start = time.monotonic()
         while not self.stop.is_set():
-            read = self._read_new(reader)
+            read = self._read_new(reader, n)
             txn = f"t{n}.{number}"
             commit = rng.random() >= self.abort_ratio
             records = [(f"{txn}.{i}", p) for i, p in
@@ -294,7 +295,7 @@ class Workload:
             self.stop.wait(next_start - time.monotonic())
         reader.close()
 
-    def _read_new(self, reader: Consumer) -> set[str]:
+    def _read_new(self, reader: Consumer, n: int) -> set[str]:
         """What ``reader`` can read now (a ``txn-read`` event each); the transactions read."""
         read: set[str] = set()
         while msgs := reader.consume(1000, 0.05):
@@ -302,7 +303,7 @@ class Workload:
                 if msg.error() is not None:
                     continue
                 value = msg.value().decode()
-                self.history.event("txn-read", partition=msg.partition(), offset=msg.offset(), value=value)
+                self.history.event("txn-read", reader=n, partition=msg.partition(), offset=msg.offset(), value=value)
                 read.add(transaction_of(value))
         return read
 

@@ -17,6 +17,9 @@ The anomalies held against the brokers:
 - *lost committed writes*: a record of a committed transaction not where its delivery report
   put it;
 - *duplicates*: a record of the transactional topic twice;
+- *nonmonotonic and skipped reads*: a reader going back, or jumping over a record the final
+  read_committed read holds (aborted records and markers are the holes it may jump; judged with
+  the checker's poll order, local/nemesis.py);
 - *circular information flow*: a cycle of transactions each of which read the one before it
   (a read_committed reader only sees transactions committed before it read, and every
   transaction here reads before it begins, so no such cycle can exist);
@@ -83,6 +86,8 @@ class TxnVerdict:
     lost: list[str] = field(default_factory=list)
     duplicated: list[str] = field(default_factory=list)
     read_cycles: list[str] = field(default_factory=list)
+    nonmonotonic_reads: list[str] = field(default_factory=list)
+    skipped_reads: list[str] = field(default_factory=list)
     hung: int = 0
     hung_not_aborted: list[str] = field(default_factory=list)
     write_cycles: list[str] = field(default_factory=list)  # counted, not held (see the module's doc)
@@ -97,6 +102,7 @@ class TxnVerdict:
         """The anomalies held against the brokers, by kind."""
         return {"aborted_reads": self.aborted_reads, "torn": self.torn, "lost_committed": self.lost,
                 "duplicated_in_transactions": self.duplicated, "read_cycles": self.read_cycles,
+                "nonmonotonic_reads": self.nonmonotonic_reads, "skipped_reads": self.skipped_reads,
                 "hung_not_aborted": self.hung_not_aborted,
                 "pipeline_missing": self.pipeline_missing, "pipeline_duplicated": self.pipeline_duplicated,
                 "pipeline_beyond_committed": self.pipeline_beyond, "pipeline_wrong": self.pipeline_wrong}

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from odradek.graph import cycles
-from odradek.local.checker import Verdict, parse_history
+from odradek.local.checker import Poll, Verdict, parse_history
 from odradek.local.txn_checker import PipelineTxn, Txn, TxnRecord, check_transactions
 
 
@@ -124,14 +124,14 @@ def test_the_history_carries_the_transactional_events_into_the_verdict() -> None
     lines = [json.dumps(e) for e in [
         {"type": "txn", "t": 1.0, "id": "t0.0", "producer": 0, "outcome": "committed", "read": [],
          "records": [["t0.0.0", 0, 0], ["t0.0.1", 1, None]]},
-        {"type": "txn-read", "t": 1.5, "partition": 0, "offset": 0, "value": "t0.0.0"},
+        {"type": "txn-read", "t": 1.5, "reader": 1, "partition": 0, "offset": 0, "value": "t0.0.0"},
         {"type": "pipeline", "t": 2.0, "id": "c0.0", "outcome": "aborted", "records": 2, "offsets": {"0": 7}},
     ]]
     history = parse_history(lines)
     assert history.txns == [txn("t0.0", "committed", (0, 0), (1, None))]
-    assert history.txn_reads == [(0, 0, "t0.0.0")]
+    assert history.txn_reads == [Poll("txn-reader-1", 0, 0, "t0.0.0", 1.5)]
     assert history.pipeline == [PipelineTxn("c0.0", "aborted", {0: 7}, 2)]
-    verdict = Verdict(transactions=check_transactions(history.txns, history.txn_reads, {0: {0: "t0.0.0"}}))
+    verdict = Verdict(transactions=check_transactions(history.txns, [(0, 0, "t0.0.0")], {0: {0: "t0.0.0"}}))
     assert verdict.anomalies == 2 and not verdict.ok  # t0.0.1 lost: a torn transaction and a lost write
     assert list(verdict.examples()) == ["torn", "lost_committed"]
 
