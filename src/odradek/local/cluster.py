@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from kazoo.client import KazooClient
+from kazoo.exceptions import KazooException
 
 from odradek.common import now_ms
 from odradek.local.child_process import ChildProcess
@@ -349,8 +350,12 @@ class LocalCluster:
         return ClusterState(self.zk_client())
 
     def _registered_since(self, broker_id: int, since_ms: int) -> bool:
-        """Registered after ``since_ms``, by ZooKeeper's clock (a local ZooKeeper's, this host's)."""
-        created = self.state().registered_at_ms(broker_id)
+        """Registered after ``since_ms``, by ZooKeeper's clock (a local ZooKeeper's, this host's);
+        not yet while ZooKeeper does not answer (an ensemble regaining its quorum)."""
+        try:
+            created = self.state().registered_at_ms(broker_id)
+        except KazooException:
+            return False
         return created is not None and created >= since_ms
 
     def _knows_cluster(self, broker: BrokerProcess, expected: set[int]) -> bool:
