@@ -53,7 +53,9 @@ def scan_headers(fd: int, start: int, end: int, chunk: int = _HEADER_CHUNK
     """Yield ``(position, header)`` for the batches in ``[start, end)`` of a file.
 
     Reads ``chunk`` bytes at a time and parses only headers, so walking past a large batch
-    costs one small read. Raises CorruptMessageError at a malformed or torn batch.
+    costs one small read. A batch that runs past ``end`` ends the walk, as Kafka's
+    FileLogInputStream ends at a partial batch (only a log the broker trusts can hold one:
+    recovery truncates it); a malformed header raises CorruptMessageError.
     """
     buf = b""
     buf_start = start
@@ -65,7 +67,7 @@ def scan_headers(fd: int, start: int, end: int, chunk: int = _HEADER_CHUNK
             buf_start, rel = pos, 0
         header = parse_header(buf, rel)
         if pos + header.size > end:
-            raise CorruptMessageError(f"batch at position {pos} runs past the end ({end})")
+            return
         yield pos, header
         pos += header.size
 
