@@ -67,7 +67,12 @@ from odradek.log.segment import (
     filename_prefix,
 )
 from odradek.log.transaction_index import TXN_INDEX_SUFFIX, AbortedTxn
-from odradek.protocol.errors import KafkaStorageError, OffsetOutOfRangeError, for_code
+from odradek.protocol.errors import (
+    CorruptMessageError,
+    KafkaStorageError,
+    OffsetOutOfRangeError,
+    for_code,
+)
 from odradek.protocol.records import (
     NO_TIMESTAMP,
     RecordBatchHeader,
@@ -239,11 +244,13 @@ class Log:
         state.take_snapshot()
 
     def _read_stored_batch(self, header: RecordBatchHeader) -> bytes:
-        """The stored bytes of the batch ``header`` describes (for markers in a replay)."""
+        """The stored bytes of the batch ``header`` describes (for markers in a replay);
+        CorruptMessageError when no batch is at its offset (a header whose offset lies, in
+        a log the broker trusts)."""
         segment = self.segment_for(header.base_offset)
         found = None if segment is None else segment.translate_offset(header.base_offset)
         if segment is None or found is None:
-            raise KafkaStorageError(f"{self}: batch at offset {header.base_offset} is gone")
+            raise CorruptMessageError(f"{self}: no batch at offset {header.base_offset}, where a header says")
         return segment.read_bytes(found[0], header.size)
 
     def _headers_from(self, offset: int) -> Iterator[RecordBatchHeader]:

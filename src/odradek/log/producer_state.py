@@ -376,9 +376,16 @@ class ProducerStateManager:
         for header in headers:
             if not header.has_producer_id:
                 continue
+            stored = None
             if header.is_control and read_batch is not None:
+                try:
+                    stored = read_batch(header)
+                except CorruptMessageError as e:  # its offset lies: it moves the epoch only
+                    log.warning("unreadable control batch of producer %d at offset %d: %s",
+                                header.producer_id, header.base_offset, e)
+            if stored is not None:
                 completed = update.add(header, header.base_offset, header.last_offset,
-                                       header.max_timestamp, read_batch(header))
+                                       header.max_timestamp, stored)
                 if completed is not None:
                     update.commit(header.next_offset)
                     update = self.prepare(from_client=False)
