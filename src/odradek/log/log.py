@@ -254,8 +254,14 @@ class Log:
         return segment.read_bytes(found[0], header.size)
 
     def _headers_from(self, offset: int) -> Iterator[RecordBatchHeader]:
-        for segment in self.segments[max(self._segment_index(offset), 0):]:
-            yield from segment.iter_headers(offset if segment.base_offset <= offset else None)
+        """The stored batch headers from ``offset`` on, for the rebuilds at open. A malformed
+        header (in a log the broker trusts: recovery truncates at one) ends them, logged: the
+        state covers what comes before it, and a read there answers CORRUPT_MESSAGE."""
+        try:
+            for segment in self.segments[max(self._segment_index(offset), 0):]:
+                yield from segment.iter_headers(offset if segment.base_offset <= offset else None)
+        except CorruptMessageError as e:
+            log.error("%s: state rebuilt only up to a corrupt batch: %s", self, e)
 
     # ------------------------------------------------------------------ state
 

@@ -11,6 +11,7 @@ headers; nothing here parses records.
 
 from __future__ import annotations
 
+import logging
 import os
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
@@ -28,6 +29,8 @@ from odradek.protocol.records import (
     check_crc,
     parse_header,
 )
+
+log = logging.getLogger(__name__)
 
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
@@ -135,12 +138,17 @@ class LogSegment:
 
     @property
     def next_offset(self) -> int:
-        """One past the last offset in this segment (the base offset when empty)."""
+        """One past the last offset in this segment (the base offset when empty); in a
+        segment the broker trusts with a malformed header (recovery truncates at one), one past
+        the batch before it."""
         if self._next_offset is None:
             last = self.base_offset
             start = self.index.last_entry().position
-            for _, header in scan_headers(self.fd, start, self.size):
-                last = header.next_offset
+            try:
+                for _, header in scan_headers(self.fd, start, self.size):
+                    last = header.next_offset
+            except CorruptMessageError as e:
+                log.error("%s: the log ends at a corrupt batch: %s", self.log_path, e)
             self._next_offset = last
         return self._next_offset
 
