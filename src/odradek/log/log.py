@@ -69,6 +69,7 @@ from odradek.log.segment import (
 from odradek.log.transaction_index import TXN_INDEX_SUFFIX, AbortedTxn
 from odradek.protocol.errors import (
     CorruptMessageError,
+    InvalidRecordError,
     KafkaStorageError,
     OffsetOutOfRangeError,
     for_code,
@@ -260,7 +261,7 @@ class Log:
         try:
             for segment in self.segments[max(self._segment_index(offset), 0):]:
                 yield from segment.iter_headers(offset if segment.base_offset <= offset else None)
-        except CorruptMessageError as e:
+        except (CorruptMessageError, InvalidRecordError) as e:
             log.error("%s: state rebuilt only up to a corrupt batch: %s", self, e)
 
     # ------------------------------------------------------------------ state

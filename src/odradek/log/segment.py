@@ -147,7 +147,7 @@ class LogSegment:
             try:
                 for _, header in scan_headers(self.fd, start, self.size):
                     last = header.next_offset
-            except CorruptMessageError as e:
+            except (CorruptMessageError, InvalidRecordError) as e:
                 log.error("%s: the log ends at a corrupt batch: %s", self.log_path, e)
             self._next_offset = last
         return self._next_offset
