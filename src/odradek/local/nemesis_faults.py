@@ -270,7 +270,17 @@ class BrokerKill(LabFault):
         self.target.lab.kill(self.host)
 
     def heal(self) -> None:
-        self.target.lab.restart(self.host, timeout_s=120)
+        """Restart it, as a supervisor would, until it stays up: a broker that cannot reach
+        ZooKeeper within its connection timeout exits (as Kafka's does), which happens while
+        an ensemble just restarted by an earlier fault still elects its leader."""
+        for attempt in range(1, 4):
+            try:
+                self.target.lab.restart(self.host, timeout_s=120)
+                return
+            except (RuntimeError, TimeoutError) as e:
+                if attempt == 3:
+                    raise
+                self.target.log(f"{self.host} did not come back (attempt {attempt}): {str(e).splitlines()[0]}")
 
 
 class ClockJump(LabFault):

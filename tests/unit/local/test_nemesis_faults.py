@@ -119,6 +119,23 @@ def test_clock_faults_skew_a_broker_and_heal_the_lab() -> None:
     assert description in {"broker1's clock running 4 times as fast", "broker1's clock running a quarter as fast"}
 
 
+def test_a_killed_broker_that_exits_at_its_restart_is_restarted_again() -> None:
+    lab = RecordingLab()
+    told: list[str] = []
+    fault = made("kill", lab, told)
+    failures = iter([RuntimeError("broker 2 exited with code 1:\nError: could not connect to ZooKeeper")])
+
+    def restart(host: str, timeout_s: float) -> None:
+        lab.calls.append(("restart", host))
+        if (failure := next(failures, None)) is not None:
+            raise failure
+
+    lab.restart = restart  # type: ignore[method-assign]
+    fault.heal()
+    assert lab.calls == [("restart", fault.host)] * 2
+    assert told == [f"{fault.host} did not come back (attempt 1): broker 2 exited with code 1:"]
+
+
 def test_holding_past_the_session_timeout_and_loss_longer() -> None:
     lab = RecordingLab()
     assert made("zombie", lab).held_s(5.0, 2.0) == 5.0
