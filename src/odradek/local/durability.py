@@ -180,6 +180,9 @@ class DurabilityRun:
             self._stop.set()
             producer_thread.join(180)
             consumer_thread.join(60)
+        # Counted here, not when the consumer's close() returns: under load and after kills
+        # librdkafka's close can outlast the join (a suite run reported 0 reads so).
+        self.report.consumer_reads = len(self.reads)
         if self._errors:
             raise self._errors[0]
         self._restore_all()
@@ -309,7 +312,6 @@ class DurabilityRun:
                             time.monotonic())
         finally:
             consumer.close()
-        self.report.consumer_reads = len(self.reads)
 
     # ------------------------------------------------------------------ faults
 
