@@ -108,13 +108,17 @@ class Workload:
         roles += [(f"txn-{n}", self._transact, n) for n in range(self.txn_producers)]
         roles += [(f"pipeline-{n}", self._pipeline, n) for n in range(self.pipelines)]
         for name, fn, n in roles:
-            thread = threading.Thread(target=self._guard(fn, name), args=(n,), name=name)
+            # daemon: a role stuck past the stop is reported below and does not keep the process alive
+            thread = threading.Thread(target=self._guard(fn, name), args=(n,), name=name, daemon=True)
             thread.start()
             self._threads.append(thread)
         while not self.stop.wait(0.5):  # a bounded wait lets the signal handler run
             pass
         for thread in self._threads:
             thread.join(90)
+        for thread in self._threads:
+            if thread.is_alive():
+                self.history.event("error", where=thread.name, error="role still running 90 s after the stop")
         self.history.flush()
 
     def _guard(self, fn, name: str):  # type: ignore[no-untyped-def]
