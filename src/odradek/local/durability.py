@@ -52,7 +52,12 @@ from odradek.local.cluster import LocalCluster
 from odradek.local.cluster_state import poll_until
 from odradek.local.durability_faults import DURABILITY_FAULTS, TRANSACTIONAL_FAULTS, BrokerTarget
 from odradek.local.final_read import read_to_the_end, settled_replica_logs, wait_stable
-from odradek.local.txn_client import after_error, end_transaction, transactional_producer
+from odradek.local.txn_client import (
+    after_error,
+    end_transaction,
+    replace_producer,
+    transactional_producer,
+)
 
 __all__ = ["DurabilityReport", "DurabilityRun"]
 
@@ -278,13 +283,8 @@ class DurabilityRun:
                 outcome = after_error(producer, e, self.log)
             self.txn_outcome[txn] = outcome
             if outcome == "unknown":
-                # The producer may be unusable (fatal error); a new one's InitProducerId settles
-                # the open transaction, whichever way the coordinator had got.
-                try:
-                    producer.flush(1)
-                except KafkaException:  # a producer in a fatal state raises its error again
-                    pass
-                producer = self._txn_producer()
+                producer = replace_producer(producer, self.cluster.client_properties(), self.transactional_id,
+                                            self.log)
             txn += 1
         producer.flush(30)
         self.report.produced = produced

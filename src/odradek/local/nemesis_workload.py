@@ -44,7 +44,12 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.local.txn_checker import transaction_of
-from odradek.local.txn_client import after_error, end_transaction, transactional_producer
+from odradek.local.txn_client import (
+    after_error,
+    end_transaction,
+    replace_producer,
+    transactional_producer,
+)
 
 __all__ = ["GROUP", "HistoryWriter", "Workload", "main"]
 
@@ -312,14 +317,8 @@ class Workload:
         return read
 
     def _replace(self, producer: Producer, transactional_id: str) -> Producer:
-        """A new producer for one whose last transaction's outcome is unknown: its
-        InitProducerId settles that transaction, whichever way the coordinator had got."""
-        try:
-            producer.flush(1)
-        except KafkaException:  # a producer in a fatal state raises its error again
-            pass
-        return transactional_producer({"bootstrap.servers": self.bootstrap}, transactional_id, self._log,
-                                      transaction_timeout_ms=20000)
+        return replace_producer(producer, {"bootstrap.servers": self.bootstrap}, transactional_id, self._log,
+                                transaction_timeout_ms=20000)
 
     def _pipeline(self, n: int) -> None:
         """Consume-transform-produce: each batch read from the topic is written to the pipeline

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 
 from confluent_kafka import KafkaException, Producer
 
-__all__ = ["after_error", "end_transaction", "transactional_producer"]
+__all__ = ["after_error", "end_transaction", "replace_producer", "transactional_producer"]
 
 
 def transactional_producer(config: Mapping[str, object], transactional_id: str, log: Callable[[str], None], *,
@@ -68,3 +68,15 @@ def after_error(producer: Producer, e: KafkaException, log: Callable[[str], None
     if error.txn_requires_abort():
         return end_transaction(producer, False, log)
     return "unknown"
+
+
+def replace_producer(producer: Producer, config: Mapping[str, object], transactional_id: str,
+                     log: Callable[[str], None], *, transaction_timeout_ms: int = 60000) -> Producer:
+    """A new producer for one whose last transaction's outcome is unknown (it may be in a
+    fatal state): the new one's InitProducerId settles that transaction, whichever way the
+    coordinator had got."""
+    try:
+        producer.flush(1)
+    except KafkaException:  # a producer in a fatal state raises its error again
+        pass
+    return transactional_producer(config, transactional_id, log, transaction_timeout_ms=transaction_timeout_ms)
