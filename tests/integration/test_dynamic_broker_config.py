@@ -155,8 +155,11 @@ def test_new_topic_defaults_reach_topics_without_overrides(module_cluster: Local
     assert default_alter(module_cluster, {"log.cleaner.min.cleanable.ratio": "0.75",
                                           "log.segment.bytes": "2048"}) == (ErrorCode.none, None)
     try:
-        wait_until(lambda: shows(client, "0", "log.segment.bytes", "2048", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
-                   message="broker 0 to apply the new defaults")
+        # A topic's configs may be described by any broker: every one must have taken the defaults first.
+        for broker in ("0", "1", "2"):
+            wait_until(lambda b=broker: shows(client, b, "log.segment.bytes", "2048",
+                                              ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+                       message=f"broker {broker} to apply the new defaults")
         ratio = describe(client, ResourceType.TOPIC, plain)["min.cleanable.dirty.ratio"]
         assert ratio.value == "0.75" and ratio.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value
         assert describe(client, ResourceType.TOPIC, custom)["min.cleanable.dirty.ratio"].value == "0.2"
