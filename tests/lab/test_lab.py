@@ -208,8 +208,48 @@ def test_kill_and_restart(running: Running) -> None:
     assert _zookeeper_mode(running.lab.hosts["zk2"].address) in ("follower", "leader")
 
 
+def _log_dirs(running: Running, broker: int) -> dict[str, dict]:
+    """``odradek log-dirs --describe`` of one broker, from the management leg: each directory's entry."""
+    done = run_odradek("log-dirs", "--bootstrap-server", running.lab.bootstrap_servers, "--describe",
+                       "--broker-list", str(broker))
+    assert done.returncode == 0, done.stderr
+    (entry,) = json.loads(done.stdout.splitlines()[2])["brokers"]
+    return {d["logDir"]: d for d in entry["logDirs"]}
+
+
+def test_a_filled_disk_goes_offline_and_a_restart_brings_it_back(running: Running) -> None:
+    lab = running.lab
+    b0 = f"{lab.hosts['broker0'].address}:9092"
+    disk = str(lab.dir / "broker1" / "disk")
+    created = _lab(running, "exec", "client", "--", sys.executable, "-m", "odradek", "topics", "--bootstrap-server",
+                   b0, "--create", "--topic", "disk", "--partitions", "6", "--replication-factor", "3")
+    assert created.returncode == 0, created.stderr
+    assert _log_dirs(running, 1)[disk]["error"] is None
+    filled = _lab(running, "fill-disk", "broker1")
+    assert filled.returncode == 0, filled.stderr
+    assert re.fullmatch(r"broker1: small disk filled \(\d+ MiB written\)\n", filled.stdout)
+    assert "disk broker1 full" in _lab(running, "status").stdout
+    # Records to every partition: broker1's next write on the full disk fails, and it takes the
+    # directory offline; the other replicas take over its partitions there.
+    produced = run_odradek("lab", "exec", "--dir", str(running.dir), "client", "--", "kcat", "-P", "-b", b0,
+                           "-t", "disk", "-X", "acks=all", "-K:", input="".join(f"{i}:v{i}\n" for i in range(60)))
+    assert produced.returncode == 0, produced.stderr
+    dirs = _log_dirs(running, 1)
+    assert dirs[disk]["error"] == "org.apache.kafka.common.errors.KafkaStorageException"
+    assert dirs[disk]["partitions"] == [] and dirs[str(lab.dir / "broker1" / "data")]["error"] is None
+    assert _lab(running, "heal").returncode == 0
+    assert not (lab.dir / "broker1" / "disk" / "filler").exists()
+    assert _lab(running, "restart", "broker1").returncode == 0
+    dirs = _log_dirs(running, 1)
+    assert dirs[disk]["error"] is None and any(p["partition"].startswith("disk-") for p in dirs[disk]["partitions"])
+    consumed = _lab(running, "exec", "client", "--", "kcat", "-C", "-b", b0, "-t", "disk", "-o", "beginning",
+                    "-e", "-q")
+    assert sorted(consumed.stdout.split()) == sorted(f"v{i}" for i in range(60))
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (("partition", "broker0", "nohost"), "unknown host 'nohost'"),
+    (("fill-disk", "zk1"), "zk1 is not a broker"),
     (("partition", "broker0,broker1", "broker1"), "broker1 on both sides"),
     (("loss", "broker0", "101"), "between 0 and 100"),
     (("isolate", "broker0", "--keep", "broker0"), "cannot be isolated from itself"),
@@ -254,5 +294,6 @@ def test_down_leaves_nothing(running: Running) -> None:
     assert not [p for p in pids if Path(f"/proc/{p}").exists()
                 and Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"]
     assert _root_network() == running.root_before
+    assert not [h for h in ("broker0", "broker1", "broker2") if os.path.ismount(running.dir / h / "disk")]
     again = _lab(running, "down")
     assert again.returncode == 0, again.stderr

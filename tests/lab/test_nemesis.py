@@ -28,7 +28,7 @@ def lab(tmp_path_factory: pytest.TempPathFactory, lab_identity: Callable[[], tup
         lab.down()
 
 
-@pytest.mark.timeout(600)  # eight faults, each allowed 60 s to refill the ISRs on a loaded machine
+@pytest.mark.timeout(600)  # each kind once, each allowed 60 s to refill the ISRs on a loaded machine
 def test_each_fault_once_loses_nothing(lab: Lab, tmp_path: Path) -> None:
     expected = list(FAULT_KINDS)
     lines: list[str] = []

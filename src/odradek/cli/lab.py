@@ -75,11 +75,15 @@ def lab() -> None:
 @click.option("--name", default="odr", show_default=True,
               help="Prefix of the lab's namespaces and interfaces (1-8 lowercase letters/digits).")
 @click.option("--override", multiple=True, metavar="KEY=VALUE", help="Broker config for every broker.")
-def up(num_brokers: int, zookeepers: int, directory: str, subnet: str, name: str, override: tuple[str, ...]) -> None:
+@click.option("--disk-mb", type=click.IntRange(0, 65536), default=None,
+              help="Size of each broker's second log directory, a tmpfs `lab fill-disk` can fill "
+                   "(0: none).  [default: 512]")
+def up(num_brokers: int, zookeepers: int, directory: str, subnet: str, name: str, override: tuple[str, ...],
+       disk_mb: int | None) -> None:
     """Start a lab and return once its cluster.json is written; its processes keep running
     until `odradek lab down`."""
     from odradek.local.cluster import CLUSTER_JSON
-    from odradek.local.lab import Lab, LabError
+    from odradek.local.lab import DISK_MB, Lab, LabError
 
     _available()
     overrides = parse_overrides(override)
@@ -89,7 +93,7 @@ def up(num_brokers: int, zookeepers: int, directory: str, subnet: str, name: str
         fail(str(e))
     try:
         the_lab = Lab.create(directory, brokers=num_brokers, zookeepers=zookeepers, subnet=subnet, name=name,
-                             overrides=overrides)
+                             overrides=overrides, disk_mb=DISK_MB if disk_mb is None else disk_mb)
     except LabError as e:
         fail(str(e))
     # Ctrl-C while starting: clean up (up() removes what it made when interrupted).
@@ -174,10 +178,24 @@ def loss(directory: str, host: str, percent: int) -> None:
     click.echo(f"{host}: {percent}% packet loss" if percent else f"{host}: no packet loss")
 
 
+@lab.command(name="fill-disk")
+@_dir_option
+@click.argument("host")
+def fill_disk(directory: str, host: str) -> None:
+    """Fill broker HOST's second log directory (its small disk): its next write there fails
+    and the broker takes the directory offline. `lab heal` frees it; restart the broker to
+    bring the directory back."""
+    the_lab = _load(directory)
+    written: list[int] = []
+    _do(lambda: written.append(the_lab.fill_disk(host)))
+    click.echo(f"{host}: small disk filled ({written[0] >> 20} MiB written)")
+
+
 @lab.command()
 @_dir_option
 def heal(directory: str) -> None:
-    """Remove every partition, isolation and packet loss."""
+    """Remove every partition, isolation and packet loss, set skewed clocks right and free
+    filled disks."""
     the_lab = _load(directory)
     _do(the_lab.heal)
     click.echo("Healed")
@@ -239,4 +257,8 @@ def _describe(fault: dict[str, object]) -> str:
     if fault["type"] == "isolate":
         keep = fault.get("keep") or []
         return f"isolate {fault['host']}" + (f" (keeping {','.join(keep)})" if keep else "")  # type: ignore[arg-type]
+    if fault["type"] == "clock":
+        return f"clock {fault['host']} {fault['offset_ms']:+} ms, rate {fault['rate']}"
+    if fault["type"] == "disk":
+        return f"disk {fault['host']} full"
     return f"loss {fault['host']} {fault['percent']}%"

@@ -76,15 +76,18 @@ def wait_stable(config: Mapping[str, object], topic: str, partitions: int, *, ti
 
 
 def replica_logs(cluster: LocalCluster, topic: str, partitions: int) -> dict[int, dict[int, bytes]]:
-    """Each partition's log bytes on each broker (its segment files in order). Every broker
-    must hold every partition (the runs use as many replicas as brokers)."""
+    """Each partition's log bytes on each broker (its segment files in order), from whichever
+    of the broker's log directories holds it. Every broker must hold every partition (the runs
+    use as many replicas as brokers)."""
     logs: dict[int, dict[int, bytes]] = {p: {} for p in range(partitions)}
     for broker_id, broker in cluster.brokers.items():
-        data = _log_dir(broker.config_path)
+        dirs = _log_dirs(broker.config_path)
         for p in range(partitions):
-            directory = data / f"{topic}-{p}"
-            if not directory.is_dir():
-                raise RuntimeError(f"broker {broker_id} has no {directory}: the replica check would be empty")
+            found = [d / f"{topic}-{p}" for d in dirs if (d / f"{topic}-{p}").is_dir()]
+            if len(found) != 1:
+                raise RuntimeError(f"broker {broker_id} has {len(found)} directories of {topic}-{p} in "
+                                   f"{', '.join(map(str, dirs))}: the replica check needs exactly one")
+            directory = found[0]
             logs[p][broker_id] = b"".join(path.read_bytes() for path in sorted(directory.glob("*.log")))
     return logs
 
@@ -104,9 +107,9 @@ def settled_replica_logs(cluster: LocalCluster, topic: str, partitions: int, end
     return logs
 
 
-def _log_dir(config_path: Path) -> Path:
-    """The first of a broker's ``log.dirs``."""
+def _log_dirs(config_path: Path) -> list[Path]:
+    """A broker's ``log.dirs``."""
     for line in config_path.read_text().splitlines():
         if line.startswith("log.dirs="):
-            return Path(line.split("=", 1)[1].split(",")[0])
-    return config_path.parent / "data"
+            return [Path(d) for d in line.split("=", 1)[1].split(",") if d]
+    return [config_path.parent / "data"]

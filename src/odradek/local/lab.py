@@ -9,6 +9,11 @@ how the machine running the lab (tests, the nemesis runner's control thread, rea
 reaches every host; faults never cut it. Clients under test run on ``client``
 (``lab.popen("client", argv)``), and faults cut them where the fault says so.
 
+Each broker has two log directories: ``DIR/<host>/data`` and ``DIR/<host>/disk``, a tmpfs of
+``disk_mb`` MiB mounted by ``up()`` (0: none), the "small disk" a disk fault fills
+(``fill_disk``: its next write fails with ENOSPC and the broker takes the directory offline,
+as Kafka's LogDirFailureChannel does; ``heal`` frees it, and a restart brings it back).
+
 State lives in ``DIR/lab.json`` (hosts, addresses, pids, current faults), so separate
 ``odradek lab`` invocations work on one lab; the brokers' ``DIR/cluster.json`` is the usual
 local-cluster description (bootstrap servers = the brokers' own addresses). Processes run
@@ -48,6 +53,8 @@ LAB_JSON = "lab.json"
 BROKER_PORT = 9092
 METRICS_PORT = 9404  # each host's /metrics (the port Prometheus's JMX exporter is usually given)
 ZOOKEEPER_PORT = 2181
+DISK_MB = 512  # each broker's second log directory, a tmpfs (only what is written takes memory)
+FILLER = "filler"  # the file a disk fault fills a broker's tmpfs with
 # Faster failure detection than Kafka's defaults, so that a fault shows within seconds: a
 # broker cut from ZooKeeper loses its session after 6 s, a follower cut from its leader leaves
 # the ISR after 6 s. Overridable with ``overrides``.
@@ -114,6 +121,7 @@ class LabCluster(LocalCluster):
                          zookeeper_connect=lab.zookeeper_connect, ports=[BROKER_PORT] * len(hosts),
                          overrides={**LAB_DEFAULTS, **lab.overrides}, metrics=True)
         self.hosts: dict[int, LabHost] = {}
+        self.disk_mb = lab.disk_mb
         for broker, host in zip(self.brokers.values(), hosts, strict=True):
             broker.config_path = lab.dir / host.name / "server.properties"
             broker.metrics_port = METRICS_PORT
@@ -121,6 +129,14 @@ class LabCluster(LocalCluster):
 
     def broker_address(self, broker: BrokerProcess) -> str:
         return self.hosts[broker.broker_id].address
+
+    def broker_properties(self, broker: BrokerProcess) -> dict[str, str]:
+        """Two log directories when the lab has small disks: ``data`` and the tmpfs ``disk``."""
+        props = super().broker_properties(broker)
+        if self.disk_mb:
+            home = broker.config_path.parent
+            props["log.dirs"] = f"{home / 'data'},{disk_dir(home)}"
+        return props
 
     def broker_command_prefix(self, broker: BrokerProcess) -> list[str]:
         """In its host's namespace, its wall clock skewed by ``<host dir>/clock.json`` (the
@@ -134,19 +150,25 @@ def clock_file(host_dir: Path) -> Path:
     return host_dir / "clock.json"
 
 
+def disk_dir(host_dir: Path) -> Path:
+    """A lab broker's second log directory, on a tmpfs of its own."""
+    return host_dir / "disk"
+
+
 class Lab:
     """One lab in ``directory``; see the module docstring. Make one with ``create`` (then
     ``up()``) or attach to a running one with ``load``."""
 
     def __init__(self, directory: Path, name: str, subnet: str, hosts: Mapping[str, LabHost],
                  overrides: Mapping[str, str], pids: Mapping[str, int] | None = None,
-                 faults: Sequence[Mapping[str, Any]] = ()) -> None:
+                 faults: Sequence[Mapping[str, Any]] = (), disk_mb: int = 0) -> None:
         self.dir = directory
         self.name = name
         self.subnet = subnet
         self.hosts: dict[str, LabHost] = dict(hosts)
         self.overrides = dict(overrides)
         self.faults: list[dict[str, Any]] = [dict(f) for f in faults]
+        self.disk_mb = disk_mb
         self.network = LabNetwork(name, subnet)
         self._pids: dict[str, int] = dict(pids or {})
         self._processes: dict[str, Any] = {}  # host -> Popen (or _PidProcess) of its ZooKeeper
@@ -159,7 +181,7 @@ class Lab:
     @classmethod
     def create(cls, directory: str | os.PathLike[str], brokers: int = 3, zookeepers: int = 3,
                subnet: str = "10.213.77.0/24", name: str = "odr",
-               overrides: Mapping[str, str] | None = None) -> Lab:
+               overrides: Mapping[str, str] | None = None, disk_mb: int = DISK_MB) -> Lab:
         """Describe a new lab (nothing is started until ``up()``); LabError on bad input."""
         if not _NAME.match(name):
             raise LabError(f"lab name {name!r}: 1 to 8 lowercase letters and digits, starting with a letter")
@@ -167,6 +189,8 @@ class Lab:
             raise LabError(f"a lab has 1 to 50 brokers, not {brokers}")
         if not 1 <= zookeepers <= 9:
             raise LabError(f"a lab has 1 to 9 ZooKeeper nodes, not {zookeepers}")
+        if not 0 <= disk_mb <= 65536:
+            raise LabError(f"a broker's small disk has 0 (none) to 65536 MiB, not {disk_mb}")
         try:
             network = ipaddress.IPv4Network(subnet)
         except ValueError as e:
@@ -179,7 +203,7 @@ class Lab:
             hosts[f"zk{i}"] = LabHost(f"zk{i}", f"{name}-zk{i}", str(base + 10 + i), "zookeeper")
         for i in range(brokers):
             hosts[f"broker{i}"] = LabHost(f"broker{i}", f"{name}-broker{i}", str(base + 21 + i), "broker")
-        return cls(Path(directory).resolve(), name, str(network), hosts, overrides or {})
+        return cls(Path(directory).resolve(), name, str(network), hosts, overrides or {}, disk_mb=disk_mb)
 
     @classmethod
     def load(cls, directory: str | os.PathLike[str]) -> Lab:
@@ -194,7 +218,7 @@ class Lab:
         hosts = {n: LabHost(n, h["namespace"], h["address"], h["role"]) for n, h in data["hosts"].items()}
         pids = {n: h["pid"] for n, h in data["hosts"].items() if h.get("pid")}
         return cls(path.parent, data["name"], data["subnet"], hosts, data.get("overrides", {}), pids,
-                   data.get("faults", []))
+                   data.get("faults", []), data.get("disk_mb", 0))
 
     # ------------------------------------------------------------------ properties
 
@@ -242,6 +266,7 @@ class Lab:
         self._save()  # first, so that `lab down` can clean up after a partial up
         try:
             self.network.create({h.name: h.address for h in self.hosts.values()})
+            self._mount_disks()
             for host in self._zookeeper_hosts():
                 self._start_zookeeper(host)
             deadline = time.monotonic() + timeout_s
@@ -273,6 +298,7 @@ class Lab:
                     proc.wait(5)
         if os.geteuid() == 0:
             self.network.destroy()
+            self._unmount_disks()
         self.faults = []
         self._pids = {}
         if (self.dir / LAB_JSON).exists():
@@ -389,14 +415,39 @@ class Lab:
             self.faults.append({"type": "clock", "host": h.name, "offset_ms": offset_ms, "rate": rate})
         self._save()
 
+    def fill_disk(self, host: str) -> int:
+        """Fill broker ``host``'s small disk (its second log directory): its next write there
+        fails with ENOSPC. Returns the bytes written."""
+        h = self.host(host)
+        if h.role != "broker":
+            raise LabError(f"{h.name} is not a broker: only a broker has a small disk")
+        disk = disk_dir(self.dir / h.name)
+        if not self.disk_mb or not os.path.ismount(disk):
+            raise LabError(f"{h.name} has no small disk (the lab was made with disk_mb=0, or is not up)")
+        written = 0
+        chunk = b"\0" * (1 << 20)
+        with open(disk / FILLER, "ab", buffering=0) as f:
+            try:
+                while True:
+                    written += f.write(chunk)
+            except OSError:  # ENOSPC: full (a last partial write may have gone in)
+                written = f.tell()
+        self.faults = [f for f in self.faults if not (f["type"] == "disk" and f["host"] == h.name)]
+        self.faults.append({"type": "disk", "host": h.name})
+        self._save()
+        return written
+
     def heal(self) -> None:
-        """Remove every blackhole route and every loss table, and set every skewed clock right."""
+        """Remove every blackhole route and every loss table, set every skewed clock right and
+        free every filled disk (a broker took the directory offline: restart it to bring it back)."""
         for host in self.hosts:
             self.network.clear_blackholes(host)
             self.network.clear_loss(host)
         for fault in self.faults:
             if fault["type"] == "clock":
                 write_atomically(clock_file(self.dir / fault["host"]), b'{"offset_ms": 0, "rate": 1.0}')
+            elif fault["type"] == "disk":
+                (disk_dir(self.dir / fault["host"]) / FILLER).unlink(missing_ok=True)
         self.faults = []
         self._save()
 
@@ -411,6 +462,29 @@ class Lab:
         return list(dict.fromkeys(result))
 
     # ------------------------------------------------------------------ internals
+
+    def _disks(self) -> list[Path]:
+        return [disk_dir(self.dir / h.name) for h in self.hosts.values() if h.role == "broker"]
+
+    def _mount_disks(self) -> None:
+        """A tmpfs of ``disk_mb`` MiB for each broker's second log directory."""
+        if not self.disk_mb:
+            return
+        for disk in self._disks():
+            disk.mkdir(parents=True, exist_ok=True)
+            if os.path.ismount(disk):  # left by a lab that was not taken down
+                continue
+            done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={self.disk_mb}m", "odradek-lab", str(disk)],
+                                  capture_output=True, text=True, timeout=60)
+            if done.returncode != 0:
+                raise LabError(f"cannot mount a tmpfs on {disk}: {done.stderr.strip()}")
+
+    def _unmount_disks(self) -> None:
+        """Unmount the small disks (lazily if something still holds one); their data goes."""
+        for disk in self._disks():
+            if os.path.ismount(disk):
+                if subprocess.run(["umount", str(disk)], capture_output=True, timeout=60).returncode != 0:
+                    subprocess.run(["umount", "-l", str(disk)], capture_output=True, timeout=60)
 
     def _zookeeper_hosts(self) -> list[LabHost]:
         return [h for h in self.hosts.values() if h.role == "zookeeper"]
@@ -474,6 +548,7 @@ class Lab:
             "zookeeper_connect": self.zookeeper_connect,
             "bootstrap_servers": self.bootstrap_servers,
             "overrides": self.overrides,
+            "disk_mb": self.disk_mb,
             "hosts": {h.name: {"namespace": h.namespace, "address": h.address, "role": h.role,
                                "pid": self.pid(h.name)} for h in self.hosts.values()},
             "faults": self.faults,

@@ -249,6 +249,9 @@ class NemesisRun:
         finally:  # a run cut short (a timeout, ^C) still heals what it broke
             fault.heal()
         record.healed = time.time()
+        if fault.description != record.description:  # what the fault learnt while it lasted
+            record.description = fault.description
+            self.log(f"fault {n}: {fault.description}")
         if self._wait_isr_full(self.isr_timeout_s):
             record.isr_full = time.time()
             self.log(f"fault {n} healed; ISRs full after {record.heal_to_isr_s:.1f}s")

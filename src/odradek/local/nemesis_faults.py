@@ -17,6 +17,7 @@ is one more class in it.
 | ``kill`` | the busiest leader or the controller SIGKILLed | restarting it |
 | ``clock-jump`` | a broker's wall clock stepped forward or back by seconds to hours (the busiest leader, or the controller) | stepping it back to the system's |
 | ``clock-rate`` | a broker's wall clock running 4 times as fast, or a quarter as fast | stepping it back to the system's |
+| ``disk-full`` | the busiest leader's second log directory (a tmpfs) filled: its next write there fails with ENOSPC and the broker takes the directory offline (labs with small disks only) | freeing the disk, then restarting the broker (Kafka brings an offline directory back only at a restart) |
 | ``hung-txn`` | a transactional producer (local/hung_txn.py) SIGSTOPped mid-transaction past its ``transaction.timeout.ms`` (workloads with transactional producers only) | SIGCONT; its commit must be refused, the coordinator having aborted it |
 
 Each is held past ``zookeeper.session.timeout.ms`` (``loss`` a while longer, ``hung-txn`` past
@@ -25,11 +26,13 @@ its transaction timeout too).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 import signal
 import subprocess
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -38,8 +41,12 @@ from typing import TYPE_CHECKING, ClassVar, TypeVar
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 from kazoo.exceptions import KazooException
 
+from odradek.admin.client import AdminClientError
+from odradek.admin.log_dirs import LogDirsAdmin, LogDirsCommandError
 from odradek.local.cluster_state import ClusterState, poll_until
+from odradek.local.lab import disk_dir
 from odradek.local.txn_checker import Txn, TxnRecord
+from odradek.protocol.errors import ErrorCode, KafkaError
 
 if TYPE_CHECKING:
     from odradek.local.lab import Lab
@@ -270,17 +277,65 @@ class BrokerKill(LabFault):
         self.target.lab.kill(self.host)
 
     def heal(self) -> None:
-        """Restart it, as a supervisor would, until it stays up: a broker that cannot reach
-        ZooKeeper within its connection timeout exits (as Kafka's does), which happens while
-        an ensemble just restarted by an earlier fault still elects its leader."""
-        for attempt in range(1, 4):
-            try:
-                self.target.lab.restart(self.host, timeout_s=120)
-                return
-            except (RuntimeError, TimeoutError) as e:
-                if attempt == 3:
-                    raise
-                self.target.log(f"{self.host} did not come back (attempt {attempt}): {str(e).splitlines()[0]}")
+        _restart_until_up(self.target, self.host)
+
+
+def _restart_until_up(target: LabTarget, host: str) -> None:
+    """Restart broker ``host``, as a supervisor would, until it stays up: a broker that cannot
+    reach ZooKeeper within its connection timeout exits (as Kafka's does), which happens while
+    an ensemble just restarted by an earlier fault still elects its leader."""
+    for attempt in range(1, 4):
+        try:
+            target.lab.restart(host, timeout_s=120)
+            return
+        except (RuntimeError, TimeoutError) as e:
+            if attempt == 3:
+                raise
+            target.log(f"{host} did not come back (attempt {attempt}): {str(e).splitlines()[0]}")
+
+
+class DiskFull(LabFault):
+    """A broker's second log directory full (lab.fill_disk): the broker takes it offline at its
+    next write there, and the controller moves the leadership of its partitions there to the
+    other replicas; the broker serves on from its first directory. Healed by freeing the disk
+    and restarting the broker, which recovers the directory's logs (a batch cut short by the
+    full disk is truncated) and catches up."""
+
+    kind = "disk-full"
+    offline_wait_s = 10.0  # how long inject waits to see the directory offline
+
+    def __init__(self, target: LabTarget) -> None:
+        super().__init__(target)
+        self.host = target.busiest_leader()
+        self.description = f"{self.host}'s second log directory filled"
+
+    @classmethod
+    def unavailable(cls, target: LabTarget) -> str | None:
+        return None if target.lab.disk_mb else "needs a lab whose brokers have small disks (disk_mb > 0)"
+
+    def inject(self) -> None:
+        lab = self.target.lab
+        written = lab.fill_disk(self.host)
+        filled = time.monotonic()
+        offline = poll_until(self._offline, self.offline_wait_s, interval_s=0.1)
+        self.description += f" ({written >> 20} MiB written); the directory " + (
+            f"went offline after {time.monotonic() - filled:.1f} s" if offline else
+            f"was still online {self.offline_wait_s:g} s later")
+
+    def _offline(self) -> bool:
+        """Whether the broker answers DescribeLogDirs with KAFKA_STORAGE_ERROR for its small disk."""
+        lab = self.target.lab
+        broker_id = lab.broker_id(self.host)
+        disk = str(disk_dir(lab.dir / self.host))
+        try:
+            described = asyncio.run(LogDirsAdmin(lab.bootstrap_servers).describe_log_dirs([broker_id]))
+        except (AdminClientError, KafkaError, LogDirsCommandError, OSError, asyncio.TimeoutError):
+            return False
+        return any(d.path == disk and d.error == ErrorCode.kafka_storage_error for d in described[broker_id])
+
+    def heal(self) -> None:
+        super().heal()  # frees the disk
+        _restart_until_up(self.target, self.host)
 
 
 class ClockJump(LabFault):
@@ -403,5 +458,5 @@ class HungTransaction(LabFault):
 
 FAULTS: dict[str, type[LabFault]] = {fault.kind: fault for fault in (
     Zombie, IsolatedController, ZooKeeperCut, Minority, Bridge, Loss, ZooKeeperKill, ZooKeeperMajority, PausedLeader,
-    BrokerKill, ClockJump, ClockRate, HungTransaction)}
+    BrokerKill, ClockJump, ClockRate, DiskFull, HungTransaction)}
 FAULT_KINDS = tuple(FAULTS)

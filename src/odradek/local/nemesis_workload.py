@@ -34,8 +34,10 @@ import json
 import logging
 import random
 import signal
+import sys
 import threading
 import time
+import traceback
 from collections.abc import Sequence
 from pathlib import Path
 from typing import IO
@@ -45,10 +47,12 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from odradek.local.txn_checker import transaction_of
 from odradek.local.txn_client import (
+    Wedged,
     after_error,
     end_transaction,
     replace_producer,
     transactional_producer,
+    within,
 )
 
 __all__ = ["GROUP", "HistoryWriter", "Workload", "main"]
@@ -122,8 +126,11 @@ class Workload:
         for thread in self._threads:
             thread.join(90)
         for thread in self._threads:
-            if thread.is_alive():
-                self.history.event("error", where=thread.name, error="role still running 90 s after the stop")
+            if thread.is_alive():  # where it is stuck, for whoever reads the history
+                frame = sys._current_frames().get(thread.ident or 0)
+                stack = "".join(traceback.format_stack(frame)[-6:]) if frame is not None else ""
+                self.history.event("error", where=thread.name, error="role still running 90 s after the stop",
+                                   stack=stack)
         self.history.flush()
 
     def _guard(self, fn, name: str):  # type: ignore[no-untyped-def]
@@ -343,12 +350,17 @@ class Workload:
                 for msg in msgs:
                     producer.produce(self.pipeline_topic, partition=msg.partition(),
                                      value=f"{msg.partition()}:{msg.offset()}:".encode() + msg.value())
-                producer.send_offsets_to_transaction(
-                    [TopicPartition(self.topic, p, o) for p, o in sorted(next_offsets.items())],
-                    consumer.consumer_group_metadata(), 30)
+                offsets = [TopicPartition(self.topic, p, o) for p, o in sorted(next_offsets.items())]
+                metadata = consumer.consumer_group_metadata()
+                # 30 s is librdkafka's own timeout, which it can fail to keep (txn_client.Wedged)
+                within(60, lambda: producer.send_offsets_to_transaction(offsets, metadata, 30),
+                       "send_offsets_to_transaction")
                 outcome = end_transaction(producer, True, self._log)
             except KafkaException as e:
                 outcome = after_error(producer, e, self._log)
+            except Wedged as e:
+                self._log(f"{e}: the producer is abandoned, the transaction's outcome unknown")
+                outcome = "unknown"
             self.history.event("pipeline", id=txn, outcome=outcome, records=len(msgs),
                                offsets={str(p): o for p, o in next_offsets.items()})
             if outcome != "committed":

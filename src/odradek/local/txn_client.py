@@ -6,16 +6,52 @@ An outcome is what the client learnt: ``committed``, ``aborted``, or ``unknown``
 no definite answer (a commit that timed out may still complete). A producer left with an
 unknown outcome is replaced: the new one's InitProducerId makes the coordinator complete or
 abort whatever the old one left open.
+
+A call can also never return: librdkafka's ``send_offsets_to_transaction`` waits without a
+bound for a group coordinator it cached while that broker left the cluster's metadata
+(librdkafka#5456, #5511, open in 2.16; the same against Kafka's brokers).
+:func:`within` gives such a call a deadline; a producer wedged in one is abandoned
+(``Wedged``), its transaction's outcome unknown, and replaced.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Mapping
+from typing import TypeVar
 
 from confluent_kafka import KafkaException, Producer
 
-__all__ = ["after_error", "end_transaction", "replace_producer", "transactional_producer"]
+__all__ = ["Wedged", "after_error", "end_transaction", "replace_producer", "transactional_producer", "within"]
+
+_T = TypeVar("_T")
+
+
+class Wedged(Exception):
+    """A client call that did not return within its deadline (it goes on, abandoned, on a
+    daemon thread of its own)."""
+
+
+def within(deadline_s: float, call: Callable[[], _T], what: str) -> _T:
+    """``call()``'s result or exception, or Wedged if it has neither after ``deadline_s``."""
+    outcome: list[tuple[bool, object]] = []
+    thread = threading.Thread(target=lambda: outcome.append(_attempt(call)), name=f"within:{what}", daemon=True)
+    thread.start()
+    thread.join(deadline_s)
+    if not outcome:
+        raise Wedged(f"{what} did not return within {deadline_s:.0f} s")
+    ok, value = outcome[0]
+    if not ok:
+        raise value  # type: ignore[misc]
+    return value  # type: ignore[return-value]
+
+
+def _attempt(call: Callable[[], object]) -> tuple[bool, object]:
+    try:
+        return True, call()
+    except BaseException as e:  # handed to the caller's thread
+        return False, e
 
 
 def transactional_producer(config: Mapping[str, object], transactional_id: str, log: Callable[[str], None], *,
@@ -74,9 +110,10 @@ def replace_producer(producer: Producer, config: Mapping[str, object], transacti
                      log: Callable[[str], None], *, transaction_timeout_ms: int = 60000) -> Producer:
     """A new producer for one whose last transaction's outcome is unknown (it may be in a
     fatal state): the new one's InitProducerId settles that transaction, whichever way the
-    coordinator had got."""
+    coordinator had got. A wedged producer (:class:`Wedged`) is only dropped: a call on it
+    could block too."""
     try:
-        producer.flush(1)
-    except KafkaException:  # a producer in a fatal state raises its error again
+        within(5, lambda: producer.flush(1), "flush")
+    except (KafkaException, Wedged):  # a producer in a fatal state raises its error again
         pass
     return transactional_producer(config, transactional_id, log, transaction_timeout_ms=transaction_timeout_ms)

@@ -33,6 +33,10 @@ def test_hosts_addresses_and_broker_properties(tmp_path: Path) -> None:
     assert props["zookeeper.connect"] == lab.zookeeper_connect
     assert props["replica.lag.time.max.ms"] == "6000" and props["min.insync.replicas"] == "2"
     assert broker.config_path == tmp_path.resolve() / "broker1" / "server.properties"
+    home = tmp_path.resolve() / "broker1"
+    assert props["log.dirs"] == f"{home / 'data'},{home / 'disk'}"  # the second one: the small disk
+    assert "," not in Lab.create(tmp_path / "x", name="odq", disk_mb=0).cluster.broker_properties(
+        broker)["log.dirs"]
     clock = tmp_path.resolve() / "broker1" / "clock.json"
     assert lab.cluster.broker_command_prefix(broker) == [
         "ip", "netns", "exec", "odq-broker1", "env", f"ODRADEK_TEST_CLOCK={clock}"]
@@ -40,11 +44,12 @@ def test_hosts_addresses_and_broker_properties(tmp_path: Path) -> None:
 
 
 def test_state_round_trips_through_lab_json(tmp_path: Path) -> None:
-    lab = Lab.create(tmp_path, brokers=2, zookeepers=1, name="odq")
+    lab = Lab.create(tmp_path, brokers=2, zookeepers=1, name="odq", disk_mb=64)
     lab.faults.append({"type": "loss", "host": "broker0", "percent": 25})
     lab._save()
     loaded = Lab.load(tmp_path)
     assert loaded.hosts == lab.hosts and loaded.faults == lab.faults and loaded.name == "odq"
+    assert loaded.disk_mb == 64 and loaded.cluster.disk_mb == 64
     assert loaded.pid("broker0") is None  # nothing runs
 
 
@@ -55,6 +60,7 @@ def test_state_round_trips_through_lab_json(tmp_path: Path) -> None:
     ({"zookeepers": 10}, "1 to 9 ZooKeeper"),
     ({"subnet": "10.213.0.0/16"}, "needs a /24"),
     ({"subnet": "nonsense"}, "subnet 'nonsense'"),
+    ({"disk_mb": -1}, "0 \\(none\\) to 65536 MiB"),
 ])
 def test_bad_layouts(tmp_path: Path, kwargs: dict[str, object], message: str) -> None:
     with pytest.raises(LabError, match=message):
@@ -78,6 +84,10 @@ def test_bad_fault_input_is_refused_before_any_command(tmp_path: Path) -> None:
         lab.clock("zk1", 1000)
     with pytest.raises(LabError, match="rate must be positive"):
         lab.clock("broker0", 0, 0.0)
+    with pytest.raises(LabError, match="zk1 is not a broker: only a broker has a small disk"):
+        lab.fill_disk("zk1")
+    with pytest.raises(LabError, match="broker0 has no small disk"):  # not up: nothing mounted
+        lab.fill_disk("broker0")
     assert lab.faults == [] and not (tmp_path / LAB_JSON).exists()
 
 

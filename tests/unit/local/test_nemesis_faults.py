@@ -22,13 +22,15 @@ LEADERS = {0: 1, 1: 1, 2: 0, 3: 2, 4: 1, 5: -1}  # broker 1 leads the most parti
 class RecordingLab:
     """The calls a fault makes on a lab, in order; ZooKeeper's answers are given."""
 
-    def __init__(self, zookeepers: int = 3, controller: int | None = 2, zk_down: bool = False) -> None:
+    def __init__(self, zookeepers: int = 3, controller: int | None = 2, zk_down: bool = False,
+                 disk_mb: int = 512) -> None:
         names = [(h, "zookeeper") for h in ZK[:zookeepers]] + [(h, "broker") for h in BROKERS]
         self.hosts = {name: SimpleNamespace(name=name, role=role) for name, role in names}
         self.calls: list[tuple[Any, ...]] = []
         self.cluster = SimpleNamespace(state=lambda: self)
         self._controller = controller
         self._zk_down = zk_down
+        self.disk_mb = disk_mb
 
     # ZooKeeper's answers (ClusterState's reads)
     def partition_states(self, topic: str, partitions: int) -> dict[int, LeaderAndIsr]:
@@ -43,6 +45,10 @@ class RecordingLab:
         return self.hosts[f"broker{broker_id}"]
 
     # the lab's faults
+    def fill_disk(self, host: str) -> int:
+        self.calls.append(("fill_disk", host))
+        return self.disk_mb << 20
+
     def __getattr__(self, name: str) -> Any:
         if name not in {"partition", "isolate", "loss", "kill", "restart", "signal", "heal", "clock"}:
             raise AttributeError(name)
@@ -56,16 +62,22 @@ def made(kind: str, lab: RecordingLab, log: list[str] | None = None) -> Any:
 
 def inject_and_heal(kind: str, lab: RecordingLab) -> tuple[str, list[tuple[Any, ...]], list[tuple[Any, ...]]]:
     fault = made(kind, lab)
+    injected, healed = inject_and_heal_made(fault, lab)
+    return fault.description, injected, healed
+
+
+def inject_and_heal_made(fault: Any, lab: RecordingLab) -> tuple[list[tuple[Any, ...]], list[tuple[Any, ...]]]:
+    """The lab's calls of ``fault.inject()``, then of ``fault.heal()``."""
     lab.calls = []
     fault.inject()
     injected, lab.calls = lab.calls, []
     fault.heal()
-    return fault.description, injected, lab.calls
+    return injected, lab.calls
 
 
 def test_the_table_keeps_the_catalog_order() -> None:
     assert FAULT_KINDS == ("zombie", "controller", "zk-cut", "minority", "bridge", "loss", "zk-kill", "zk-majority",
-                           "pause-partition", "kill", "clock-jump", "clock-rate", "hung-txn")
+                           "pause-partition", "kill", "clock-jump", "clock-rate", "disk-full", "hung-txn")
 
 
 def test_network_faults_cut_the_right_hosts_and_heal_the_lab() -> None:
@@ -119,6 +131,20 @@ def test_clock_faults_skew_a_broker_and_heal_the_lab() -> None:
     assert description in {"broker1's clock running 4 times as fast", "broker1's clock running a quarter as fast"}
 
 
+@pytest.mark.parametrize("offline", [True, False])
+def test_a_full_disk_is_freed_and_its_broker_restarted(offline: bool) -> None:
+    lab = RecordingLab()
+    fault = made("disk-full", lab)
+    fault._offline = lambda: offline  # the broker's DescribeLogDirs answer for its small disk
+    fault.offline_wait_s = 0.3
+    description, injected, healed = (fault.description, *inject_and_heal_made(fault, lab))
+    assert description == "broker1's second log directory filled"  # the busiest leader
+    assert injected == [("fill_disk", "broker1")] and healed == [("heal",), ("restart", "broker1", 120)]
+    assert fault.description.startswith("broker1's second log directory filled (512 MiB written); the directory ")
+    assert ("went offline after" in fault.description) is offline
+    assert ("was still online 0.3 s later" in fault.description) is not offline
+
+
 def test_a_killed_broker_that_exits_at_its_restart_is_restarted_again() -> None:
     lab = RecordingLab()
     told: list[str] = []
@@ -143,11 +169,15 @@ def test_holding_past_the_session_timeout_and_loss_longer() -> None:
 
 
 @pytest.mark.parametrize("kind", FAULT_KINDS)
-def test_only_the_zookeeper_kills_need_an_ensemble_and_a_hung_transaction_a_transactional_workload(kind: str) -> None:
+def test_what_each_kind_needs_of_the_lab_and_the_workload(kind: str) -> None:
     target = LabTarget(RecordingLab(zookeepers=1), random.Random(1), "t", 6, print)  # type: ignore[arg-type]
     reason = FAULTS[kind].unavailable(target)
     if kind in {"zk-kill", "zk-majority"}:
         assert reason == "needs a ZooKeeper ensemble of 3 or more (this lab has 1)"
+    elif kind == "disk-full":
+        assert reason is None
+        target.lab.disk_mb = 0
+        assert FAULTS[kind].unavailable(target) == "needs a lab whose brokers have small disks (disk_mb > 0)"
     elif kind == "hung-txn":
         assert reason == "needs the workload's transactional producers"
         target.transactional = True
