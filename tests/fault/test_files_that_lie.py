@@ -420,7 +420,8 @@ def test_corrupt_indexes_are_rebuilt(start_case: Callable[[str], Case]) -> None:
     for directory in case.victim_dirs():
         assert all(f"{segment}: rebuilding indexes" in rebuilt for segment in directory.glob("*.log"))
     for directory in case.victim_dirs():
-        assert_indexes_describe_the_log(directory)
+        # Rebuilt at the topic's index.interval.bytes, which the broker read before it opened the log
+        assert_indexes_describe_the_log(directory, int(TOPIC_CONFIG["index.interval.bytes"]))
     assert_replicas_agree(case)
     case.lead_partition_0()
     case.check_served()  # (first: it waits for the high watermark, which bounds ListOffsets)
@@ -447,9 +448,12 @@ def record_timestamps(case: Case) -> list[int]:
     return out
 
 
-def assert_indexes_describe_the_log(directory: Path) -> None:
+def assert_indexes_describe_the_log(directory: Path, index_interval_bytes: int | None = None) -> None:
     """Each offset index entry names a batch's position and last offset; each time index entry
-    the largest timestamp so far and the last offset of a batch holding it."""
+    the largest timestamp so far and the last offset of a batch holding it. With
+    ``index_interval_bytes``, the closed segments' offset index entries are exactly those of
+    Kafka's rule: a batch is indexed when more than that many bytes have passed since the last
+    entry (or the segment's start)."""
     segments = sorted(directory.glob("*.log"))
     for segment in segments:
         base = int(segment.stem)
@@ -461,6 +465,9 @@ def assert_indexes_describe_the_log(directory: Path) -> None:
         entries = [struct.unpack_from(">ii", index, at) for at in range(0, len(index), 8)]
         for relative, position in entries:
             assert position in batches and batches[position].last_offset == base + relative, (segment, relative)
+        if index_interval_bytes is not None and segment != segments[-1]:
+            assert [position for _, position in entries] == indexed_positions(
+                [(pos, h.size) for pos, h in batches.items()], index_interval_bytes), segment
         timeindex = segment.with_suffix(".timeindex").read_bytes()
         assert len(timeindex) % 12 == 0, f"{segment}: time index of {len(timeindex)} bytes"
         times = [struct.unpack_from(">qi", timeindex, at) for at in range(0, len(timeindex), 12)]
@@ -471,6 +478,17 @@ def assert_indexes_describe_the_log(directory: Path) -> None:
         for timestamp, relative in times:
             header = by_last.get(base + relative)
             assert header is not None and header.max_timestamp == timestamp <= running, (segment, timestamp)
+
+
+def indexed_positions(batches: list[tuple[int, int]], interval: int) -> list[int]:
+    """The positions Kafka's rule indexes among ``batches`` (position, size), in order."""
+    positions, since = [], 0
+    for position, size in batches:
+        if since > interval:
+            positions.append(position)
+            since = 0
+        since += size
+    return positions
 
 
 @pytest.mark.parametrize("checkpoints", ["missing", "stale"])

@@ -47,7 +47,7 @@ from odradek.broker.change_notifications import (
     sequence_number,
 )
 from odradek.broker.quota.quota_config import QUOTA_KEYS
-from odradek.config import TOPIC_CONFIG, ConfigError, KafkaConfig, validate_dynamic_broker_config
+from odradek.config import TOPIC_CONFIG, ConfigError, KafkaConfig, LogConfig, validate_dynamic_broker_config
 from odradek.zk.client import KafkaZkClient
 from odradek.zk.client_quotas import read_client_quota_entities
 from odradek.zk.zk_data import (
@@ -132,6 +132,20 @@ class DynamicConfigManager:
         for topic, overrides in (await self.zk.get_topic_configs(topics)).items():
             self._apply(topic, overrides)
         self._follower.start()
+
+    async def stored_topic_log_configs(self) -> dict[str, LogConfig]:
+        """Every topic's stored overrides as a LogConfig, for the logs the broker opens at its
+        start (Kafka's LogManager reads them from ZooKeeper before it loads a log): recovery
+        rebuilds indexes at the topic's ``index.interval.bytes``, and no log is ever open
+        without its topic's retention or cleanup policy."""
+        topics = sorted(await self.zk.get_children(ConfigEntityTypeZNode.path(TOPICS)) or [])
+        configs: dict[str, LogConfig] = {}
+        for topic, overrides in (await self.zk.get_topic_configs(topics)).items():
+            try:
+                configs[topic] = self.config.log_config(overrides)
+            except ConfigError as e:
+                log.error("not applying the stored config of topic %s: %s", topic, e)
+        return configs
 
     async def shutdown(self) -> None:
         await self._follower.stop()

@@ -205,8 +205,9 @@ class KafkaServer:
         stale = await self._check_existing_registration()
         await self.zk.create_top_level_paths()
         self.cluster_id = await self.zk.get_or_create_cluster_id()
+        topic_configs = await self.config_manager.stored_topic_log_configs()
         try:
-            self.log_manager.startup()  # creates and locks the directories, recovers the logs
+            self.log_manager.startup(topic_configs)  # creates and locks the directories, recovers the logs
             self.log_manager.check_and_write_meta_properties(self.broker_id, self.cluster_id)
         except (LogDirLockedError, InconsistentBrokerMetadataError, KafkaStorageError, OSError) as e:
             await self.zk.close()

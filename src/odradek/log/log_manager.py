@@ -177,10 +177,13 @@ class LogManager:
 
     # ------------------------------------------------------------------ start-up
 
-    def startup(self) -> None:
-        """Lock the directories and open every log in them.  A directory that cannot be
-        created, locked or read is offline from the start (Kafka 2.8: the broker starts
-        while one directory is healthy); with none healthy the broker cannot start."""
+    def startup(self, topic_configs: Mapping[str, LogConfig] | None = None) -> None:
+        """Lock the directories and open every log in them, each with its topic's config from
+        ``topic_configs`` (the stored overrides; the default for a topic without).  A
+        directory that cannot be created, locked or read is offline from the start (Kafka
+        2.8: the broker starts while one directory is healthy); with none healthy the broker
+        cannot start."""
+        topic_configs = topic_configs or {}
         for log_dir in self.log_dirs:
             try:
                 log_dir.mkdir(parents=True, exist_ok=True)
@@ -189,7 +192,7 @@ class LogManager:
                 self._startup_failure(log_dir, "Failed to create or validate data directory", e)
         for log_dir in list(self.live_log_dirs):
             try:
-                self._load_dir(log_dir)
+                self._load_dir(log_dir, topic_configs)
             except OSError as e:
                 self._startup_failure(log_dir, "Error while loading log dir", e)
         if not self.live_log_dirs:
@@ -237,7 +240,7 @@ class LogManager:
             log.warning("ignoring %s: %s", path, e)
             return {}
 
-    def _load_dir(self, log_dir: Path) -> None:
+    def _load_dir(self, log_dir: Path, topic_configs: Mapping[str, LogConfig]) -> None:
         clean = (log_dir / CLEAN_SHUTDOWN_FILE).exists()
         recovery = self._read_checkpoint(log_dir / RECOVERY_POINT_CHECKPOINT)
         starts = self._read_checkpoint(log_dir / LOG_START_OFFSET_CHECKPOINT)
@@ -262,7 +265,8 @@ class LogManager:
                                         f"{logs[tp].dir} and {entry.path}")
             try:
                 lg = Log.open(
-                    Path(entry.path), self._topic_config(tp.topic), topic=tp.topic, partition=tp.partition,
+                    Path(entry.path), topic_configs.get(tp.topic) or self._topic_config(tp.topic),
+                    topic=tp.topic, partition=tp.partition,
                     log_start_offset=starts.get(tp, 0), recovery_point=recovery.get(tp, 0),
                     high_watermark=hws.get(tp, 0), had_clean_shutdown=clean, time_ms=self._time_ms,
                     producer_id_expiration_ms=self.config.producer_id_expiration_ms,
