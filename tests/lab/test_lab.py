@@ -182,11 +182,15 @@ def test_loss(running: Running) -> None:
     assert _from_management(running, "broker0")
     assert _ping(running, "broker1", "broker2")
     assert "loss broker0 100%" in _lab(running, "status").stdout
+    running.lab.clock("broker2", -3_600_000)  # the nemesis's clock fault, as `lab status` shows it
+    assert "clock broker2 -3600000 ms, rate 1.0" in _lab(running, "status").stdout
     assert _lab(running, "loss", "broker0", "0").returncode == 0
     assert _ping(running, "broker0", "broker1")
     assert _lab(running, "loss", "broker2", "100").returncode == 0
     assert _lab(running, "heal").returncode == 0
     assert _ping(running, "broker2", "broker1")
+    assert json.loads((running.dir / "broker2" / "clock.json").read_text()) == {"offset_ms": 0, "rate": 1.0}
+    assert "Faults: none" in _lab(running, "status").stdout
 
 
 def test_kill_and_restart(running: Running) -> None:
