@@ -9,6 +9,7 @@ from pathlib import Path
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
+from odradek.config import KafkaConfig, load_properties
 from odradek.local.checker import divergent_replicas
 from odradek.local.cluster import LocalCluster
 from odradek.local.cluster_state import poll_until
@@ -108,8 +109,5 @@ def settled_replica_logs(cluster: LocalCluster, topic: str, partitions: int, end
 
 
 def _log_dirs(config_path: Path) -> list[Path]:
-    """A broker's ``log.dirs``."""
-    for line in config_path.read_text().splitlines():
-        if line.startswith("log.dirs="):
-            return [Path(d) for d in line.split("=", 1)[1].split(",") if d]
-    return [config_path.parent / "data"]
+    """A broker's log directories, read from its config file as the broker reads them."""
+    return [Path(d) for d in KafkaConfig.from_props(load_properties(config_path)).log_dirs]
