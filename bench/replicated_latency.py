@@ -19,23 +19,32 @@ With ``--baseline REF`` a second cluster runs the brokers of commit REF (a tempo
 worktree, perf/baseline.py); at each rate --rounds rounds (default 3) take turns between the
 clusters, and each figure is reported as the median over the rounds with after/before ratios.
 
+With ``--hog 0,0.3,0.6`` each rate also runs beside a busy neighbour that takes that share of
+one CPU (a process spinning for that fraction of every 10 ms, at the clients' priority), the
+levels in turn in every round: the same brokers on a machine with less CPU to spare, which is
+how a slower core or a busier host shows in the latency figures (the neighbour's CPU is in
+"others").
+
 With ``--profile RATE`` one more phase at RATE runs with py-spy on broker 0 (it leads a third of
 the partitions and follows the rest), and its top functions are printed.
 
     .venv/bin/python bench/replicated_latency.py [--rates 1000,3000,5000,10000] [--duration 15] [--profile 5000]
-        [--baseline REF [--rounds 3]]
+        [--baseline REF [--rounds 3]] [--hog 0,0.3,0.6]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing as mp
 import os
 import shutil
 import sys
 import tempfile
 import time
-from contextlib import ExitStack
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from multiprocessing.synchronize import Event
 from pathlib import Path
 
 from odradek.local.cluster import LocalCluster
@@ -92,6 +101,34 @@ def report(rows: list[dict]) -> str:
     return _align(lines) + (note if len(lines) > len(usage) else "") + "\n\n" + _align(usage)
 
 
+def _spin(share: float, stop: Event) -> None:
+    period = 0.01
+    while not stop.is_set():
+        until = time.perf_counter() + share * period
+        while time.perf_counter() < until:
+            pass
+        time.sleep((1 - share) * period)
+
+
+@contextmanager
+def neighbour(share: float) -> Iterator[None]:
+    """A process taking ``share`` of one CPU while the block runs (none for 0)."""
+    if not share:
+        yield
+        return
+    ctx = mp.get_context("spawn")
+    stop = ctx.Event()
+    process = ctx.Process(target=_spin, args=(share, stop), daemon=True)
+    process.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        process.join(5)
+        if process.is_alive():
+            process.kill()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rates", default="1000,3000,5000,10000", help="comma-separated records/s")
@@ -101,9 +138,13 @@ def main() -> None:
                     help="one more phase at RATE records/s under py-spy (broker 0)")
     ap.add_argument("--baseline", metavar="REF", help="also run the brokers of commit REF, in turns with the current ones")
     ap.add_argument("--rounds", type=int, help="rounds at each rate on each cluster (default: 3 with --baseline, else 1)")
+    ap.add_argument("--hog", default="0", help="comma-separated shares of one CPU taken by a neighbour, in turn")
     ap.add_argument("--dir", help="working directory (default: a temporary one, removed afterwards)")
     args = ap.parse_args()
     rates = [float(r) for r in args.rates.split(",")]
+    hogs = [float(h) for h in args.hog.split(",")]
+    if any(not 0 <= h < 1 for h in hogs):
+        ap.error("--hog: shares of one CPU, each at least 0 and below 1")
     rounds = args.rounds or (3 if args.baseline else 1)
     RESULTS.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -123,15 +164,18 @@ def main() -> None:
               flush=True)
         for rate in rates:
             for r in range(rounds):
-                for name in in_turn(list(clusters), r):
+                for name, hog in in_turn([(n, h) for n in clusters for h in hogs], r):
                     cluster = clusters[name]
-                    topic = f"latency-{int(rate)}-{r}"
+                    topic = f"latency-{int(rate)}-{r}-{hogs.index(hog)}"
                     create_topic_zk(cluster.zookeeper_connect, topic, PARTITIONS, RF)
-                    row = {"code": name, "round": r,
-                           **paced_phase(cluster, topic, rate, args.duration, args.warmup_s, measured_groups(servers, name),
-                                        partitions=PARTITIONS, replication_factor=RF, record_size=RECORD_SIZE)}
+                    label = f"{name}, hog {hog:g}" if len(hogs) > 1 else name
+                    with neighbour(hog):
+                        row = {"code": label, "round": r,
+                               **paced_phase(cluster, topic, rate, args.duration, args.warmup_s,
+                                             measured_groups(servers, name), partitions=PARTITIONS,
+                                             replication_factor=RF, record_size=RECORD_SIZE)}
                     per_round.append(row)
-                    print(f"  {rate:,.0f}/s round {r + 1} {name}: achieved {row['achieved_rate']:,.0f}/s, produce "
+                    print(f"  {rate:,.0f}/s round {r + 1} {label}: achieved {row['achieved_rate']:,.0f}/s, produce "
                           f"p99 {row['produce_p99_ms']:.1f} ms, e2e p50/p99 {row['e2e_p50_ms']:.1f}/"
                           f"{row['e2e_p99_ms']:.1f} ms; {format_usage(row['usage'])}", flush=True)
         profile = None
@@ -147,8 +191,9 @@ def main() -> None:
             profile = summarize_speedscope(recorded, 25).format(f"broker 0 at {args.profile:,.0f} records/s")
     if not args.dir:
         shutil.rmtree(base, ignore_errors=True)
+    labels = list(dict.fromkeys(row["code"] for row in per_round))
     rows = [median_figures([{k: v for k, v in row.items() if k != "round"} for row in per_round
-                            if row["rate"] == rate and row["code"] == name]) for rate in rates for name in clusters]
+                            if row["rate"] == rate and row["code"] == label]) for rate in rates for label in labels]
     print()
     print(report(rows))
     if profile:

@@ -14,6 +14,13 @@ ms per transaction: a transaction's first AddPartitionsToTxn is answered CONCURR
 while the previous one's markers are still being written (as Kafka's coordinator does), and
 librdkafka retries it after a backoff.
 
+Where a transaction's time goes: the brokers serve /metrics, and each producer phase is framed
+by two scrapes of every broker's RequestMetrics (perf/request_breakdown.py).  For each request
+the phase caused (the producer's, the coordinator's WriteTxnMarkers, the followers' fetches)
+the table gives how many per transaction, their mean time in the broker, split into local (read
+to handled) and remote (waiting in a purgatory: for the followers, the markers, the
+transaction log), and the errors answered.
+
     .venv/bin/python bench/transactions.py [--records 200000] [--dir DIR]
 """
 
@@ -30,6 +37,7 @@ from pathlib import Path
 
 from odradek.local.cluster import LocalCluster
 from odradek.perf.harness import code_version, create_topic_zk, unwind_on_sigterm
+from odradek.perf.request_breakdown import RequestTimes, breakdown, scrape_request_times
 from odradek.perf.transactions import PRODUCER, consume, produce
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -55,6 +63,18 @@ def report(results: dict[str, dict[str, float]]) -> str:
     return "\n".join(f"{a:{w[0]}}   {b:>{w[1]}}   {c}" for a, b, c in rows)
 
 
+def time_per_transaction(times: dict[str, RequestTimes], transactions: int) -> str:
+    """The requests of a phase per transaction, busiest first."""
+    rows = [("request", "per txn", "total ms", "local ms", "remote ms", "errors")]
+    for name, t in sorted(times.items(), key=lambda kv: -kv[1].total_ms):
+        errors = ", ".join(f"{e} {n / transactions:.2f}/txn" for e, n in sorted(t.errors.items()))
+        rows.append((name, f"{t.requests / transactions:.2f}", f"{t.mean('total'):.2f}", f"{t.mean('local'):.2f}",
+                     f"{t.mean('remote'):.2f}", errors))
+    w = [max(len(r[i]) for r in rows) for i in range(6)]
+    return "\n".join("    " + "  ".join(f"{c:{'<' if i in (0, 5) else '>'}{w[i]}}" for i, c in enumerate(r))
+                     for r in rows)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=200_000, help="records per producer phase")
@@ -67,15 +87,22 @@ def main() -> None:
     print(f"3 brokers, {PARTITIONS} partitions, RF {RF}, {RECORD_SIZE}-byte records, {args.records:,} records "
           f"per producer phase; load average {os.getloadavg()[0]:.2f}; code {code['commit']}", flush=True)
     results: dict[str, dict[str, float]] = {}
-    with LocalCluster(base / "cluster", 3) as cluster:
+    with LocalCluster(base / "cluster", 3, metrics=True) as cluster:
+        urls = [cluster.metrics_url(b) for b in cluster.brokers.values()]
         for t in ("warmup", "idempotent", "txn-1000", "txn-100"):
             create_topic_zk(cluster.zookeeper_connect, f"bench-{t}", PARTITIONS, RF)
         produce(cluster, "bench-warmup", 2_000, 1_000)  # creates __transaction_state
         for name, every in (("idempotent", None), ("txn-1000", 1_000), ("txn-100", 100)):
+            before = scrape_request_times(urls)
             results[name] = produce(cluster, f"bench-{name}", args.records, every)
+            times = breakdown(before, scrape_request_times(urls))
             per_txn = results[name]["ms_per_transaction"]
             print(f"  {name}: {results[name]['records_per_sec']:,.0f} records/s"
                   + (f", {per_txn:.1f} ms per transaction" if per_txn else ""), flush=True)
+            if every is not None:
+                print("  the brokers' requests per transaction (means over the phase, all brokers):")
+                print(time_per_transaction(times, results[name]["transactions"]), flush=True)
+                results[name]["requests"] = {k: vars(v) for k, v in times.items()}
         for data in ("txn-1000", "txn-100"):
             for isolation in ("read_uncommitted", "read_committed"):
                 r = consume(cluster, f"bench-{data}", isolation)

@@ -1,10 +1,14 @@
 """Where a benchmark's CPU went (issue 26): CPU-seconds of each group of processes (brokers,
-ZooKeeper, other servers, the clients), the whole machine's busy and steal time, and the load
-average, over one measured window; and how much memory a server holds (``tree_memory``).  On a shared machine a latency difference between two runs
+ZooKeeper, other servers, the clients), how long their threads waited for a CPU while they
+could have run, the whole machine's busy and steal time, and the load average, over one
+measured window; and how much memory a server holds (``tree_memory``).  On a shared machine a latency difference between two runs
 is often explained by these, not by the code under test.
 
 Read from ``/proc``: ``<pid>/stat`` of every process (its own utime + stime, and cutime +
-cstime of the children it has reaped), ``stat``'s ``cpu`` line and ``loadavg``, and
+cstime of the children it has reaped), ``<pid>/task/<tid>/schedstat`` (each thread's time
+spent runnable on a run queue, not running: the scheduler's delay, which on a machine with
+more runnable threads than CPUs is where latency goes), ``stat``'s ``cpu`` line and
+``loadavg``, and
 ``<pid>/status``'s VmRSS and VmHWM.  The parsing
 and the accounting are pure functions over snapshots, tested on canned text; ``UsageWindow``
 is the thin part that reads ``/proc``."""
@@ -35,6 +39,7 @@ __all__ = [
     "parse_cpu_times",
     "parse_loadavg",
     "parse_pid_stat",
+    "parse_schedstat",
     "parse_status_memory",
     "read_snapshot",
     "tree_memory",
@@ -52,6 +57,7 @@ class PidStat:
     pid: int
     ppid: int
     ticks: int  # utime + stime + cutime + cstime: its own CPU and that of the children it reaped
+    waited_ns: int = 0  # its live threads' time runnable but waiting for a CPU (schedstat)
 
 
 def parse_pid_stat(text: str) -> PidStat:
@@ -61,6 +67,26 @@ def parse_pid_stat(text: str) -> PidStat:
     fields = text[text.rindex(")") + 2:].split()
     # fields[0] is stat(5)'s field 3 (state); ppid is field 4, utime..cstime fields 14-17.
     return PidStat(pid, int(fields[1]), sum(int(f) for f in fields[11:15]))
+
+
+def parse_schedstat(text: str) -> int:
+    """A thread's ``schedstat`` (the kernel's sched-stats.rst: ns on the CPU, ns waiting on a
+    run queue, timeslices): the wait, in ns."""
+    return int(text.split()[1])
+
+
+def _threads_waited_ns(task_dir: Path) -> int:
+    waited = 0
+    try:
+        tids = os.listdir(task_dir)
+    except OSError:
+        return 0
+    for tid in tids:
+        try:
+            waited += parse_schedstat((task_dir / tid / "schedstat").read_text())
+        except (OSError, ValueError, IndexError):
+            continue  # exited while we looked, or a kernel without sched info
+    return waited
 
 
 def process_cpu_seconds(pid: int) -> float:
@@ -106,8 +132,9 @@ class Snapshot:
     load: float
 
 
-def read_snapshot(proc: Path = Path("/proc")) -> Snapshot:
-    """Every process's CPU so far, the machine's CPU times and the load average, now."""
+def read_snapshot(proc: Path = Path("/proc"), waits: bool = True) -> Snapshot:
+    """Every process's CPU so far (and with ``waits`` its threads' run-queue wait), the
+    machine's CPU times and the load average, now."""
     processes = {}
     for entry in os.scandir(proc):
         if entry.name.isdigit():
@@ -115,6 +142,8 @@ def read_snapshot(proc: Path = Path("/proc")) -> Snapshot:
                 stat = parse_pid_stat((proc / entry.name / "stat").read_text(errors="replace"))
             except (OSError, ValueError, IndexError):
                 continue  # exited while we looked
+            if waits:
+                stat = PidStat(stat.pid, stat.ppid, stat.ticks, _threads_waited_ns(proc / entry.name / "task"))
             processes[stat.pid] = stat
     return Snapshot(time.monotonic(), processes, parse_cpu_times((proc / "stat").read_text()),
                     parse_loadavg((proc / "loadavg").read_text()))
@@ -145,6 +174,7 @@ def _members(snapshot: Snapshot, groups: Mapping[str, Iterable[int]], clients_ro
 class Usage:
     seconds: float
     cpu_s: Mapping[str, float]  # per group, then CLIENTS and OTHERS
+    waited_s: Mapping[str, float]  # per group and CLIENTS: threads runnable, waiting for a CPU
     machine_busy_s: float  # every CPU together
     steal_s: float
     cpus: int
@@ -155,6 +185,7 @@ class Usage:
         """Flat figures for a results file: ``<group>_cpu_s`` per group, machine-wide busy CPUs
         (CPU-seconds per second), steal as a percentage of all CPU time, load averages."""
         return {"seconds": self.seconds, **{f"{name.replace(' ', '_')}_cpu_s": s for name, s in self.cpu_s.items()},
+                **{f"{name.replace(' ', '_')}_waited_s": s for name, s in self.waited_s.items()},
                 "machine_busy_cpus": self.machine_busy_s / self.seconds if self.seconds else 0.0,
                 "steal_pct": self.steal_pct, "load_before": self.load_before, "load_after": self.load_after}
 
@@ -172,17 +203,22 @@ def usage_between(before: Snapshot, after: Snapshot, groups: Mapping[str, Iterab
 
     A process's ticks include the children it has reaped, so a client process that exited in
     the window still counts: once reaped, its CPU is in its parent's.  The group's root pids
-    must outlive the window (a server reaped by the benchmark would count as a client)."""
+    must outlive the window (a server reaped by the benchmark would count as a client).
+
+    The run-queue waits are of the processes alive at both ends (a reaped process's threads
+    and a thread that exited in the window take theirs with them), so they are a lower bound."""
     groups = {name: list(pids) for name, pids in groups.items()}
     start, end = _members(before, groups, clients_root), _members(after, groups, clients_root)
-    cpu_s = {}
+    cpu_s, waited = {}, {}
     for name in start:
         ticks = (sum(after.processes[p].ticks for p in end[name])
                  - sum(before.processes[p].ticks for p in start[name]))
         cpu_s[name] = ticks / _CLK_TCK
+        both = start[name] & end[name]
+        waited[name] = max(0, sum(after.processes[p].waited_ns - before.processes[p].waited_ns for p in both)) / 1e9
     busy_s = (after.cpu.busy - before.cpu.busy) / _CLK_TCK
     cpu_s[OTHERS] = max(0.0, busy_s - sum(cpu_s.values()))
-    return Usage(after.at - before.at, cpu_s, busy_s, (after.cpu.steal - before.cpu.steal) / _CLK_TCK,
+    return Usage(after.at - before.at, cpu_s, waited, busy_s, (after.cpu.steal - before.cpu.steal) / _CLK_TCK,
                  after.cpu.cpus, before.load, after.load)
 
 
@@ -226,7 +262,7 @@ def tree_memory(pids: Iterable[int], proc: Path = Path("/proc")) -> Memory:
     process is its child), added up.  The peaks are each process's own, so their sum is an
     upper bound of the tree's peak: the processes need not have peaked at once."""
     total = Memory(0, 0)
-    for pid in _subtree(read_snapshot(proc).processes, pids):
+    for pid in _subtree(read_snapshot(proc, waits=False).processes, pids):
         try:
             total += parse_status_memory((proc / str(pid) / "status").read_text(errors="replace"))
         except OSError:
@@ -248,21 +284,30 @@ def measured_groups(servers: Mapping[str, Mapping[str, list[int]]], measured: st
 
 
 def format_usage(usage: Mapping[str, float]) -> str:
-    """``Usage.as_dict()`` figures on one line: CPU-seconds of each group, the machine's busy
-    CPUs, steal, and the load average before and after."""
+    """``Usage.as_dict()`` figures on one line: CPU-seconds of each group, the seconds their
+    threads waited for a CPU, the machine's busy CPUs, steal, and the load average before and
+    after."""
     groups = ", ".join(f"{key.removesuffix('_cpu_s').replace('_', ' ')} {s:.2f}"
                        for key, s in usage.items() if key.endswith("_cpu_s"))
-    return (f"CPU-s {groups}; machine {usage['machine_busy_cpus']:.2f} CPUs busy, steal {usage['steal_pct']:.1f} %, "
+    waited = ", ".join(f"{key.removesuffix('_waited_s').replace('_', ' ')} {s:.2f}"
+                       for key, s in usage.items() if key.endswith("_waited_s") and not key.startswith("other_"))
+    return (f"CPU-s {groups}; " + (f"waited for a CPU (s) {waited}; " if waited else "")
+            + f"machine {usage['machine_busy_cpus']:.2f} CPUs busy, steal {usage['steal_pct']:.1f} %, "
             f"load {usage['load_before']:.2f} -> {usage['load_after']:.2f}")
 
 
-USAGE_HEAD = ("brokers", "ZooKeeper", "other servers", "clients", "others", "machine", "steal", "load")
+USAGE_HEAD = ("brokers", "ZooKeeper", "other servers", "clients", "others", "machine", "steal", "load",
+              "brokers waited", "clients waited")
 
 
 def usage_cells(usage: Mapping[str, float]) -> tuple[str, ...]:
     """A row of ``Usage.as_dict()`` figures under ``USAGE_HEAD``: CPU-seconds per second of
-    each group, of the machine, steal, and the load average at the end."""
+    each group, of the machine, steal, the load average at the end, and the seconds per second
+    the brokers' and the clients' threads waited for a CPU (blank when not measured)."""
     seconds = usage["seconds"] or 1.0
     per_s = [f"{usage.get(f'{key}_cpu_s', 0.0) / seconds:.2f}"
              for key in ("brokers", "zookeeper", "other_servers", CLIENTS, OTHERS)]
-    return (*per_s, f"{usage['machine_busy_cpus']:.2f}", f"{usage['steal_pct']:.1f} %", f"{usage['load_after']:.2f}")
+    waits = [f"{usage[f'{key}_waited_s'] / seconds:.2f}" if f"{key}_waited_s" in usage else ""
+             for key in ("brokers", CLIENTS)]
+    return (*per_s, f"{usage['machine_busy_cpus']:.2f}", f"{usage['steal_pct']:.1f} %", f"{usage['load_after']:.2f}",
+            *waits)

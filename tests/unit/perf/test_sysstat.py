@@ -25,6 +25,7 @@ from odradek.perf.sysstat import (
     parse_cpu_times,
     parse_loadavg,
     parse_pid_stat,
+    parse_schedstat,
     parse_status_memory,
     process_cpu_seconds,
     tree_memory,
@@ -70,9 +71,11 @@ def test_loadavg_is_the_one_minute_figure() -> None:
     assert parse_loadavg("3.80 3.92 2.05 9/148 13923\n") == 3.80
 
 
-def _snapshot(at: float, ticks: dict[int, tuple[int, int]], busy: int, steal: int, load: float) -> Snapshot:
-    """``ticks``: pid -> (ppid, ticks)."""
-    return Snapshot(at, {pid: PidStat(pid, ppid, t) for pid, (ppid, t) in ticks.items()},
+def _snapshot(at: float, ticks: dict[int, tuple[int, int]], busy: int, steal: int, load: float,
+              waited: dict[int, int] | None = None) -> Snapshot:
+    """``ticks``: pid -> (ppid, ticks); ``waited``: pid -> run-queue wait so far (ns)."""
+    waited = waited or {}
+    return Snapshot(at, {pid: PidStat(pid, ppid, t, waited.get(pid, 0)) for pid, (ppid, t) in ticks.items()},
                     CpuTimes(busy, 0, steal, 2), load)
 
 
@@ -81,11 +84,12 @@ def test_groups_clients_and_others_over_a_window() -> None:
     # ZooKeeper 300, an idle server 500, and clients 400 (with child 401) and, in the window, 450.
     before = _snapshot(10.0, {1: (0, 0), 100: (1, 50), 200: (100, 1000), 201: (200, 10), 300: (100, 400),
                               400: (100, 30), 401: (400, 5), 500: (100, 70), 900: (1, 2000)},
-                       busy=10_000, steal=0, load=1.0)
+                       busy=10_000, steal=0, load=1.0, waited={200: 5 * 10**9, 201: 10**9, 100: 10**8, 400: 10**9})
     # Client 400 exited; 100 reaped it, so 100's ticks now hold 400's and 401's final 60 + 10.
     after = _snapshot(12.0, {1: (0, 0), 100: (1, 50 + 20 + 60 + 10), 200: (100, 1200), 201: (200, 15),
                              300: (100, 410), 450: (100, 40), 500: (100, 72), 900: (1, 2100)},
-                      busy=10_000 + 500, steal=8, load=2.5)
+                      busy=10_000 + 500, steal=8, load=2.5,
+                      waited={200: 6 * 10**9, 201: 10**9 + 5 * 10**8, 100: 2 * 10**8, 450: 7 * 10**8})
     groups = {"brokers": [200], "zookeeper": [300], "other servers": [500]}
     usage = usage_between(before, after, groups, clients_root=100)
     assert usage.seconds == 2.0
@@ -95,7 +99,12 @@ def test_groups_clients_and_others_over_a_window() -> None:
     # 100 itself 20, client 400 and its child 60 - 30 + 10 - 5, the new client 450 40.
     assert usage.cpu_s[CLIENTS] == pytest.approx((20 + 35 + 40) / TICK)
     assert usage.cpu_s[OTHERS] == pytest.approx((500 - 205 - 10 - 2 - 95) / TICK)
+    # Run-queue waits of the processes alive at both ends: the exited 400 and the new 450 drop out.
+    assert usage.waited_s["brokers"] == pytest.approx(1.5)
+    assert usage.waited_s[CLIENTS] == pytest.approx(0.1)
+    assert usage.waited_s["zookeeper"] == 0
     figures = usage.as_dict()
+    assert figures["brokers_waited_s"] == pytest.approx(1.5)
     assert figures["other_servers_cpu_s"] == usage.cpu_s["other servers"]
     assert figures["machine_busy_cpus"] == pytest.approx(500 / TICK / 2.0)
     assert figures["steal_pct"] == pytest.approx(100 * 8 / TICK / (2.0 * 2))
@@ -112,10 +121,17 @@ def test_usage_figures_read_as_cpu_seconds_per_second() -> None:
     figures = {"seconds": 2.0, "brokers_cpu_s": 1.5, "other_servers_cpu_s": 0.1, "clients_cpu_s": 0.5,
                "others_cpu_s": 1.0, "machine_busy_cpus": 1.55, "steal_pct": 2.25, "load_before": 1.0,
                "load_after": 3.0}
-    assert usage_cells(figures) == ("0.75", "0.00", "0.05", "0.25", "0.50", "1.55", "2.2 %", "3.00")
+    assert usage_cells(figures) == ("0.75", "0.00", "0.05", "0.25", "0.50", "1.55", "2.2 %", "3.00", "", "")
     line = format_usage(figures)
     assert "brokers 1.50, other servers 0.10, clients 0.50, others 1.00" in line
-    assert "load 1.00 -> 3.00" in line
+    assert "load 1.00 -> 3.00" in line and "waited" not in line
+    waits = {**figures, "brokers_waited_s": 0.8, "other_servers_waited_s": 0.0, "clients_waited_s": 0.3}
+    assert usage_cells(waits)[-2:] == ("0.40", "0.15")
+    assert "; waited for a CPU (s) brokers 0.80, clients 0.30; machine" in format_usage(waits)
+
+
+def test_schedstat_gives_the_run_queue_wait() -> None:
+    assert parse_schedstat("830412 67832 2\n") == 67832
 
 
 BURN = "import sys, time\nt0 = time.process_time()\nwhile time.process_time() - t0 < float(sys.argv[1]): pass\n"

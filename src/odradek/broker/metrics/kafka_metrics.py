@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from odradek.zk.client import KafkaZkClient
 
 __all__ = ["EventLoopLoad", "MetricsSource", "broker_families", "consumer_lag_families", "controller_families",
-           "replica_manager_families"]
+           "replica_manager_families", "request_families"]
 
 # BrokerTopicMetrics' meters: TopicCounters field -> the exporter's counter name.
 _TOPIC_METERS: Final = {
@@ -105,7 +105,7 @@ def broker_families(broker: MetricsSource, requests: RequestMetrics, load: Event
     yield from controller_families(broker.controller)
     yield from replica_manager_families(broker.replica_manager)
     yield from _topic_metrics(broker.replica_manager)
-    yield from _request_metrics(requests, load)
+    yield from request_families(requests, load)
     yield from _log(broker.log_manager, broker.log_cleaner)
     yield from _coordinators(broker.group_coordinator, broker.transaction_coordinator, broker.fetch_sessions)
     yield from _zookeeper(broker.zk, zk_events)
@@ -238,7 +238,8 @@ def _topic_metrics(rm: ReplicaManager) -> Iterator[Metric]:
         yield _counter(f"kafka_server_brokertopicmetrics_{name}", f"BrokerTopicMetrics {name}", samples)
 
 
-def _request_metrics(requests: RequestMetrics, load: EventLoopLoad) -> Iterator[Metric]:
+def request_families(requests: RequestMetrics, load: EventLoopLoad) -> Iterator[Metric]:
+    """RequestMetrics by API: requests and errors answered, and the request timers as summaries."""
     by_name = sorted(requests.snapshot().items())
     yield _counter("kafka_network_requestmetrics_requests", "Requests answered, by API and version",
                    [({"request": name, "version": str(version)}, count)
