@@ -21,7 +21,11 @@ the table gives how many per transaction, their mean time in the broker, split i
 to handled) and remote (waiting in a purgatory: for the followers, the markers, the
 transaction log), and the errors answered.
 
-    .venv/bin/python bench/transactions.py [--records 200000] [--dir DIR]
+With ``--profile N`` one more phase of N-record transactions runs with py-spy on every broker
+(perf/harness.py's pyspy_record, GIL held), and each broker's top functions are printed: where
+the brokers' CPU goes per transaction.
+
+    .venv/bin/python bench/transactions.py [--records 200000] [--profile 100] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -33,10 +37,17 @@ import shutil
 import sys
 import tempfile
 import time
+from contextlib import ExitStack
 from pathlib import Path
 
 from odradek.local.cluster import LocalCluster
-from odradek.perf.harness import code_version, create_topic_zk, unwind_on_sigterm
+from odradek.perf.harness import (
+    code_version,
+    create_topic_zk,
+    pyspy_record,
+    summarize_speedscope,
+    unwind_on_sigterm,
+)
 from odradek.perf.request_breakdown import RequestTimes, breakdown, scrape_request_times
 from odradek.perf.transactions import PRODUCER, consume, produce
 
@@ -78,6 +89,8 @@ def time_per_transaction(times: dict[str, RequestTimes], transactions: int) -> s
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--records", type=int, default=200_000, help="records per producer phase")
+    ap.add_argument("--profile", type=int, metavar="N",
+                    help="one more phase of N-record transactions under py-spy, on every broker")
     ap.add_argument("--dir", help="working directory (default: a temporary one, removed afterwards)")
     args = ap.parse_args()
     RESULTS.mkdir(parents=True, exist_ok=True)
@@ -110,15 +123,32 @@ def main() -> None:
                     raise SystemExit(f"{isolation} read {r['records']} of {args.records} records of {data}")
                 results[f"{isolation} {data}"] = r
                 print(f"  {isolation} on {data}: {r['records_per_sec']:,.0f} records/s", flush=True)
+        profiles = []
+        if args.profile:
+            create_topic_zk(cluster.zookeeper_connect, "bench-profile", PARTITIONS, RF)
+            with ExitStack() as stack:
+                recorded = {broker_id: stack.enter_context(pyspy_record(b.pid, base / f"profile-{broker_id}.json"))
+                            for broker_id, b in cluster.brokers.items() if b.pid is not None}
+                profiled = produce(cluster, "bench-profile", args.records // 4, args.profile)
+            print(f"  profiled: {profiled['records_per_sec']:,.0f} records/s, "
+                  f"{profiled['ms_per_transaction']:.1f} ms per transaction (under py-spy), "
+                  f"{profiled['brokers_cpu_s'] * 1000 / profiled['transactions']:.1f} ms of broker CPU per "
+                  "transaction", flush=True)
+            profiles = [summarize_speedscope(path, 25).format(f"broker {broker_id}, {args.profile}-record "
+                                                             "transactions")
+                        for broker_id, path in recorded.items()]
     if not args.dir:
         shutil.rmtree(base, ignore_errors=True)
     print()
     print(report(results))
+    for profile in profiles:
+        print()
+        print(profile)
     out = RESULTS / f"transactions-{stamp}.json"
     out.write_text(json.dumps({"started": stamp, "code": code, "records": args.records, "producer": PRODUCER,
                                "partitions": PARTITIONS, "replication_factor": RF, "record_size": RECORD_SIZE,
                                "cpu_count": os.cpu_count(), "python": sys.version.split()[0],
-                               "results": results}, indent=2) + "\n")
+                               "results": results, "profiles": profiles}, indent=2) + "\n")
     print(f"\nwrote {out}")
 
 
