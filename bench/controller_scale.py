@@ -8,7 +8,10 @@
    kill waits first until the cluster has settled (every broker has applied the controller's
    requests, every ISR is full), so it measures failover, not the tail of the creation.
 
-    .venv/bin/python bench/controller_scale.py [--partitions 10000]
+With ``--profile`` the creation (topic written until every broker serves every partition)
+runs with py-spy on every broker, and each broker's top functions are printed.
+
+    .venv/bin/python bench/controller_scale.py [--partitions 10000] [--profile]
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from __future__ import annotations
 import argparse
 import re
 import tempfile
+from contextlib import ExitStack
 from pathlib import Path
 
 from odradek.local.cluster import LocalCluster
@@ -27,7 +31,7 @@ from odradek.perf.controller_scale import (
     wait_partition_states,
     wait_settled,
 )
-from odradek.perf.harness import unwind_on_sigterm
+from odradek.perf.harness import pyspy_record, summarize_speedscope, unwind_on_sigterm
 
 
 def phase_times(log_path: Path) -> list[str]:
@@ -39,6 +43,7 @@ def phase_times(log_path: Path) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--partitions", type=int, default=10000)
+    parser.add_argument("--profile", action="store_true", help="py-spy on every broker while the topic is created")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="odradek-bench-") as tmp:
         cluster = LocalCluster(tmp, 3)
@@ -46,15 +51,20 @@ def main() -> None:
         try:
             zk = cluster.zk_client()
             topic = "scale"
-            start = create_topic(cluster.zookeeper_connect, topic, args.partitions)
-            online_at = wait_partition_states(zk, topic, args.partitions)
-            states = read_states(zk, topic, args.partitions)
-            assert all(s["leader"] >= 0 for s in states.values())
-            print(f"create {args.partitions} partitions RF 3: every partition online with a leader in ZooKeeper "
-                  f"after {online_at - start:.2f} s")
-            settled = wait_settled(cluster, zk, topic, args.partitions)
-            print(f"  (every broker had applied the LeaderAndIsr and UpdateMetadata {online_at - start + settled:.2f} s "
-                  "after the topic was written)")
+            with ExitStack() as profiling:
+                recorded = {b.broker_id: profiling.enter_context(pyspy_record(b.pid, Path(tmp) / f"py-spy-{b.broker_id}"))
+                            for b in cluster.brokers.values() if args.profile and b.pid is not None}
+                start = create_topic(cluster.zookeeper_connect, topic, args.partitions)
+                online_at = wait_partition_states(zk, topic, args.partitions)
+                states = read_states(zk, topic, args.partitions)
+                assert all(s["leader"] >= 0 for s in states.values())
+                print(f"create {args.partitions} partitions RF 3: every partition online with a leader in ZooKeeper "
+                      f"after {online_at - start:.2f} s")
+                settled = wait_settled(cluster, zk, topic, args.partitions)
+                print(f"  (every broker had applied the LeaderAndIsr and UpdateMetadata "
+                      f"{online_at - start + settled:.2f} s after the topic was written)", flush=True)
+            for broker_id, path in recorded.items():
+                print(summarize_speedscope(path, 25).format(f"broker {broker_id}, creating the topic"), flush=True)
             ctrl = controller_id(zk)
             victim = next(b for b in range(3) if b != ctrl)
             result = failover(cluster, zk, topic, args.partitions, victim)
