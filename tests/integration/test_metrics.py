@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from kio.schema.fetch.v12 import request as fetch_req
 
@@ -262,6 +262,25 @@ def test_consumer_group_lag_is_end_offset_minus_committed_at_the_coordinator(clu
             assert ("kafka_consumergroup_lag", frozenset({"consumergroup": group, "topic": first,
                                                            "partition": "0"}.items())) \
                 not in _scrape(cluster, broker_id).samples
+
+
+def test_an_open_transaction_counts_as_ongoing_at_its_coordinator_until_committed(cluster: LocalCluster) -> None:
+    topic = unique_topic("metrics-txn")
+    create_topic(cluster, topic, partitions=1)
+    name = "kafka_coordinator_transaction_transactionstatemanager_ongoingtransactions"
+
+    def ongoing() -> float:
+        return sum(s.value(name) for s in _scrape_all(cluster).values())
+
+    assert ongoing() == 0
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "transactional.id": unique_topic("txn")})
+    producer.init_transactions(TIMEOUT_S)
+    producer.begin_transaction()
+    producer.produce(topic, b"r", partition=0)
+    producer.flush(TIMEOUT_S)  # the partition is added to the transaction before the record is sent
+    assert ongoing() == 1
+    producer.commit_transaction(TIMEOUT_S)
+    wait_until(lambda: ongoing() == 0, timeout=TIMEOUT_S, message="the transaction complete at its coordinator")
 
 
 def _commit(cluster: LocalCluster, group: str, topic: str, offset: int) -> None:

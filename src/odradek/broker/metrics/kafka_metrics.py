@@ -304,7 +304,7 @@ def _coordinators(groups: GroupCoordinator, txns: TransactionCoordinator,
         yield _gauge(prefix + name, f"Groups coordinated here in state {state.value}", by_state[state])
     yield _gauge(prefix + "numoffsets", "Committed offsets of the groups coordinated here",
                  sum(len(group.offsets) for group in loaded))
-    ongoing = sum(1 for _epoch, md in txns.manager.owned_metadata() if md.has_pending_transaction())
+    ongoing = sum(1 for _epoch, md in txns.manager.owned_metadata() if md.has_pending_transaction)
     yield _gauge("kafka_coordinator_transaction_transactionstatemanager_ongoingtransactions",
                  "Transactions coordinated here that are ongoing or being committed or aborted", ongoing)
     prefix = "kafka_server_fetchsessioncache_"
