@@ -9,7 +9,8 @@
    requests, every ISR is full), so it measures failover, not the tail of the creation.
 
 With ``--profile`` the creation (topic written until every broker serves every partition)
-runs with py-spy on every broker, and each broker's top functions are printed.
+runs with py-spy on every broker (20 samples a second), and each broker's top functions are
+printed.
 
     .venv/bin/python bench/controller_scale.py [--partitions 10000] [--profile]
 """
@@ -33,6 +34,10 @@ from odradek.perf.controller_scale import (
 )
 from odradek.perf.harness import pyspy_record, summarize_speedscope, unwind_on_sigterm
 
+# py-spy pauses a broker for every sample; at its usual 200 Hz a 10,000-partition creation
+# slows past the 10 s replica lag and never settles, so this profile samples sparsely.
+PROFILE_HZ = 20
+
 
 def phase_times(log_path: Path) -> list[str]:
     """The controller's own timing lines for the events it processed."""
@@ -52,7 +57,8 @@ def main() -> None:
             zk = cluster.zk_client()
             topic = "scale"
             with ExitStack() as profiling:
-                recorded = {b.broker_id: profiling.enter_context(pyspy_record(b.pid, Path(tmp) / f"py-spy-{b.broker_id}"))
+                recorded = {b.broker_id: profiling.enter_context(
+                    pyspy_record(b.pid, Path(tmp) / f"py-spy-{b.broker_id}", rate=PROFILE_HZ))
                             for b in cluster.brokers.values() if args.profile and b.pid is not None}
                 start = create_topic(cluster.zookeeper_connect, topic, args.partitions)
                 online_at = wait_partition_states(zk, topic, args.partitions)
