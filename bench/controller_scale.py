@@ -56,21 +56,25 @@ def main() -> None:
         try:
             zk = cluster.zk_client()
             topic = "scale"
-            with ExitStack() as profiling:
-                recorded = {b.broker_id: profiling.enter_context(
-                    pyspy_record(b.pid, Path(tmp) / f"py-spy-{b.broker_id}", rate=PROFILE_HZ))
-                            for b in cluster.brokers.values() if args.profile and b.pid is not None}
-                start = create_topic(cluster.zookeeper_connect, topic, args.partitions)
-                online_at = wait_partition_states(zk, topic, args.partitions)
-                states = read_states(zk, topic, args.partitions)
-                assert all(s["leader"] >= 0 for s in states.values())
-                print(f"create {args.partitions} partitions RF 3: every partition online with a leader in ZooKeeper "
-                      f"after {online_at - start:.2f} s")
-                settled = wait_settled(cluster, zk, topic, args.partitions)
-                print(f"  (every broker had applied the LeaderAndIsr and UpdateMetadata "
-                      f"{online_at - start + settled:.2f} s after the topic was written)", flush=True)
-            for broker_id, path in recorded.items():
-                print(summarize_speedscope(path, 25).format(f"broker {broker_id}, creating the topic"), flush=True)
+            recorded: dict[int, Path] = {}
+            try:
+                with ExitStack() as profiling:
+                    recorded = {b.broker_id: profiling.enter_context(
+                        pyspy_record(b.pid, Path(tmp) / f"py-spy-{b.broker_id}", rate=PROFILE_HZ))
+                                for b in cluster.brokers.values() if args.profile and b.pid is not None}
+                    start = create_topic(cluster.zookeeper_connect, topic, args.partitions)
+                    online_at = wait_partition_states(zk, topic, args.partitions)
+                    states = read_states(zk, topic, args.partitions)
+                    assert all(s["leader"] >= 0 for s in states.values())
+                    print(f"create {args.partitions} partitions RF 3: every partition online with a leader in "
+                          f"ZooKeeper after {online_at - start:.2f} s")
+                    settled = wait_settled(cluster, zk, topic, args.partitions)
+                    print(f"  (every broker had applied the LeaderAndIsr and UpdateMetadata "
+                          f"{online_at - start + settled:.2f} s after the topic was written)", flush=True)
+            finally:  # a creation that does not settle is the one whose profile is wanted
+                for broker_id, path in recorded.items():
+                    print(summarize_speedscope(path, 25).format(f"broker {broker_id}, creating the topic"),
+                          flush=True)
             ctrl = controller_id(zk)
             victim = next(b for b in range(3) if b != ctrl)
             result = failover(cluster, zk, topic, args.partitions, victim)
