@@ -933,8 +933,7 @@ class ReplicaManager:
     def _wake_waiting_fetches(self) -> None:
         self._fetch_wakeup_scheduled = False
         woken, self._fetch_wakeups = self._fetch_wakeups, set()
-        for tp in woken:
-            self.fetch_purgatory.check_and_complete(tp)
+        self.fetch_purgatory.check_and_complete_all(woken)
 
 
 def _diverging_epoch(lg: Log, last_fetched_epoch: int, fetch_offset: int) -> tuple[int, int] | None:

@@ -126,3 +126,22 @@ def test_expired_operations_under_keys_nobody_checks_are_purged_every_interval()
         purgatory.try_complete_else_watch(live, ["busy"])  # the third watch purges
         assert list(purgatory._watchers) == ["busy"] and purgatory.watched() == 1
     run(scenario())
+
+
+def test_checking_many_keys_tries_each_operation_once() -> None:
+    async def scenario() -> None:
+        purgatory = Purgatory()
+        keys = [f"p{i}" for i in range(1000)]
+        wide = Waiting()  # a follower's fetch: watches every partition it follows
+        narrow = Waiting()
+        assert not purgatory.try_complete_else_watch(wide, keys)
+        assert not purgatory.try_complete_else_watch(narrow, ["p7"])
+        assert purgatory.check_and_complete_all(keys) == 0
+        assert (wide.tries, narrow.tries) == (2, 2)  # once when watched, once now: not 1,000 times
+        assert purgatory.watched() == 1000 + 1  # still watched under every key
+        wide.ready = narrow.ready = True
+        assert purgatory.check_and_complete_all(["p7", "p8"]) == 2
+        assert (wide.completions, narrow.completions) == (1, 1) and wide.tries == 3
+        assert purgatory.watched() == 0
+        assert purgatory.check_and_complete_all(keys) == 0 and wide.tries == 3
+    run(scenario())
