@@ -102,10 +102,7 @@ class Purgatory:
                 done += 1
             else:
                 remaining.append(op)
-        if remaining:
-            self._watchers[key] = remaining
-        else:
-            del self._watchers[key]
+        self._rewatch(key, remaining)
         return done
 
     def check_and_complete_all(self, keys: Iterable[Hashable]) -> int:
@@ -131,11 +128,15 @@ class Purgatory:
                     done += completed
                 if not completed:
                     remaining.append(op)
-            if remaining:
-                self._watchers[key] = remaining
-            else:
-                del self._watchers[key]
+            self._rewatch(key, remaining)
         return done
+
+    def _rewatch(self, key: Hashable, remaining: list[DelayedOperation]) -> None:
+        """Keep ``remaining`` (the operations still waiting) under ``key``, or drop the key."""
+        if remaining:
+            self._watchers[key] = remaining
+        else:
+            del self._watchers[key]
 
     def watched(self) -> int:
         return sum(1 for ops in self._watchers.values() for op in ops if not op.completed)
