@@ -6,9 +6,9 @@ few per cent. This runs only what metrics add to a request's passage, on the rea
 KafkaChannel reads a request frame, the RequestMetrics observer hears of it (the clock reads,
 the error counts handed to the handler), the handler's part (a one-partition produce
 response's error code counted), the answer released and reported written (the histograms'
-batched folding included). The same loop without an observer is the baseline. The difference
-is the metrics' CPU per request; divide it by a broker's CPU per one-record produce request
-(broker_bound.py's "CPU us/req", 80 us here) for their share.
+batched folding included), with the broker's garbage-collector settings. The same loop without an
+observer is the baseline. The difference is the metrics' CPU per request; divide it by a broker's
+CPU per one-record produce request (broker_bound.py's "CPU us/req", 28-31 us here) for their share.
 
     .venv/bin/python bench/metrics_cost.py [--requests 200000] [--rounds 5]
 """
@@ -16,6 +16,7 @@ is the metrics' CPU per request; divide it by a broker's CPU per one-record prod
 from __future__ import annotations
 
 import argparse
+import gc
 import time
 
 from kio.schema.metadata.v12.request import MetadataRequest
@@ -55,6 +56,9 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=200_000)
     parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
+    gc.collect()  # the broker's collector settings (cli/broker.py)
+    gc.freeze()
+    gc.set_threshold(50_000, 50, 1000)
     without, with_ = [], []
     for _ in range(args.rounds):  # in turns, so that drift hits both
         without.append(passage_ns(args.requests, None))

@@ -58,6 +58,8 @@ from odradek.security.sasl import SaslAuthenticationError, SaslAuthenticator
 
 log = logging.getLogger(__name__)
 
+_now: Final = time.monotonic_ns  # the request timestamps' clock
+
 __all__ = [
     "MAX_IN_FLIGHT_PER_CONNECTION",
     "CloseConnection",
@@ -124,6 +126,7 @@ class Request:
     handled_ns: int = field(init=False, repr=False, compare=False)
     ready_ns: int = field(init=False, repr=False, compare=False)
     sent_ns: int = field(init=False, repr=False, compare=False)
+    observer_tag: Any = field(init=False, repr=False, compare=False)  # what the observer filed it under
     throttle_ms: int = field(default=0, init=False, repr=False, compare=False)  # set when a quota throttled it
 
     @property
@@ -139,8 +142,13 @@ class RequestObserver(Protocol):
     """Hears of every request as it is read and once its answer is written, with its five
     timestamps set: where request metrics plug in."""
 
+    # api key -> (tag, error counts) for requests of that key the observer need not hear of as
+    # they are read: the channel sets their ``observer_tag`` and ``error_counts`` itself.
+    tags: dict[int, tuple[Any, dict[int, int]]]
+
     def request_received(self, request: Request) -> None:
-        """Before dispatch: may set ``request.error_counts``."""
+        """Before dispatch, for a request whose api key is not in :attr:`tags`: may set its
+        ``observer_tag`` and ``error_counts``."""
 
     def requests_written(self, channel: KafkaChannel, requests: list[Request], written_ns: int) -> None:
         """``requests``' answers were all written to the socket by ``written_ns``."""
@@ -166,6 +174,7 @@ class KafkaChannel:
         self.sendfile = sendfile  # False on TLS: file regions are read into the output
         self.on_unsupported = on_unsupported  # an answer to an unknown api key/version, or None: close
         self.observer = observer
+        self._observer_tags = {} if observer is None else observer.tags  # the observer's dict, kept up by it
         self.peer = "?"  # host:port, for the log
         self.client_host = ""
         # Who is on the other end (authorization decides on it): ANONYMOUS until TLS or SASL
@@ -216,9 +225,14 @@ class KafkaChannel:
                 return None
             request = self._request(frame, auth)
             if request is not None:
-                if self.observer is not None:
-                    request.received_ns = time.monotonic_ns()
-                    self.observer.request_received(request)
+                observer = self.observer
+                if observer is not None:
+                    request.received_ns = _now()
+                    tagged = self._observer_tags.get(request.header.api_key)
+                    if tagged is None:
+                        observer.request_received(request)
+                    else:
+                        request.observer_tag, request.error_counts = tagged
                 return request
         return None
 
@@ -290,7 +304,7 @@ class KafkaChannel:
         """The handler answered ``request`` at once (None: no answer, e.g. acks=0 produce)."""
         observed = self.observer is not None
         if observed:
-            request.handled_ns = request.ready_ns = now = time.monotonic_ns()
+            request.handled_ns = request.ready_ns = now = _now()
         queue = self._queue
         if queue:  # behind an answer still awaited
             request.response = response
@@ -306,14 +320,14 @@ class KafkaChannel:
         """The handler answers ``request`` later (:meth:`complete`); ``awaiting`` is what the
         I/O side waits on (a future), handed back by :meth:`abandon`."""
         if self.observer is not None:
-            request.handled_ns = time.monotonic_ns()
+            request.handled_ns = _now()
         request.awaiting = awaiting
         self._queue.append(request)
 
     def complete(self, request: Request, response: Response) -> None:
         """A deferred request's answer (None: none); it goes out once those before it have."""
         if self.observer is not None:
-            request.ready_ns = time.monotonic_ns()
+            request.ready_ns = _now()
         request.response = response
         request.awaiting = None
         queue = self._queue
@@ -341,7 +355,7 @@ class KafkaChannel:
             return
         observer = self.observer
         assert observer is not None  # only an observed channel releases into the list
-        observer.requests_written(self, released, time.monotonic_ns())
+        observer.requests_written(self, released, _now())
         released.clear()
 
     @property
@@ -373,7 +387,7 @@ class KafkaChannel:
             self._mark_released(request)
 
     def _mark_released(self, request: Request) -> None:
-        request.sent_ns = time.monotonic_ns()
+        request.sent_ns = _now()
         self.released.append(request)
 
     def _emit(self, response: Response) -> None:

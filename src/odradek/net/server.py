@@ -248,11 +248,13 @@ class Connection(asyncio.BufferedProtocol):
         transport reports through ``resume_writing`` when its limits are zero.  While they are,
         the transport reports no full buffer either, so that check is made here."""
         transport = self.transport
-        if transport is None or transport.is_closing():
+        if transport is None:
             return
         buffered = transport.get_write_buffer_size()
-        if buffered == 0:
+        if buffered == 0:  # the common case, checked first: every byte is with the kernel
             self.channel.answers_written()
+        elif transport.is_closing():
+            return
         elif self._watching_written:
             if buffered > WRITE_BUFFER_HIGH and not self._paused_for_writes:
                 self._paused_for_writes = True

@@ -15,6 +15,7 @@ from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHan
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from odradek.net.kafka_channel import MAX_IN_FLIGHT_PER_CONNECTION, FileChunk, KafkaChannel, Request
+from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.framing import UnsupportedRequestError, encode_request
 from odradek.security.acls import ANONYMOUS, KafkaPrincipal
 from odradek.security.sasl import SaslAuthenticator, SaslServerConfig
@@ -323,6 +324,7 @@ def test_a_muted_channel_reads_no_requests_until_unmuted() -> None:
 
 class Recorder:
     def __init__(self) -> None:
+        self.tags: dict[int, tuple[object, dict[int, int]]] = {}
         self.received: list[int] = []
         self.sent: list[tuple[int, int, int, int, int, int]] = []
 
@@ -358,6 +360,22 @@ def test_an_observer_hears_of_each_request_as_read_and_once_written_with_its_tim
     assert recorder.sent[1][3] <= recorder.sent[0][3]
     channel.answers_written()
     assert len(recorder.sent) == 2  # each answer is reported once
+
+
+def test_a_request_whose_api_key_the_observer_tagged_is_tagged_by_the_channel_without_a_call() -> None:
+    recorder = Recorder()
+    counts: dict[int, int] = {}
+    recorder.tags[ApiKey.METADATA] = ("metadata's tag", counts)
+    channel = KafkaChannel(observer=recorder)
+    receive(channel, metadata(1) + metadata(2))
+    one, two = requests(channel)
+    assert recorder.received == []
+    assert (one.observer_tag, two.observer_tag) == ("metadata's tag", "metadata's tag")
+    assert one.error_counts is two.error_counts is counts and one.received_ns > 0
+    channel.respond(one, b"answer-1")
+    channel.respond(two, b"answer-2")
+    channel.answers_written()
+    assert [s[0] for s in recorder.sent] == [1, 2]
 
 
 def test_answers_of_an_abandoned_channel_are_never_reported_written() -> None:

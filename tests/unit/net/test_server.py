@@ -512,6 +512,7 @@ class WriteRecorder:
     """A request observer: which answers were reported written, with their release and write times."""
 
     def __init__(self) -> None:
+        self.tags: dict[int, tuple[object, dict[int, int]]] = {}
         self.written: dict[int, tuple[int, int]] = {}  # correlation id -> (sent_ns, written_ns)
 
     def request_received(self, request: Request) -> None:

@@ -16,10 +16,16 @@ time runs to that last byte, as Kafka's does.  A fetch is counted under ``Fetch`
 (:mod:`odradek.protocol.error_counts`); counted under the API's own name only (a fetch under
 ``Fetch``), as Kafka's ``updateErrorMetrics`` does.
 
-A written request costs one tuple in its name's pending list; the pending samples are folded
-into the histograms a batch at a time (every :data:`FOLD_EVERY` requests, and before a
-scrape reads them: :meth:`RequestMetrics.snapshot`), which costs the request path a few
-times less than six histogram updates per request.
+A request read is tagged with the :class:`RequestTimes` it counts under (a fetch with its
+``FetchFollower`` or ``FetchConsumer`` times, which also fold into ``Fetch``'s), found by api
+key in :attr:`RequestMetrics.tags`, which the channel reads itself (no call per request but
+a fetch's).  A written request costs seven values appended to its tag's flat pending list (no
+object per request to allocate and keep; the fold reads the columns as slices).  The pending
+samples are folded into the histograms a batch at a time (every :data:`FOLD_EVERY` requests,
+and before a scrape reads them: :meth:`RequestMetrics.snapshot`), which costs the request
+path a few times less than six histogram updates per request.  A fold's samples for the
+quantiles are every k-th request of the batch, at most :data:`SAMPLES_PER_FOLD`, so the
+histograms' reservoirs span the last several folds rather than the tail of the last.
 """
 
 from __future__ import annotations
@@ -54,20 +60,30 @@ def kafka_request_name(api_key: int) -> str:
 
 # Pending samples of one request name folded into its histograms at this many.
 FOLD_EVERY: Final = 4096
+# Values per pending sample: api version, received, handled, ready, sent, written, throttle ms.
+_WIDTH: Final = 7
+_FOLD_AT: Final = FOLD_EVERY * _WIDTH
+# At most this many of a fold's requests are sampled for the quantiles (the histograms keep
+# RESERVOIR_SIZE samples: the last four folds' under load).
+SAMPLES_PER_FOLD: Final = RESERVOIR_SIZE // 4
 
 
 class RequestTimes:
     """One request name's counts, time histograms (milliseconds) and response error counts.
-    ``pending`` holds (api version, received, handled, ready, sent, written, throttle ms) of
-    requests not yet in the histograms (:meth:`fold`)."""
+    ``pending`` holds, one after another, (api version, received, handled, ready, sent,
+    written, throttle ms) of each request not yet in the histograms (:meth:`fold`); ``also``: the times they fold into as
+    well (``Fetch``'s, for ``FetchFollower`` and ``FetchConsumer``), and ``counted_errors``:
+    where a request tagged with these times counts its errors (``also``'s, if any)."""
 
-    __slots__ = ("errors", "local", "pending", "remote", "requests", "response_queue", "response_send", "throttle",
-                 "total")
+    __slots__ = ("also", "counted_errors", "errors", "local", "pending", "remote", "requests", "response_queue",
+                 "response_send", "throttle", "total")
 
-    def __init__(self) -> None:
+    def __init__(self, also: RequestTimes | None = None) -> None:
+        self.also = also
         self.requests: dict[int, int] = {}  # api version -> requests answered
         self.errors: ErrorCounts = {}  # error code -> times a response carried it
-        self.pending: list[tuple[int, int, int, int, int, int, int]] = []
+        self.counted_errors = self.errors if also is None else also.errors
+        self.pending: list[int] = []
         self.total = Histogram()
         self.local = Histogram()
         self.remote = Histogram()
@@ -75,36 +91,49 @@ class RequestTimes:
         self.response_send = Histogram()
         self.throttle = Histogram()
 
-    def add(self, sample: tuple[int, int, int, int, int, int, int]) -> None:
-        pending = self.pending
-        pending.append(sample)
-        if len(pending) >= FOLD_EVERY:
-            self.fold()
+    @property
+    def unfolded(self) -> int:
+        """Requests written and not yet folded in."""
+        return len(self.pending) // _WIDTH
 
     def fold(self) -> None:
-        """Move the pending samples into the counts and histograms."""
+        """Move the pending samples into the counts and histograms (and ``also``'s)."""
         pending = self.pending
         if not pending:
             return
         self.pending = []
-        versions, *stamps, throttle = zip(*pending, strict=True)
-        requests = self.requests
-        for version, count in Counter(versions).items():
-            requests[version] = requests.get(version, 0) + count
+        versions = pending[0::_WIDTH]
+        stamps = [pending[column::_WIDTH] for column in range(1, 6)]
+        throttle = pending[6::_WIDTH]
+        n = len(versions)
+        # One version, mostly: counted in C without a Counter.
+        by_version = {versions[0]: n} if versions.count(versions[0]) == n else Counter(versions)
         # Over the timestamp columns (received, handled, ready, sent, written), in C: each
-        # time's sum from the sums of its two columns, and its samples only for the last
-        # RESERVOIR_SIZE requests, which is all a histogram keeps.
+        # time's sum from the sums of its two columns, and samples of every k-th request.
         sums = [sum(column) for column in stamps]
-        tail = -RESERVOIR_SIZE
-        recent = [column[tail:] for column in stamps]
-        n = len(pending)
-        for histogram, start, end in ((self.total, 0, 4), (self.local, 0, 1), (self.remote, 1, 2),
-                                      (self.response_queue, 2, 3), (self.response_send, 3, 4)):
-            histogram.add_batch(n, (sums[end] - sums[start]) / _NS_PER_MS, _ms_between(recent[start], recent[end]))
-        self.throttle.add_batch(n, float(sum(throttle)), list(throttle[tail:]))
+        step = -(-n // SAMPLES_PER_FOLD)  # ceil: at most SAMPLES_PER_FOLD samples
+        first = (n - 1) % step  # the last request is always sampled
+        sampled = [column[first::step] for column in stamps]
+        times = [(sums[end] - sums[start]) / _NS_PER_MS for start, end in _SPANS]
+        samples = [_ms_between(sampled[start], sampled[end]) for start, end in _SPANS]
+        throttle_sum, throttle_samples = float(sum(throttle)), list(throttle[first::step])
+        into = self
+        while into is not None:
+            requests = into.requests
+            for version, count in by_version.items():
+                requests[version] = requests.get(version, 0) + count
+            for histogram, total, values in zip((into.total, into.local, into.remote, into.response_queue,
+                                                 into.response_send), times, samples, strict=True):
+                histogram.add_batch(n, total, values)
+            into.throttle.add_batch(n, throttle_sum, throttle_samples)
+            into = into.also
 
 
-def _ms_between(starts: tuple[int, ...], ends: tuple[int, ...]) -> list[float]:
+# (start, end) timestamp columns of total, local, remote, response queue and response send time.
+_SPANS: Final = ((0, 4), (0, 1), (1, 2), (2, 3), (3, 4))
+
+
+def _ms_between(starts: list[int], ends: list[int]) -> list[float]:
     """Each (end - start) nanoseconds, in milliseconds."""
     return list(map(truediv, map(sub, ends, starts), repeat(_NS_PER_MS)))
 
@@ -114,7 +143,9 @@ class RequestMetrics:
 
     def __init__(self) -> None:
         self._by_name: dict[str, RequestTimes] = {}
-        self._by_key: dict[int, RequestTimes] = {}  # api key -> its own name's times
+        # api key -> (the times its requests are tagged with, where they count errors), read by
+        # the channel; a fetch's are chosen per request (request_received).
+        self.tags: dict[int, tuple[RequestTimes, ErrorCounts]] = {}
 
     def snapshot(self) -> dict[str, RequestTimes]:
         """Every request name's times, with all pending samples folded in."""
@@ -123,28 +154,26 @@ class RequestMetrics:
         return self._by_name
 
     def request_received(self, request: Request) -> None:
+        """A request whose api key is not in :attr:`tags`: a fetch, or a key not seen before."""
         api_key = request.header.api_key
-        times = self._by_key.get(api_key)
-        if times is None:
-            times = self._by_key[api_key] = self._times(kafka_request_name(api_key))
-        request.error_counts = times.errors
+        if api_key == _FETCH:
+            fetch = self._times("Fetch")
+            name = "FetchFollower" if is_follower_fetch(request) else "FetchConsumer"
+            times = self._by_name.get(name) or self._by_name.setdefault(name, RequestTimes(also=fetch))
+        else:
+            times = self._times(kafka_request_name(api_key))
+            self.tags[api_key] = (times, times.counted_errors)
+        request.observer_tag = times
+        request.error_counts = times.counted_errors
 
     def requests_written(self, channel: KafkaChannel, requests: list[Request], written_ns: int) -> None:
-        by_key = self._by_key
         for request in requests:
-            header = request.header
-            api_key = header.api_key
-            sample = (header.api_version, request.received_ns, request.handled_ns, request.ready_ns, request.sent_ns,
-                      written_ns, request.throttle_ms)
-            times = by_key.get(api_key)
-            if times is None:
-                times = by_key[api_key] = self._times(kafka_request_name(api_key))
-            pending = times.pending  # RequestTimes.add, inlined: this runs for every request
-            pending.append(sample)
-            if len(pending) >= FOLD_EVERY:
+            times = request.observer_tag
+            pending = times.pending
+            pending += (request.header.api_version, request.received_ns, request.handled_ns, request.ready_ns,
+                        request.sent_ns, written_ns, request.throttle_ms)
+            if len(pending) >= _FOLD_AT:
                 times.fold()
-            if api_key == _FETCH:
-                self._times("FetchFollower" if is_follower_fetch(request) else "FetchConsumer").add(sample)
 
     def _times(self, name: str) -> RequestTimes:
         times = self._by_name.get(name)

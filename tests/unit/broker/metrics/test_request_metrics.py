@@ -4,7 +4,12 @@ is handed its API's error counts."""
 
 from __future__ import annotations
 
-from odradek.broker.metrics.request_metrics import FOLD_EVERY, RequestMetrics, kafka_request_name
+from odradek.broker.metrics.request_metrics import (
+    FOLD_EVERY,
+    SAMPLES_PER_FOLD,
+    RequestMetrics,
+    kafka_request_name,
+)
 from odradek.net.kafka_channel import Request
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.framing import RequestHeaderInfo
@@ -16,9 +21,19 @@ def request_of(api_key: ApiKey, version: int = 9, body: bytes = b"") -> Request:
     return Request(RequestHeaderInfo(api_key, version, 1, "c", 2), b"hdr" + body, 3, None)
 
 
-def sent(api_key: ApiKey, version: int, received_ms: int, handled_ms: int, ready_ms: int, sent_ms: int,
-         body: bytes = b"") -> Request:
-    request = request_of(api_key, version, body)
+def received(metrics: RequestMetrics, request: Request) -> Request:
+    """What the channel does as it reads a request: tag it from ``metrics.tags``, or ask."""
+    tagged = metrics.tags.get(request.header.api_key)
+    if tagged is None:
+        metrics.request_received(request)
+    else:
+        request.observer_tag, request.error_counts = tagged
+    return request
+
+
+def sent(metrics: RequestMetrics, api_key: ApiKey, version: int, received_ms: int, handled_ms: int, ready_ms: int,
+         sent_ms: int, body: bytes = b"") -> Request:
+    request = received(metrics, request_of(api_key, version, body))
     request.received_ns, request.handled_ns = received_ms * MS, handled_ms * MS
     request.ready_ns, request.sent_ns = ready_ms * MS, sent_ms * MS
     return request
@@ -30,9 +45,9 @@ def written(metrics: RequestMetrics, written_ms: int, *requests: Request) -> Non
 
 def test_times_are_split_into_local_remote_response_queue_and_response_send() -> None:
     metrics = RequestMetrics()
-    written(metrics, 115, sent(ApiKey.PRODUCE, 9, 100, 102, 110, 111))
-    written(metrics, 201, sent(ApiKey.PRODUCE, 9, 200, 201, 201, 201))
-    written(metrics, 301, sent(ApiKey.PRODUCE, 7, 300, 301, 301, 301))
+    written(metrics, 115, sent(metrics, ApiKey.PRODUCE, 9, 100, 102, 110, 111))
+    written(metrics, 201, sent(metrics, ApiKey.PRODUCE, 9, 200, 201, 201, 201))
+    written(metrics, 301, sent(metrics, ApiKey.PRODUCE, 7, 300, 301, 301, 301))
     times = metrics.snapshot()["Produce"]
     assert times.requests == {9: 2, 7: 1}
     # Total time runs to the answer's last byte written.
@@ -44,12 +59,12 @@ def test_times_are_split_into_local_remote_response_queue_and_response_send() ->
 
 def test_samples_are_folded_in_batches_and_before_a_snapshot() -> None:
     metrics = RequestMetrics()
-    written(metrics, 3, sent(ApiKey.PRODUCE, 9, 0, 1, 2, 2))
+    written(metrics, 3, sent(metrics, ApiKey.PRODUCE, 9, 0, 1, 2, 2))
     times = metrics.snapshot()["Produce"]
-    assert (times.total.count, times.pending) == (1, [])
-    written(metrics, 3, *(sent(ApiKey.PRODUCE, 9, 0, 1, 2, 2) for _ in range(FOLD_EVERY + 4)))
-    assert times.total.count == 1 + FOLD_EVERY and len(times.pending) == 4  # a batch folded as it filled
-    assert metrics.snapshot()["Produce"] is times and times.pending == []
+    assert (times.total.count, times.unfolded) == (1, 0)
+    written(metrics, 3, *[sent(metrics, ApiKey.PRODUCE, 9, 0, 1, 2, 2) for _ in range(FOLD_EVERY + 4)])
+    assert times.total.count == 1 + FOLD_EVERY and times.unfolded == 4  # a batch folded as it filled
+    assert metrics.snapshot()["Produce"] is times and times.unfolded == 0
     assert times.requests == {9: FOLD_EVERY + 5}
     assert (times.total.count, times.total.sum, times.response_send.sum) == (FOLD_EVERY + 5, 3 * (FOLD_EVERY + 5),
                                                                             FOLD_EVERY + 5)
@@ -57,21 +72,35 @@ def test_samples_are_folded_in_batches_and_before_a_snapshot() -> None:
 
 def test_each_request_read_gets_its_apis_error_counts_and_a_fetch_counts_under_fetch_only() -> None:
     metrics = RequestMetrics()
-    first, second = request_of(ApiKey.PRODUCE), request_of(ApiKey.PRODUCE)
-    metrics.request_received(first)
-    metrics.request_received(second)
+    first = received(metrics, request_of(ApiKey.PRODUCE))
+    assert ApiKey.PRODUCE in metrics.tags  # the next is tagged by the channel, without a call
+    second = received(metrics, request_of(ApiKey.PRODUCE))
     assert first.error_counts is second.error_counts is metrics.snapshot()["Produce"].errors
     first.error_counts[0] = 2  # type: ignore[index]  # what a handler does
-    fetch = request_of(ApiKey.FETCH, 12, body=(-1).to_bytes(4, "big", signed=True))
-    metrics.request_received(fetch)
+    fetch = received(metrics, request_of(ApiKey.FETCH, 12, body=(-1).to_bytes(4, "big", signed=True)))
+    assert ApiKey.FETCH not in metrics.tags  # follower or consumer: decided per request
     assert fetch.error_counts is metrics.snapshot()["Fetch"].errors
-    assert metrics.snapshot()["Produce"].errors == {0: 2} and metrics.snapshot()["Fetch"].errors == {}
-    assert "FetchConsumer" not in metrics.snapshot()
+    fetch.error_counts[3] = 1  # type: ignore[index]
+    snapshot = metrics.snapshot()
+    assert snapshot["Produce"].errors == {0: 2} and snapshot["Fetch"].errors == {3: 1}
+    assert snapshot["FetchConsumer"].errors == {}
+
+
+def test_a_folds_quantile_samples_are_spread_over_its_requests_and_end_with_the_last() -> None:
+    metrics = RequestMetrics()
+    n = 4 * SAMPLES_PER_FOLD
+    # Request i takes i ms from its arrival to its answer's last byte.
+    written(metrics, n, *[sent(metrics, ApiKey.PRODUCE, 9, n - i, n - i, n - i, n - i) for i in range(n)])
+    total = metrics.snapshot()["Produce"].total
+    assert (total.count, total.sum) == (n, sum(range(n)))
+    samples = sorted(total._samples)
+    assert len(samples) == SAMPLES_PER_FOLD and samples[-1] == n - 1
+    assert samples == [float(i) for i in range(3, n, 4)]  # every 4th, the last included
 
 
 def test_a_throttled_request_reports_its_throttle_time() -> None:
     metrics = RequestMetrics()
-    request = sent(ApiKey.FETCH, 12, 0, 1, 1, 1, body=(-1).to_bytes(4, "big", signed=True))
+    request = sent(metrics, ApiKey.FETCH, 12, 0, 1, 1, 1, body=(-1).to_bytes(4, "big", signed=True))
     request.throttle_ms = 250
     written(metrics, 1, request)
     assert metrics.snapshot()["Fetch"].throttle.sum == 250
@@ -80,8 +109,8 @@ def test_a_throttled_request_reports_its_throttle_time() -> None:
 
 def test_a_fetch_counts_as_fetch_and_as_follower_or_consumer() -> None:
     metrics = RequestMetrics()
-    written(metrics, 2, sent(ApiKey.FETCH, 12, 0, 1, 2, 2, body=(2).to_bytes(4, "big")),
-            sent(ApiKey.FETCH, 12, 0, 1, 2, 2, body=(-1).to_bytes(4, "big", signed=True)))
+    written(metrics, 2, sent(metrics, ApiKey.FETCH, 12, 0, 1, 2, 2, body=(2).to_bytes(4, "big")),
+            sent(metrics, ApiKey.FETCH, 12, 0, 1, 2, 2, body=(-1).to_bytes(4, "big", signed=True)))
     assert metrics.snapshot()["Fetch"].total.count == 2
     assert metrics.snapshot()["FetchFollower"].total.count == 1
     assert metrics.snapshot()["FetchConsumer"].total.count == 1
