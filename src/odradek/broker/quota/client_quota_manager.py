@@ -28,7 +28,7 @@ from typing import Final
 from odradek.broker.quota.rate import SampledRate
 from odradek.zk.zk_data import ClientQuotaEntity, ConfigEntityZNode, sanitize_entity_name
 
-__all__ = ["ClientQuotaManager"]
+__all__ = ["MAX_THROTTLE_MS", "ClientQuotaManager"]
 
 _DEFAULT: Final = ConfigEntityZNode.DEFAULT
 _UNMEASURED: Final = None
@@ -37,6 +37,7 @@ _UNMEASURED: Final = None
 _INACTIVE_MS: Final = 3600 * 1000
 _EXPIRY_CHECK_MS: Final = 60 * 1000
 _MAX_CACHED_CLIENTS: Final = 10_000
+MAX_THROTTLE_MS: Final = 2**31 - 1  # the most a response's throttle_time_ms (int32) can say
 
 SensorKey = tuple[str, str]  # (sanitized user or "", sanitized client id or ""): who shares the rate
 
@@ -93,7 +94,8 @@ class ClientQuotaManager:
             return 0
         if bound <= 0:  # nothing is allowed: silence for the whole window
             return self.samples * self.window_ms
-        return round((measured - bound) / bound * rate.span_ms(now))
+        # A tiny quota can ask for years; a response's throttle_time_ms is an int32.
+        return min(round((measured - bound) / bound * rate.span_ms(now)), MAX_THROTTLE_MS)
 
     def unrecord(self, user: str, client_id: str | None, value: float) -> None:
         """Take back a recorded value (a fetch answered empty because it was throttled)."""

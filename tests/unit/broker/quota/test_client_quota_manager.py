@@ -7,7 +7,7 @@ import itertools
 
 import pytest
 
-from odradek.broker.quota.client_quota_manager import ClientQuotaManager
+from odradek.broker.quota.client_quota_manager import MAX_THROTTLE_MS, ClientQuotaManager
 from odradek.zk.zk_data import ClientQuotaEntity, sanitize_entity_name
 
 D = "<default>"
@@ -145,6 +145,15 @@ def test_a_zero_quota_silences_a_client_for_a_whole_window() -> None:
     quotas.update_quota(ClientQuotaEntity(None, "app"), 0.0)
     assert quotas.record("alice", "app", 1) == 11_000
     assert quotas.record("bob", "other", 10**9) == 0
+
+
+def test_a_tiny_quotas_throttle_time_fits_a_responses_int32() -> None:
+    clock = Clock()
+    quotas = manager(clock)
+    quotas.update_quota(ClientQuotaEntity(None, "app"), 1e-9)
+    assert quotas.record("alice", "app", 10**6) == MAX_THROTTLE_MS
+    quotas.update_quota(ClientQuotaEntity(None, "app"), 1.0)
+    assert 0 < quotas.record("alice", "app", 10) < MAX_THROTTLE_MS
 
 
 @pytest.mark.parametrize("request_bytes", [1_000, 64_000, 1_000_000])
