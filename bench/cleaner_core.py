@@ -9,6 +9,10 @@ the offset map may hold as many keys as Kafka's default 128 MiB dedupe buffer wo
     PYTHONPATH=src python bench/cleaner_core.py --mb 200
     PYTHONPATH=src python bench/cleaner_core.py --mb 200 --profile   # cProfile, top 15
     PYTHONPATH=src python bench/cleaner_core.py --mb 200 --shuffle --batch-records 130
+    PYTHONPATH=src python bench/cleaner_core.py --mb 200 --compare 3   # compiled scanner ÷ Python
+
+``--compare N`` cleans the same log N times with each record scanner, in turns: the compiled
+one (odradek.log.cleaner.native, built by the set-up) and the Python one.
 """
 
 from __future__ import annotations
@@ -18,10 +22,12 @@ import cProfile
 import os
 import pstats
 import random
+import statistics
 import tempfile
 import time
 from pathlib import Path
 
+from odradek.log.cleaner import record_scanner
 from odradek.log.cleaner.cleaner import clean
 from odradek.log.cleaner.job import CleanJob, SegmentRef
 from odradek.log.segment import LOG_SUFFIX, filename_prefix
@@ -95,7 +101,12 @@ def main() -> None:
                              "spread over more batches, which are parsed and rebuilt")
     parser.add_argument("--profile", action="store_true", help="run under cProfile")
     parser.add_argument("--dir", help="where to build the log (default: a temporary directory)")
+    parser.add_argument("--compare", type=int, default=0, metavar="N",
+                        help="N rounds each of the compiled and the Python record scanner, in turns")
     args = parser.parse_args()
+    compiled = record_scanner._NATIVE
+    if args.compare and compiled is None:
+        parser.error("the compiled record scanner is not built (sh scripts/bootstrap builds it)")
 
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         directory = Path(tmp)
@@ -113,22 +124,44 @@ def main() -> None:
             max_index_bytes=10 * 1024 * 1024, index_interval_bytes=4096,
             max_map_entries=int(DEDUPE_BUFFER_BYTES / MAP_ENTRY_BYTES * LOAD_FACTOR),
             io_max_bytes_per_second=float("inf"))
-        profiler = cProfile.Profile() if args.profile else None
-        started = time.monotonic()
-        if profiler:
-            profiler.enable()
-        result = clean(job)
-        if profiler:
-            profiler.disable()
-        seconds = time.monotonic() - started
-        s = result.stats
-        print(f"cleaned in {seconds:.2f} s (map {s.map_seconds:.2f} s, clean "
-              f"{s.clean_seconds:.2f} s): {size / 1e6 / seconds:.1f} MB/s, "
-              f"{records / seconds:,.0f} records/s")
-        print(f"written {s.bytes_written / 1e6:.1f} MB, {s.messages_written:,} records in "
-              f"{len(result.groups)} segment(s); map {s.buffer_utilization:.1%} full")
-        if profiler:
-            pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
+        if not args.compare:
+            print(f"record scanner: {'compiled' if compiled is not None else 'Python'}")
+            clean_once(job, size, records, args.profile)
+            return
+        before = set(directory.iterdir())
+        rates: dict[str, list[float]] = {"compiled": [], "Python": []}
+        for _ in range(args.compare):
+            for name, scanner in (("compiled", compiled), ("Python", None)):
+                record_scanner._NATIVE = scanner
+                print(f"record scanner: {name}")
+                rates[name].append(clean_once(job, size, records, False))
+                for made in set(directory.iterdir()) - before:  # what the cleaning wrote
+                    made.unlink()
+        record_scanner._NATIVE = compiled
+        medians = {name: statistics.median(values) for name, values in rates.items()}
+        print(f"MB/s, median of {args.compare}: compiled {medians['compiled']:.1f}, Python {medians['Python']:.1f}; "
+              f"compiled ÷ Python {medians['compiled'] / medians['Python']:.2f}")
+
+
+def clean_once(job: CleanJob, size: int, records: int, profile: bool) -> float:
+    """Clean the log once; returns MB/s."""
+    profiler = cProfile.Profile() if profile else None
+    started = time.monotonic()
+    if profiler:
+        profiler.enable()
+    result = clean(job)
+    if profiler:
+        profiler.disable()
+    seconds = time.monotonic() - started
+    s = result.stats
+    print(f"cleaned in {seconds:.2f} s (map {s.map_seconds:.2f} s, clean "
+          f"{s.clean_seconds:.2f} s): {size / 1e6 / seconds:.1f} MB/s, "
+          f"{records / seconds:,.0f} records/s")
+    print(f"written {s.bytes_written / 1e6:.1f} MB, {s.messages_written:,} records in "
+          f"{len(result.groups)} segment(s); map {s.buffer_utilization:.1%} full")
+    if profiler:
+        pstats.Stats(profiler).sort_stats("tottime").print_stats(15)
+    return size / 1e6 / seconds
 
 
 if __name__ == "__main__":

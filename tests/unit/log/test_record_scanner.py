@@ -8,11 +8,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from odradek.log.cleaner import native
 from odradek.log.cleaner.record_scanner import (
     ScannedRecords,
     first_key,
     records_section,
     scan_records,
+    scan_records_native,
+    scan_records_python,
 )
 from odradek.protocol.errors import CorruptMessageError
 from odradek.protocol.records import (
@@ -173,3 +176,65 @@ def test_records_that_do_not_fill_the_batch_are_corrupt() -> None:
     batch = make_batch([encode_record(0, 0, b"k", b"v", [])] * 2, count=1)  # one left over
     with pytest.raises(CorruptMessageError, match="do not fill"):
         scan(batch)
+
+
+# The compiled scanner, built as the set-up builds it (a no-op when it is).
+_built = native.build()
+COMPILED = native.load()
+
+
+def test_the_compiled_scanner_is_built_and_loaded() -> None:
+    assert _built is not None and _built.exists(), "no C compiler: scripts/bootstrap builds the scanner with one"
+    assert COMPILED is not None
+
+
+def both_scanners(buf: bytes, pos: int, end: int, count: int) -> tuple[object, object]:
+    """What each scanner makes of a batch's records, with and without positions: its result,
+    or the CorruptMessageError's text; None from the compiled one: it refused the batch."""
+    assert COMPILED is not None
+    results = []
+    for positions in (False, True):
+        try:
+            python: object = scan_records_python(buf, pos, end, count, BASE, positions=positions)
+        except CorruptMessageError as e:
+            python = str(e)
+        compiled = scan_records_native(COMPILED, buf, pos, end, count, BASE, positions)
+        results.append((python, compiled))
+    return tuple(results)
+
+
+@settings(max_examples=examples(100), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(records=st.lists(record_st, max_size=40), data=st.data())
+def test_the_compiled_scanner_finds_what_the_python_one_finds_and_refuses_what_it_refuses(
+        records: list[bytes], data: st.DataObject) -> None:
+    payload = b"".join(records)
+    # Intact: both read it, the same.
+    for python, compiled in both_scanners(payload, 0, len(payload), len(records)):
+        assert compiled == python
+    if not payload:
+        return
+    places = data.draw(st.lists(st.tuples(st.integers(0, len(payload) - 1), st.integers(0, 255)),
+                                min_size=PLACES_PER_EXAMPLE, max_size=PLACES_PER_EXAMPLE))
+    for at, byte in places:
+        damaged = bytearray(payload)
+        damaged[at] = byte
+        cut = payload[:at]
+        for buf, end in ((bytes(damaged), len(damaged)), (cut + payload, len(cut))):  # damaged; cut short
+            for python, compiled in both_scanners(buf, 0, end, len(records)):
+                # Where the compiled scanner answers, it answers as the Python one; where it
+                # refuses, scan_records asks the Python one.
+                assert compiled is None or compiled == python
+
+
+def test_scan_records_uses_the_compiled_scanner_and_the_python_one_names_the_fault() -> None:
+    records = [encode_record(0, i, b"key%d" % i, None if i == 2 else b"v", []) for i in range(6)]
+    records.insert(3, encode_record(0, 6, None, b"keyless", []))
+    payload = b"".join(records)
+    assert COMPILED is not None
+    found = scan_records_native(COMPILED, payload, 0, len(payload), len(records), BASE, False)
+    assert found is not None and found == scan_records(payload, 0, len(payload), len(records), BASE)
+    keys, offsets, tombstones, keyless, *_ = found
+    assert keys == [b"key%d" % i for i in range(6)] and offsets == [BASE + i for i in range(6)]
+    assert (tombstones, keyless) == ([BASE + 2], [BASE + 6])
+    with pytest.raises(CorruptMessageError, match="do not fill"):
+        scan_records(payload + payload[:5], 0, len(payload) + 5, len(records), BASE)

@@ -20,6 +20,7 @@ from pathlib import Path
 from odradek import tasks
 from odradek.common import now_ms
 from odradek.config import CleanerConfig
+from odradek.log.cleaner import native
 from odradek.log.cleaner.cleaner import remove_cleaned
 from odradek.log.cleaner.job import CleanJob, CleanResult, SegmentRef
 from odradek.log.cleaner.manager import CLEANER_OFFSET_CHECKPOINT, LogCleanerManager, LogToClean
@@ -49,6 +50,10 @@ class LogCleaner:
 
     async def startup(self) -> None:
         self.manager.load_checkpoints()
+        if native.load() is not None:
+            log.info("Cleaner: records are scanned by the compiled scanner (odradek.log.cleaner.native)")
+        else:
+            log.info("Cleaner: records are scanned in Python (the compiled scanner is not built: scripts/bootstrap)")
         self._resize()
 
     async def shutdown(self) -> None:

@@ -8,16 +8,24 @@ reads all of that and more (values, headers) at several times the cost; :func:`s
 skips what the cleaner never looks at and reads one- and two-byte varints (nearly all of
 them) inline. The property tests hold it to that decoder: the same keys and offsets for
 every batch the decoder reads, :class:`CorruptMessageError` for every truncated one.
+
+The same walk compiled (:mod:`odradek.log.cleaner.native`, built by the set-up) does it for
+batches of :data:`NATIVE_MIN_RECORDS` records or more when it is built; the Python loop
+(:func:`scan_records_python`) is the fallback, the reference the compiled one is tested
+against byte for byte, and the one that names the fault of a batch the compiled one refuses.
 """
 
 from __future__ import annotations
 
+import ctypes
+
+from odradek.log.cleaner import native
 from odradek.protocol.errors import CorruptMessageError
 from odradek.protocol.records import HEADER_SIZE, RecordBatchHeader, decompress
 from odradek.protocol.varint import VarintError, read_varlong
 
-__all__ = ["COMPRESSION_MASK", "ScannedRecords", "corrupt", "first_key", "records_section",
-           "scan_records"]
+__all__ = ["COMPRESSION_MASK", "NATIVE_MIN_RECORDS", "ScannedRecords", "corrupt", "first_key", "records_section",
+           "scan_records", "scan_records_native", "scan_records_python"]
 
 COMPRESSION_MASK = 0x07  # the codec's bits of a batch's attributes
 
@@ -52,6 +60,11 @@ def corrupt(base_offset: int, reason: object) -> CorruptMessageError:
                                f"{reason or 'a record is truncated'}")
 
 
+# Below this many records a batch is scanned in Python: a ctypes call costs a few records' scan.
+NATIVE_MIN_RECORDS = 4
+_NATIVE = native.load()
+
+
 def scan_records(buf: bytes, pos: int, end: int, count: int, base_offset: int, *,
                  positions: bool = False) -> ScannedRecords:
     """The ``count`` records of a v2 batch that fill ``buf[pos:end]`` exactly, and with
@@ -60,6 +73,39 @@ def scan_records(buf: bytes, pos: int, end: int, count: int, base_offset: int, *
     Raises CorruptMessageError when they do not fill it, or a key runs past its record.
     Timestamps, values (but for the sign of their length) and headers are skipped unread.
     """
+    if _NATIVE is not None and count >= NATIVE_MIN_RECORDS and type(buf) is bytes:
+        found = scan_records_native(_NATIVE, buf, pos, end, count, base_offset, positions)
+        if found is not None:
+            return found
+    return scan_records_python(buf, pos, end, count, base_offset, positions=positions)
+
+
+def scan_records_native(scan: native.NativeScan, buf: bytes, pos: int, end: int, count: int, base_offset: int,
+                        positions: bool) -> ScannedRecords | None:
+    """:func:`scan_records` by the compiled ``scan``; None where it refuses the batch (then
+    the Python scanner judges it)."""
+    out = (ctypes.c_int64 * (3 + 8 * count))()
+    if scan(buf, pos, end, count, base_offset, positions, out):
+        return None
+    keyed, dead, unkeyed = out[0], out[1], out[2]
+    key_starts = 3
+    key_ends = key_starts + count
+    offsets = key_ends + count
+    tombstones = offsets + count
+    keyless = tombstones + count
+    keys = list(map(buf.__getitem__, map(slice, out[key_starts:key_starts + keyed], out[key_ends:key_ends + keyed])))
+    if positions:
+        starts = keyless + count
+        ends = starts + count
+        deltas = ends + count
+        return (keys, out[offsets:offsets + keyed], out[tombstones:tombstones + dead], out[keyless:keyless + unkeyed],
+                out[starts:starts + keyed], out[ends:ends + keyed], out[deltas:deltas + keyed])
+    return keys, out[offsets:offsets + keyed], out[tombstones:tombstones + dead], out[keyless:keyless + unkeyed], [], [], []
+
+
+def scan_records_python(buf: bytes, pos: int, end: int, count: int, base_offset: int, *,
+                        positions: bool = False) -> ScannedRecords:
+    """:func:`scan_records` in Python."""
     keys: list[bytes] = []
     offsets: list[int] = []
     tombstones: list[int] = []
