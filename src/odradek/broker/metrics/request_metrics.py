@@ -71,9 +71,10 @@ SAMPLES_PER_FOLD: Final = RESERVOIR_SIZE // 4
 class RequestTimes:
     """One request name's counts, time histograms (milliseconds) and response error counts.
     ``pending`` holds, one after another, (api version, received, handled, ready, sent,
-    written, throttle ms) of each request not yet in the histograms (:meth:`fold`); ``also``: the times they fold into as
-    well (``Fetch``'s, for ``FetchFollower`` and ``FetchConsumer``), and ``counted_errors``:
-    where a request tagged with these times counts its errors (``also``'s, if any)."""
+    written, throttle ms) of each request not yet in the histograms (:meth:`fold`); ``also``:
+    the times they fold into as well (``Fetch``'s, for ``FetchFollower`` and
+    ``FetchConsumer``), and ``counted_errors``: where a request tagged with these times counts
+    its errors (``also``'s, if any)."""
 
     __slots__ = ("also", "counted_errors", "errors", "local", "pending", "remote", "requests", "response_queue",
                  "response_send", "throttle", "total")
@@ -156,10 +157,11 @@ class RequestMetrics:
     def request_received(self, request: Request) -> None:
         """A request whose api key is not in :attr:`tags`: a fetch, or a key not seen before."""
         api_key = request.header.api_key
-        if api_key == _FETCH:
-            fetch = self._times("Fetch")
+        if api_key == _FETCH:  # every fetch comes here: one lookup once its name has times
             name = "FetchFollower" if is_follower_fetch(request) else "FetchConsumer"
-            times = self._by_name.get(name) or self._by_name.setdefault(name, RequestTimes(also=fetch))
+            times = self._by_name.get(name)
+            if times is None:
+                times = self._by_name[name] = RequestTimes(also=self._times("Fetch"))
         else:
             times = self._times(kafka_request_name(api_key))
             self.tags[api_key] = (times, times.counted_errors)

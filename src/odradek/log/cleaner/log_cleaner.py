@@ -20,10 +20,10 @@ from pathlib import Path
 from odradek import tasks
 from odradek.common import now_ms
 from odradek.config import CleanerConfig
-from odradek.log.cleaner import native
 from odradek.log.cleaner.cleaner import remove_cleaned
 from odradek.log.cleaner.job import CleanJob, CleanResult, SegmentRef
 from odradek.log.cleaner.manager import CLEANER_OFFSET_CHECKPOINT, LogCleanerManager, LogToClean
+from odradek.log.cleaner.record_scanner import uses_compiled_scanner
 from odradek.log.cleaner.worker import CleanerError, CleanerProcess
 from odradek.log.log import Log
 from odradek.log.segment import LogSegment
@@ -50,7 +50,7 @@ class LogCleaner:
 
     async def startup(self) -> None:
         self.manager.load_checkpoints()
-        if native.load() is not None:
+        if uses_compiled_scanner():  # the cleaner processes, started from here, decide alike
             log.info("Cleaner: records are scanned by the compiled scanner (odradek.log.cleaner.native)")
         else:
             log.info("Cleaner: records are scanned in Python (the compiled scanner is not built: scripts/bootstrap)")

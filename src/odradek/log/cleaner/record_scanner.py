@@ -25,7 +25,7 @@ from odradek.protocol.records import HEADER_SIZE, RecordBatchHeader, decompress
 from odradek.protocol.varint import VarintError, read_varlong
 
 __all__ = ["COMPRESSION_MASK", "NATIVE_MIN_RECORDS", "ScannedRecords", "corrupt", "first_key", "records_section",
-           "scan_records", "scan_records_native", "scan_records_python"]
+           "scan_records", "scan_records_native", "scan_records_python", "uses_compiled_scanner"]
 
 COMPRESSION_MASK = 0x07  # the codec's bits of a batch's attributes
 
@@ -63,6 +63,11 @@ def corrupt(base_offset: int, reason: object) -> CorruptMessageError:
 # Below this many records a batch is scanned in Python: a ctypes call costs a few records' scan.
 NATIVE_MIN_RECORDS = 4
 _NATIVE = native.load()
+
+
+def uses_compiled_scanner() -> bool:
+    """Whether :func:`scan_records` has the compiled scanner (built, and not turned off)."""
+    return _NATIVE is not None
 
 
 def scan_records(buf: bytes, pos: int, end: int, count: int, base_offset: int, *,
