@@ -28,8 +28,15 @@ run beside the current ones; --rounds rounds (default 3) take turns between them
 phase, and every figure is reported as the median over the rounds with after/before ratios.
 ``--no-tansu`` leaves Tansu out.
 
+With ``--generations G`` all of that runs G times, each time with brokers started afresh. A
+broker process has its own luck (where its objects landed in memory, its hash seed), which
+moves its CPU per request by several per cent for as long as it lives, so rounds against one
+pair of processes can agree with each other and still be off; across generations that luck
+averages out. The after/before ratio of CPU per request is then listed per generation, with
+their median, mean and standard deviation.
+
     .venv/bin/python bench/broker_bound.py [--clients 3] [--seconds 10] [--partitions 6]
-        [--metrics] [--baseline REF [--rounds 3] [--no-tansu]]
+        [--metrics] [--baseline REF [--rounds 3] [--generations 1] [--no-tansu]]
 """
 
 from __future__ import annotations
@@ -38,6 +45,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import threading
@@ -47,7 +55,14 @@ from contextlib import ExitStack
 from pathlib import Path
 
 from odradek.local.cluster import LocalCluster
-from odradek.perf.baseline import BaselineCluster, checkout, in_turn, median_figures, ratio
+from odradek.perf.baseline import (
+    BaselineCluster,
+    Checkout,
+    checkout,
+    in_turn,
+    median_figures,
+    ratio,
+)
 from odradek.perf.harness import TansuBroker, code_version, create_topic_admin, unwind_on_sigterm
 from odradek.perf.load import RECORD_SIZE, run_clients
 from odradek.perf.sysstat import (
@@ -132,45 +147,25 @@ class Scraper:
                 self.scrapes += 1
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--clients", type=int, default=3, help="client processes per phase")
-    ap.add_argument("--seconds", type=float, default=10, help="seconds per phase")
-    ap.add_argument("--partitions", type=int, default=6)
-    ap.add_argument("--baseline", metavar="REF", help="also run the brokers of commit REF, in turns with the current ones")
-    ap.add_argument("--rounds", type=int, help="rounds of every phase on every broker (default: 3 with --baseline, else 1)")
-    ap.add_argument("--no-tansu", action="store_true", help="leave Tansu out (with --baseline)")
-    ap.add_argument("--dir", help="working directory (default: a temporary one, removed afterwards)")
-    ap.add_argument("--metrics", action="store_true",
-                    help="the current broker serves /metrics, scraped every 15 s (with --baseline HEAD: their cost)")
-    args = ap.parse_args()
-    if args.no_tansu and not args.baseline:
-        ap.error("--no-tansu leaves nothing to compare with without --baseline")
-    rounds = args.rounds or (3 if args.baseline else 1)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    base = Path(args.dir or tempfile.mkdtemp(prefix="odradek-bound-bench-"))
-    code = code_version()
-    baseline = None
-    per_round: dict[str, dict[str, list[dict]]] = {}
+def run_generation(args: argparse.Namespace, base: Path, rounds: range, baseline: Checkout | None,
+                   per_round: dict[str, dict[str, list[dict]]]) -> dict[str, dict[str, list[dict]]]:
+    """Start the brokers, run ``rounds`` (round numbers: they set the turns, see in_turn) of
+    every phase on each, stop them; each result is added to ``per_round`` too. Returns this
+    generation's results, by broker and phase."""
+    mine: dict[str, dict[str, list[dict]]] = {}
     with ExitStack() as stack:
         servers: dict[str, tuple[str, dict[str, list[int]]]] = {}
         cluster = stack.enter_context(LocalCluster(base / "odradek", 1, metrics=args.metrics))
         if args.metrics:
             stack.enter_context(Scraper([cluster.metrics_url(b) for b in cluster.brokers.values()]))
         servers["odradek"] = (cluster.bootstrap_servers, cluster_groups(cluster))
-        if args.baseline:
-            baseline = stack.enter_context(checkout(REPO, args.baseline))
+        if baseline is not None:
             old = stack.enter_context(BaselineCluster(baseline, base / "baseline", 1))
             servers["baseline"] = (old.bootstrap_servers, cluster_groups(old))
         if not args.no_tansu:
             tansu = stack.enter_context(TansuBroker(base / "tansu.log"))
             servers["tansu"] = (tansu.bootstrap_servers, {"brokers": [tansu.pid]})
-        print(f"{args.clients} client processes, {args.seconds:.0f} s per phase, {args.partitions} partitions, "
-              f"{RECORD_SIZE}-byte records, {rounds} round(s); load average {os.getloadavg()[0]:.2f}; "
-              f"code {code['commit']}" + (f", baseline {baseline.ref} = {baseline.commit}" if baseline else ""),
-              flush=True)
-        for r in range(rounds):
+        for r in rounds:
             for phase, settings in PHASES.items():
                 for name in in_turn(list(servers), r):
                     bootstrap = servers[name][0]
@@ -182,21 +177,85 @@ def main() -> None:
                         create_topic_admin(bootstrap, topic, args.partitions, 1)
                     result = run_clients(bootstrap, groups, topic, args.clients, args.seconds, producer=settings,
                                          consumer=SMALL_FETCH)
+                    mine.setdefault(name, {}).setdefault(phase, []).append(result)
                     per_round.setdefault(name, {}).setdefault(phase, []).append(result)
                     print(f"  round {r + 1} {name} {phase}: {result['requests_per_cpu_s']:,.0f} requests per "
                           f"broker CPU-s; {format_usage(result['usage'])}", flush=True)
+    return mine
+
+
+def generation_ratios(generations: list[dict[str, dict[str, list[dict]]]]) -> dict[str, list[float]]:
+    """Per phase, each generation's after/before ratio of broker CPU per request (medians over
+    its rounds)."""
+    return {phase: [ratio(median_figures(g["odradek"][phase])["cpu_us_per_request"],  # type: ignore[arg-type]
+                          median_figures(g["baseline"][phase])["cpu_us_per_request"])  # type: ignore[arg-type]
+                    for g in generations]
+            for phase in PHASES}
+
+
+def report_generations(ratios: dict[str, list[float]]) -> str:
+    rows = [("phase", "CPU us/req after/before, each generation", "median", "mean", "sd")]
+    for phase, values in ratios.items():
+        sd = statistics.stdev(values) if len(values) > 1 else float("nan")
+        rows.append((phase, " ".join(f"{v:.3f}" for v in values), f"{statistics.median(values):.3f}",
+                     f"{statistics.mean(values):.3f}", f"{sd:.3f}"))
+    return _align(rows)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--clients", type=int, default=3, help="client processes per phase")
+    ap.add_argument("--seconds", type=float, default=10, help="seconds per phase")
+    ap.add_argument("--partitions", type=int, default=6)
+    ap.add_argument("--baseline", metavar="REF", help="also run the brokers of commit REF, in turns with the current ones")
+    ap.add_argument("--rounds", type=int, help="rounds of every phase on every broker (default: 3 with --baseline, else 1)")
+    ap.add_argument("--generations", type=int, default=1,
+                    help="start the brokers afresh this many times, --rounds rounds each (with --baseline)")
+    ap.add_argument("--no-tansu", action="store_true", help="leave Tansu out (with --baseline)")
+    ap.add_argument("--dir", help="working directory (default: a temporary one, removed afterwards)")
+    ap.add_argument("--metrics", action="store_true",
+                    help="the current broker serves /metrics, scraped every 15 s (with --baseline HEAD: their cost)")
+    args = ap.parse_args()
+    if args.no_tansu and not args.baseline:
+        ap.error("--no-tansu leaves nothing to compare with without --baseline")
+    if args.generations < 1 or (args.generations > 1 and not args.baseline):
+        ap.error("--generations takes a number from 1, and more than 1 only with --baseline")
+    rounds = args.rounds or (3 if args.baseline else 1)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    base = Path(args.dir or tempfile.mkdtemp(prefix="odradek-bound-bench-"))
+    code = code_version()
+    baseline = None
+    per_round: dict[str, dict[str, list[dict]]] = {}
+    generations: list[dict[str, dict[str, list[dict]]]] = []
+    with ExitStack() as stack:
+        if args.baseline:
+            baseline = stack.enter_context(checkout(REPO, args.baseline))
+        print(f"{args.clients} client processes, {args.seconds:.0f} s per phase, {args.partitions} partitions, "
+              f"{RECORD_SIZE}-byte records, {rounds} round(s) x {args.generations} generation(s); "
+              f"load average {os.getloadavg()[0]:.2f}; code {code['commit']}"
+              + (f", baseline {baseline.ref} = {baseline.commit}" if baseline else ""), flush=True)
+        for g in range(args.generations):
+            if args.generations > 1:
+                print(f" generation {g + 1}: brokers started afresh", flush=True)
+            numbers = range(g * rounds, (g + 1) * rounds)  # the turns go on alternating across generations
+            generations.append(run_generation(args, base / f"generation-{g + 1}", numbers, baseline, per_round))
     if not args.dir:
         shutil.rmtree(base, ignore_errors=True)
     results = {name: {phase: median_figures(runs) for phase, runs in phases.items()}
                for name, phases in per_round.items()}
+    ratios = generation_ratios(generations) if baseline is not None else None
     print()
     print(report(results))
+    if ratios is not None and args.generations > 1:
+        print("\n" + report_generations(ratios))
     out = RESULTS / f"broker-bound-{stamp}.json"
     out.write_text(json.dumps({"started": stamp, "code": code, "clients": args.clients, "seconds": args.seconds,
                                "partitions": args.partitions, "cpu_count": os.cpu_count(),
-                               "python": sys.version.split()[0], "rounds": rounds,
+                               "python": sys.version.split()[0], "rounds": rounds, "generations": args.generations,
                                "baseline": {"ref": baseline.ref, "commit": baseline.commit} if baseline else None,
-                               "results": results, "per_round": per_round}, indent=2) + "\n")
+                               "results": results, "generation_ratios": ratios, "per_round": per_round},
+                              indent=2) + "\n")
     print(f"\nwrote {out}")
 
 
