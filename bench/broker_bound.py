@@ -147,11 +147,10 @@ class Scraper:
                 self.scrapes += 1
 
 
-def run_generation(args: argparse.Namespace, base: Path, rounds: range, baseline: Checkout | None,
-                   per_round: dict[str, dict[str, list[dict]]]) -> dict[str, dict[str, list[dict]]]:
+def run_generation(args: argparse.Namespace, base: Path, rounds: range,
+                   baseline: Checkout | None) -> dict[str, dict[str, list[dict]]]:
     """Start the brokers, run ``rounds`` (round numbers: they set the turns, see in_turn) of
-    every phase on each, stop them; each result is added to ``per_round`` too. Returns this
-    generation's results, by broker and phase."""
+    every phase on each, stop them. Returns the results by broker and phase, a list of rounds each."""
     mine: dict[str, dict[str, list[dict]]] = {}
     with ExitStack() as stack:
         servers: dict[str, tuple[str, dict[str, list[int]]]] = {}
@@ -178,7 +177,6 @@ def run_generation(args: argparse.Namespace, base: Path, rounds: range, baseline
                     result = run_clients(bootstrap, groups, topic, args.clients, args.seconds, producer=settings,
                                          consumer=SMALL_FETCH)
                     mine.setdefault(name, {}).setdefault(phase, []).append(result)
-                    per_round.setdefault(name, {}).setdefault(phase, []).append(result)
                     print(f"  round {r + 1} {name} {phase}: {result['requests_per_cpu_s']:,.0f} requests per "
                           f"broker CPU-s; {format_usage(result['usage'])}", flush=True)
     return mine
@@ -187,9 +185,10 @@ def run_generation(args: argparse.Namespace, base: Path, rounds: range, baseline
 def generation_ratios(generations: list[dict[str, dict[str, list[dict]]]]) -> dict[str, list[float]]:
     """Per phase, each generation's after/before ratio of broker CPU per request (medians over
     its rounds)."""
-    return {phase: [ratio(median_figures(g["odradek"][phase])["cpu_us_per_request"],  # type: ignore[arg-type]
-                          median_figures(g["baseline"][phase])["cpu_us_per_request"])  # type: ignore[arg-type]
-                    for g in generations]
+    def cpu_us(runs: list[dict]) -> float:
+        return statistics.median(r["cpu_us_per_request"] for r in runs)
+
+    return {phase: [ratio(cpu_us(g["odradek"][phase]), cpu_us(g["baseline"][phase])) for g in generations]
             for phase in PHASES}
 
 
@@ -226,7 +225,6 @@ def main() -> None:
     base = Path(args.dir or tempfile.mkdtemp(prefix="odradek-bound-bench-"))
     code = code_version()
     baseline = None
-    per_round: dict[str, dict[str, list[dict]]] = {}
     generations: list[dict[str, dict[str, list[dict]]]] = []
     with ExitStack() as stack:
         if args.baseline:
@@ -239,9 +237,11 @@ def main() -> None:
             if args.generations > 1:
                 print(f" generation {g + 1}: brokers started afresh", flush=True)
             numbers = range(g * rounds, (g + 1) * rounds)  # the turns go on alternating across generations
-            generations.append(run_generation(args, base / f"generation-{g + 1}", numbers, baseline, per_round))
+            generations.append(run_generation(args, base / f"generation-{g + 1}", numbers, baseline))
     if not args.dir:
         shutil.rmtree(base, ignore_errors=True)
+    per_round = {name: {phase: [run for g in generations for run in g[name][phase]] for phase in PHASES}
+                 for name in generations[0]}
     results = {name: {phase: median_figures(runs) for phase, runs in phases.items()}
                for name, phases in per_round.items()}
     ratios = generation_ratios(generations) if baseline is not None else None
