@@ -32,11 +32,17 @@ With ``--generations G`` all of that runs G times, each time with brokers starte
 broker process has its own luck (where its objects landed in memory, its hash seed), which
 moves its CPU per request by several per cent for as long as it lives, so rounds against one
 pair of processes can agree with each other and still be off; across generations that luck
-averages out. The after/before ratio of CPU per request is then listed per generation, with
-their median, mean and standard deviation.
+averages out. The brokers of one generation share a hash seed (``PYTHONHASHSEED``: the
+generation's number), so that part of the luck is the same on both sides of each ratio. The
+after/before ratio of CPU per request is then listed per generation, with their median, mean
+and standard deviation.
+
+``--phases`` runs only the phases named (comma-separated: unbatched, one-record, batched,
+fetch; fetch reads what unbatched wrote, so it needs it).
 
     .venv/bin/python bench/broker_bound.py [--clients 3] [--seconds 10] [--partitions 6]
-        [--metrics] [--baseline REF [--rounds 3] [--generations 1] [--no-tansu]]
+        [--phases unbatched,one-record,batched,fetch] [--metrics]
+        [--baseline REF [--rounds 3] [--generations 1] [--no-tansu]]
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Iterable
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -96,7 +103,7 @@ def _align(rows: list[tuple[str, ...]]) -> str:
                      for r in rows)
 
 
-def report(results: dict[str, dict[str, dict]]) -> str:
+def report(results: dict[str, dict[str, dict]], phases: Iterable[str]) -> str:
     """The figures of each broker per phase, odradek/Tansu and after/before (current/baseline)
     ratios of each, then where the CPU went."""
     rows = [("phase", "broker", "records/s", "requests/s", "CPU s/s", "req per CPU-s", "CPU us/req",
@@ -104,7 +111,7 @@ def report(results: dict[str, dict[str, dict]]) -> str:
     comparisons = [(label, a, b) for label, a, b in (("odradek/tansu", "odradek", "tansu"),
                                                     ("after/before", "odradek", "baseline"))
                    if a in results and b in results]
-    for phase in PHASES:
+    for phase in phases:
         for broker in results:
             r = results[broker][phase]
             rows.append((phase, broker, f"{r['records_per_s']:,.0f}", f"{r['requests_per_s']:,.0f}",
@@ -114,7 +121,7 @@ def report(results: dict[str, dict[str, dict]]) -> str:
             rows.append((phase, label, *(f"{ratio(x, y):.2f}" for x, y in
                                          zip(_figures(results[a][phase]), _figures(results[b][phase]), strict=True))))
     usage = [("phase", "broker (CPU s/s)", *USAGE_HEAD)]
-    usage += [(phase, broker, *usage_cells(results[broker][phase]["usage"])) for phase in PHASES for broker in results]
+    usage += [(phase, broker, *usage_cells(results[broker][phase]["usage"])) for phase in phases for broker in results]
     note = ("\nafter/before: current / baseline, medians over the rounds (above 1: more per second, more per "
             "CPU-second; for CPU s/s and CPU us/req, more CPU)" if "baseline" in results else "")
     return _align(rows) + note + "\n\n" + _align(usage)
@@ -147,10 +154,10 @@ class Scraper:
                 self.scrapes += 1
 
 
-def run_generation(args: argparse.Namespace, base: Path, rounds: range,
+def run_generation(args: argparse.Namespace, base: Path, rounds: range, phases: dict[str, dict | None],
                    baseline: Checkout | None) -> dict[str, dict[str, list[dict]]]:
     """Start the brokers, run ``rounds`` (round numbers: they set the turns, see in_turn) of
-    every phase on each, stop them. Returns the results by broker and phase, a list of rounds each."""
+    each of ``phases`` on each, stop them. Returns the results by broker and phase, a list of rounds each."""
     mine: dict[str, dict[str, list[dict]]] = {}
     with ExitStack() as stack:
         servers: dict[str, tuple[str, dict[str, list[int]]]] = {}
@@ -165,7 +172,7 @@ def run_generation(args: argparse.Namespace, base: Path, rounds: range,
             tansu = stack.enter_context(TansuBroker(base / "tansu.log"))
             servers["tansu"] = (tansu.bootstrap_servers, {"brokers": [tansu.pid]})
         for r in rounds:
-            for phase, settings in PHASES.items():
+            for phase, settings in phases.items():
                 for name in in_turn(list(servers), r):
                     bootstrap = servers[name][0]
                     groups = measured_groups({n: g for n, (_, g) in servers.items()}, name)
@@ -182,14 +189,15 @@ def run_generation(args: argparse.Namespace, base: Path, rounds: range,
     return mine
 
 
-def generation_ratios(generations: list[dict[str, dict[str, list[dict]]]]) -> dict[str, list[float]]:
+def generation_ratios(generations: list[dict[str, dict[str, list[dict]]]],
+                      phases: Iterable[str]) -> dict[str, list[float]]:
     """Per phase, each generation's after/before ratio of broker CPU per request (medians over
     its rounds)."""
     def cpu_us(runs: list[dict]) -> float:
         return statistics.median(r["cpu_us_per_request"] for r in runs)
 
     return {phase: [ratio(cpu_us(g["odradek"][phase]), cpu_us(g["baseline"][phase])) for g in generations]
-            for phase in PHASES}
+            for phase in phases}
 
 
 def report_generations(ratios: dict[str, list[float]]) -> str:
@@ -211,6 +219,8 @@ def main() -> None:
     ap.add_argument("--generations", type=int, default=1,
                     help="start the brokers afresh this many times, --rounds rounds each (with --baseline)")
     ap.add_argument("--no-tansu", action="store_true", help="leave Tansu out (with --baseline)")
+    ap.add_argument("--phases", default=",".join(phase.split()[0] for phase in PHASES),
+                    help="the phases to run, comma-separated (default: all)")
     ap.add_argument("--dir", help="working directory (default: a temporary one, removed afterwards)")
     ap.add_argument("--metrics", action="store_true",
                     help="the current broker serves /metrics, scraped every 15 s (with --baseline HEAD: their cost)")
@@ -219,6 +229,13 @@ def main() -> None:
         ap.error("--no-tansu leaves nothing to compare with without --baseline")
     if args.generations < 1 or (args.generations > 1 and not args.baseline):
         ap.error("--generations takes a number from 1, and more than 1 only with --baseline")
+    by_word = {phase.split()[0]: phase for phase in PHASES}
+    wanted = args.phases.split(",")
+    if not wanted or any(word not in by_word for word in wanted):
+        ap.error(f"--phases takes some of {', '.join(by_word)}, comma-separated")
+    if "fetch" in wanted and "unbatched" not in wanted:
+        ap.error("--phases: fetch reads what unbatched wrote, so it needs unbatched")
+    phases = {phase: settings for phase, settings in PHASES.items() if phase.split()[0] in wanted}
     rounds = args.rounds or (3 if args.baseline else 1)
     RESULTS.mkdir(parents=True, exist_ok=True)
     stamp = time.strftime("%Y%m%d-%H%M%S")
@@ -237,16 +254,18 @@ def main() -> None:
             if args.generations > 1:
                 print(f" generation {g + 1}: brokers started afresh", flush=True)
             numbers = range(g * rounds, (g + 1) * rounds)  # the turns go on alternating across generations
-            generations.append(run_generation(args, base / f"generation-{g + 1}", numbers, baseline))
+            if args.generations > 1:  # the brokers (started from here) of a generation share a hash seed
+                os.environ["PYTHONHASHSEED"] = str(g + 1)
+            generations.append(run_generation(args, base / f"generation-{g + 1}", numbers, phases, baseline))
     if not args.dir:
         shutil.rmtree(base, ignore_errors=True)
-    per_round = {name: {phase: [run for g in generations for run in g[name][phase]] for phase in PHASES}
+    per_round = {name: {phase: [run for g in generations for run in g[name][phase]] for phase in phases}
                  for name in generations[0]}
     results = {name: {phase: median_figures(runs) for phase, runs in phases.items()}
                for name, phases in per_round.items()}
-    ratios = generation_ratios(generations) if baseline is not None else None
+    ratios = generation_ratios(generations, phases) if baseline is not None else None
     print()
-    print(report(results))
+    print(report(results, phases))
     if ratios is not None and args.generations > 1:
         print("\n" + report_generations(ratios))
     out = RESULTS / f"broker-bound-{stamp}.json"

@@ -23,13 +23,17 @@ the close; an authenticated session that expires (KIP-368) closes at its next re
 than a re-authentication.  :attr:`~KafkaChannel.principal` is who authorization decides on.
 
 Request timing and throttling (Kafka's ``RequestChannel`` metrics and KIP-219 quotas) hook in
-here: with a :class:`RequestObserver`, each request carries its timestamps (received, handled,
-response ready, released to the output, written) and the observer hears of it as it is read
-(it may hand the handler an ``error_counts`` dict) and once the I/O side says its answer is
-written to the socket (:meth:`~KafkaChannel.answers_written`); :meth:`~KafkaChannel.mute`
-stops requests being read until a given time, as Kafka mutes a throttled channel after sending
-its response.  Without an observer nothing is timed (five clock reads per request are a
-measurable share of a small request's passage).
+here: with a :class:`RequestObserver`, each request is timed (received: the read that completed
+its frame; started: when the previous request's handler returned, or its run of dispatches
+began; handled, response ready, released to the output, written) and the observer hears of it
+as it is read (it is tagged, and may be handed an ``error_counts`` dict) and once the I/O side
+says its answer is written to the socket (:meth:`~KafkaChannel.answers_written`).  An answer
+released as its handler returns (most are) costs one clock read and five values appended to a
+flat list, its times shared with its neighbours where they coincide (one read stamp for all
+the frames of a read); only a request answered later, behind another or throttled carries its
+times on itself.  :meth:`~KafkaChannel.mute` stops requests being read until a given time, as
+Kafka mutes a throttled channel after sending its response.  Without an observer nothing is
+timed.
 """
 
 from __future__ import annotations
@@ -118,11 +122,13 @@ class Request:
     error_counts: dict[int, int] | None = field(default=None, repr=False, compare=False)
     # Set only when used (no cost per request otherwise): the answer while it waits behind
     # earlier ones, what a deferred request awaits, and the timestamps a RequestObserver reads
-    # (time.monotonic_ns(): frame complete, handler returned, answer known, answer released to
-    # the output; the time it was written to the socket is given to the observer with it).
+    # of a request not answered as its handler returned (time.monotonic_ns(): frame complete,
+    # handler started, handler returned, answer known, answer released to the output; the time
+    # it was written to the socket is given to the observer with it).
     response: Response = field(init=False, repr=False, compare=False)
     awaiting: object = field(init=False, repr=False, compare=False)
     received_ns: int = field(init=False, repr=False, compare=False)
+    started_ns: int = field(init=False, repr=False, compare=False)
     handled_ns: int = field(init=False, repr=False, compare=False)
     ready_ns: int = field(init=False, repr=False, compare=False)
     sent_ns: int = field(init=False, repr=False, compare=False)
@@ -139,8 +145,8 @@ class Request:
 
 
 class RequestObserver(Protocol):
-    """Hears of every request as it is read and once its answer is written, with its five
-    timestamps set: where request metrics plug in."""
+    """Hears of every request as it is read and once its answer is written, with its
+    timestamps: where request metrics plug in."""
 
     # api key -> (tag, error counts) for requests of that key the observer need not hear of as
     # they are read: the channel sets their ``observer_tag`` and ``error_counts`` itself.
@@ -150,8 +156,12 @@ class RequestObserver(Protocol):
         """Before dispatch, for a request whose api key is not in :attr:`tags`: may set its
         ``observer_tag`` and ``error_counts``."""
 
-    def requests_written(self, channel: KafkaChannel, requests: list[Request], written_ns: int) -> None:
-        """``requests``' answers were all written to the socket by ``written_ns``."""
+    def requests_written(self, channel: KafkaChannel, requests: list[Request], answered: list[Any],
+                         written_ns: int) -> None:
+        """These answers were all written to the socket by ``written_ns``: ``requests``, with
+        their six timestamps set, and those released as their handlers returned, five values
+        each in ``answered``: (tag, api version, received, started, handled) (handled is also
+        when the answer was ready and released; none was throttled)."""
 
 
 UnsupportedHandler = Callable[[UnsupportedRequestError], Response]
@@ -188,9 +198,14 @@ class KafkaChannel:
         self.output_has_regions = False  # whether ``output`` holds a file region (else: all buffers)
         self.closing = False  # the connection should close once ``output`` is sent
         self.muted_until_ns: int | None = None
-        # With an observer: requests whose answers went to ``output`` and are not yet known to
-        # be written (answers_written()).
+        # With an observer: answers that went to ``output`` and are not yet known to be written
+        # (answers_written()): requests timed on themselves, and the flat (tag, api version,
+        # received, started, handled) of answers released as their handlers returned.
         self.released: list[Request] = []
+        self.answered: list[Any] = []
+        self._read_ns = 0  # when the frames now buffered were read (completed)
+        self._last_ns = 0  # when the previous request's handler returned (or this run began)
+        self._dispatching = False  # within a run of next_request() calls, not yet returned None
 
     # -- bytes in
 
@@ -201,6 +216,9 @@ class KafkaChannel:
     def buffer_updated(self, nbytes: int) -> None:
         """``nbytes`` bytes were read into the last :meth:`get_buffer`."""
         self.frames.buffer_updated(nbytes)
+        if self.observer is not None:  # the frames it completes were received now, and are dispatched from now
+            self._read_ns = self._last_ns = _now()
+            self._dispatching = True
 
     def next_request(self) -> Request | None:
         """The next complete request to dispatch, or None: no complete frame is buffered, the
@@ -222,18 +240,21 @@ class KafkaChannel:
                 self.closing = True
                 return None
             if frame is None:
-                return None
+                break
             request = self._request(frame, auth)
             if request is not None:
                 observer = self.observer
                 if observer is not None:
-                    request.received_ns = _now()
                     tagged = self._observer_tags.get(request.header.api_key)
                     if tagged is None:
                         observer.request_received(request)
                     else:
                         request.observer_tag, request.error_counts = tagged
+                    if not self._dispatching:  # a run of dispatches begins
+                        self._dispatching = True
+                        self._last_ns = _now()
                 return request
+        self._dispatching = False
         return None
 
     def _max_frame_size(self, auth: SaslAuthenticator) -> int:
@@ -302,27 +323,38 @@ class KafkaChannel:
 
     def respond(self, request: Request, response: Response) -> None:
         """The handler answered ``request`` at once (None: no answer, e.g. acks=0 produce)."""
-        observed = self.observer is not None
-        if observed:
-            request.handled_ns = request.ready_ns = now = _now()
         queue = self._queue
         if queue:  # behind an answer still awaited
+            if self.observer is not None:
+                request.ready_ns = self._stamp_handled(request)
             request.response = response
             request.awaiting = None
             queue.append(request)
         elif not self.closing:
             self._emit(response)
-            if observed:  # released as it was handled: one clock read for the three
-                request.sent_ns = now
-                self.released.append(request)
+            if self.observer is not None:  # released as it was handled: one clock read for the three
+                if request.throttle_ms:
+                    request.ready_ns = request.sent_ns = self._stamp_handled(request)
+                    self.released.append(request)
+                else:
+                    started = self._last_ns
+                    self._last_ns = now = _now()
+                    self.answered += (request.observer_tag, request.header.api_version, self._read_ns, started, now)
 
     def defer(self, request: Request, awaiting: object) -> None:
         """The handler answers ``request`` later (:meth:`complete`); ``awaiting`` is what the
         I/O side waits on (a future), handed back by :meth:`abandon`."""
         if self.observer is not None:
-            request.handled_ns = _now()
+            self._stamp_handled(request)
         request.awaiting = awaiting
         self._queue.append(request)
+
+    def _stamp_handled(self, request: Request) -> int:
+        """Time ``request`` on itself up to its handler's return (now, which is returned)."""
+        request.received_ns = self._read_ns
+        request.started_ns = self._last_ns
+        request.handled_ns = self._last_ns = now = _now()
+        return now
 
     def complete(self, request: Request, response: Response) -> None:
         """A deferred request's answer (None: none); it goes out once those before it have."""
@@ -350,13 +382,19 @@ class KafkaChannel:
     def answers_written(self) -> None:
         """The I/O side found every byte of the output so far written to the socket (its
         transport's buffer empty): the observer hears of each answer released since."""
-        released = self.released
-        if not released:
+        released, answered = self.released, self.answered
+        if not released and not answered:
             return
         observer = self.observer
-        assert observer is not None  # only an observed channel releases into the list
-        observer.requests_written(self, released, _now())
+        assert observer is not None  # only an observed channel releases into the lists
+        observer.requests_written(self, released, answered, _now())
         released.clear()
+        answered.clear()
+
+    @property
+    def answers_unwritten(self) -> bool:
+        """Whether answers released to the output are not yet reported written (observed only)."""
+        return bool(self.released or self.answered)
 
     @property
     def in_flight(self) -> int:
@@ -369,6 +407,7 @@ class KafkaChannel:
         awaited = [head.awaiting for head in self._queue if type(head) is Request and head.awaiting is not None]
         self._queue.clear()
         self.released.clear()  # never known to be written: not measured, as in Kafka
+        self.answered.clear()
         self.closing = True
         return awaited
 
@@ -420,6 +459,10 @@ class KafkaChannel:
 
     def unmute(self) -> None:
         self.muted_until_ns = None
+        if self.observer is not None:
+            # Frames buffered while muted count as received now (Kafka would read them now).
+            self._read_ns = _now()
+            self._dispatching = False
 
     @property
     def reading_paused(self) -> bool:

@@ -258,7 +258,7 @@ class Connection(asyncio.BufferedProtocol):
         elif self._watching_written:
             if buffered > WRITE_BUFFER_HIGH and not self._paused_for_writes:
                 self._paused_for_writes = True
-        elif self.channel.released:
+        elif self.channel.answers_unwritten:
             self._watching_written = True
             transport.set_write_buffer_limits(high=0, low=0)  # calls pause_writing at once
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import struct
 import tempfile
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -326,56 +327,104 @@ class Recorder:
     def __init__(self) -> None:
         self.tags: dict[int, tuple[object, dict[int, int]]] = {}
         self.received: list[int] = []
-        self.sent: list[tuple[int, int, int, int, int, int]] = []
+        # Requests timed on themselves: (correlation id, received, started, handled, ready, sent, written).
+        self.sent: list[tuple[int, ...]] = []
+        # Answers released as handled: (tag, api version, received, started, handled, written).
+        self.answered: list[tuple[object, ...]] = []
 
     def request_received(self, request: Request) -> None:
-        assert request.received_ns > 0
+        request.observer_tag = "recorded"
         request.error_counts = {}
         self.received.append(request.header.correlation_id)
 
-    def requests_written(self, channel: KafkaChannel, requests: list[Request], written_ns: int) -> None:
-        self.sent.extend((request.header.correlation_id, request.received_ns, request.handled_ns,
+    def requests_written(self, channel: KafkaChannel, requests: list[Request], answered: list[object],
+                         written_ns: int) -> None:
+        self.sent.extend((request.header.correlation_id, request.received_ns, request.started_ns, request.handled_ns,
                           request.ready_ns, request.sent_ns, written_ns) for request in requests)
+        self.answered.extend((*answered[i:i + 5], written_ns) for i in range(0, len(answered), 5))
 
 
 def test_an_observer_hears_of_each_request_as_read_and_once_written_with_its_timestamps_in_order() -> None:
     recorder = Recorder()
     channel = KafkaChannel(observer=recorder)
     receive(channel, metadata(1) + metadata(2))
-    one, two = requests(channel)
-    assert recorder.received == [1, 2] and one.error_counts == {}
+    one = channel.next_request()
+    assert one is not None and recorder.received == [1] and one.error_counts == {}
     channel.defer(one, "future")
+    two = channel.next_request()
+    assert two is not None and channel.next_request() is None
     channel.respond(two, b"answer-2")
     channel.answers_written()
-    assert recorder.sent == []  # 2 waits behind 1: nothing released, nothing written
+    assert recorder.sent == [] and recorder.answered == []  # 2 waits behind 1: nothing released, nothing written
     channel.complete(one, b"answer-1")
     assert channel.output == [b"answer-1", b"answer-2"] and recorder.sent == []
     # Released to the output is not written yet: the I/O side says when the socket took it.
     channel.clear_output()
     channel.answers_written()
-    assert [s[0] for s in recorder.sent] == [1, 2]
-    for _, received, handled, ready, sent, written in recorder.sent:
-        assert 0 < received <= handled <= ready <= sent <= written
-    # 2 was ready before 1 was, and waited for it.
-    assert recorder.sent[1][3] <= recorder.sent[0][3]
+    assert [s[0] for s in recorder.sent] == [1, 2] and recorder.answered == []
+    for _, received, started, handled, ready, sent, written in recorder.sent:
+        assert 0 < received <= started <= handled <= ready <= sent <= written
+    # Both came in one read; 2 started when 1's handler returned, and was ready before 1 was.
+    (_, received_1, _, handled_1, ready_1, _, _), (_, received_2, started_2, _, ready_2, _, _) = recorder.sent
+    assert received_1 == received_2 and started_2 == handled_1 and ready_2 <= ready_1
     channel.answers_written()
     assert len(recorder.sent) == 2  # each answer is reported once
 
 
-def test_a_request_whose_api_key_the_observer_tagged_is_tagged_by_the_channel_without_a_call() -> None:
+def test_answers_released_as_handled_are_reported_as_flat_values_with_shared_stamps() -> None:
     recorder = Recorder()
     counts: dict[int, int] = {}
     recorder.tags[ApiKey.METADATA] = ("metadata's tag", counts)
     channel = KafkaChannel(observer=recorder)
     receive(channel, metadata(1) + metadata(2))
-    one, two = requests(channel)
-    assert recorder.received == []
-    assert (one.observer_tag, two.observer_tag) == ("metadata's tag", "metadata's tag")
-    assert one.error_counts is two.error_counts is counts and one.received_ns > 0
-    channel.respond(one, b"answer-1")
-    channel.respond(two, b"answer-2")
+    for _ in range(2):
+        request = channel.next_request()
+        assert request is not None and request.observer_tag == "metadata's tag" and request.error_counts is counts
+        channel.respond(request, b"answer")
+    assert channel.next_request() is None and recorder.received == []  # tagged by the channel, without a call
+    assert channel.released == []  # no request kept
     channel.answers_written()
-    assert [s[0] for s in recorder.sent] == [1, 2]
+    (tag_1, version_1, received_1, started_1, handled_1, written_1), (_, _, received_2, started_2, handled_2,
+                                                                       written_2) = recorder.answered
+    assert (tag_1, version_1) == ("metadata's tag", 12)
+    assert 0 < received_1 <= started_1 <= handled_1 <= handled_2 <= written_1 == written_2
+    assert received_2 == received_1 and started_2 == handled_1  # one read; 2 waited for 1's handler
+    # The next read's first request waits for nothing read before it.
+    receive(channel, metadata(3))
+    request = channel.next_request()
+    assert request is not None
+    channel.respond(request, b"answer")
+    channel.answers_written()
+    _, _, received_3, started_3, _, _ = recorder.answered[2]
+    assert received_3 >= handled_2 and started_3 >= received_3
+
+
+def test_a_throttled_answer_is_timed_on_its_request() -> None:
+    recorder = Recorder()
+    channel = KafkaChannel(observer=recorder)
+    receive(channel, metadata(1))
+    request = channel.next_request()
+    assert request is not None
+    request.throttle_ms = 40
+    channel.respond(request, b"answer")
+    channel.answers_written()
+    assert recorder.answered == [] and [s[0] for s in recorder.sent] == [1]
+
+
+def test_frames_buffered_while_muted_count_as_received_on_unmute() -> None:
+    recorder = Recorder()
+    channel = KafkaChannel(observer=recorder)
+    receive(channel, metadata(1))
+    channel.mute(until_ns=1)
+    assert channel.next_request() is None
+    muted_at = time.monotonic_ns()
+    channel.unmute()
+    request = channel.next_request()
+    assert request is not None
+    channel.respond(request, b"answer")
+    channel.answers_written()
+    (_, _, received, _, _, _), = recorder.answered
+    assert received >= muted_at
 
 
 def test_answers_of_an_abandoned_channel_are_never_reported_written() -> None:
@@ -396,4 +445,4 @@ def test_without_an_observer_no_clock_is_read() -> None:
     channel.respond(request, b"answer")
     with pytest.raises(AttributeError):
         _ = request.received_ns
-    assert request.error_counts is None and channel.released == []
+    assert request.error_counts is None and channel.released == [] and channel.answered == []

@@ -516,11 +516,14 @@ class WriteRecorder:
         self.written: dict[int, tuple[int, int]] = {}  # correlation id -> (sent_ns, written_ns)
 
     def request_received(self, request: Request) -> None:
-        pass
+        request.observer_tag = request.header.correlation_id  # what its answer is reported under
 
-    def requests_written(self, channel: object, requests: list[Request], written_ns: int) -> None:
+    def requests_written(self, channel: object, requests: list[Request], answered: list[object],
+                         written_ns: int) -> None:
         for request in requests:
             self.written[request.header.correlation_id] = (request.sent_ns, written_ns)
+        for i in range(0, len(answered), 5):  # (tag, version, received, started, handled = sent)
+            self.written[answered[i]] = (answered[i + 4], written_ns)  # type: ignore[index]
 
 
 def test_an_answer_counts_as_written_once_the_socket_took_its_last_byte(run: Runner) -> None:

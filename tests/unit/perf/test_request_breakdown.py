@@ -33,9 +33,9 @@ def exposition(metrics: RequestMetrics) -> str:
 def answer(metrics: RequestMetrics, api_key: ApiKey, received: int, handled: int, ready: int, written: int) -> None:
     request = Request(RequestHeaderInfo(api_key, 3, 1, "c", 2), b"hdr", 3, None)
     metrics.request_received(request)
-    request.received_ns, request.handled_ns, request.ready_ns, request.sent_ns = (
-        received * MS, handled * MS, ready * MS, ready * MS)
-    metrics.requests_written(None, [request], written * MS)  # type: ignore[arg-type]
+    request.received_ns, request.started_ns, request.handled_ns, request.ready_ns, request.sent_ns = (
+        received * MS, received * MS, handled * MS, ready * MS, ready * MS)
+    metrics.requests_written(None, [request], [], written * MS)  # type: ignore[arg-type]
 
 
 def test_two_scrapes_of_two_brokers_give_the_requests_and_times_in_between() -> None:

@@ -57,8 +57,8 @@ _TOPIC_METERS: Final = {
 }
 assert set(_TOPIC_METERS) == {f.name for f in fields(TopicCounters)}
 
-# RequestMetrics' timers: RequestTimes attribute (None: zero by construction) -> Kafka's name.
-_REQUEST_TIMERS: Final = (("total", "totaltimems"), (None, "requestqueuetimems"), ("local", "localtimems"),
+# RequestMetrics' timers: RequestTimes attribute -> Kafka's name.
+_REQUEST_TIMERS: Final = (("total", "totaltimems"), ("queue", "requestqueuetimems"), ("local", "localtimems"),
                           ("remote", "remotetimems"), ("throttle", "throttletimems"),
                           ("response_queue", "responsequeuetimems"), ("response_send", "responsesendtimems"))
 _EMPTY: Final = Histogram()
@@ -249,8 +249,7 @@ def request_families(requests: RequestMetrics, load: EventLoopLoad) -> Iterator[
                     for name, times in by_name for code, count in sorted(times.errors.items())])
     for attr, metric in _REQUEST_TIMERS:
         yield _summary(f"kafka_network_requestmetrics_{metric}", f"RequestMetrics {metric}",
-                       [({"request": name}, _zero_like(times.total) if attr is None else getattr(times, attr))
-                        for name, times in by_name])
+                       [({"request": name}, getattr(times, attr)) for name, times in by_name])
     yield _gauge("kafka_server_kafkarequesthandlerpool_requesthandleravgidle_percent",
                  "Fraction of time the event loop was idle since the last scrape", load.idle_fraction())
 
@@ -262,13 +261,6 @@ def _error_name(code: int) -> str:
         return ErrorCode(code).name.upper()
     except ValueError:
         return ErrorCode.unknown_server_error.name.upper()
-
-
-def _zero_like(histogram: Histogram) -> Histogram:
-    """As many zero samples as ``histogram`` has (a time that is zero by construction)."""
-    zeros = Histogram()
-    zeros.count = histogram.count
-    return zeros
 
 
 def _log(log_manager: LogManager, cleaner: LogCleaner) -> Iterator[Metric]:

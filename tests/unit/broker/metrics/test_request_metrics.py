@@ -1,4 +1,4 @@
-"""RequestMetrics: each written request's five timestamps become Kafka's RequestMetrics times,
+"""RequestMetrics: each written request's timestamps become Kafka's RequestMetrics times,
 under Kafka's request names (a fetch also under FetchConsumer or FetchFollower); a request read
 is handed its API's error counts."""
 
@@ -32,29 +32,52 @@ def received(metrics: RequestMetrics, request: Request) -> Request:
 
 
 def sent(metrics: RequestMetrics, api_key: ApiKey, version: int, received_ms: int, handled_ms: int, ready_ms: int,
-         sent_ms: int, body: bytes = b"") -> Request:
+         sent_ms: int, body: bytes = b"", started_ms: int | None = None) -> Request:
+    """A request timed on itself (answered later than its handler returned)."""
     request = received(metrics, request_of(api_key, version, body))
     request.received_ns, request.handled_ns = received_ms * MS, handled_ms * MS
+    request.started_ns = (received_ms if started_ms is None else started_ms) * MS
     request.ready_ns, request.sent_ns = ready_ms * MS, sent_ms * MS
     return request
 
 
-def written(metrics: RequestMetrics, written_ms: int, *requests: Request) -> None:
-    metrics.requests_written(None, list(requests), written_ms * MS)  # type: ignore[arg-type]
+def written(metrics: RequestMetrics, written_ms: int, *requests: Request, answered: list[object] | None = None) -> None:
+    metrics.requests_written(None, list(requests), answered or [], written_ms * MS)  # type: ignore[arg-type]
 
 
-def test_times_are_split_into_local_remote_response_queue_and_response_send() -> None:
+def test_times_are_split_into_queue_local_remote_response_queue_and_response_send() -> None:
     metrics = RequestMetrics()
     written(metrics, 115, sent(metrics, ApiKey.PRODUCE, 9, 100, 102, 110, 111))
     written(metrics, 201, sent(metrics, ApiKey.PRODUCE, 9, 200, 201, 201, 201))
-    written(metrics, 301, sent(metrics, ApiKey.PRODUCE, 7, 300, 301, 301, 301))
+    written(metrics, 301, sent(metrics, ApiKey.PRODUCE, 7, 296, 301, 301, 301, started_ms=300))
     times = metrics.snapshot()["Produce"]
     assert times.requests == {9: 2, 7: 1}
-    # Total time runs to the answer's last byte written.
-    assert (times.total.count, times.total.sum) == (3, 15 + 1 + 1)
-    assert (times.local.sum, times.remote.sum, times.response_queue.sum) == (2 + 1 + 1, 8, 1)
+    # Total time runs from the read to the answer's last byte written.
+    assert (times.total.count, times.total.sum) == (3, 15 + 1 + 5)
+    assert (times.queue.sum, times.local.sum, times.remote.sum, times.response_queue.sum) == (4, 2 + 1 + 1, 8, 1)
     assert (times.response_send.count, times.response_send.sum) == (3, 4)
     assert times.throttle.sum == 0
+
+
+def test_answers_released_as_handled_come_flat_and_are_split_by_kind() -> None:
+    metrics = RequestMetrics()
+    produce = received(metrics, request_of(ApiKey.PRODUCE)).observer_tag
+    meta = received(metrics, request_of(ApiKey.METADATA, 12)).observer_tag
+    # Three requests of one read (at 100 ms), handled one after another, written at 110 ms:
+    # (tag, api version, received, started, handled).
+    written(metrics, 110, answered=[produce, 9, 100 * MS, 100 * MS, 102 * MS,
+                                    meta, 12, 100 * MS, 102 * MS, 103 * MS,
+                                    produce, 8, 100 * MS, 103 * MS, 107 * MS])
+    snapshot = metrics.snapshot()
+    p, m = snapshot["Produce"], snapshot["Metadata"]
+    assert p.requests == {9: 1, 8: 1} and m.requests == {12: 1}
+    assert (p.total.count, p.total.sum, p.queue.sum, p.local.sum) == (2, 20, 3, 6)
+    assert (p.remote.sum, p.response_queue.sum, p.response_send.sum, p.throttle.sum) == (0, 0, 8 + 3, 0)
+    assert (m.total.sum, m.queue.sum, m.local.sum, m.response_send.sum) == (10, 2, 1, 7)
+    # One kind only, the common case, and enough of them to fold as they come.
+    written(metrics, 120, answered=[produce, 9, 111 * MS, 111 * MS, 112 * MS] * (FOLD_EVERY + 1))
+    assert p.total.count == 2 + FOLD_EVERY + 1 and p.unfolded == 0
+    assert p.requests == {9: 2 + FOLD_EVERY, 8: 1} and p.total.sum == 20 + 9 * (FOLD_EVERY + 1)
 
 
 def test_samples_are_folded_in_batches_and_before_a_snapshot() -> None:
