@@ -3,14 +3,17 @@
 bench/broker_bound.py --metrics --baseline HEAD measures the metrics' cost on a whole broker
 under load, where round-to-round noise on this machine (±10-20 % per phase) hides a cost of a
 few per cent. This runs only what metrics add to a request's passage, on the real code: a
-KafkaChannel reads a request frame, the RequestMetrics observer hears of it (the clock reads,
-the error counts handed to the handler), the handler's part (a one-partition produce
-response's error code counted), the answer released and reported written (the histograms'
-batched folding included), with the broker's garbage-collector settings. The same loop without an
-observer is the baseline. The difference is the metrics' CPU per request; divide it by a broker's
-CPU per one-record produce request (broker_bound.py's "CPU us/req", 28-31 us here) for their share.
+KafkaChannel reads --per-read request frames at a time (librdkafka pipelines about 280
+one-record produce requests into one read; a client that waits for each answer, one), the
+RequestMetrics observer hears of each (the clock reads, the error counts handed to the
+handler), the handler's part (a one-partition produce response's error code counted), the
+answers released and reported written once per read (the histograms' batched folding
+included), with the broker's garbage-collector settings. The same loop without an observer is
+the baseline. The difference is the metrics' CPU per request; divide it by a broker's CPU per
+one-record produce request (broker_bound.py's "CPU us/req", 26-31 us here) for their share. A
+loaded broker pays several times this (docs/DESIGN.md, metrics' cost).
 
-    .venv/bin/python bench/metrics_cost.py [--requests 200000] [--rounds 5]
+    .venv/bin/python bench/metrics_cost.py [--requests 200000] [--rounds 5] [--per-read 1]
 """
 
 from __future__ import annotations
