@@ -153,8 +153,8 @@ class RequestObserver(Protocol):
     tags: dict[int, tuple[Any, dict[int, int]]]
 
     def request_received(self, request: Request) -> None:
-        """Before dispatch, for a request whose api key is not in :attr:`tags`: may set its
-        ``observer_tag`` and ``error_counts``."""
+        """Before dispatch, for a request whose api key is not in :attr:`tags`: sets its
+        ``observer_tag`` (what its answer is reported under) and may set its ``error_counts``."""
 
     def requests_written(self, channel: KafkaChannel, requests: list[Request], answered: list[Any],
                          written_ns: int) -> None:
