@@ -101,17 +101,19 @@ def _answer(request: Request, acks: int, results: dict[TopicPartition, ProducePa
 def _encode(request: Request, results: dict[TopicPartition, ProducePartitionResult],
             refused: dict[tuple[str, int], tuple[ErrorCode, str | None]]) -> bytes:
     by_topic: dict[str, list[ProducedPartition]] = {}
-    for (topic, partition), (error, message) in refused.items():
-        by_topic.setdefault(topic, []).append(ProducedPartition(partition, error, -1, error_message=message))
+    # Each partition's error code is counted as it is answered when metrics are on
+    # (count_partition_errors, inlined: every produce comes here).
+    counts = request.error_counts
+    if refused:
+        for (topic, partition), (error, message) in refused.items():
+            by_topic.setdefault(topic, []).append(ProducedPartition(partition, error, -1, error_message=message))
+            if counts is not None:
+                counts[error] = counts.get(error, 0) + 1
     for (topic, partition), r in results.items():
         by_topic.setdefault(topic, []).append(ProducedPartition(
             partition, r.error, r.base_offset, r.log_append_time, r.log_start_offset, r.record_errors, r.message))
-    counts = request.error_counts
-    if counts is not None:  # each partition's error code (count_partition_errors, inlined: every produce)
-        for r in results.values():
+        if counts is not None:
             counts[r.error] = counts.get(r.error, 0) + 1
-        for error, _ in refused.values():
-            counts[error] = counts.get(error, 0) + 1
     return encode_produce_response(request.header.correlation_id, request.api_version, list(by_topic.items()))
 
 
