@@ -40,7 +40,7 @@ from pathlib import Path
 
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
-from odradek.local.cluster import BrokerProcess, LocalCluster
+from odradek.local.cluster import BrokerProcess, LocalCluster, recv_exactly
 from odradek.perf.harness import code_version, create_topic_admin
 from odradek.protocol.framing import encode_request
 from odradek.protocol.records import SimpleRecord, build_batch
@@ -74,16 +74,6 @@ def produce_frame(correlation_id: int) -> bytes:
     return encode_request(request, correlation_id, "metrics-instructions")
 
 
-def _read_exactly(sock: socket.socket, n: int) -> bytes:
-    data = bytearray()
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise EOFError("the broker closed the connection")
-        data += chunk
-    return bytes(data)
-
-
 def produce(bootstrap: str, requests: int, per_write: int) -> None:
     """Send ``requests`` produce requests, ``per_write`` at a time, reading every answer."""
     host, port = bootstrap.split(",")[0].rsplit(":", 1)
@@ -93,8 +83,8 @@ def produce(bootstrap: str, requests: int, per_write: int) -> None:
             n = min(per_write, requests - sent)
             sock.sendall(b"".join(produce_frame(i) for i in range(sent, sent + n)))
             for _ in range(n):
-                (size,) = struct.unpack(">i", _read_exactly(sock, 4))
-                _read_exactly(sock, size)
+                (size,) = struct.unpack(">i", recv_exactly(sock, 4))
+                recv_exactly(sock, size)
             sent += n
 
 

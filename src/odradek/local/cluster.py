@@ -50,7 +50,7 @@ from odradek.net.client import BrokerConnection
 from odradek.security.client import ClientSecurity
 from odradek.zk.client import KafkaZkClient, ensure_chroot, split_chroot
 
-__all__ = ["BrokerProcess", "LocalCluster", "update_cluster_json_pid"]
+__all__ = ["BrokerProcess", "LocalCluster", "recv_exactly", "update_cluster_json_pid"]
 
 CLUSTER_JSON = "cluster.json"
 ADMIN_PROPERTIES = "client.properties"
@@ -511,8 +511,8 @@ def broker_metadata(host: str, port: int, topics: Sequence[str], timeout_s: floa
         return asyncio.run(_secure_request(host, port, security, request, MetadataResponse, timeout_s))
     with socket.create_connection((host, port), timeout=timeout_s) as sock:
         sock.sendall(encode_request(request, 1, "odradek-local-cluster"))
-        size = int.from_bytes(_recv_exactly(sock, 4), "big")
-        _, response = decode_response(_recv_exactly(sock, size), MetadataResponse)
+        size = int.from_bytes(recv_exactly(sock, 4), "big")
+        _, response = decode_response(recv_exactly(sock, size), MetadataResponse)
     return response
 
 
@@ -526,7 +526,8 @@ async def _secure_request(host: str, port: int, security: ClientSecurity, reques
         await conn.close()
 
 
-def _recv_exactly(sock: socket.socket, n: int) -> bytes:
+def recv_exactly(sock: socket.socket, n: int) -> bytes:
+    """``n`` bytes from a blocking socket (OSError if it closes first)."""
     buf = bytearray()
     while len(buf) < n:
         chunk = sock.recv(n - len(buf))
