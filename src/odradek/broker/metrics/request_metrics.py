@@ -21,9 +21,9 @@ A request read is tagged with the :class:`RequestTimes` it counts under (a fetch
 ``FetchFollower`` or ``FetchConsumer`` times, which also fold into ``Fetch``'s), found by api
 key in :attr:`RequestMetrics.tags`, which the channel reads itself (no call per request but
 a fetch's).  The channel hands over the answers written a socket write at a time: most as a
-flat list of five values each, which become their tag's pending samples by slice assignments,
-the rest as requests (eight values appended each).  Either way no object per request is kept
-(the fold reads the columns of the flat pending list as slices).  The pending
+flat list of five values each, which extend their tag's ``quick`` columns by slices, the rest
+as requests (eight values appended each to the flat ``pending`` list, which the fold reads as
+columns through slices).  Either way no object per request is kept.  The pending
 samples are folded into the histograms a batch at a time (every :data:`FOLD_EVERY` requests,
 and before a scrape reads them: :meth:`RequestMetrics.snapshot`), which costs the request
 path a few times less than six histogram updates per request.  A fold's samples for the
@@ -131,17 +131,15 @@ class RequestTimes:
             ready, sent = pending[4::_WIDTH] + handled, pending[5::_WIDTH] + handled
             handled, written = pending[3::_WIDTH] + handled, pending[6::_WIDTH] + written
             throttle = pending[7::_WIDTH]
-            stamps = (received, started, handled, ready, sent, written)
             # Over the timestamp columns, in C: each time's sum from the sums of its two columns.
-            sums = [sum(column) for column in stamps]
+            sums = [sum(column) for column in (received, started, handled, ready, sent, written)]
         else:  # answers released as handled only: ready and sent are the handled column
             ready = sent = handled
             throttle = []
-            stamps = (received, started, handled, ready, sent, written)
             handled_sum = sum(handled)
             sums = [sum(received), sum(started), handled_sum, handled_sum, handled_sum, sum(written)]
-        if self.quick[0]:
-            self.quick = ([], [], [], [], [])
+        self.quick = ([], [], [], [], [])
+        stamps = (received, started, handled, ready, sent, written)
         n = len(versions)
         # One version, mostly: counted in C without a Counter.
         by_version = {versions[0]: n} if versions.count(versions[0]) == n else Counter(versions)
