@@ -15,10 +15,12 @@ hash seed.
 Reported per request, with metrics off and on and their ratio: instructions (Ir), L1
 instruction and data misses, last-level misses, and an estimate of cycles from cachegrind's
 counts (Ir + 10 per L1 miss + 100 per last-level miss, a rough model: branch mispredictions
-and the real machine's caches are not in it). Needs valgrind (Debian's package).
+and the real machine's caches are not in it). With --branch-sim, cachegrind also simulates branch
+prediction, and the conditional and indirect branches are reported with their mispredictions
+(Bc, Bcm, Bi, Bim; the runs take about a third longer). Needs valgrind (Debian's package).
 
     .venv/bin/python bench/metrics_instructions.py [--requests 5000] [--warmup 1000] [--per-write 200]
-        [--dir DIR]
+        [--branch-sim] [--dir DIR]
 """
 
 from __future__ import annotations
@@ -58,12 +60,14 @@ class CachegrindCluster(LocalCluster):
 
     start_timeout_s = 900.0
 
-    def __init__(self, directory: Path, out: Path, *, metrics: bool) -> None:
+    def __init__(self, directory: Path, out: Path, *, metrics: bool, branch_sim: bool = False) -> None:
         super().__init__(directory, 1, metrics=metrics)
         self.out = out
+        self.branch_sim = branch_sim
 
     def broker_command_prefix(self, broker: BrokerProcess) -> list[str]:
-        return ["valgrind", "--tool=cachegrind", "--cache-sim=yes", f"--cachegrind-out-file={self.out}"]
+        return ["valgrind", "--tool=cachegrind", "--cache-sim=yes", f"--branch-sim={'yes' if self.branch_sim else 'no'}",
+                f"--cachegrind-out-file={self.out}"]
 
 
 def produce_frame(correlation_id: int) -> bytes:
@@ -88,10 +92,10 @@ def produce(bootstrap: str, requests: int, per_write: int) -> None:
             sent += n
 
 
-def counted_run(base: Path, *, metrics: bool, requests: int, per_write: int) -> dict[str, int]:
+def counted_run(base: Path, *, metrics: bool, requests: int, per_write: int, branch_sim: bool) -> dict[str, int]:
     """Start the broker under cachegrind, produce, stop it; its whole-run counts."""
     out = base / "cachegrind.out"
-    with CachegrindCluster(base / "cluster", out, metrics=metrics) as cluster:
+    with CachegrindCluster(base / "cluster", out, metrics=metrics, branch_sim=branch_sim) as cluster:
         create_topic_admin(cluster.bootstrap_servers, TOPIC, 1, 1)
         produce(cluster.bootstrap_servers, requests, per_write)
         ((broker_id, broker),) = cluster.brokers.items()
@@ -118,7 +122,9 @@ def per_request(short: dict[str, int], long: dict[str, int], requests: int) -> d
 
 def report(off: dict[str, float], on: dict[str, float]) -> str:
     rows = [("per request", "metrics off", "metrics on", "on/off")]
-    for event in ("Ir", "I1mr", "D1mr", "D1mw", "L1 misses", "LL misses", "est. cycles"):
+    # Conditional and indirect branches and their mispredictions, with --branch-sim.
+    branches = [event for event in ("Bc", "Bcm", "Bi", "Bim") if event in off]
+    for event in ("Ir", "I1mr", "D1mr", "D1mw", "L1 misses", "LL misses", "est. cycles", *branches):
         ratio = f"{on[event] / off[event]:.3f}" if off[event] >= 1 else "-"  # not of counts near zero
         rows.append((event, f"{off[event]:,.0f}", f"{on[event]:,.0f}", ratio))
     widths = [max(len(row[i]) for row in rows) for i in range(4)]
@@ -131,6 +137,7 @@ def main() -> None:
     ap.add_argument("--requests", type=int, default=5000, help="requests counted (beyond the warm-up)")
     ap.add_argument("--warmup", type=int, default=1000, help="requests of the short run, taken out")
     ap.add_argument("--per-write", type=int, default=200, help="requests pipelined in one write")
+    ap.add_argument("--branch-sim", action="store_true", help="also simulate branch prediction (mispredictions)")
     ap.add_argument("--dir", help="working directory, kept (its */cachegrind.out for cg_diff and cg_annotate; "
                                   "default: a temporary one, removed)")
     args = ap.parse_args()
@@ -147,7 +154,8 @@ def main() -> None:
             for name, n in (("short", args.warmup), ("long", args.warmup + args.requests)):
                 started = time.monotonic()
                 counts.setdefault(label, {})[name] = counted_run(Path(tmp) / f"{label}-{name}", metrics=metrics,
-                                                                 requests=n, per_write=args.per_write)
+                                                                 requests=n, per_write=args.per_write,
+                                                                 branch_sim=args.branch_sim)
                 print(f"metrics {label}, {n:,} requests: {counts[label][name]['Ir']:,} instructions "
                       f"({time.monotonic() - started:.0f} s)", flush=True)
     off, on = (per_request(counts[label]["short"], counts[label]["long"], args.requests) for label in ("off", "on"))
@@ -158,6 +166,7 @@ def main() -> None:
     out = RESULTS / f"metrics-instructions-{stamp}.json"
     out.write_text(json.dumps({"started": stamp, "code": code_version(), "python": sys.version.split()[0],
                                "requests": args.requests, "warmup": args.warmup, "per_write": args.per_write,
+                               "branch_sim": args.branch_sim,
                                "counts": counts, "per_request": {"off": off, "on": on}}, indent=2) + "\n")
     print(f"\nwrote {out}")
 
