@@ -109,6 +109,28 @@ def test_producing_counts_bytes_and_messages_in_for_the_topic(cluster: LocalClus
         timeout=TIMEOUT_S)
 
 
+def test_deleting_a_topic_takes_its_meters_and_leaves_the_all_topics_totals(cluster: LocalCluster) -> None:
+    """As Kafka's removeMetrics: the topic's series go, and the all-topics counters keep what it
+    counted (a counter that went down would read as a reset, and a spike in rate())."""
+    from confluent_kafka.admin import AdminClient
+
+    topic = unique_topic("metrics-deleted")
+    create_topic(cluster, topic, partitions=1, replication_factor=1)
+    leader = partition_state(cluster, topic, 0)["leader"]
+    produce(cluster.bootstrap_servers, topic, [(0, None, b"d" * 20)] * 30)
+    counted = wait_until(lambda: (s := _scrape(cluster, leader)).value(
+        "kafka_server_brokertopicmetrics_messagesin_total", 0.0, topic=topic) == 30 and s, timeout=TIMEOUT_S)
+    totals = {name: counted.value(name) for name in ("kafka_server_brokertopicmetrics_messagesin_total",
+                                                      "kafka_server_brokertopicmetrics_bytesin_total")}
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.delete_topics([topic])[topic].result(TIMEOUT_S)
+    series = ("kafka_server_brokertopicmetrics_messagesin_total", frozenset({("topic", topic)}))
+    gone = wait_until(lambda: series not in (s := _scrape(cluster, leader)).samples and s, timeout=TIMEOUT_S,
+                      message=f"{topic}'s meters removed from broker {leader}")
+    for name, before in totals.items():
+        assert gone.value(name) >= before, name
+
+
 def test_request_metrics_count_and_time_each_api(cluster: LocalCluster) -> None:
     topic = unique_topic("metrics-requests")
     create_topic(cluster, topic, partitions=1)

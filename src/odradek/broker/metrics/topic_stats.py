@@ -1,6 +1,9 @@
 """Kafka's ``BrokerTopicStats``, sans-IO: per-topic counts that the produce, fetch and
 replication paths add to as plain ints (no locks, no label lookups; one dict lookup per topic
-per request), exported with their sum over all topics at scrape time."""
+per request), exported with their sum over all topics at scrape time.  Kafka's all-topics
+meters (``allTopicsStats``) are counted beside the topics' and outlive a deleted topic, so
+the sum keeps what deleted topics counted: the totals never go down (a Prometheus counter
+that drops reads as a reset, and ``rate()`` over it as a spike)."""
 
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ class BrokerTopicStats:
 
     def __init__(self) -> None:
         self.topics: dict[str, TopicCounters] = {}
+        self._deleted = TopicCounters()  # what the topics deleted so far had counted
 
     def topic(self, name: str) -> TopicCounters:
         counters = self.topics.get(name)
@@ -40,13 +44,20 @@ class BrokerTopicStats:
         return counters
 
     def remove(self, name: str) -> None:
-        """A deleted topic's meters go (Kafka's removeMetrics)."""
-        self.topics.pop(name, None)
+        """A deleted topic's meters go (Kafka's removeMetrics); the totals keep its counts."""
+        counters = self.topics.pop(name, None)
+        if counters is not None:
+            _add(self._deleted, counters)
 
     def totals(self) -> TopicCounters:
-        """Kafka's all-topics meters: the sum over topics."""
+        """Kafka's all-topics meters: the sum over the topics, deleted ones included."""
         total = TopicCounters()
+        _add(total, self._deleted)
         for counters in self.topics.values():
-            for name in COUNTER_NAMES:
-                setattr(total, name, getattr(total, name) + getattr(counters, name))
+            _add(total, counters)
         return total
+
+
+def _add(into: TopicCounters, counters: TopicCounters) -> None:
+    for name in COUNTER_NAMES:
+        setattr(into, name, getattr(into, name) + getattr(counters, name))
