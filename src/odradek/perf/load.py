@@ -114,7 +114,17 @@ def run_clients(bootstrap: str, groups: Mapping[str, Sequence[int]], topic: str,
     window = UsageWindow(groups)
     for proc in procs:
         proc.start()
-    results = [out.get(timeout=seconds + 120) for _ in procs]
+    try:
+        results = [out.get(timeout=seconds + 120) for _ in procs]
+    except BaseException:
+        # Stopped (SIGTERM through unwind_on_sigterm, Ctrl-C) or a client that never reported:
+        # the others would run on, and Python's exit waits for them (a producer's last flush
+        # to a broker already stopped waits a minute).
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            proc.join(10)
+        raise
     usage = window.stop()
     for proc in procs:
         proc.join(30)
