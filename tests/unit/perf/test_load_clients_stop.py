@@ -7,8 +7,9 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
+
+from support import wait_until
 
 PROGRAM = """
 import sys
@@ -55,26 +56,20 @@ def _two_or_none(pids: set[int]) -> set[int] | None:
     return pids if len(pids) == 2 else None
 
 
-def _await(condition, timeout: float, message: str):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while not (result := condition()):
-        assert time.monotonic() < deadline, message
-        time.sleep(0.05)
-    return result
-
-
 def test_sigterm_during_a_phase_stops_the_clients_and_the_program_promptly() -> None:
     program = subprocess.Popen([sys.executable, "-c", PROGRAM], stdout=subprocess.PIPE, text=True,
                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
     clients: set[int] = set()
     try:
         assert program.stdout is not None and program.stdout.readline().strip() == "ready"
-        clients = _await(lambda: _two_or_none(_clients(program.pid)), 60, "the two producer processes to start")
+        clients = wait_until(lambda: _two_or_none(_clients(program.pid)), timeout=60,
+                             message="the two producer processes to start")
         # Producing: librdkafka's threads are up in each.
-        _await(lambda: all(_threads(pid) > 1 for pid in clients), 60, "the producers to start producing")
+        wait_until(lambda: all(_threads(pid) > 1 for pid in clients), timeout=60,
+                   message="the producers to start producing")
         program.send_signal(signal.SIGTERM)
         assert program.wait(timeout=30) == 128 + signal.SIGTERM
-        _await(lambda: not any(_alive(pid) for pid in clients), 30, f"clients {clients} left running")
+        wait_until(lambda: not any(_alive(pid) for pid in clients), timeout=30, message=f"clients {clients} gone")
     finally:
         if program.poll() is None:
             program.kill()
