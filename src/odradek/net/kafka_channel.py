@@ -23,17 +23,16 @@ the close; an authenticated session that expires (KIP-368) closes at its next re
 than a re-authentication.  :attr:`~KafkaChannel.principal` is who authorization decides on.
 
 Request timing and throttling (Kafka's ``RequestChannel`` metrics and KIP-219 quotas) hook in
-here: with a :class:`RequestObserver`, each request is timed (received: the read that completed
-its frame; started: when the previous request's handler returned, or its run of dispatches
-began; handled, response ready, released to the output, written) and the observer hears of it
-as it is read (it is tagged, and may be handed an ``error_counts`` dict) and once the I/O side
-says its answer is written to the socket (:meth:`~KafkaChannel.answers_written`).  An answer
-released as its handler returns (most are) costs one clock read and five values appended to a
-flat list, its times shared with its neighbours where they coincide (one read stamp for all
-the frames of a read); only a request answered later, behind another or throttled carries its
-times on itself.  :meth:`~KafkaChannel.mute` stops requests being read until a given time, as
-Kafka mutes a throttled channel after sending its response.  Without an observer nothing is
-timed.
+here: with a :class:`RequestObserver`, every request is counted and handed its API's
+``error_counts`` dict as it is read, and one in the observer's ``sample_every`` (the first of
+each connection, and every fetch and the first request of each kind the observer sees) is
+timed on itself (received: the read that completed its frame; started, handled, response
+ready, released to the output, written); the observer hears of the answers once the I/O side
+says they are written to the socket (:meth:`~KafkaChannel.answers_written`): the timed
+requests, and the headers of the others.  An answer not timed costs one list append; a timed
+one five clock reads.  :meth:`~KafkaChannel.mute` stops requests being read until a given
+time, as Kafka mutes a throttled channel after sending its response.  Without an observer
+nothing is timed or counted.
 """
 
 from __future__ import annotations
@@ -122,9 +121,9 @@ class Request:
     error_counts: dict[int, int] | None = field(default=None, repr=False, compare=False)
     # Set only when used (no cost per request otherwise): the answer while it waits behind
     # earlier ones, what a deferred request awaits, and the timestamps a RequestObserver reads
-    # of a request not answered as its handler returned (time.monotonic_ns(): frame complete,
-    # handler started, handler returned, answer known, answer released to the output; the time
-    # it was written to the socket is given to the observer with it).
+    # of a request it times (time.monotonic_ns(): frame complete, handler started, handler
+    # returned, answer known, answer released to the output; the time it was written to the
+    # socket is given to the observer with it).
     response: Response = field(init=False, repr=False, compare=False)
     awaiting: object = field(init=False, repr=False, compare=False)
     received_ns: int = field(init=False, repr=False, compare=False)
@@ -132,7 +131,8 @@ class Request:
     handled_ns: int = field(init=False, repr=False, compare=False)
     ready_ns: int = field(init=False, repr=False, compare=False)
     sent_ns: int = field(init=False, repr=False, compare=False)
-    observer_tag: Any = field(init=False, repr=False, compare=False)  # what the observer filed it under
+    # What the observer files a timed request under; None: not timed (only counted), or no observer.
+    observer_tag: Any = field(default=None, init=False, repr=False, compare=False)
     throttle_ms: int = field(default=0, init=False, repr=False, compare=False)  # set when a quota throttled it
 
     @property
@@ -149,19 +149,21 @@ class RequestObserver(Protocol):
     timestamps: where request metrics plug in."""
 
     # api key -> (tag, error counts) for requests of that key the observer need not hear of as
-    # they are read: the channel sets their ``observer_tag`` and ``error_counts`` itself.
+    # they are read: the channel sets their ``error_counts`` itself, and the ``observer_tag``
+    # of those it times.
     tags: dict[int, tuple[Any, dict[int, int]]]
+    # One request in this many of a connection is timed (the rest are counted).
+    sample_every: int
 
     def request_received(self, request: Request) -> None:
         """Before dispatch, for a request whose api key is not in :attr:`tags`: sets its
-        ``observer_tag`` (what its answer is reported under) and may set its ``error_counts``."""
+        ``observer_tag`` (what its answer is reported under) and may set its ``error_counts``;
+        it is timed."""
 
-    def requests_written(self, channel: KafkaChannel, requests: list[Request], answered: list[Any],
+    def requests_written(self, channel: KafkaChannel, requests: list[Request], counted: list[RequestHeaderInfo],
                          written_ns: int) -> None:
-        """These answers were all written to the socket by ``written_ns``: ``requests``, with
-        their six timestamps set, and those released as their handlers returned, five values
-        each in ``answered``: (tag, api version, received, started, handled) (handled is also
-        when the answer was ready and released; none was throttled)."""
+        """These answers were all written to the socket by ``written_ns``: ``requests``, timed,
+        with their five timestamps set, and the headers of the requests only counted."""
 
 
 UnsupportedHandler = Callable[[UnsupportedRequestError], Response]
@@ -185,6 +187,8 @@ class KafkaChannel:
         self.on_unsupported = on_unsupported  # an answer to an unknown api key/version, or None: close
         self.observer = observer
         self._observer_tags = {} if observer is None else observer.tags  # the observer's dict, kept up by it
+        self._sample_every = 1 if observer is None else observer.sample_every
+        self._countdown = 1  # requests to read until the next one timed (the first is)
         self.peer = "?"  # host:port, for the log
         self.client_host = ""
         # Who is on the other end (authorization decides on it): ANONYMOUS until TLS or SASL
@@ -199,13 +203,10 @@ class KafkaChannel:
         self.closing = False  # the connection should close once ``output`` is sent
         self.muted_until_ns: int | None = None
         # With an observer: answers that went to ``output`` and are not yet known to be written
-        # (answers_written()): requests timed on themselves, and the flat (tag, api version,
-        # received, started, handled) of answers released as their handlers returned.
+        # (answers_written()): the requests timed, and the headers of those only counted.
         self.released: list[Request] = []
-        self.answered: list[Any] = []
+        self.counted: list[RequestHeaderInfo] = []
         self._read_ns = 0  # when the frames now buffered were read (completed)
-        self._last_ns = 0  # when the previous request's handler returned (or this run began)
-        self._dispatching = False  # within a run of next_request() calls, not yet returned None
 
     # -- bytes in
 
@@ -216,9 +217,8 @@ class KafkaChannel:
     def buffer_updated(self, nbytes: int) -> None:
         """``nbytes`` bytes were read into the last :meth:`get_buffer`."""
         self.frames.buffer_updated(nbytes)
-        if self.observer is not None:  # the frames it completes were received now, and are dispatched from now
-            self._read_ns = self._last_ns = _now()
-            self._dispatching = True
+        if self.observer is not None:  # the frames it completes were received now
+            self._read_ns = _now()
 
     def next_request(self) -> Request | None:
         """The next complete request to dispatch, or None: no complete frame is buffered, the
@@ -246,15 +246,19 @@ class KafkaChannel:
                 observer = self.observer
                 if observer is not None:
                     tagged = self._observer_tags.get(request.header.api_key)
-                    if tagged is None:
+                    if tagged is None:  # a fetch, or the first of its kind: timed
                         observer.request_received(request)
                     else:
+                        countdown = self._countdown - 1
+                        if countdown:  # counted only
+                            self._countdown = countdown
+                            request.error_counts = tagged[1]
+                            return request
+                        self._countdown = self._sample_every
                         request.observer_tag, request.error_counts = tagged
-                    if not self._dispatching:  # a run of dispatches begins
-                        self._dispatching = True
-                        self._last_ns = _now()
+                    request.received_ns = self._read_ns
+                    request.started_ns = _now()
                 return request
-        self._dispatching = False
         return None
 
     def _max_frame_size(self, auth: SaslAuthenticator) -> int:
@@ -325,40 +329,31 @@ class KafkaChannel:
         """The handler answered ``request`` at once (None: no answer, e.g. acks=0 produce)."""
         queue = self._queue
         if queue:  # behind an answer still awaited
-            if self.observer is not None:
-                request.ready_ns = self._stamp_handled(request)
+            if request.observer_tag is not None:  # timed (None without an observer)
+                request.handled_ns = request.ready_ns = _now()
             request.response = response
             request.awaiting = None
             queue.append(request)
         elif not self.closing:
             self._emit(response)
-            if self.observer is not None:  # released as it was handled: one clock read for the three
-                if request.throttle_ms:
-                    request.ready_ns = request.sent_ns = self._stamp_handled(request)
+            if self.observer is not None:
+                if request.observer_tag is None:
+                    self.counted.append(request.header)
+                else:  # released as it was handled: one clock read for the three
+                    request.handled_ns = request.ready_ns = request.sent_ns = _now()
                     self.released.append(request)
-                else:
-                    started = self._last_ns
-                    self._last_ns = now = _now()
-                    self.answered += (request.observer_tag, request.header.api_version, self._read_ns, started, now)
 
     def defer(self, request: Request, awaiting: object) -> None:
         """The handler answers ``request`` later (:meth:`complete`); ``awaiting`` is what the
         I/O side waits on (a future), handed back by :meth:`abandon`."""
-        if self.observer is not None:
-            self._stamp_handled(request)
+        if request.observer_tag is not None:  # timed
+            request.handled_ns = _now()
         request.awaiting = awaiting
         self._queue.append(request)
 
-    def _stamp_handled(self, request: Request) -> int:
-        """Time ``request`` on itself up to its handler's return (now, which is returned)."""
-        request.received_ns = self._read_ns
-        request.started_ns = self._last_ns
-        request.handled_ns = self._last_ns = now = _now()
-        return now
-
     def complete(self, request: Request, response: Response) -> None:
         """A deferred request's answer (None: none); it goes out once those before it have."""
-        if self.observer is not None:
+        if request.observer_tag is not None:  # timed
             request.ready_ns = _now()
         request.response = response
         request.awaiting = None
@@ -382,19 +377,19 @@ class KafkaChannel:
     def answers_written(self) -> None:
         """The I/O side found every byte of the output so far written to the socket (its
         transport's buffer empty): the observer hears of each answer released since."""
-        released, answered = self.released, self.answered
-        if not released and not answered:
+        released, counted = self.released, self.counted
+        if not released and not counted:
             return
         observer = self.observer
         assert observer is not None  # only an observed channel releases into the lists
-        observer.requests_written(self, released, answered, _now())
+        observer.requests_written(self, released, counted, _now())
         released.clear()
-        answered.clear()
+        counted.clear()
 
     @property
     def answers_unwritten(self) -> bool:
         """Whether answers released to the output are not yet reported written (observed only)."""
-        return bool(self.released or self.answered)
+        return bool(self.released or self.counted)
 
     @property
     def in_flight(self) -> int:
@@ -407,7 +402,7 @@ class KafkaChannel:
         awaited = [head.awaiting for head in self._queue if type(head) is Request and head.awaiting is not None]
         self._queue.clear()
         self.released.clear()  # never known to be written: not measured, as in Kafka
-        self.answered.clear()
+        self.counted.clear()
         self.closing = True
         return awaited
 
@@ -423,11 +418,11 @@ class KafkaChannel:
             return
         self._emit(response)
         if self.observer is not None:
-            self._mark_released(request)
-
-    def _mark_released(self, request: Request) -> None:
-        request.sent_ns = _now()
-        self.released.append(request)
+            if request.observer_tag is None:
+                self.counted.append(request.header)
+            else:
+                request.sent_ns = _now()
+                self.released.append(request)
 
     def _emit(self, response: Response) -> None:
         """Put an answer in the output (the caller checked the channel is not closing)."""
@@ -462,7 +457,6 @@ class KafkaChannel:
         if self.observer is not None:
             # Frames buffered while muted count as received now (Kafka would read them now).
             self._read_ns = _now()
-            self._dispatching = False
 
     @property
     def reading_paused(self) -> bool:

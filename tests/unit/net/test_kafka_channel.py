@@ -17,7 +17,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from odradek.net.kafka_channel import MAX_IN_FLIGHT_PER_CONNECTION, FileChunk, KafkaChannel, Request
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.framing import UnsupportedRequestError, encode_request
+from odradek.protocol.framing import RequestHeaderInfo, UnsupportedRequestError, encode_request
 from odradek.security.acls import ANONYMOUS, KafkaPrincipal
 from odradek.security.sasl import SaslAuthenticator, SaslServerConfig
 
@@ -324,24 +324,25 @@ def test_a_muted_channel_reads_no_requests_until_unmuted() -> None:
 
 
 class Recorder:
-    def __init__(self) -> None:
+    def __init__(self, sample_every: int = 1) -> None:
         self.tags: dict[int, tuple[object, dict[int, int]]] = {}
+        self.sample_every = sample_every
         self.received: list[int] = []
-        # Requests timed on themselves: (correlation id, received, started, handled, ready, sent, written).
+        # Requests timed: (correlation id, received, started, handled, ready, sent, written).
         self.sent: list[tuple[int, ...]] = []
-        # Answers released as handled: (tag, api version, received, started, handled, written).
-        self.answered: list[tuple[object, ...]] = []
+        # Requests only counted: their correlation ids.
+        self.counted: list[int] = []
 
     def request_received(self, request: Request) -> None:
         request.observer_tag = "recorded"
         request.error_counts = {}
         self.received.append(request.header.correlation_id)
 
-    def requests_written(self, channel: KafkaChannel, requests: list[Request], answered: list[object],
+    def requests_written(self, channel: KafkaChannel, requests: list[Request], counted: list[RequestHeaderInfo],
                          written_ns: int) -> None:
         self.sent.extend((request.header.correlation_id, request.received_ns, request.started_ns, request.handled_ns,
                           request.ready_ns, request.sent_ns, written_ns) for request in requests)
-        self.answered.extend((*answered[i:i + 5], written_ns) for i in range(0, len(answered), 5))
+        self.counted.extend(header.correlation_id for header in counted)
 
 
 def test_an_observer_hears_of_each_request_as_read_and_once_written_with_its_timestamps_in_order() -> None:
@@ -355,48 +356,47 @@ def test_an_observer_hears_of_each_request_as_read_and_once_written_with_its_tim
     assert two is not None and channel.next_request() is None
     channel.respond(two, b"answer-2")
     channel.answers_written()
-    assert recorder.sent == [] and recorder.answered == []  # 2 waits behind 1: nothing released, nothing written
+    assert recorder.sent == []  # 2 waits behind 1: nothing released, nothing written
     channel.complete(one, b"answer-1")
     assert channel.output == [b"answer-1", b"answer-2"] and recorder.sent == []
     # Released to the output is not written yet: the I/O side says when the socket took it.
     channel.clear_output()
     channel.answers_written()
-    assert [s[0] for s in recorder.sent] == [1, 2] and recorder.answered == []
+    assert [s[0] for s in recorder.sent] == [1, 2] and recorder.counted == []
     for _, received, started, handled, ready, sent, written in recorder.sent:
         assert 0 < received <= started <= handled <= ready <= sent <= written
-    # Both came in one read; 2 started when 1's handler returned, and was ready before 1 was.
+    # Both came in one read; 2 started after 1's handler returned, and was ready before 1 was.
     (_, received_1, _, handled_1, ready_1, _, _), (_, received_2, started_2, _, ready_2, _, _) = recorder.sent
-    assert received_1 == received_2 and started_2 == handled_1 and ready_2 <= ready_1
+    assert received_1 == received_2 and started_2 >= handled_1 and ready_2 <= ready_1
     channel.answers_written()
     assert len(recorder.sent) == 2  # each answer is reported once
 
 
-def test_answers_released_as_handled_are_reported_as_flat_values_with_shared_stamps() -> None:
-    recorder = Recorder()
+def test_one_request_in_sample_every_is_timed_and_the_others_counted() -> None:
+    recorder = Recorder(sample_every=3)
     counts: dict[int, int] = {}
     recorder.tags[ApiKey.METADATA] = ("metadata's tag", counts)
     channel = KafkaChannel(observer=recorder)
-    receive(channel, metadata(1) + metadata(2))
-    for _ in range(2):
-        request = channel.next_request()
-        assert request is not None and request.observer_tag == "metadata's tag" and request.error_counts is counts
+    receive(channel, b"".join(metadata(i) for i in range(1, 8)))
+    while (request := channel.next_request()) is not None:
+        assert request.error_counts is counts
         channel.respond(request, b"answer")
-    assert channel.next_request() is None and recorder.received == []  # tagged by the channel, without a call
-    assert channel.released == []  # no request kept
+    assert recorder.received == []  # tagged by the channel, without a call
     channel.answers_written()
-    (tag_1, version_1, received_1, started_1, handled_1, written_1), (_, _, received_2, started_2, handled_2,
-                                                                       written_2) = recorder.answered
-    assert (tag_1, version_1) == ("metadata's tag", 12)
-    assert 0 < received_1 <= started_1 <= handled_1 <= handled_2 <= written_1 == written_2
-    assert received_2 == received_1 and started_2 == handled_1  # one read; 2 waited for 1's handler
-    # The next read's first request waits for nothing read before it.
-    receive(channel, metadata(3))
-    request = channel.next_request()
-    assert request is not None
-    channel.respond(request, b"answer")
+    # The connection's first request is timed, then every third.
+    assert [s[0] for s in recorder.sent] == [1, 4, 7] and recorder.counted == [2, 3, 5, 6]
+    (_, received_1, started_1, handled_1, ready_1, sent_1, written_1), (_, received_4, started_4, *_) = \
+        recorder.sent[:2]
+    assert 0 < received_1 <= started_1 <= handled_1 == ready_1 == sent_1 <= written_1
+    assert received_4 == received_1 and started_4 >= handled_1  # one read; 4 waited for those before it
+    # A deferred request is counted, or timed, when its answer goes out.
+    receive(channel, metadata(8) + metadata(9))
+    eight, nine = requests(channel)
+    channel.defer(eight, "future")
+    channel.respond(nine, b"answer")
+    channel.complete(eight, b"answer")
     channel.answers_written()
-    _, _, received_3, started_3, _, _ = recorder.answered[2]
-    assert received_3 >= handled_2 and started_3 >= received_3
+    assert recorder.counted[-2:] == [8, 9]
 
 
 def test_a_throttled_answer_is_timed_on_its_request() -> None:
@@ -408,7 +408,7 @@ def test_a_throttled_answer_is_timed_on_its_request() -> None:
     request.throttle_ms = 40
     channel.respond(request, b"answer")
     channel.answers_written()
-    assert recorder.answered == [] and [s[0] for s in recorder.sent] == [1]
+    assert [s[0] for s in recorder.sent] == [1]
 
 
 def test_frames_buffered_while_muted_count_as_received_on_unmute() -> None:
@@ -423,7 +423,7 @@ def test_frames_buffered_while_muted_count_as_received_on_unmute() -> None:
     assert request is not None
     channel.respond(request, b"answer")
     channel.answers_written()
-    (_, _, received, _, _, _), = recorder.answered
+    (_, received, _, _, _, _, _), = recorder.sent
     assert received >= muted_at
 
 
@@ -445,4 +445,4 @@ def test_without_an_observer_no_clock_is_read() -> None:
     channel.respond(request, b"answer")
     with pytest.raises(AttributeError):
         _ = request.received_ns
-    assert request.error_counts is None and channel.released == [] and channel.answered == []
+    assert request.error_counts is None and channel.released == [] and channel.counted == []

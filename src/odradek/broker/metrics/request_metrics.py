@@ -17,17 +17,20 @@ time runs to that last byte, as Kafka's does.  A fetch is counted under ``Fetch`
 (:mod:`odradek.protocol.error_counts`); counted under the API's own name only (a fetch under
 ``Fetch``), as Kafka's ``updateErrorMetrics`` does.
 
-A request read is tagged with the :class:`RequestTimes` it counts under (a fetch with its
-``FetchFollower`` or ``FetchConsumer`` times, which also fold into ``Fetch``'s), found by api
-key in :attr:`RequestMetrics.tags`, which the channel reads itself (no call per request but
-a fetch's).  The channel hands over the answers written a socket write at a time: most as a
-flat list of five values each, which extend their tag's ``quick`` columns by slices, the rest
-as requests (eight values appended each to the flat ``pending`` list, which the fold reads as
-columns through slices).  Either way no object per request is kept.  The pending
-samples are folded into the histograms a batch at a time (every :data:`FOLD_EVERY` requests,
-and before a scrape reads them: :meth:`RequestMetrics.snapshot`), which costs the request
-path a few times less than six histogram updates per request.  A fold's samples for the
-quantiles are every k-th request of the batch, at most :data:`SAMPLES_PER_FOLD`, so the
+Every request is counted, and one in :attr:`RequestMetrics.sample_every` of each connection is
+timed (Kafka times every request; here the clock reads and the bookkeeping of a timed request
+cost more than its share of a one-record produce, so the times are sampled and the counts are
+not): the channel reads the api key's entry in :attr:`RequestMetrics.tags` itself (no call per
+request but a fetch's), hands the request its error counts, and times it when its countdown
+runs out (a fetch, with its ``FetchFollower`` or ``FetchConsumer`` times, which also fold into
+``Fetch``'s, and the first request of a kind are always timed).  The channel hands over the
+answers written a socket write at a time: the timed requests (eight values appended each to
+the flat ``pending`` list, which the fold reads as columns through slices) and the headers of
+the others (counted by api version in ``untimed``).  No object per request is kept.  The
+pending samples are folded into the histograms a batch at a time (every :data:`FOLD_EVERY`
+requests, and before a scrape reads them: :meth:`RequestMetrics.snapshot`): the count is every
+request's, the sum the timed requests' scaled to all of them, and the samples for the
+quantiles every k-th timed request of the batch, at most :data:`SAMPLES_PER_FOLD`, so the
 histograms' reservoirs span the last several folds rather than the tail of the last.
 """
 
@@ -35,7 +38,7 @@ from __future__ import annotations
 
 from collections import Counter
 from itertools import repeat
-from operator import sub, truediv
+from operator import attrgetter, sub, truediv
 from typing import TYPE_CHECKING, Any, Final
 
 from odradek.broker.quota.throttling import is_follower_fetch
@@ -44,6 +47,7 @@ from odradek.protocol.api_keys import ApiKey
 
 if TYPE_CHECKING:
     from odradek.net.kafka_channel import KafkaChannel, Request
+    from odradek.protocol.framing import RequestHeaderInfo
     from odradek.protocol.error_counts import ErrorCounts
 
 __all__ = ["RequestMetrics", "RequestTimes", "kafka_request_name"]
@@ -61,14 +65,17 @@ def kafka_request_name(api_key: int) -> str:
     return "".join(part.capitalize() for part in name.split("_"))
 
 
-# Pending samples of one request name folded into its histograms at this many.
+# One request in this many of a connection is timed (RequestMetrics.sample_every).
+SAMPLE_EVERY: Final = 16
+# Requests (about: timed ones times SAMPLE_EVERY) of one request name folded into its histograms at once.
 FOLD_EVERY: Final = 4096
 # Values per pending sample: api version, received, started, handled, ready, sent, written,
 # throttle ms.
 _WIDTH: Final = 8
-# Values per answer in the channel's flat list: tag, api version, received, started, handled.
-_ANSWERED: Final = 5
-_FOLD_AT: Final = FOLD_EVERY * _WIDTH
+FOLD_TIMED: Final = FOLD_EVERY // SAMPLE_EVERY  # timed requests pending that make a fold
+_FOLD_AT: Final = FOLD_TIMED * _WIDTH
+_API_KEY: Final = attrgetter("api_key")
+_API_VERSION: Final = attrgetter("api_version")
 # At most this many of a fold's requests are sampled for the quantiles (the histograms keep
 # RESERVOIR_SIZE samples: the last sixteen folds' under load, 65,536 requests).
 SAMPLES_PER_FOLD: Final = RESERVOIR_SIZE // 16
@@ -77,15 +84,14 @@ SAMPLES_PER_FOLD: Final = RESERVOIR_SIZE // 16
 class RequestTimes:
     """One request name's counts, time histograms (milliseconds) and response error counts.
     ``pending`` holds, one after another, (api version, received, started, handled, ready,
-    sent, written, throttle ms) of each request timed on itself and not yet in the histograms
-    (:meth:`fold`); ``quick``, the columns (api version, received, started, handled, written)
-    of the answers released as their handlers returned (ready and sent when handled, not
-    throttled); ``also``: the times they fold into as well (``Fetch``'s, for ``FetchFollower``
-    and ``FetchConsumer``), and ``counted_errors``: where a request tagged with these times
-    counts its errors (``also``'s, if any)."""
+    sent, written, throttle ms) of each timed request not yet in the histograms (:meth:`fold`);
+    ``untimed``, api version -> requests counted and not timed since; ``also``: the times they
+    fold into as well (``Fetch``'s, for ``FetchFollower`` and ``FetchConsumer``), and
+    ``counted_errors``: where a request tagged with these times counts its errors (``also``'s,
+    if any)."""
 
-    __slots__ = ("also", "counted_errors", "errors", "local", "pending", "queue", "quick", "remote", "requests",
-                 "response_queue", "response_send", "throttle", "total")
+    __slots__ = ("also", "counted_errors", "errors", "local", "pending", "queue", "remote", "requests",
+                 "response_queue", "response_send", "throttle", "total", "untimed")
 
     def __init__(self, also: RequestTimes | None = None) -> None:
         self.also = also
@@ -93,7 +99,7 @@ class RequestTimes:
         self.errors: ErrorCounts = {}  # error code -> times a response carried it
         self.counted_errors = self.errors if also is None else also.errors
         self.pending: list[int] = []
-        self.quick: tuple[list[int], ...] = ([], [], [], [], [])
+        self.untimed: dict[int, int] = {}
         self.total = Histogram()
         self.queue = Histogram()
         self.local = Histogram()
@@ -102,65 +108,61 @@ class RequestTimes:
         self.response_send = Histogram()
         self.throttle = Histogram()
 
-    @property
-    def unfolded(self) -> int:
-        """Requests written and not yet folded in."""
-        return len(self.pending) // _WIDTH + len(self.quick[0])
-
-    def add_answered(self, answered: list[Any], written_ns: int) -> None:
-        """Answers of this kind released as their handlers returned (the channel's flat list
-        of five values each), written by ``written_ns``: their columns extended by slices."""
-        versions, received, started, handled, written = self.quick
-        versions += answered[1::_ANSWERED]
-        received += answered[2::_ANSWERED]
-        started += answered[3::_ANSWERED]
-        handled += answered[4::_ANSWERED]
-        written += [written_ns] * (len(answered) // _ANSWERED)
-        if len(versions) >= FOLD_EVERY:
-            self.fold()
+    def count(self, version: int, n: int) -> None:
+        """``n`` more requests of ``version`` answered and not timed."""
+        untimed = self.untimed
+        untimed[version] = untimed.get(version, 0) + n
 
     def fold(self) -> None:
-        """Move the pending samples into the counts and histograms (and ``also``'s)."""
-        pending, (versions, received, started, handled, written) = self.pending, self.quick
-        if not pending and not versions:
+        """Move the pending samples and counts into the counts and histograms (and ``also``'s)."""
+        pending, untimed = self.pending, self.untimed
+        if not pending and not untimed:
             return
-        if pending:
-            self.pending = []
-            versions = pending[0::_WIDTH] + versions
-            received, started = pending[1::_WIDTH] + received, pending[2::_WIDTH] + started
-            ready, sent = pending[4::_WIDTH] + handled, pending[5::_WIDTH] + handled
-            handled, written = pending[3::_WIDTH] + handled, pending[6::_WIDTH] + written
-            throttle = pending[7::_WIDTH]
-            # Over the timestamp columns, in C: each time's sum from the sums of its two columns.
-            sums = [sum(column) for column in (received, started, handled, ready, sent, written)]
-        else:  # answers released as handled only: ready and sent are the handled column
-            ready = sent = handled
-            throttle = []
-            handled_sum = sum(handled)
-            sums = [sum(received), sum(started), handled_sum, handled_sum, handled_sum, sum(written)]
-        self.quick = ([], [], [], [], [])
-        stamps = (received, started, handled, ready, sent, written)
-        n = len(versions)
-        # One version, mostly: counted in C without a Counter.
-        by_version = {versions[0]: n} if versions.count(versions[0]) == n else Counter(versions)
-        # Samples of every k-th request, for the quantiles.
-        step = -(-n // SAMPLES_PER_FOLD)  # ceil: at most SAMPLES_PER_FOLD samples
-        first = (n - 1) % step  # the last request is always sampled
-        sampled = [column[first::step] for column in stamps]
-        times = [(sums[end] - sums[start]) / _NS_PER_MS for start, end in _SPANS]
-        samples = [_ms_between(sampled[start], sampled[end]) for start, end in _SPANS]
-        throttle_samples = (throttle + [0] * (n - len(throttle)))[first::step] if throttle else [0] * len(sampled[0])
-        throttle_sum = float(sum(throttle))
+        self.pending = []
+        self.untimed = {}
+        versions = pending[0::_WIDTH]
+        timed = len(versions)
+        by_version = Counter(untimed)
+        if timed:
+            # One version, mostly: counted in C without going through each.
+            by_version.update({versions[0]: timed} if versions.count(versions[0]) == timed else Counter(versions))
+        n = timed + sum(untimed.values())
+        stamps = [pending[i::_WIDTH] for i in range(1, 7)]  # received, started, handled, ready, sent, written
+        throttle = pending[7::_WIDTH]
+        if timed:
+            # Over the timestamp columns, in C: each time's sum from the sums of its two columns,
+            # the timed requests' scaled to all.
+            timed_ms = timed * _NS_PER_MS
+            sums = [sum(column) for column in stamps]
+            totals: list[float | None] = [(sums[end] - sums[start]) * n / timed_ms for start, end in _SPANS]
+            throttle_total: float | None = sum(throttle) * n / timed
+            # Samples of every k-th timed request, for the quantiles.
+            step = -(-timed // SAMPLES_PER_FOLD)  # ceil: at most SAMPLES_PER_FOLD samples
+            first = (timed - 1) % step  # the last request is always sampled
+            sampled = [column[first::step] for column in stamps]
+            samples = [_ms_between(sampled[start], sampled[end]) for start, end in _SPANS]
+            throttle_samples = throttle[first::step]
+        else:  # only counted: their times at each histogram's mean so far
+            totals = [None] * len(_SPANS)
+            throttle_total = None
+            samples = [[] for _ in _SPANS]
+            throttle_samples = []
         into = self
         while into is not None:
             requests = into.requests
             for version, count in by_version.items():
                 requests[version] = requests.get(version, 0) + count
-            for histogram, total, values in zip((into.total, into.queue, into.local, into.remote, into.response_queue,
-                                                 into.response_send), times, samples, strict=True):
-                histogram.add_batch(n, total, values)
-            into.throttle.add_batch(n, throttle_sum, throttle_samples)
+            histograms = (into.total, into.queue, into.local, into.remote, into.response_queue, into.response_send,
+                          into.throttle)
+            for histogram, total, values in zip(histograms, (*totals, throttle_total), (*samples, throttle_samples),
+                                                strict=True):
+                histogram.add_batch(n, _mean_times(histogram, n) if total is None else total, values)
             into = into.also
+
+
+def _mean_times(histogram: Histogram, n: int) -> float:
+    """``n`` samples at the histogram's mean so far (none yet: 0)."""
+    return histogram.sum / histogram.count * n if histogram.count else 0.0
 
 
 # (start, end) timestamp columns of total, queue, local, remote, response queue and response send time.
@@ -175,7 +177,8 @@ def _ms_between(starts: list[int], ends: list[int]) -> list[float]:
 class RequestMetrics:
     """Per request name, its :class:`RequestTimes` (made on the first request of that name)."""
 
-    def __init__(self) -> None:
+    def __init__(self, sample_every: int = SAMPLE_EVERY) -> None:
+        self.sample_every = sample_every  # one request in this many of a connection is timed
         self._by_name: dict[str, RequestTimes] = {}
         # api key -> (the times its requests are tagged with, where they count errors), read by
         # the channel; a fetch's are chosen per request (request_received).
@@ -201,7 +204,7 @@ class RequestMetrics:
         request.observer_tag = times
         request.error_counts = times.counted_errors
 
-    def requests_written(self, channel: KafkaChannel, requests: list[Request], answered: list[Any],
+    def requests_written(self, channel: KafkaChannel, requests: list[Request], counted: list[RequestHeaderInfo],
                          written_ns: int) -> None:
         for request in requests:
             times = request.observer_tag
@@ -210,28 +213,16 @@ class RequestMetrics:
                         request.ready_ns, request.sent_ns, written_ns, request.throttle_ms)
             if len(pending) >= _FOLD_AT:
                 times.fold()
-        if not answered:
+        if not counted:
             return
-        if len(answered) == _ANSWERED:  # one answer (a client that does not pipeline)
-            times = answered[0]
-            versions, received, started, handled, written = times.quick
-            versions.append(answered[1])
-            received.append(answered[2])
-            started.append(answered[3])
-            handled.append(answered[4])
-            written.append(written_ns)
-            if len(versions) >= FOLD_EVERY:
-                times.fold()
-            return
-        tags = answered[0::_ANSWERED]
-        if tags.count(tags[0]) == len(tags):  # one kind of request, mostly
-            tags[0].add_answered(answered, written_ns)
+        keys = list(map(_API_KEY, counted))
+        versions = list(map(_API_VERSION, counted))
+        n = len(keys)
+        if keys.count(keys[0]) == n and versions.count(versions[0]) == n:  # one kind of request, mostly
+            self.tags[keys[0]][0].count(versions[0], n)
         else:
-            by_tag: dict[RequestTimes, list[Any]] = {}
-            for i in range(0, len(answered), _ANSWERED):
-                by_tag.setdefault(answered[i], []).extend(answered[i:i + _ANSWERED])
-            for times, flat in by_tag.items():
-                times.add_answered(flat, written_ns)
+            for key, version in zip(keys, versions, strict=True):
+                self.tags[key][0].count(version, 1)
 
     def _times(self, name: str) -> RequestTimes:
         times = self._by_name.get(name)

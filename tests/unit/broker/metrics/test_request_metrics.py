@@ -1,11 +1,12 @@
 """RequestMetrics: each written request's timestamps become Kafka's RequestMetrics times,
-under Kafka's request names (a fetch also under FetchConsumer or FetchFollower); a request read
+under Kafka's request names (a fetch also under FetchConsumer or FetchFollower), and the
+requests only counted add to the counts, their times taken as the timed ones'; a request read
 is handed its API's error counts."""
 
 from __future__ import annotations
 
 from odradek.broker.metrics.request_metrics import (
-    FOLD_EVERY,
+    FOLD_TIMED,
     SAMPLES_PER_FOLD,
     RequestMetrics,
     kafka_request_name,
@@ -41,8 +42,9 @@ def sent(metrics: RequestMetrics, api_key: ApiKey, version: int, received_ms: in
     return request
 
 
-def written(metrics: RequestMetrics, written_ms: int, *requests: Request, answered: list[object] | None = None) -> None:
-    metrics.requests_written(None, list(requests), answered or [], written_ms * MS)  # type: ignore[arg-type]
+def written(metrics: RequestMetrics, written_ms: int, *requests: Request,
+            counted: list[RequestHeaderInfo] | None = None) -> None:
+    metrics.requests_written(None, list(requests), counted or [], written_ms * MS)  # type: ignore[arg-type]
 
 
 def test_times_are_split_into_queue_local_remote_response_queue_and_response_send() -> None:
@@ -59,38 +61,38 @@ def test_times_are_split_into_queue_local_remote_response_queue_and_response_sen
     assert times.throttle.sum == 0
 
 
-def test_answers_released_as_handled_come_flat_and_are_split_by_kind() -> None:
+def test_requests_counted_add_to_the_counts_and_the_timed_ones_times_are_scaled_to_all() -> None:
     metrics = RequestMetrics()
-    produce = received(metrics, request_of(ApiKey.PRODUCE)).observer_tag
-    meta = received(metrics, request_of(ApiKey.METADATA, 12)).observer_tag
-    # Three requests of one read (at 100 ms), handled one after another, written at 110 ms:
-    # (tag, api version, received, started, handled).
-    written(metrics, 110, answered=[produce, 9, 100 * MS, 100 * MS, 102 * MS,
-                                    meta, 12, 100 * MS, 102 * MS, 103 * MS,
-                                    produce, 8, 100 * MS, 103 * MS, 107 * MS])
+    # Timed: a produce of 10 ms (2 queued, 3 local, 5 sending) and a metadata of 4 ms.
+    written(metrics, 110, sent(metrics, ApiKey.PRODUCE, 9, 100, 105, 105, 105, started_ms=102),
+            sent(metrics, ApiKey.METADATA, 12, 106, 108, 108, 108))
+    # Counted: three more produce requests of one read and write, then a mixed write.
+    written(metrics, 120, counted=[request_of(ApiKey.PRODUCE).header] * 3)
+    written(metrics, 130, counted=[request_of(ApiKey.PRODUCE, 8).header, request_of(ApiKey.METADATA, 12).header])
     snapshot = metrics.snapshot()
     p, m = snapshot["Produce"], snapshot["Metadata"]
-    assert p.requests == {9: 1, 8: 1} and m.requests == {12: 1}
-    assert (p.total.count, p.total.sum, p.queue.sum, p.local.sum) == (2, 20, 3, 6)
-    assert (p.remote.sum, p.response_queue.sum, p.response_send.sum, p.throttle.sum) == (0, 0, 8 + 3, 0)
-    assert (m.total.sum, m.queue.sum, m.local.sum, m.response_send.sum) == (10, 2, 1, 7)
-    # One kind only, the common case, and enough of them to fold as they come.
-    written(metrics, 120, answered=[produce, 9, 111 * MS, 111 * MS, 112 * MS] * (FOLD_EVERY + 1))
-    assert p.total.count == 2 + FOLD_EVERY + 1 and p.unfolded == 0
-    assert p.requests == {9: 2 + FOLD_EVERY, 8: 1} and p.total.sum == 20 + 9 * (FOLD_EVERY + 1)
+    assert p.requests == {9: 4, 8: 1} and m.requests == {12: 2}
+    assert (p.total.count, p.total.sum, p.queue.sum, p.local.sum, p.response_send.sum) == (5, 50, 10, 15, 25)
+    assert (m.total.count, m.total.sum) == (2, 8)
+    assert p.total._samples == [10.0] and m.total._samples == [4.0]  # only the timed are samples
+    # Only counted since the last fold: their times at the mean so far, no new samples.
+    written(metrics, 140, counted=[request_of(ApiKey.PRODUCE).header] * 5)
+    p = metrics.snapshot()["Produce"]
+    assert (p.total.count, p.total.sum, p.requests) == (10, 100, {9: 9, 8: 1})
+    assert p.total._samples == [10.0]
 
 
 def test_samples_are_folded_in_batches_and_before_a_snapshot() -> None:
     metrics = RequestMetrics()
     written(metrics, 3, sent(metrics, ApiKey.PRODUCE, 9, 0, 1, 2, 2))
     times = metrics.snapshot()["Produce"]
-    assert (times.total.count, times.unfolded) == (1, 0)
-    written(metrics, 3, *[sent(metrics, ApiKey.PRODUCE, 9, 0, 1, 2, 2) for _ in range(FOLD_EVERY + 4)])
-    assert times.total.count == 1 + FOLD_EVERY and times.unfolded == 4  # a batch folded as it filled
-    assert metrics.snapshot()["Produce"] is times and times.unfolded == 0
-    assert times.requests == {9: FOLD_EVERY + 5}
-    assert (times.total.count, times.total.sum, times.response_send.sum) == (FOLD_EVERY + 5, 3 * (FOLD_EVERY + 5),
-                                                                            FOLD_EVERY + 5)
+    assert times.total.count == 1 and times.pending == []
+    written(metrics, 3, *[sent(metrics, ApiKey.PRODUCE, 9, 0, 1, 2, 2) for _ in range(FOLD_TIMED + 4)])
+    assert times.total.count == 1 + FOLD_TIMED and len(times.pending) == 4 * 8  # a batch folded as it filled
+    assert metrics.snapshot()["Produce"] is times and times.pending == []
+    assert times.requests == {9: FOLD_TIMED + 5}
+    assert (times.total.count, times.total.sum, times.response_send.sum) == (FOLD_TIMED + 5, 3 * (FOLD_TIMED + 5),
+                                                                            FOLD_TIMED + 5)
 
 
 def test_each_request_read_gets_its_apis_error_counts_and_a_fetch_counts_under_fetch_only() -> None:
