@@ -39,7 +39,7 @@ from __future__ import annotations
 from collections import Counter
 from itertools import repeat
 from operator import attrgetter, sub, truediv
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Final
 
 from odradek.broker.quota.throttling import is_follower_fetch
 from odradek.histogram import RESERVOIR_SIZE, Histogram
@@ -47,8 +47,8 @@ from odradek.protocol.api_keys import ApiKey
 
 if TYPE_CHECKING:
     from odradek.net.kafka_channel import KafkaChannel, Request
-    from odradek.protocol.framing import RequestHeaderInfo
     from odradek.protocol.error_counts import ErrorCounts
+    from odradek.protocol.framing import RequestHeaderInfo
 
 __all__ = ["RequestMetrics", "RequestTimes", "kafka_request_name"]
 
