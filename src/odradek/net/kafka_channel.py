@@ -29,8 +29,10 @@ each connection, and every fetch and the first request of each kind the observer
 timed on itself (received: the read that completed its frame; started, handled, response
 ready, released to the output, written); the observer hears of the answers once the I/O side
 says they are written to the socket (:meth:`~KafkaChannel.answers_written`): the timed
-requests, and the headers of the others.  An answer not timed costs one list append; a timed
-one five clock reads.  :meth:`~KafkaChannel.mute` stops requests being read until a given
+requests, and the api key and version of the others.  An answer not timed costs two small ints
+appended to a list, and keeps no object alive past its request (objects kept per request until
+a write or a fold cost the broker several times their instructions: they defeat the allocator's
+reuse of memory still in the cache); a timed one five clock reads.  :meth:`~KafkaChannel.mute` stops requests being read until a given
 time, as Kafka mutes a throttled channel after sending its response.  Without an observer
 nothing is timed or counted.
 """
@@ -160,10 +162,11 @@ class RequestObserver(Protocol):
         ``observer_tag`` (what its answer is reported under) and may set its ``error_counts``;
         it is timed."""
 
-    def requests_written(self, channel: KafkaChannel, requests: list[Request], counted: list[RequestHeaderInfo],
+    def requests_written(self, channel: KafkaChannel, requests: list[Request], counted: list[int],
                          written_ns: int) -> None:
         """These answers were all written to the socket by ``written_ns``: ``requests``, timed,
-        with their five timestamps set, and the headers of the requests only counted."""
+        with their five timestamps set, and the requests only counted, as api key and api
+        version one after another in ``counted``."""
 
 
 UnsupportedHandler = Callable[[UnsupportedRequestError], Response]
@@ -203,9 +206,9 @@ class KafkaChannel:
         self.closing = False  # the connection should close once ``output`` is sent
         self.muted_until_ns: int | None = None
         # With an observer: answers that went to ``output`` and are not yet known to be written
-        # (answers_written()): the requests timed, and the headers of those only counted.
+        # (answers_written()): the requests timed, and the api key and version of those only counted.
         self.released: list[Request] = []
-        self.counted: list[RequestHeaderInfo] = []
+        self.counted: list[int] = []
         self._read_ns = 0  # when the frames now buffered were read (completed)
 
     # -- bytes in
@@ -338,7 +341,8 @@ class KafkaChannel:
             self._emit(response)
             if self.observer is not None:
                 if request.observer_tag is None:
-                    self.counted.append(request.header)
+                    header = request.header
+                    self.counted += (header.api_key, header.api_version)
                 else:  # released as it was handled: one clock read for the three
                     request.handled_ns = request.ready_ns = request.sent_ns = _now()
                     self.released.append(request)
@@ -419,7 +423,8 @@ class KafkaChannel:
         self._emit(response)
         if self.observer is not None:
             if request.observer_tag is None:
-                self.counted.append(request.header)
+                header = request.header
+                self.counted += (header.api_key, header.api_version)
             else:
                 request.sent_ns = _now()
                 self.released.append(request)

@@ -17,7 +17,7 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from odradek.net.kafka_channel import MAX_IN_FLIGHT_PER_CONNECTION, FileChunk, KafkaChannel, Request
 from odradek.protocol.api_keys import ApiKey
-from odradek.protocol.framing import RequestHeaderInfo, UnsupportedRequestError, encode_request
+from odradek.protocol.framing import UnsupportedRequestError, encode_request
 from odradek.security.acls import ANONYMOUS, KafkaPrincipal
 from odradek.security.sasl import SaslAuthenticator, SaslServerConfig
 
@@ -330,19 +330,19 @@ class Recorder:
         self.received: list[int] = []
         # Requests timed: (correlation id, received, started, handled, ready, sent, written).
         self.sent: list[tuple[int, ...]] = []
-        # Requests only counted: their correlation ids.
-        self.counted: list[int] = []
+        # Requests only counted: (api key, api version) of each.
+        self.counted: list[tuple[int, int]] = []
 
     def request_received(self, request: Request) -> None:
         request.observer_tag = "recorded"
         request.error_counts = {}
         self.received.append(request.header.correlation_id)
 
-    def requests_written(self, channel: KafkaChannel, requests: list[Request], counted: list[RequestHeaderInfo],
+    def requests_written(self, channel: KafkaChannel, requests: list[Request], counted: list[int],
                          written_ns: int) -> None:
         self.sent.extend((request.header.correlation_id, request.received_ns, request.started_ns, request.handled_ns,
                           request.ready_ns, request.sent_ns, written_ns) for request in requests)
-        self.counted.extend(header.correlation_id for header in counted)
+        self.counted.extend(zip(counted[0::2], counted[1::2], strict=True))
 
 
 def test_an_observer_hears_of_each_request_as_read_and_once_written_with_its_timestamps_in_order() -> None:
@@ -384,7 +384,7 @@ def test_one_request_in_sample_every_is_timed_and_the_others_counted() -> None:
     assert recorder.received == []  # tagged by the channel, without a call
     channel.answers_written()
     # The connection's first request is timed, then every third.
-    assert [s[0] for s in recorder.sent] == [1, 4, 7] and recorder.counted == [2, 3, 5, 6]
+    assert [s[0] for s in recorder.sent] == [1, 4, 7] and recorder.counted == [(ApiKey.METADATA, 12)] * 4
     (_, received_1, started_1, handled_1, ready_1, sent_1, written_1), (_, received_4, started_4, *_) = \
         recorder.sent[:2]
     assert 0 < received_1 <= started_1 <= handled_1 == ready_1 == sent_1 <= written_1
@@ -396,7 +396,7 @@ def test_one_request_in_sample_every_is_timed_and_the_others_counted() -> None:
     channel.respond(nine, b"answer")
     channel.complete(eight, b"answer")
     channel.answers_written()
-    assert recorder.counted[-2:] == [8, 9]
+    assert len(recorder.sent) == 3 and len(recorder.counted) == 6
 
 
 def test_a_throttled_answer_is_timed_on_its_request() -> None:

@@ -25,8 +25,8 @@ request but a fetch's), hands the request its error counts, and times it when it
 runs out (a fetch, with its ``FetchFollower`` or ``FetchConsumer`` times, which also fold into
 ``Fetch``'s, and the first request of a kind are always timed).  The channel hands over the
 answers written a socket write at a time: the timed requests (eight values appended each to
-the flat ``pending`` list, which the fold reads as columns through slices) and the headers of
-the others (counted by api version in ``untimed``).  No object per request is kept.  The
+the flat ``pending`` list, which the fold reads as columns through slices) and the api key and
+version of the others (counted by api version in ``untimed``).  No object per request is kept.  The
 pending samples are folded into the histograms a batch at a time (every :data:`FOLD_EVERY`
 requests, and before a scrape reads them: :meth:`RequestMetrics.snapshot`): the count is every
 request's, the sum the timed requests' scaled to all of them, and the samples for the
@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from collections import Counter
 from itertools import repeat
-from operator import attrgetter, sub, truediv
+from operator import sub, truediv
 from typing import TYPE_CHECKING, Final
 
 from odradek.broker.quota.throttling import is_follower_fetch
@@ -48,7 +48,6 @@ from odradek.protocol.api_keys import ApiKey
 if TYPE_CHECKING:
     from odradek.net.kafka_channel import KafkaChannel, Request
     from odradek.protocol.error_counts import ErrorCounts
-    from odradek.protocol.framing import RequestHeaderInfo
 
 __all__ = ["RequestMetrics", "RequestTimes", "kafka_request_name"]
 
@@ -74,8 +73,6 @@ FOLD_EVERY: Final = 4096
 _WIDTH: Final = 8
 FOLD_TIMED: Final = FOLD_EVERY // SAMPLE_EVERY  # timed requests pending that make a fold
 _FOLD_AT: Final = FOLD_TIMED * _WIDTH
-_API_KEY: Final = attrgetter("api_key")
-_API_VERSION: Final = attrgetter("api_version")
 # At most this many of a fold's requests are sampled for the quantiles (the histograms keep
 # RESERVOIR_SIZE samples: the last sixteen folds' under load, 65,536 requests).
 SAMPLES_PER_FOLD: Final = RESERVOIR_SIZE // 16
@@ -204,7 +201,7 @@ class RequestMetrics:
         request.observer_tag = times
         request.error_counts = times.counted_errors
 
-    def requests_written(self, channel: KafkaChannel, requests: list[Request], counted: list[RequestHeaderInfo],
+    def requests_written(self, channel: KafkaChannel, requests: list[Request], counted: list[int],
                          written_ns: int) -> None:
         for request in requests:
             times = request.observer_tag
@@ -215,8 +212,7 @@ class RequestMetrics:
                 times.fold()
         if not counted:
             return
-        keys = list(map(_API_KEY, counted))
-        versions = list(map(_API_VERSION, counted))
+        keys, versions = counted[0::2], counted[1::2]
         n = len(keys)
         if keys.count(keys[0]) == n and versions.count(versions[0]) == n:  # one kind of request, mostly
             self.tags[keys[0]][0].count(versions[0], n)

@@ -42,8 +42,7 @@ def sent(metrics: RequestMetrics, api_key: ApiKey, version: int, received_ms: in
     return request
 
 
-def written(metrics: RequestMetrics, written_ms: int, *requests: Request,
-            counted: list[RequestHeaderInfo] | None = None) -> None:
+def written(metrics: RequestMetrics, written_ms: int, *requests: Request, counted: list[int] | None = None) -> None:
     metrics.requests_written(None, list(requests), counted or [], written_ms * MS)  # type: ignore[arg-type]
 
 
@@ -67,8 +66,8 @@ def test_requests_counted_add_to_the_counts_and_the_timed_ones_times_are_scaled_
     written(metrics, 110, sent(metrics, ApiKey.PRODUCE, 9, 100, 105, 105, 105, started_ms=102),
             sent(metrics, ApiKey.METADATA, 12, 106, 108, 108, 108))
     # Counted: three more produce requests of one read and write, then a mixed write.
-    written(metrics, 120, counted=[request_of(ApiKey.PRODUCE).header] * 3)
-    written(metrics, 130, counted=[request_of(ApiKey.PRODUCE, 8).header, request_of(ApiKey.METADATA, 12).header])
+    written(metrics, 120, counted=[ApiKey.PRODUCE, 9] * 3)  # (api key, api version) of each
+    written(metrics, 130, counted=[ApiKey.PRODUCE, 8, ApiKey.METADATA, 12])
     snapshot = metrics.snapshot()
     p, m = snapshot["Produce"], snapshot["Metadata"]
     assert p.requests == {9: 4, 8: 1} and m.requests == {12: 2}
@@ -76,7 +75,7 @@ def test_requests_counted_add_to_the_counts_and_the_timed_ones_times_are_scaled_
     assert (m.total.count, m.total.sum) == (2, 8)
     assert p.total._samples == [10.0] and m.total._samples == [4.0]  # only the timed are samples
     # Only counted since the last fold: their times at the mean so far, no new samples.
-    written(metrics, 140, counted=[request_of(ApiKey.PRODUCE).header] * 5)
+    written(metrics, 140, counted=[ApiKey.PRODUCE, 9] * 5)
     p = metrics.snapshot()["Produce"]
     assert (p.total.count, p.total.sum, p.requests) == (10, 100, {9: 9, 8: 1})
     assert p.total._samples == [10.0]
