@@ -64,8 +64,10 @@ def kafka_request_name(api_key: int) -> str:
     return "".join(part.capitalize() for part in name.split("_"))
 
 
-# One request in this many of a connection is timed (RequestMetrics.sample_every).
-SAMPLE_EVERY: Final = 16
+# One request in this many of a connection is timed (RequestMetrics.sample_every), of the APIs
+# that come by the thousand a second (every request of the others is timed).
+SAMPLE_EVERY: Final = 64
+SAMPLED_APIS: Final = frozenset({int(ApiKey.PRODUCE)})
 # Requests (about: timed ones times SAMPLE_EVERY) of one request name folded into its histograms at once.
 FOLD_EVERY: Final = 4096
 # Values per pending sample: api version, received, started, handled, ready, sent, written,
@@ -177,8 +179,10 @@ class RequestMetrics:
     def __init__(self, sample_every: int = SAMPLE_EVERY) -> None:
         self.sample_every = sample_every  # one request in this many of a connection is timed
         self._by_name: dict[str, RequestTimes] = {}
-        # api key -> (the times its requests are tagged with, where they count errors), read by
-        # the channel; a fetch's are chosen per request (request_received).
+        self._by_key: dict[int, RequestTimes] = {}  # api key (not a fetch's) -> its times
+        # api key -> (the times its requests are counted under, where they count errors), read
+        # by the channel, which times one in sample_every of them: the SAMPLED_APIS' (the others'
+        # requests are all timed, request_received).
         self.tags: dict[int, tuple[RequestTimes, ErrorCounts]] = {}
 
     def snapshot(self) -> dict[str, RequestTimes]:
@@ -188,16 +192,21 @@ class RequestMetrics:
         return self._by_name
 
     def request_received(self, request: Request) -> None:
-        """A request whose api key is not in :attr:`tags`: a fetch, or a key not seen before."""
+        """A request whose api key is not in :attr:`tags`: one of an API timed every time (a
+        fetch, whose times are FetchFollower's or FetchConsumer's, or a rare API), or the first
+        of a sampled API (which goes into ``tags``)."""
         api_key = request.header.api_key
-        if api_key == _FETCH:  # every fetch comes here: one lookup once its name has times
+        if api_key == _FETCH:
             name = "FetchFollower" if is_follower_fetch(request) else "FetchConsumer"
             times = self._by_name.get(name)
             if times is None:
                 times = self._by_name[name] = RequestTimes(also=self._times("Fetch"))
         else:
-            times = self._times(kafka_request_name(api_key))
-            self.tags[api_key] = (times, times.counted_errors)
+            times = self._by_key.get(api_key)
+            if times is None:
+                times = self._by_key[api_key] = self._times(kafka_request_name(api_key))
+                if api_key in SAMPLED_APIS:
+                    self.tags[api_key] = (times, times.counted_errors)
         request.observer_tag = times
         request.error_counts = times.counted_errors
 

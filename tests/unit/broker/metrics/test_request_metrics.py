@@ -67,17 +67,17 @@ def test_requests_counted_add_to_the_counts_and_the_timed_ones_times_are_scaled_
             sent(metrics, ApiKey.METADATA, 12, 106, 108, 108, 108))
     # Counted: three more produce requests of one read and write, then a mixed write.
     written(metrics, 120, counted=[ApiKey.PRODUCE, 9] * 3)  # (api key, api version) of each
-    written(metrics, 130, counted=[ApiKey.PRODUCE, 8, ApiKey.METADATA, 12])
+    written(metrics, 130, counted=[ApiKey.PRODUCE, 8, ApiKey.PRODUCE, 9])
     snapshot = metrics.snapshot()
     p, m = snapshot["Produce"], snapshot["Metadata"]
-    assert p.requests == {9: 4, 8: 1} and m.requests == {12: 2}
-    assert (p.total.count, p.total.sum, p.queue.sum, p.local.sum, p.response_send.sum) == (5, 50, 10, 15, 25)
-    assert (m.total.count, m.total.sum) == (2, 8)
+    assert p.requests == {9: 5, 8: 1} and m.requests == {12: 1}
+    assert (p.total.count, p.total.sum, p.queue.sum, p.local.sum, p.response_send.sum) == (6, 60, 12, 18, 30)
+    assert (m.total.count, m.total.sum) == (1, 4)
     assert p.total._samples == [10.0] and m.total._samples == [4.0]  # only the timed are samples
     # Only counted since the last fold: their times at the mean so far, no new samples.
     written(metrics, 140, counted=[ApiKey.PRODUCE, 9] * 5)
     p = metrics.snapshot()["Produce"]
-    assert (p.total.count, p.total.sum, p.requests) == (10, 100, {9: 9, 8: 1})
+    assert (p.total.count, p.total.sum, p.requests) == (11, 110, {9: 10, 8: 1})
     assert p.total._samples == [10.0]
 
 
@@ -98,6 +98,9 @@ def test_each_request_read_gets_its_apis_error_counts_and_a_fetch_counts_under_f
     metrics = RequestMetrics()
     first = received(metrics, request_of(ApiKey.PRODUCE))
     assert ApiKey.PRODUCE in metrics.tags  # the next is tagged by the channel, without a call
+    metadata = received(metrics, request_of(ApiKey.METADATA, 12))
+    assert ApiKey.METADATA not in metrics.tags  # not sampled: every one is timed
+    assert metadata.observer_tag is received(metrics, request_of(ApiKey.METADATA, 12)).observer_tag
     second = received(metrics, request_of(ApiKey.PRODUCE))
     assert first.error_counts is second.error_counts is metrics.snapshot()["Produce"].errors
     first.error_counts[0] = 2  # type: ignore[index]  # what a handler does
@@ -113,8 +116,11 @@ def test_each_request_read_gets_its_apis_error_counts_and_a_fetch_counts_under_f
 def test_a_folds_quantile_samples_are_spread_over_its_requests_and_end_with_the_last() -> None:
     metrics = RequestMetrics()
     n = 4 * SAMPLES_PER_FOLD
-    # Request i takes i ms from its arrival to its answer's last byte.
-    written(metrics, n, *[sent(metrics, ApiKey.PRODUCE, 9, n - i, n - i, n - i, n - i) for i in range(n)])
+    # Request i takes i ms from its arrival to its answer's last byte; all pending at once, as
+    # when FOLD_TIMED is above SAMPLES_PER_FOLD (a SAMPLE_EVERY below 64).
+    times = received(metrics, request_of(ApiKey.PRODUCE)).observer_tag
+    for i in range(n):
+        times.pending += (9, (n - i) * MS, (n - i) * MS, (n - i) * MS, (n - i) * MS, (n - i) * MS, n * MS, 0)
     total = metrics.snapshot()["Produce"].total
     assert (total.count, total.sum) == (n, sum(range(n)))
     samples = sorted(total._samples)
