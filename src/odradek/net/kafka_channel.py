@@ -24,17 +24,16 @@ than a re-authentication.  :attr:`~KafkaChannel.principal` is who authorization 
 
 Request timing and throttling (Kafka's ``RequestChannel`` metrics and KIP-219 quotas) hook in
 here: with a :class:`RequestObserver`, every request is counted and handed its API's
-``error_counts`` dict as it is read, and one in the observer's ``sample_every`` (the first of
-each connection, and every fetch and the first request of each kind the observer sees) is
-timed on itself (received: the read that completed its frame; started, handled, response
-ready, released to the output, written); the observer hears of the answers once the I/O side
-says they are written to the socket (:meth:`~KafkaChannel.answers_written`): the timed
-requests, and the api key and version of the others.  An answer not timed costs two small ints
-appended to a list, and keeps no object alive past its request (objects kept per request until
-a write or a fold cost the broker several times their instructions: they defeat the allocator's
-reuse of memory still in the cache); a timed one five clock reads.  :meth:`~KafkaChannel.mute` stops requests being read until a given
-time, as Kafka mutes a throttled channel after sending its response.  Without an observer
-nothing is timed or counted.
+``error_counts`` dict as it is read.  A request of an API in the observer's ``tags`` is timed
+one in ``sample_every`` of the connection (the connection's first is), any other is handed to
+the observer (``request_received``) and timed: received (the read that completed its frame),
+started, handled, response ready, released to the output, written.  The observer hears of the
+answers once the I/O side says they are written to the socket
+(:meth:`~KafkaChannel.answers_written`): the timed requests, and the api key and version of the
+others.  An answer not timed costs two small ints appended to a list; a timed one its clock
+reads and stamps.  :meth:`~KafkaChannel.mute` stops requests being read until a given time, as
+Kafka mutes a throttled channel after sending its response.  Without an observer nothing is
+timed or counted.
 """
 
 from __future__ import annotations

@@ -17,21 +17,23 @@ time runs to that last byte, as Kafka's does.  A fetch is counted under ``Fetch`
 (:mod:`odradek.protocol.error_counts`); counted under the API's own name only (a fetch under
 ``Fetch``), as Kafka's ``updateErrorMetrics`` does.
 
-Every request is counted, and one in :attr:`RequestMetrics.sample_every` of each connection is
-timed (Kafka times every request; here the clock reads and the bookkeeping of a timed request
-cost more than its share of a one-record produce, so the times are sampled and the counts are
-not): the channel reads the api key's entry in :attr:`RequestMetrics.tags` itself (no call per
-request but a fetch's), hands the request its error counts, and times it when its countdown
-runs out (a fetch, with its ``FetchFollower`` or ``FetchConsumer`` times, which also fold into
-``Fetch``'s, and the first request of a kind are always timed).  The channel hands over the
-answers written a socket write at a time: the timed requests (eight values appended each to
-the flat ``pending`` list, which the fold reads as columns through slices) and the api key and
-version of the others (counted by api version in ``untimed``).  No object per request is kept.  The
-pending samples are folded into the histograms a batch at a time (every :data:`FOLD_EVERY`
-requests, and before a scrape reads them: :meth:`RequestMetrics.snapshot`): the count is every
-request's, the sum the timed requests' scaled to all of them, and the samples for the
-quantiles every k-th timed request of the batch, at most :data:`SAMPLES_PER_FOLD`, so the
-histograms' reservoirs span the last several folds rather than the tail of the last.
+Every request is counted; a Produce (:data:`SAMPLED_APIS`) is timed one in
+:attr:`RequestMetrics.sample_every` of each connection, every other request always (Kafka
+times every request; here timing a one-record produce costs the broker well over its share,
+docs/DESIGN.md "Metrics", so its times are sampled and its counts are not).  The channel reads
+a sampled API's entry in :attr:`RequestMetrics.tags` itself (no call per request), hands the
+request its error counts, and times it when its countdown runs out; the other requests come to
+:meth:`RequestMetrics.request_received` (a fetch is tagged with its ``FetchFollower`` or
+``FetchConsumer`` times, which also fold into ``Fetch``'s).  The channel hands over the answers
+written a socket write at a time: the timed requests (eight values appended each to the flat
+``pending`` list, which the fold reads as columns through slices) and the api key and version
+of the others (counted by api version in ``untimed``).  No object per request is kept.  The
+pending samples are folded into the histograms a batch at a time (every :data:`FOLD_TIMED`
+timed requests, about :data:`FOLD_EVERY` requests, and before a scrape reads them:
+:meth:`RequestMetrics.snapshot`): the count is every request's, the sum the timed requests'
+scaled to all of them, and the samples for the quantiles every k-th timed request of the
+batch, at most :data:`SAMPLES_PER_FOLD`, so the histograms' reservoirs span the last several
+folds rather than the tail of the last.
 """
 
 from __future__ import annotations
