@@ -129,6 +129,29 @@ def test_only_the_first_task_to_reach_its_rows_pauses_until_released(tmp_path: P
     assert sorted(p.name for p in tmp_path.iterdir()) == ["pause", "pause.release"]
 
 
+def test_tasks_of_one_process_racing_for_a_taken_marker_all_go_on(tmp_path: Path):
+    """Threads of one process (tasks of one Python worker) reaching a marker another task
+    took: each goes on at once, none trips over another's file written aside."""
+    marker = tmp_path / "pause"
+    marker.write_text("taken")
+    errors: list[BaseException] = []
+
+    def reach() -> None:
+        try:
+            for _ in range(200):
+                SinkFaults(pause_after=1, pause_marker=str(marker)).at_row(1)
+        except BaseException as e:  # reported by the assertion below
+            errors.append(e)
+
+    threads = [threading.Thread(target=reach) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["pause"]  # nothing left aside
+
+
 def test_exactly_once_sink_options():
     plain = parse_sink_options({**BOOTSTRAP, "topic": "out"})
     assert (plain.exactly_once, plain.state_topic) == (False, DEFAULT_STATE_TOPIC)

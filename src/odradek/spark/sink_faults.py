@@ -23,6 +23,7 @@ setting thread starts (a streaming query's tasks too): nothing of this is a sink
 from __future__ import annotations
 
 import os
+import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -102,8 +103,9 @@ def pause(marker: Path) -> None:
     """Create ``marker`` with this process's id in it and wait for its release; at once if
     the marker exists (each marker pauses once)."""
     # Written aside and linked in place: the marker appears at once, with the process id in
-    # it, and only for the first task (link fails if the marker exists).
-    mine = marker.with_name(f"{marker.name}.{os.getpid()}")
+    # it, and only for the first task (link fails if the marker exists). The file aside is the
+    # calling thread's own: tasks of one Python worker may run in threads of one process.
+    mine = marker.with_name(f"{marker.name}.{os.getpid()}.{threading.get_ident()}")
     mine.write_text(str(os.getpid()))
     try:
         os.link(mine, marker)
