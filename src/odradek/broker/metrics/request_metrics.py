@@ -124,13 +124,12 @@ class RequestTimes:
         versions = pending[0::_WIDTH]
         timed = len(versions)
         by_version = Counter(untimed)
+        n = timed + sum(untimed.values())
         if timed:
             # One version, mostly: counted in C without going through each.
             by_version.update({versions[0]: timed} if versions.count(versions[0]) == timed else Counter(versions))
-        n = timed + sum(untimed.values())
-        stamps = [pending[i::_WIDTH] for i in range(1, 7)]  # received, started, handled, ready, sent, written
-        throttle = pending[7::_WIDTH]
-        if timed:
+            stamps = [pending[i::_WIDTH] for i in range(1, 7)]  # received, started, handled, ready, sent, written
+            throttle = pending[7::_WIDTH]
             # Over the timestamp columns, in C: each time's sum from the sums of its two columns,
             # the timed requests' scaled to all.
             timed_ms = timed * _NS_PER_MS
