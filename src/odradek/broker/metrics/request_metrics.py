@@ -26,7 +26,7 @@ request its error counts, and times it when its countdown runs out; the other re
 :meth:`RequestMetrics.request_received` (a fetch is tagged with its ``FetchFollower`` or
 ``FetchConsumer`` times, which also fold into ``Fetch``'s).  The channel hands over the answers
 written a socket write at a time: the timed requests (eight values appended each to the flat
-``pending`` list, which the fold reads as columns through slices) and the api key and version
+``pending`` array of int64s, which the fold reads as columns through slices) and the api key and version
 of the others (counted by api version in ``untimed``).  No object per request is kept.  The
 pending samples are folded into the histograms a batch at a time (every :data:`FOLD_TIMED`
 timed requests, about :data:`FOLD_EVERY` requests, and before a scrape reads them:
@@ -38,6 +38,7 @@ folds rather than the tail of the last.
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 from itertools import repeat
 from operator import sub, truediv
@@ -99,7 +100,7 @@ class RequestTimes:
         self.requests: dict[int, int] = {}  # api version -> requests answered
         self.errors: ErrorCounts = {}  # error code -> times a response carried it
         self.counted_errors = self.errors if also is None else also.errors
-        self.pending: list[int] = []
+        self.pending = array("q")  # int64s in one block, not int objects (as histogram.py's samples)
         self.untimed: dict[int, int] = {}
         self.total = Histogram()
         self.queue = Histogram()
@@ -119,7 +120,7 @@ class RequestTimes:
         pending, untimed = self.pending, self.untimed
         if not pending and not untimed:
             return
-        self.pending = []
+        self.pending = array("q")
         self.untimed = {}
         versions = pending[0::_WIDTH]
         timed = len(versions)
@@ -216,8 +217,8 @@ class RequestMetrics:
         for request in requests:
             times = request.observer_tag
             pending = times.pending
-            pending += (request.header.api_version, request.received_ns, request.started_ns, request.handled_ns,
-                        request.ready_ns, request.sent_ns, written_ns, request.throttle_ms)
+            pending.extend((request.header.api_version, request.received_ns, request.started_ns, request.handled_ns,
+                            request.ready_ns, request.sent_ns, written_ns, request.throttle_ms))
             if len(pending) >= _FOLD_AT:
                 times.fold()
         if not counted:

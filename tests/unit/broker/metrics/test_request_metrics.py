@@ -73,22 +73,22 @@ def test_requests_counted_add_to_the_counts_and_the_timed_ones_times_are_scaled_
     assert p.requests == {9: 5, 8: 1} and m.requests == {12: 1}
     assert (p.total.count, p.total.sum, p.queue.sum, p.local.sum, p.response_send.sum) == (6, 60, 12, 18, 30)
     assert (m.total.count, m.total.sum) == (1, 4)
-    assert p.total._samples == [10.0] and m.total._samples == [4.0]  # only the timed are samples
+    assert list(p.total._samples) == [10.0] and list(m.total._samples) == [4.0]  # only the timed are samples
     # Only counted since the last fold: their times at the mean so far, no new samples.
     written(metrics, 140, counted=[ApiKey.PRODUCE, 9] * 5)
     p = metrics.snapshot()["Produce"]
     assert (p.total.count, p.total.sum, p.requests) == (11, 110, {9: 10, 8: 1})
-    assert p.total._samples == [10.0]
+    assert list(p.total._samples) == [10.0]
 
 
 def test_samples_are_folded_in_batches_and_before_a_snapshot() -> None:
     metrics = RequestMetrics()
     written(metrics, 3, sent(metrics, ApiKey.PRODUCE, 9, 0, 1, 2, 2))
     times = metrics.snapshot()["Produce"]
-    assert times.total.count == 1 and times.pending == []
+    assert times.total.count == 1 and not times.pending
     written(metrics, 3, *[sent(metrics, ApiKey.PRODUCE, 9, 0, 1, 2, 2) for _ in range(FOLD_TIMED + 4)])
     assert times.total.count == 1 + FOLD_TIMED and len(times.pending) == 4 * 8  # a batch folded as it filled
-    assert metrics.snapshot()["Produce"] is times and times.pending == []
+    assert metrics.snapshot()["Produce"] is times and not times.pending
     assert times.requests == {9: FOLD_TIMED + 5}
     assert (times.total.count, times.total.sum, times.response_send.sum) == (FOLD_TIMED + 5, 3 * (FOLD_TIMED + 5),
                                                                             FOLD_TIMED + 5)
@@ -120,7 +120,7 @@ def test_a_folds_quantile_samples_are_spread_over_its_requests_and_end_with_the_
     # when FOLD_TIMED is above SAMPLES_PER_FOLD (a SAMPLE_EVERY below 64).
     times = received(metrics, request_of(ApiKey.PRODUCE)).observer_tag
     for i in range(n):
-        times.pending += (9, (n - i) * MS, (n - i) * MS, (n - i) * MS, (n - i) * MS, (n - i) * MS, n * MS, 0)
+        times.pending.extend((9, (n - i) * MS, (n - i) * MS, (n - i) * MS, (n - i) * MS, (n - i) * MS, n * MS, 0))
     total = metrics.snapshot()["Produce"].total
     assert (total.count, total.sum) == (n, sum(range(n)))
     samples = sorted(total._samples)
