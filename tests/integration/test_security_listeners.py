@@ -186,7 +186,8 @@ def round_trip_kafka_python(secure: Secure, listener: str, mechanism: str | None
             producer.send(topic, value).get(timeout=TIMEOUT)
     finally:
         producer.close()
-    consumer = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=15000, **common)
+    # Until the three are read or a minute passes with none (15 s was once too short on a loaded machine).
+    consumer = KafkaConsumer(topic, auto_offset_reset="earliest", consumer_timeout_ms=2 * TIMEOUT * 1000, **common)
     try:
         return [m.value for _, m in zip(range(len(VALUES)), consumer, strict=False)]
     finally:
