@@ -33,7 +33,6 @@ if _MODE_FILE:
                     channel.answers_written()  # what was released is reported while the observer is there
                 channel.observer = observer if on else None
                 channel._observer_tags = observer.tags if on else {}
-                channel._sample_every = observer.sample_every
                 connection._observed = on
 
         asyncio.get_running_loop().add_signal_handler(signal.SIGHUP, flip)

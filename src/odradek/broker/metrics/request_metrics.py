@@ -26,10 +26,11 @@ request its error counts, and times it when its countdown runs out; the other re
 :meth:`RequestMetrics.request_received` (a fetch is tagged with its ``FetchFollower`` or
 ``FetchConsumer`` times, which also fold into ``Fetch``'s).  The channel hands over the answers
 written a socket write at a time: the timed requests (eight values appended each to the flat
-``pending`` array of int64s, which the fold reads as columns through slices) and the api key and version
-of the others (counted by api version in ``untimed``).  No object per request is kept.  The
-pending samples are folded into the histograms a batch at a time (every :data:`FOLD_TIMED`
-timed requests, about :data:`FOLD_EVERY` requests, and before a scrape reads them:
+``pending`` array of int64s, which the fold reads as columns through slices) and the api key
+and version of the others (counted by api version in ``untimed``).  No object per request is
+kept.  The pending samples are folded into the histograms a batch at a time
+(every :data:`FOLD_TIMED` timed requests, about :data:`FOLD_EVERY` requests, and before a
+scrape reads them:
 :meth:`RequestMetrics.snapshot`): the count is every request's, the sum the timed requests'
 scaled to all of them, and the samples for the quantiles every k-th timed request of the
 batch, at most :data:`SAMPLES_PER_FOLD`, so the histograms' reservoirs span the last several
