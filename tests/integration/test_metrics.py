@@ -18,6 +18,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from kio.schema.fetch.v12 import request as fetch_req
 
+from odradek.broker.metrics.request_metrics import SAMPLE_EVERY
 from odradek.local.cluster import LocalCluster
 from odradek.local.zookeeper import EmbeddedZooKeeper
 from odradek.protocol.errors import ErrorCode
@@ -162,6 +163,40 @@ def _errors(got: Scrape, request: str, error: str) -> float:
     return got.value("kafka_network_requestmetrics_errors_total", 0.0, request=request, error=error)
 
 
+ONE_AT_A_TIME = 3 * SAMPLE_EVERY + 5  # Produce requests on one connection: three timed, the rest counted
+
+
+def test_every_produce_request_is_counted_though_one_in_sample_every_is_timed(cluster: LocalCluster) -> None:
+    topic = unique_topic("metrics-counted")
+    create_topic(cluster, topic, partitions=1)
+    leader = partition_state(cluster, topic, 0)["leader"]
+    requests, timed = "kafka_network_requestmetrics_requests_total", "kafka_network_requestmetrics_totaltimems_count"
+    before = _scrape(cluster, leader)
+
+    def counted() -> tuple[float, float, float]:
+        got = _scrape(cluster, leader)
+        return (_sum(got, requests, request="Produce") - _sum(before, requests, request="Produce"),
+                _errors(got, "Produce", "NONE") - _errors(before, "Produce", "NONE"),
+                got.value(timed, request="Produce") - before.value(timed, 0.0, request="Produce"))
+
+    # One record a request, on one connection: the broker times one in SAMPLE_EVERY and counts
+    # the others by its countdown, crediting them to the next timed one; the last of them are
+    # handed over when a scrape asks (the connection still open) and never again at its close.
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                         "batch.num.messages": 1, "linger.ms": 0})
+    try:
+        for _ in range(ONE_AT_A_TIME):
+            producer.produce(topic, value=b"c", partition=0)
+        assert producer.flush(TIMEOUT_S) == 0
+        wait_until(lambda: counted()[0] >= ONE_AT_A_TIME, timeout=TIMEOUT_S,
+                   message=f"{ONE_AT_A_TIME} Produce requests counted")
+        assert counted() == (ONE_AT_A_TIME,) * 3
+    finally:
+        producer.flush(TIMEOUT_S)
+        del producer  # closes its connections
+    assert counted() == (ONE_AT_A_TIME,) * 3
+
+
 def test_errors_are_counted_per_api_and_error_code_none_included(cluster: LocalCluster) -> None:
     topic = unique_topic("metrics-errors")
     create_topic(cluster, topic, partitions=1)
@@ -177,7 +212,7 @@ def test_errors_are_counted_per_api_and_error_code_none_included(cluster: LocalC
                 _errors(got, "Produce", "NONE") - _errors(before[leader], "Produce", "NONE"))
 
     def settled() -> Scrape | None:
-        # A request is counted once its answer is written, its error codes as the answer is made.
+        # A request is counted once its answer is out (a scrape asks the channels), its error codes as it is made.
         got = _scrape(cluster, leader)
         produced, none = produced_and_none(got)
         return got if produced >= 1 and produced == none else None

@@ -29,9 +29,15 @@ one in ``sample_every`` of the connection (the connection's first is), any other
 the observer (``request_received``) and timed: received (the read that completed its frame),
 started, handled, response ready, released to the output, written.  The observer hears of the
 answers once the I/O side says they are written to the socket
-(:meth:`~KafkaChannel.answers_written`): the timed requests, and the api key and version of the
-others.  An answer not timed costs two small ints appended to a list; a timed one its clock
-reads and stamps.  :meth:`~KafkaChannel.mute` stops requests being read until a given time, as
+(:meth:`~KafkaChannel.answers_written`), or the connection is gone (:meth:`~KafkaChannel.abandon`:
+the answers released by then, as Kafka's ``processDisconnected`` counts its in-flight ones).
+A request only counted costs its countdown and the check that it goes on the run: the channel
+keeps the run of tagged requests of one API and version being read, and credits each timed request with the
+ones its run counted since the last (``counted_before``): they were read before it, so their
+answers went out before its own.  What a run counted since its last timed request is credited when
+a request of another API or version begins a new run, when the observer asks
+(:meth:`~KafkaChannel.take_counted`, before a scrape) and at the close, less those not
+answered yet.  :meth:`~KafkaChannel.mute` stops requests being read until a given time, as
 Kafka mutes a throttled channel after sending its response.  Without an observer nothing is
 timed or counted.
 """
@@ -134,6 +140,9 @@ class Request:
     sent_ns: int = field(init=False, repr=False, compare=False)
     # What the observer files a timed request under; None: not timed (only counted), or no observer.
     observer_tag: Any = field(default=None, init=False, repr=False, compare=False)
+    # Of a timed request: the requests only counted that it stands for besides itself (those
+    # of its run read since the run's last timed request; see the module docstring).
+    counted_before: int = field(init=False, repr=False, compare=False)
     throttle_ms: int = field(default=0, init=False, repr=False, compare=False)  # set when a quota throttled it
 
     @property
@@ -161,11 +170,11 @@ class RequestObserver(Protocol):
         ``observer_tag`` (what its answer is reported under) and may set its ``error_counts``;
         it is timed."""
 
-    def requests_written(self, channel: KafkaChannel, requests: list[Request], counted: list[int],
+    def requests_written(self, channel: KafkaChannel, requests: list[Request], counted: list[Any],
                          written_ns: int) -> None:
         """These answers were all written to the socket by ``written_ns``: ``requests``, timed,
-        with their five timestamps set, and the requests only counted, as api key and api
-        version one after another in ``counted``."""
+        with their five timestamps and ``counted_before`` set, and requests only counted, as
+        (observer tag, api version, how many) one after another in ``counted``."""
 
 
 UnsupportedHandler = Callable[[UnsupportedRequestError], Response]
@@ -191,6 +200,13 @@ class KafkaChannel:
         self._observer_tags = {} if observer is None else observer.tags  # the observer's dict, kept up by it
         self._sample_every = 1 if observer is None else observer.sample_every
         self._countdown = 1  # requests to read until the next one timed (the first is)
+        # The run of tagged requests being read: their api key, version and tags entry, and
+        # the countdown when the run or its last timed request began: the run has counted
+        # ``_run_from - _countdown`` requests since, not yet credited.
+        self._run_key = -1
+        self._run_version = -1
+        self._run_tag: Any = None
+        self._run_from = 1
         self.peer = "?"  # host:port, for the log
         self.client_host = ""
         # Who is on the other end (authorization decides on it): ANONYMOUS until TLS or SASL
@@ -205,9 +221,10 @@ class KafkaChannel:
         self.closing = False  # the connection should close once ``output`` is sent
         self.muted_until_ns: int | None = None
         # With an observer: answers that went to ``output`` and are not yet known to be written
-        # (answers_written()): the requests timed, and the api key and version of those only counted.
+        # (answers_written()): the requests timed, and the runs' credits of requests only
+        # counted, as (observer tag, api version, how many) one after another.
         self.released: list[Request] = []
-        self.counted: list[int] = []
+        self.counted: list[Any] = []
         self._read_ns = 0  # when the frames now buffered were read (completed)
 
     # -- bytes in
@@ -247,21 +264,59 @@ class KafkaChannel:
             if request is not None:
                 observer = self.observer
                 if observer is not None:
-                    tagged = self._observer_tags.get(request.header.api_key)
+                    header = request.header
+                    if header.api_key == self._run_key and header.api_version == self._run_version:
+                        tagged = self._run_tag  # the run goes on
+                    else:
+                        tagged = self._observer_tags.get(header.api_key)
+                        if tagged is not None:
+                            self._begin_run(tagged, header.api_key, header.api_version)
                     if tagged is None:  # a fetch, or the first of its kind: timed
                         observer.request_received(request)
+                        request.counted_before = 0
                     else:
                         countdown = self._countdown - 1
-                        if countdown:  # counted only
+                        if countdown:  # counted only: by the countdown
                             self._countdown = countdown
                             request.error_counts = tagged[1]
                             return request
-                        self._countdown = self._sample_every
+                        request.counted_before = self._run_from - 1
+                        self._countdown = self._run_from = self._sample_every
                         request.observer_tag, request.error_counts = tagged
                     request.received_ns = self._read_ns
                     request.started_ns = _now()
                 return request
         return None
+
+    def _begin_run(self, tag: Any, api_key: int, version: int) -> None:
+        """A tagged request of another API or version than the run's: the run's requests
+        counted since its last timed one are credited with the answers released next."""
+        uncredited = self._run_from - self._countdown
+        if uncredited:
+            self.counted += (self._run_tag[0], self._run_version, uncredited)
+        self._run_key, self._run_version, self._run_tag = api_key, version, tag
+        self._run_from = self._countdown
+
+    def take_counted(self) -> list[Any]:
+        """The requests counted, not yet credited, whose answers are released: the credits
+        :meth:`answers_written` has not reported yet and the run's requests since its last
+        timed one (less those not answered yet), as (observer tag, api version, how many) one
+        after another; from now on they are the caller's.  The timed requests released stay
+        for :meth:`answers_written`."""
+        taken = self.counted
+        self.counted = []
+        uncredited = self._run_from - self._countdown
+        if uncredited:
+            # The queue holds the last requests read, from the first not yet released on, and
+            # the run's since its last timed one are the last of the run's: the ones in both
+            # are the run's not released, which it keeps.
+            queued = sum(1 for head in self._queue if type(head) is Request and head.observer_tag is None
+                         and head.error_counts is not None)
+            credited = uncredited - min(uncredited, queued)
+            if credited:
+                taken += (self._run_tag[0], self._run_version, credited)
+                self._run_from -= credited
+        return taken
 
     def _max_frame_size(self, auth: SaslAuthenticator) -> int:
         if auth.authenticated:
@@ -338,13 +393,9 @@ class KafkaChannel:
             queue.append(request)
         elif not self.closing:
             self._emit(response)
-            if self.observer is not None:
-                if request.observer_tag is None:
-                    header = request.header
-                    self.counted += (header.api_key, header.api_version)
-                else:  # released as it was handled: one clock read for the three
-                    request.handled_ns = request.ready_ns = request.sent_ns = _now()
-                    self.released.append(request)
+            if request.observer_tag is not None:  # timed: released as it was handled, one clock read for the three
+                request.handled_ns = request.ready_ns = request.sent_ns = _now()
+                self.released.append(request)
 
     def defer(self, request: Request, awaiting: object) -> None:
         """The handler answers ``request`` later (:meth:`complete`); ``awaiting`` is what the
@@ -401,11 +452,26 @@ class KafkaChannel:
 
     def abandon(self) -> list[object]:
         """The connection is gone: forget every queued request; returns what the deferred
-        ones were awaiting (for the I/O side to cancel)."""
+        ones were awaiting (for the I/O side to cancel).  The observer hears of the answers
+        released by now as written now (Kafka's ``processDisconnected`` measures its
+        in-flight responses so), not of the requests unanswered."""
+        if self.observer is not None:
+            counted = self.take_counted()
+            self._run_from = self._countdown  # the run's unanswered ones: never counted
+            # A timed request not released stands for the requests counted before it that were.
+            queued = 0  # requests only counted in the queue since its last timed one
+            for head in self._queue:
+                if type(head) is Request and head.error_counts is not None:
+                    if head.observer_tag is None:
+                        queued += 1
+                    else:
+                        if head.counted_before > queued:
+                            counted += (head.observer_tag, head.header.api_version, head.counted_before - queued)
+                        queued = 0
+            self.counted = counted
+            self.answers_written()
         awaited = [head.awaiting for head in self._queue if type(head) is Request and head.awaiting is not None]
         self._queue.clear()
-        self.released.clear()  # never known to be written: not measured, as in Kafka
-        self.counted.clear()
         self.closing = True
         return awaited
 
@@ -420,13 +486,9 @@ class KafkaChannel:
         if self.closing:
             return
         self._emit(response)
-        if self.observer is not None:
-            if request.observer_tag is None:
-                header = request.header
-                self.counted += (header.api_key, header.api_version)
-            else:
-                request.sent_ns = _now()
-                self.released.append(request)
+        if request.observer_tag is not None:  # timed
+            request.sent_ns = _now()
+            self.released.append(request)
 
     def _emit(self, response: Response) -> None:
         """Put an answer in the output (the caller checked the channel is not closing)."""

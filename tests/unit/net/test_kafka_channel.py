@@ -7,10 +7,12 @@ import os
 import struct
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Iterator
 
 import pytest
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.metadata.v11.request import MetadataRequest as MetadataV11
 from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHandshakeV0
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
@@ -330,19 +332,27 @@ class Recorder:
         self.received: list[int] = []
         # Requests timed: (correlation id, received, started, handled, ready, sent, written).
         self.sent: list[tuple[int, ...]] = []
-        # Requests only counted: (api key, api version) of each.
-        self.counted: list[tuple[int, int]] = []
+        # Requests only counted, reported as (tag, api version, how many): how many by version.
+        self.counted: Counter[int] = Counter()
 
     def request_received(self, request: Request) -> None:
         request.observer_tag = "recorded"
         request.error_counts = {}
         self.received.append(request.header.correlation_id)
 
-    def requests_written(self, channel: KafkaChannel, requests: list[Request], counted: list[int],
+    def requests_written(self, channel: KafkaChannel, requests: list[Request], counted: list[object],
                          written_ns: int) -> None:
         self.sent.extend((request.header.correlation_id, request.received_ns, request.started_ns, request.handled_ns,
                           request.ready_ns, request.sent_ns, written_ns) for request in requests)
-        self.counted.extend(zip(counted[0::2], counted[1::2], strict=True))
+        for request in requests:  # a timed request stands for itself and those counted before it
+            if request.counted_before:
+                self.counted[request.header.api_version] += request.counted_before
+        self.credit(counted)
+
+    def credit(self, counted: list[object]) -> None:
+        for i in range(0, len(counted), 3):
+            _tag, version, n = counted[i:i + 3]
+            self.counted[version] += n  # type: ignore[index]
 
 
 def test_an_observer_hears_of_each_request_as_read_and_once_written_with_its_timestamps_in_order() -> None:
@@ -362,7 +372,7 @@ def test_an_observer_hears_of_each_request_as_read_and_once_written_with_its_tim
     # Released to the output is not written yet: the I/O side says when the socket took it.
     channel.clear_output()
     channel.answers_written()
-    assert [s[0] for s in recorder.sent] == [1, 2] and recorder.counted == []
+    assert [s[0] for s in recorder.sent] == [1, 2] and not recorder.counted
     for _, received, started, handled, ready, sent, written in recorder.sent:
         assert 0 < received <= started <= handled <= ready <= sent <= written
     # Both came in one read; 2 started after 1's handler returned, and was ready before 1 was.
@@ -383,20 +393,46 @@ def test_one_request_in_sample_every_is_timed_and_the_others_counted() -> None:
         channel.respond(request, b"answer")
     assert recorder.received == []  # tagged by the channel, without a call
     channel.answers_written()
-    # The connection's first request is timed, then every third.
-    assert [s[0] for s in recorder.sent] == [1, 4, 7] and recorder.counted == [(ApiKey.METADATA, 12)] * 4
+    # The connection's first request is timed, then every third: 4 and 7 each with the two
+    # counted before it.
+    assert [s[0] for s in recorder.sent] == [1, 4, 7] and recorder.counted == {12: 4}
     (_, received_1, started_1, handled_1, ready_1, sent_1, written_1), (_, received_4, started_4, *_) = \
         recorder.sent[:2]
     assert 0 < received_1 <= started_1 <= handled_1 == ready_1 == sent_1 <= written_1
     assert received_4 == received_1 and started_4 >= handled_1  # one read; 4 waited for those before it
-    # A deferred request is counted, or timed, when its answer goes out.
-    receive(channel, metadata(8) + metadata(9))
-    eight, nine = requests(channel)
-    channel.defer(eight, "future")
-    channel.respond(nine, b"answer")
-    channel.complete(eight, b"answer")
+    # A deferred request is counted, or timed, when its answer goes out; those counted after
+    # the last timed one are handed over when asked for (before a scrape), once answered.
+    receive(channel, metadata(8) + metadata(9) + metadata(10) + metadata(11))
+    eight, nine = channel.next_request(), channel.next_request()
+    assert eight is not None and nine is not None
+    channel.respond(eight, b"answer")
+    channel.defer(nine, "future")
+    ten, eleven = requests(channel)  # 10 timed, standing for 8 and 9; 11 counted
+    channel.respond(ten, b"answer")
+    channel.respond(eleven, b"answer")
+    recorder.credit(channel.take_counted())
+    assert recorder.counted == {12: 4}  # 11 waits behind 9, and 8 is 10's to report
+    channel.complete(nine, b"answer")
     channel.answers_written()
-    assert len(recorder.sent) == 3 and len(recorder.counted) == 6
+    assert [s[0] for s in recorder.sent] == [1, 4, 7, 10] and recorder.counted == {12: 6}
+    recorder.credit(channel.take_counted())
+    assert recorder.counted == {12: 7} and channel.take_counted() == []
+
+
+def test_a_request_of_another_version_begins_a_new_run_and_the_last_is_credited() -> None:
+    recorder = Recorder(sample_every=3)
+    recorder.tags[ApiKey.METADATA] = ("metadata's tag", {})
+    channel = KafkaChannel(observer=recorder)
+    v11 = encode_request(MetadataV11(topics=None, allow_auto_topic_creation=False,
+                                     include_topic_authorized_operations=False), 3, "c")
+    receive(channel, metadata(1) + metadata(2) + v11 + metadata(4))
+    for request in requests(channel):
+        channel.respond(request, b"answer")
+    channel.answers_written()
+    # 1 timed; 2 counted under v12, credited when 3 began a run of v11, and 3 when 4 began
+    # one of v12 again; 4 timed, as its countdown ran out.
+    assert [s[0] for s in recorder.sent] == [1, 4] and recorder.counted == {12: 1, 11: 1}
+    assert channel.take_counted() == []
 
 
 def test_a_throttled_answer_is_timed_on_its_request() -> None:
@@ -427,15 +463,22 @@ def test_frames_buffered_while_muted_count_as_received_on_unmute() -> None:
     assert received >= muted_at
 
 
-def test_answers_of_an_abandoned_channel_are_never_reported_written() -> None:
-    recorder = Recorder()
+def test_an_abandoned_channel_reports_the_answers_it_released_and_not_the_others() -> None:
+    recorder = Recorder(sample_every=2)
+    recorder.tags[ApiKey.METADATA] = ("metadata's tag", {})
     channel = KafkaChannel(observer=recorder)
-    receive(channel, metadata(1))
-    (request,) = requests(channel)
-    channel.respond(request, b"answer")
+    receive(channel, b"".join(metadata(i) for i in range(1, 6)))
+    one, two, three, four, five = requests(channel)
+    for request in (one, two):
+        channel.respond(request, b"answer")
+    channel.defer(three, "future")  # timed; 4 (counted) and 5 (timed) wait behind it
+    channel.respond(four, b"answer")
+    channel.respond(five, b"answer")
+    # Released and not known to be written: measured at the close, as Kafka's in-flight ones.
     channel.abandon()
+    assert [s[0] for s in recorder.sent] == [1] and recorder.counted == {12: 1}
     channel.answers_written()
-    assert recorder.sent == []
+    assert [s[0] for s in recorder.sent] == [1] and recorder.counted == {12: 1} and channel.take_counted() == []
 
 
 def test_without_an_observer_no_clock_is_read() -> None:

@@ -24,26 +24,29 @@ docs/DESIGN.md "Metrics", so its times are sampled and its counts are not).  The
 a sampled API's entry in :attr:`RequestMetrics.tags` itself (no call per request), hands the
 request its error counts, and times it when its countdown runs out; the other requests come to
 :meth:`RequestMetrics.request_received` (a fetch is tagged with its ``FetchFollower`` or
-``FetchConsumer`` times, which also fold into ``Fetch``'s).  The channel hands over the answers
-written a socket write at a time: the timed requests (eight values appended each to the flat
-``pending`` array of int64s, which the fold reads as columns through slices) and the api key
-and version of the others (counted by api version in ``untimed``).  No object per request is
-kept.  The pending samples are folded into the histograms a batch at a time
-(every :data:`FOLD_TIMED` timed requests, about :data:`FOLD_EVERY` requests, and before a
-scrape reads them:
-:meth:`RequestMetrics.snapshot`): the count is every request's, the sum the timed requests'
-scaled to all of them, and the samples for the quantiles every k-th timed request of the
-batch, at most :data:`SAMPLES_PER_FOLD`, so the histograms' reservoirs span the last several
-folds rather than the tail of the last.
+``FetchConsumer`` times, which also fold into ``Fetch``'s).  The requests only counted cost
+nothing here but their number: the channel credits each timed request with those read before
+it since the last (``counted_before``), and reports the rest as (its times, api version, how many)
+(:mod:`odradek.net.kafka_channel`), counted by api version in ``untimed``; before a scrape
+(:meth:`RequestMetrics.snapshot`) every channel heard of is asked for the ones it has not
+reported yet.  The channel hands over the answers written a socket write at a time: the timed
+requests' eight values are appended each to the flat ``pending`` array of int64s, which the
+fold reads as columns through slices.  No object per request is kept.  The pending samples are
+folded into the histograms a batch at a time (every :data:`FOLD_TIMED` timed requests, and
+before a scrape): the count is every request's, the sum the timed requests' scaled to all of
+them, and the samples for the quantiles every k-th timed request of the batch, at most
+:data:`SAMPLES_PER_FOLD`, so the histograms' reservoirs span the last several folds rather
+than the tail of the last.
 """
 
 from __future__ import annotations
 
+import weakref
 from array import array
 from collections import Counter
 from itertools import repeat
 from operator import sub, truediv
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from odradek.broker.quota.throttling import is_follower_fetch
 from odradek.histogram import RESERVOIR_SIZE, Histogram
@@ -70,17 +73,18 @@ def kafka_request_name(api_key: int) -> str:
 
 # One request in this many of a connection is timed (RequestMetrics.sample_every), of the APIs
 # that come by the thousand a second (every request of the others is timed).
-SAMPLE_EVERY: Final = 64
+SAMPLE_EVERY: Final = 256
 SAMPLED_APIS: Final = frozenset({int(ApiKey.PRODUCE)})
-# Requests (about: timed ones times SAMPLE_EVERY) of one request name folded into its histograms at once.
-FOLD_EVERY: Final = 4096
+# Timed requests of one request name folded into its histograms at once (under load: 64
+# fetches, or about 16,000 Produce requests).
+FOLD_TIMED: Final = 64
 # Values per pending sample: api version, received, started, handled, ready, sent, written,
 # throttle ms.
 _WIDTH: Final = 8
-FOLD_TIMED: Final = FOLD_EVERY // SAMPLE_EVERY  # timed requests pending that make a fold
 _FOLD_AT: Final = FOLD_TIMED * _WIDTH
-# At most this many of a fold's requests are sampled for the quantiles (the histograms keep
-# RESERVOIR_SIZE samples: the last sixteen folds' under load, 65,536 requests).
+# At most this many of a fold's timed requests are sampled for the quantiles (a fold of
+# FOLD_TIMED: all of them; the histograms keep RESERVOIR_SIZE samples, the last sixteen
+# folds', 1024 timed requests: about 262,000 Produce requests under load).
 SAMPLES_PER_FOLD: Final = RESERVOIR_SIZE // 16
 
 
@@ -187,9 +191,15 @@ class RequestMetrics:
         # by the channel, which times one in sample_every of them: the SAMPLED_APIS' (the others'
         # requests are all timed, request_received).
         self.tags: dict[int, tuple[RequestTimes, ErrorCounts]] = {}
+        # The channels heard of (with their first answer written), asked for what they counted
+        # and did not report yet before a snapshot.
+        self._channels: weakref.WeakSet[KafkaChannel] = weakref.WeakSet()
 
     def snapshot(self) -> dict[str, RequestTimes]:
-        """Every request name's times, with all pending samples folded in."""
+        """Every request name's times, with the requests the channels counted and have not
+        reported yet (:meth:`KafkaChannel.take_counted`) and all pending samples folded in."""
+        for channel in list(self._channels):
+            _credit(channel.take_counted())
         for times in self._by_name.values():
             times.fold()
         return self._by_name
@@ -213,27 +223,34 @@ class RequestMetrics:
         request.observer_tag = times
         request.error_counts = times.counted_errors
 
-    def requests_written(self, channel: KafkaChannel, requests: list[Request], counted: list[int],
+    def requests_written(self, channel: KafkaChannel, requests: list[Request], counted: list[Any],
                          written_ns: int) -> None:
+        channels = self._channels
+        if channel not in channels:  # a channel is heard of first with its first answer, a timed one
+            channels.add(channel)
         for request in requests:
             times = request.observer_tag
             pending = times.pending
-            pending.extend((request.header.api_version, request.received_ns, request.started_ns, request.handled_ns,
+            version = request.header.api_version
+            pending.extend((version, request.received_ns, request.started_ns, request.handled_ns,
                             request.ready_ns, request.sent_ns, written_ns, request.throttle_ms))
+            if request.counted_before:
+                times.count(version, request.counted_before)
             if len(pending) >= _FOLD_AT:
                 times.fold()
-        if not counted:
-            return
-        keys, versions = counted[0::2], counted[1::2]
-        n = len(keys)
-        if keys.count(keys[0]) == n and versions.count(versions[0]) == n:  # one kind of request, mostly
-            self.tags[keys[0]][0].count(versions[0], n)
-        else:
-            for key, version in zip(keys, versions, strict=True):
-                self.tags[key][0].count(version, 1)
+        if counted:
+            _credit(counted)
 
     def _times(self, name: str) -> RequestTimes:
         times = self._by_name.get(name)
         if times is None:
             times = self._by_name[name] = RequestTimes()
         return times
+
+
+def _credit(counted: list[Any]) -> None:
+    """Requests counted and not timed, as a channel reports them: (their times, api version,
+    how many) one after another."""
+    for i in range(0, len(counted), 3):
+        times, version, n = counted[i:i + 3]
+        times.count(version, n)

@@ -1,9 +1,12 @@
 """RequestMetrics: each written request's timestamps become Kafka's RequestMetrics times,
 under Kafka's request names (a fetch also under FetchConsumer or FetchFollower), and the
 requests only counted add to the counts, their times taken as the timed ones'; a request read
-is handed its API's error counts."""
+is handed its API's error counts.  With a real KafkaChannel: what it counted and has not
+reported is in the next snapshot."""
 
 from __future__ import annotations
+
+import struct
 
 from odradek.broker.metrics.request_metrics import (
     FOLD_TIMED,
@@ -11,7 +14,7 @@ from odradek.broker.metrics.request_metrics import (
     RequestMetrics,
     kafka_request_name,
 )
-from odradek.net.kafka_channel import Request
+from odradek.net.kafka_channel import KafkaChannel, Request
 from odradek.protocol.api_keys import ApiKey
 from odradek.protocol.framing import RequestHeaderInfo
 
@@ -29,6 +32,7 @@ def received(metrics: RequestMetrics, request: Request) -> Request:
         metrics.request_received(request)
     else:
         request.observer_tag, request.error_counts = tagged
+    request.counted_before = 0
     return request
 
 
@@ -42,8 +46,8 @@ def sent(metrics: RequestMetrics, api_key: ApiKey, version: int, received_ms: in
     return request
 
 
-def written(metrics: RequestMetrics, written_ms: int, *requests: Request, counted: list[int] | None = None) -> None:
-    metrics.requests_written(None, list(requests), counted or [], written_ms * MS)  # type: ignore[arg-type]
+def written(metrics: RequestMetrics, written_ms: int, *requests: Request, counted: list[object] | None = None) -> None:
+    metrics.requests_written(KafkaChannel(), list(requests), counted or [], written_ms * MS)
 
 
 def test_times_are_split_into_queue_local_remote_response_queue_and_response_send() -> None:
@@ -65,9 +69,11 @@ def test_requests_counted_add_to_the_counts_and_the_timed_ones_times_are_scaled_
     # Timed: a produce of 10 ms (2 queued, 3 local, 5 sending) and a metadata of 4 ms.
     written(metrics, 110, sent(metrics, ApiKey.PRODUCE, 9, 100, 105, 105, 105, started_ms=102),
             sent(metrics, ApiKey.METADATA, 12, 106, 108, 108, 108))
-    # Counted: three more produce requests of one read and write, then a mixed write.
-    written(metrics, 120, counted=[ApiKey.PRODUCE, 9] * 3)  # (api key, api version) of each
-    written(metrics, 130, counted=[ApiKey.PRODUCE, 8, ApiKey.PRODUCE, 9])
+    # Counted: three more produce requests of one write (as the channel reports them: their
+    # times, api version, how many), then two of two versions.
+    produce = metrics.tags[ApiKey.PRODUCE][0]
+    written(metrics, 120, counted=[produce, 9, 3])
+    written(metrics, 130, counted=[produce, 8, 1, produce, 9, 1])
     snapshot = metrics.snapshot()
     p, m = snapshot["Produce"], snapshot["Metadata"]
     assert p.requests == {9: 5, 8: 1} and m.requests == {12: 1}
@@ -75,10 +81,36 @@ def test_requests_counted_add_to_the_counts_and_the_timed_ones_times_are_scaled_
     assert (m.total.count, m.total.sum) == (1, 4)
     assert list(p.total._samples) == [10.0] and list(m.total._samples) == [4.0]  # only the timed are samples
     # Only counted since the last fold: their times at the mean so far, no new samples.
-    written(metrics, 140, counted=[ApiKey.PRODUCE, 9] * 5)
+    written(metrics, 140, counted=[produce, 9, 5])
     p = metrics.snapshot()["Produce"]
     assert (p.total.count, p.total.sum, p.requests) == (11, 110, {9: 10, 8: 1})
     assert list(p.total._samples) == [10.0]
+    # A timed request stands for itself and the requests counted before it.
+    timed = sent(metrics, ApiKey.PRODUCE, 9, 200, 201, 201, 201)
+    timed.counted_before = 3
+    written(metrics, 202, timed)
+    p = metrics.snapshot()["Produce"]
+    assert (p.total.count, p.requests, list(p.total._samples)) == (15, {9: 14, 8: 1}, [10.0, 2.0])
+
+
+def produce_frame(correlation_id: int, version: int = 9) -> bytes:
+    """A Produce request's frame as far as the channel reads it (the header; a body it does not parse)."""
+    header = struct.pack(">hhih", ApiKey.PRODUCE, version, correlation_id, 1) + b"c" + bytes(3)  # tagged fields...
+    return struct.pack(">i", len(header)) + header
+
+
+def test_what_a_channel_counted_and_has_not_reported_is_in_the_next_snapshot() -> None:
+    metrics = RequestMetrics(sample_every=4)
+    channel = KafkaChannel(observer=metrics)
+    frames = b"".join(produce_frame(i) for i in range(1, 7))
+    channel.get_buffer()[:len(frames)] = frames
+    channel.buffer_updated(len(frames))
+    while (request := channel.next_request()) is not None:  # 1 timed (the first), 2 to 4 counted, 5 timed
+        channel.respond(request, b"answer")
+    channel.answers_written()
+    assert metrics.snapshot()["Produce"].requests == {9: 6}  # 5 with the three before it; 6 asked for
+    channel.abandon()
+    assert metrics.snapshot()["Produce"].requests == {9: 6}  # the close reports nothing twice
 
 
 def test_samples_are_folded_in_batches_and_before_a_snapshot() -> None:
@@ -117,7 +149,7 @@ def test_a_folds_quantile_samples_are_spread_over_its_requests_and_end_with_the_
     metrics = RequestMetrics()
     n = 4 * SAMPLES_PER_FOLD
     # Request i takes i ms from its arrival to its answer's last byte; all pending at once, as
-    # when FOLD_TIMED is above SAMPLES_PER_FOLD (a SAMPLE_EVERY below 64).
+    # a FOLD_TIMED above SAMPLES_PER_FOLD would leave them.
     times = received(metrics, request_of(ApiKey.PRODUCE)).observer_tag
     for i in range(n):
         times.pending.extend((9, (n - i) * MS, (n - i) * MS, (n - i) * MS, (n - i) * MS, (n - i) * MS, n * MS, 0))
