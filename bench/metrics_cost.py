@@ -9,10 +9,10 @@ RequestMetrics observer: the channel's countdown, the error counts handed to the
 one request in ``sample_every`` timed, the handler's part (a one-partition produce answer's
 error code counted, as apis/produce.py does), the answers released and reported written once
 per read (the histograms' batched folding included), with the broker's garbage-collector
-settings. The same loop without an observer is
-the baseline. The difference is the metrics' CPU per request; divide it by a broker's CPU per
-one-record produce request (broker_bound.py's "CPU us/req", 26-31 us here) for their share. A
-loaded broker pays several times this (docs/DESIGN.md, metrics' cost).
+settings. The same loop without an observer is the baseline. The difference is the metrics'
+CPU per request; divide it by a broker's CPU per one-record produce request (broker_bound.py's
+"CPU us/req", 26-31 us here) for their share. A loaded broker pays several times this
+(docs/DESIGN.md, metrics' cost).
 
     .venv/bin/python bench/metrics_cost.py [--requests 200000] [--rounds 5] [--per-read 1]
 """

@@ -31,13 +31,13 @@ started, handled, response ready, released to the output, written.  The observer
 answers once the I/O side says they are written to the socket
 (:meth:`~KafkaChannel.answers_written`), or the connection is gone (:meth:`~KafkaChannel.abandon`:
 the answers released by then, as Kafka's ``processDisconnected`` counts its in-flight ones).
-A request only counted costs its countdown and the check that it goes on the run: the channel
-keeps the run of tagged requests of one API and version being read, and credits each timed request with the
-ones its run counted since the last (``counted_before``): they were read before it, so their
-answers went out before its own.  What a run counted since its last timed request is credited when
-a request of another API or version begins a new run, when the observer asks
-(:meth:`~KafkaChannel.take_counted`, before a scrape) and at the close, less those not
-answered yet.  :meth:`~KafkaChannel.mute` stops requests being read until a given time, as
+A request only counted costs its countdown and the check that it goes on the run: the
+channel keeps the run of tagged requests of one API and version being read, and credits each
+timed request with the ones its run counted since the last (``counted_before``): they were
+read before it, so their answers went out before its own.  What a run counted since its last
+timed request is credited when a request of another API or version begins a new run, when the
+observer asks (:meth:`~KafkaChannel.take_counted`, before a scrape) and at the close, less
+those not answered yet.  :meth:`~KafkaChannel.mute` stops requests being read until a given time, as
 Kafka mutes a throttled channel after sending its response.  Without an observer nothing is
 timed or counted.
 """
@@ -297,25 +297,30 @@ class KafkaChannel:
         self._run_key, self._run_version, self._run_tag = api_key, version, tag
         self._run_from = self._countdown
 
-    def take_counted(self) -> list[Any]:
+    def take_counted(self, closing: bool = False) -> list[Any]:
         """The requests counted, not yet credited, whose answers are released: the credits
         :meth:`answers_written` has not reported yet and the run's requests since its last
         timed one (less those not answered yet), as (observer tag, api version, how many) one
         after another; from now on they are the caller's.  The timed requests released stay
-        for :meth:`answers_written`."""
+        for :meth:`answers_written`.  ``closing``: the queued timed requests will never be
+        released, so the released requests they stand for are taken too."""
         taken = self.counted
         self.counted = []
-        uncredited = self._run_from - self._countdown
-        if uncredited:
-            # The queue holds the last requests read, from the first not yet released on, and
-            # the run's since its last timed one are the last of the run's: the ones in both
-            # are the run's not released, which it keeps.
-            queued = sum(1 for head in self._queue if type(head) is Request and head.observer_tag is None
-                         and head.error_counts is not None)
-            credited = uncredited - min(uncredited, queued)
-            if credited:
-                taken += (self._run_tag[0], self._run_version, credited)
-                self._run_from -= credited
+        # The queue holds the last requests read, from the first not yet released on: those
+        # only counted after its last timed one are the run's not released, which it keeps.
+        queued = 0
+        for head in self._queue:
+            if type(head) is Request and head.error_counts is not None:
+                if head.observer_tag is None:
+                    queued += 1
+                else:
+                    if closing and head.counted_before > queued:
+                        taken += (head.observer_tag, head.header.api_version, head.counted_before - queued)
+                    queued = 0
+        credited = self._run_from - self._countdown - queued
+        if credited > 0:
+            taken += (self._run_tag[0], self._run_version, credited)
+            self._run_from -= credited
         return taken
 
     def _max_frame_size(self, auth: SaslAuthenticator) -> int:
@@ -456,19 +461,8 @@ class KafkaChannel:
         released by now as written now (Kafka's ``processDisconnected`` measures its
         in-flight responses so), not of the requests unanswered."""
         if self.observer is not None:
-            counted = self.take_counted()
+            self.counted = self.take_counted(closing=True)
             self._run_from = self._countdown  # the run's unanswered ones: never counted
-            # A timed request not released stands for the requests counted before it that were.
-            queued = 0  # requests only counted in the queue since its last timed one
-            for head in self._queue:
-                if type(head) is Request and head.error_counts is not None:
-                    if head.observer_tag is None:
-                        queued += 1
-                    else:
-                        if head.counted_before > queued:
-                            counted += (head.observer_tag, head.header.api_version, head.counted_before - queued)
-                        queued = 0
-            self.counted = counted
             self.answers_written()
         awaited = [head.awaiting for head in self._queue if type(head) is Request and head.awaiting is not None]
         self._queue.clear()
