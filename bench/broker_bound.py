@@ -37,12 +37,18 @@ generation's number), so that part of the luck is the same on both sides of each
 after/before ratio of CPU per request is then listed per generation, with their median, mean
 and standard deviation.
 
+With ``--together`` the brokers are not loaded in turns but all at once, each by its own
+--clients processes, so that both sides of each round's ratio share the moment and what else
+the machine (and the host under it) does then. In turns, one broker's CPU per request swings
+by 10% and more from one 4-s round to the next on this machine, which is what limits them;
+loaded together the brokers compete for the same CPUs, as evenly as the scheduler shares them.
+
 ``--phases`` runs only the phases named (comma-separated: unbatched, one-record, batched,
 fetch; fetch reads what unbatched wrote, so it needs it).
 
     .venv/bin/python bench/broker_bound.py [--clients 3] [--seconds 10] [--partitions 6]
         [--phases unbatched,one-record,batched,fetch] [--metrics]
-        [--baseline REF [--rounds 3] [--generations 1] [--no-tansu]]
+        [--baseline REF [--rounds 3] [--generations 1] [--no-tansu] [--together]]
 """
 
 from __future__ import annotations
@@ -58,6 +64,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -173,16 +180,25 @@ def run_generation(args: argparse.Namespace, base: Path, rounds: range, phases: 
             servers["tansu"] = (tansu.bootstrap_servers, {"brokers": [tansu.pid]})
         for r in rounds:
             for phase, settings in phases.items():
-                for name in in_turn(list(servers), r):
+                def run(name: str, r: int = r, phase: str = phase, settings: dict | None = settings) -> dict:
                     bootstrap = servers[name][0]
                     groups = measured_groups({n: g for n, (_, g) in servers.items()}, name)
-                    if settings is None:
-                        topic = f"bound-unbatched-{r}"  # what this round's unbatched phase wrote
-                    else:
-                        topic = f"bound-{phase.split()[0]}-{r}"
-                        create_topic_admin(bootstrap, topic, args.partitions, 1)
-                    result = run_clients(bootstrap, groups, topic, args.clients, args.seconds, producer=settings,
-                                         consumer=SMALL_FETCH)
+                    # A fetch phase reads what this round's unbatched phase wrote.
+                    topic = f"bound-{phase.split()[0]}-{r}" if settings is not None else f"bound-unbatched-{r}"
+                    return run_clients(bootstrap, groups, topic, args.clients, args.seconds, producer=settings,
+                                       consumer=SMALL_FETCH)
+
+                names = in_turn(list(servers), r)
+                if settings is not None:
+                    for name in names:
+                        create_topic_admin(servers[name][0], f"bound-{phase.split()[0]}-{r}", args.partitions, 1)
+                if args.together:  # every broker loaded at once, each by its own clients
+                    with ThreadPoolExecutor(len(names)) as pool:
+                        running = [pool.submit(run, name) for name in names]
+                    results = [future.result() for future in running]
+                else:
+                    results = [run(name) for name in names]
+                for name, result in zip(names, results, strict=True):
                     mine.setdefault(name, {}).setdefault(phase, []).append(result)
                     print(f"  round {r + 1} {name} {phase}: {result['requests_per_cpu_s']:,.0f} requests per "
                           f"broker CPU-s; {format_usage(result['usage'])}", flush=True)
@@ -219,6 +235,8 @@ def main() -> None:
     ap.add_argument("--generations", type=int, default=1,
                     help="start the brokers afresh this many times, --rounds rounds each (with --baseline)")
     ap.add_argument("--no-tansu", action="store_true", help="leave Tansu out (with --baseline)")
+    ap.add_argument("--together", action="store_true",
+                    help="load every broker at once, each with its own --clients processes, instead of in turns")
     ap.add_argument("--phases", default=",".join(phase.split()[0] for phase in PHASES),
                     help="the phases to run, comma-separated (default: all)")
     ap.add_argument("--dir", help="working directory (default: a temporary one, removed afterwards)")
@@ -249,7 +267,8 @@ def main() -> None:
         print(f"{args.clients} client processes, {args.seconds:.0f} s per phase, {args.partitions} partitions, "
               f"{RECORD_SIZE}-byte records, {rounds} round(s) x {args.generations} generation(s); "
               f"load average {os.getloadavg()[0]:.2f}; code {code['commit']}"
-              + (f", baseline {baseline.ref} = {baseline.commit}" if baseline else ""), flush=True)
+              + (f", baseline {baseline.ref} = {baseline.commit}" if baseline else "")
+              + ("; brokers loaded together" if args.together else "; brokers loaded in turns"), flush=True)
         for g in range(args.generations):
             if args.generations > 1:
                 print(f" generation {g + 1}: brokers started afresh", flush=True)
@@ -272,6 +291,7 @@ def main() -> None:
     out.write_text(json.dumps({"started": stamp, "code": code, "clients": args.clients, "seconds": args.seconds,
                                "partitions": args.partitions, "cpu_count": os.cpu_count(),
                                "python": sys.version.split()[0], "rounds": rounds, "generations": args.generations,
+                               "together": args.together,
                                "baseline": {"ref": baseline.ref, "commit": baseline.commit} if baseline else None,
                                "results": results, "generation_ratios": ratios, "per_round": per_round},
                               indent=2) + "\n")

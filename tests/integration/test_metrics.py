@@ -17,18 +17,22 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as KafkaTopicPartition
 from kio.schema.fetch.v12 import request as fetch_req
+from kio.schema.produce.v9 import request as produce_req
+from kio.schema.produce.v9 import response as produce_resp
 
 from odradek.broker.metrics.request_metrics import SAMPLE_EVERY
 from odradek.local.cluster import LocalCluster
 from odradek.local.zookeeper import EmbeddedZooKeeper
 from odradek.protocol.errors import ErrorCode
 from odradek.protocol.framing import encode_request
+from odradek.protocol.records import SimpleRecord, build_batch
 from support import (
     ClusterFactory,
     address_of,
     controller_of,
     create_topic,
     fetch_records,
+    kafka_request,
     metadata,
     partition_state,
     produce,
@@ -233,8 +237,47 @@ def test_errors_are_counted_per_api_and_error_code_none_included(cluster: LocalC
     assert unknown.error_code == ErrorCode.unknown_topic_or_partition
     got, old = _scrape(cluster, follower), before[follower]
     assert _errors(got, "Produce", "NOT_LEADER_OR_FOLLOWER") - _errors(old, "Produce", "NOT_LEADER_OR_FOLLOWER") == 1
+    assert _errors(got, "Produce", "NONE") == _errors(old, "Produce", "NONE")  # its one partition was refused
     assert _errors(got, "Metadata", "UNKNOWN_TOPIC_OR_PARTITION") - _errors(
         old, "Metadata", "UNKNOWN_TOPIC_OR_PARTITION") == 1
+
+
+def test_produce_counts_a_none_per_partition_written_and_none_for_acks_0(cluster: LocalCluster) -> None:
+    """The broker takes each Produce answer to carry one NONE and its handler counts how an
+    answer differs: here one of three partitions, two written and one unknown, and requests
+    with acks=0, which get no answer."""
+    topic = unique_topic("metrics-partitions")
+    broker = next(iter(cluster.brokers))
+    create_topic(cluster, topic, assignment=[[broker], [broker]])
+    requests = "kafka_network_requestmetrics_requests_total"
+    before = _scrape(cluster, broker)
+
+    def delta(got: Scrape) -> tuple[float, float, float]:
+        return (_sum(got, requests, request="Produce") - _sum(before, requests, request="Produce"),
+                _errors(got, "Produce", "NONE") - _errors(before, "Produce", "NONE"),
+                _errors(got, "Produce", "UNKNOWN_TOPIC_OR_PARTITION")
+                - _errors(before, "Produce", "UNKNOWN_TOPIC_OR_PARTITION"))
+
+    batch = build_batch([SimpleRecord(value=b"p")])
+    answer = kafka_request(address_of(cluster, broker), produce_req.ProduceRequest(
+        acks=1, timeout=datetime.timedelta(seconds=10), topic_data=(produce_req.TopicProduceData(
+            name=topic, partition_data=tuple(produce_req.PartitionProduceData(index=p, records=batch)
+                                             for p in (0, 1, 7))),)), produce_resp.ProduceResponse)
+    (answered,) = answer.responses
+    assert sorted(p.error_code for p in answered.partition_responses) == [
+        ErrorCode.none, ErrorCode.none, ErrorCode.unknown_topic_or_partition]
+    assert delta(_scrape(cluster, broker)) == (1, 2, 1)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": 0,
+                         "batch.num.messages": 1, "linger.ms": 0})
+    try:
+        for _ in range(5):
+            producer.produce(topic, value=b"z", partition=0)
+        assert producer.flush(TIMEOUT_S) == 0
+        wait_until(lambda: delta(_scrape(cluster, broker))[0] >= 6, timeout=TIMEOUT_S,
+                   message="five acks=0 Produce requests counted")
+    finally:
+        producer.flush(TIMEOUT_S)
+    assert delta(_scrape(cluster, broker)) == (6, 2, 1)
 
 
 HOLD_S = 1.0  # how long the slow reader below leaves the answer unread

@@ -297,6 +297,18 @@ class KafkaChannel:
         self._run_key, self._run_version, self._run_tag = api_key, version, tag
         self._run_from = self._countdown
 
+    def unanswered(self, request: Request) -> None:
+        """The handler of ``request``, the last one read, failed at once (the connection
+        closes): it is never answered, so not counted; a timed one still credits the requests
+        it stood for, which were answered before it."""
+        if request.error_counts is None:  # no observer
+            return
+        if request.observer_tag is not None:
+            if request.counted_before:
+                self.counted += (request.observer_tag, request.header.api_version, request.counted_before)
+        elif self._run_from > self._countdown:  # the run's last: not one of those counted since its timed one
+            self._run_from -= 1
+
     def take_counted(self, closing: bool = False) -> list[Any]:
         """The requests counted, not yet credited, whose answers are released: the credits
         :meth:`answers_written` has not reported yet and the run's requests since its last

@@ -200,6 +200,7 @@ class Connection(asyncio.BufferedProtocol):
             try:
                 result = dispatch(request)
             except Exception as e:
+                channel.unanswered(request)
                 self._handler_failed(request, e)
                 return
             if result is None or isinstance(result, (bytes, list)):

@@ -435,6 +435,37 @@ def test_a_request_of_another_version_begins_a_new_run_and_the_last_is_credited(
     assert channel.take_counted() == []
 
 
+def test_a_request_whose_handler_failed_is_not_counted_but_what_a_timed_one_stood_for_is() -> None:
+    recorder = Recorder(sample_every=3)
+    recorder.tags[ApiKey.METADATA] = ("metadata's tag", {})
+    channel = KafkaChannel(observer=recorder)
+    receive(channel, b"".join(metadata(i) for i in range(1, 6)))
+    one, two, three = channel.next_request(), channel.next_request(), channel.next_request()
+    assert one is not None and two is not None and three is not None
+    for request in (one, two):
+        channel.respond(request, b"answer")
+    channel.unanswered(three)  # counted by the countdown, then its handler raised
+    recorder.credit(channel.take_counted())
+    assert recorder.counted == {12: 1}  # 2 only
+    four = channel.next_request()  # timed, as it would have been: 2 is reported, 3 not counted
+    assert four is not None and four.observer_tag is not None
+    channel.respond(four, b"answer")
+    five = channel.next_request()
+    assert five is not None
+    channel.respond(five, b"answer")
+    channel.answers_written()
+    recorder.credit(channel.take_counted())
+    assert [s[0] for s in recorder.sent] == [1, 4] and recorder.counted == {12: 2}  # 2 and 5
+    # A timed request whose handler failed is not counted; the ones it stood for are.
+    receive(channel, metadata(6) + metadata(7))
+    six, seven = channel.next_request(), channel.next_request()
+    assert six is not None and seven is not None and seven.observer_tag is not None
+    channel.respond(six, b"answer")
+    channel.unanswered(seven)
+    recorder.credit(channel.take_counted())
+    assert [s[0] for s in recorder.sent] == [1, 4] and recorder.counted == {12: 3}
+
+
 def test_a_throttled_answer_is_timed_on_its_request() -> None:
     recorder = Recorder()
     channel = KafkaChannel(observer=recorder)

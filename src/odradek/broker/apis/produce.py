@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from odradek.broker.apis.authorization import authorized, unauthorized_names
 from odradek.broker.apis.registry import answer_when_done, api
 from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.error_counts import count_error
 from odradek.protocol.errors import ErrorCode, KafkaError
 from odradek.protocol.legacy_records import is_legacy_message_set, up_convert
 from odradek.protocol.produce_request import has_transactional_records, parse_produce_request
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
     from odradek.broker.delayed_produce import DelayedProduce, ProducePartitionResult
     from odradek.common import TopicPartition
     from odradek.net.server import Request, Response
+    from odradek.protocol.error_counts import ErrorCounts
 
 
 @api(ApiKey.PRODUCE, "Produce", 0, 9)
@@ -66,6 +68,7 @@ def handle_produce(broker: ProduceFetchContext, request: Request) -> Response | 
     if refused and not entries:
         if acks == 0:
             request.connection.close()
+            _unanswered(request)
             return None
         return _error_response(request, refused)
     if transactional_id is not None:  # KIP-890 verification may ask the transaction coordinator
@@ -92,6 +95,7 @@ def _answer(request: Request, acks: int, results: dict[TopicPartition, ProducePa
         if refused or any(r.error != ErrorCode.none for r in results.values()):
             # Kafka closes the connection so an acks=0 producer notices and refreshes metadata.
             request.connection.close()
+        _unanswered(request)
         return None
     if delayed is None:
         return _encode(request, results, refused)
@@ -101,20 +105,40 @@ def _answer(request: Request, acks: int, results: dict[TopicPartition, ProducePa
 def _encode(request: Request, results: dict[TopicPartition, ProducePartitionResult],
             refused: dict[tuple[str, int], tuple[ErrorCode, str | None]]) -> bytes:
     by_topic: dict[str, list[ProducedPartition]] = {}
-    # Each partition's error code is counted as it is answered when metrics are on
-    # (count_partition_errors, inlined: every produce comes here).
-    counts = request.error_counts
-    if refused:
-        for (topic, partition), (error, message) in refused.items():
-            by_topic.setdefault(topic, []).append(ProducedPartition(partition, error, -1, error_message=message))
-            if counts is not None:
-                counts[error] = counts.get(error, 0) + 1
+    for (topic, partition), (error, message) in refused.items():
+        by_topic.setdefault(topic, []).append(ProducedPartition(partition, error, -1, error_message=message))
     for (topic, partition), r in results.items():
         by_topic.setdefault(topic, []).append(ProducedPartition(
             partition, r.error, r.base_offset, r.log_append_time, r.log_start_offset, r.record_errors, r.message))
-        if counts is not None:
-            counts[r.error] = counts.get(r.error, 0) + 1
+    counts = request.error_counts
+    # Metrics on: an answer of one partition, NONE, is what they take each Produce answer to
+    # carry (RequestTimes.none_per_answer); only an answer that differs is counted (r: the one
+    # result when there is one).
+    if counts is not None and (refused or len(results) != 1 or r.error):
+        _count_errors(counts, results, refused)
     return encode_produce_response(request.header.correlation_id, request.api_version, list(by_topic.items()))
+
+
+def _count_errors(counts: ErrorCounts, results: dict[TopicPartition, ProducePartitionResult],
+                  refused: dict[tuple[str, int], tuple[ErrorCode, str | None]]) -> None:
+    """An answer's error codes, as they differ from one NONE."""
+    for error, _message in refused.values():
+        count_error(counts, error)
+    none = 0
+    for r in results.values():
+        if r.error:
+            count_error(counts, r.error)
+        else:
+            none += 1
+    if none != 1:
+        counts[ErrorCode.none] = counts.get(ErrorCode.none, 0) + none - 1
+
+
+def _unanswered(request: Request) -> None:
+    """An acks=0 request: no answer, so not the NONE the metrics take each request's to carry."""
+    counts = request.error_counts
+    if counts is not None:
+        counts[ErrorCode.none] = counts.get(ErrorCode.none, 0) - 1
 
 
 def _up_convert(entries: list[tuple[str, int, memoryview | None]]

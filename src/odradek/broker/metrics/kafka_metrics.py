@@ -246,7 +246,7 @@ def request_families(requests: RequestMetrics, load: EventLoopLoad) -> Iterator[
                     for name, times in by_name for version, count in sorted(times.requests.items())])
     yield _counter("kafka_network_requestmetrics_errors", "Error codes in responses (NONE included), by API and error",
                    [({"request": name, "error": _error_name(code)}, count)
-                    for name, times in by_name for code, count in sorted(times.errors.items())])
+                    for name, times in by_name for code, count in sorted(times.error_counts().items())])
     for attr, metric in _REQUEST_TIMERS:
         yield _summary(f"kafka_network_requestmetrics_{metric}", f"RequestMetrics {metric}",
                        [({"request": name}, getattr(times, attr)) for name, times in by_name])

@@ -15,7 +15,10 @@ time runs to that last byte, as Kafka's does.  A fetch is counted under ``Fetch`
 ``ErrorsPerSec``: each request is handed, as it is read, the error counts of its API
 (``request.error_counts``), which its handler adds its response's error codes to
 (:mod:`odradek.protocol.error_counts`); counted under the API's own name only (a fetch under
-``Fetch``), as Kafka's ``updateErrorMetrics`` does.
+``Fetch``), as Kafka's ``updateErrorMetrics`` does.  A sampled API's answers are taken to
+carry one NONE each, and its handler counts only how an answer differs (Produce's: an answer
+of several partitions, a partition refused, an acks=0 request that gets none), so a
+one-partition answer costs no count (:meth:`RequestTimes.error_counts`).
 
 Every request is counted; a Produce (:data:`SAMPLED_APIS`) is timed one in
 :attr:`RequestMetrics.sample_every` of each connection, every other request always (Kafka
@@ -60,6 +63,7 @@ __all__ = ["RequestMetrics", "RequestTimes", "kafka_request_name"]
 
 _NS_PER_MS: Final = 1e6
 _FETCH: Final = int(ApiKey.FETCH)
+_NONE: Final = 0  # ErrorCode.NONE
 
 
 def kafka_request_name(api_key: int) -> str:
@@ -74,6 +78,8 @@ def kafka_request_name(api_key: int) -> str:
 # One request in this many of a connection is timed (RequestMetrics.sample_every), of the APIs
 # that come by the thousand a second (every request of the others is timed).
 SAMPLE_EVERY: Final = 256
+# Their handlers count only how an answer's error codes differ from one NONE
+# (RequestTimes.none_per_answer): Produce's (broker/apis/produce.py).
 SAMPLED_APIS: Final = frozenset({int(ApiKey.PRODUCE)})
 # Timed requests of one request name folded into its histograms at once (under load: 64
 # fetches, or about 16,000 Produce requests).
@@ -95,13 +101,17 @@ class RequestTimes:
     ``untimed``, api version -> requests counted and not timed since; ``also``: the times they
     fold into as well (``Fetch``'s, for ``FetchFollower`` and ``FetchConsumer``), and
     ``counted_errors``: where a request tagged with these times counts its errors (``also``'s,
-    if any)."""
+    if any).  ``none_per_answer``: its handler counts only how each answer differs from one
+    NONE (a sampled API's, whose one-partition answers come by the thousand a second), so
+    ``errors[NONE]`` is that difference; :meth:`error_counts` adds the requests answered."""
 
-    __slots__ = ("also", "counted_errors", "errors", "local", "pending", "queue", "remote", "requests",
-                 "response_queue", "response_send", "throttle", "total", "untimed")
+    __slots__ = ("_none_shown", "also", "counted_errors", "errors", "local", "none_per_answer", "pending", "queue",
+                 "remote", "requests", "response_queue", "response_send", "throttle", "total", "untimed")
 
-    def __init__(self, also: RequestTimes | None = None) -> None:
+    def __init__(self, also: RequestTimes | None = None, none_per_answer: bool = False) -> None:
         self.also = also
+        self.none_per_answer = none_per_answer
+        self._none_shown = 0
         self.requests: dict[int, int] = {}  # api version -> requests answered
         self.errors: ErrorCounts = {}  # error code -> times a response carried it
         self.counted_errors = self.errors if also is None else also.errors
@@ -114,6 +124,19 @@ class RequestTimes:
         self.response_queue = Histogram()
         self.response_send = Histogram()
         self.throttle = Histogram()
+
+    def error_counts(self) -> ErrorCounts:
+        """Error code -> times an answer carried it, as of the last fold.  With
+        ``none_per_answer`` NONE's count is the requests answered plus the handler's difference,
+        and never shown lower than before: a difference is counted as the answer is made, its
+        request once the answer is out."""
+        if not self.none_per_answer:
+            return self.errors
+        counts = dict(self.errors)
+        self._none_shown = max(self._none_shown, sum(self.requests.values()) + counts.pop(_NONE, 0))
+        if self._none_shown:
+            counts[_NONE] = self._none_shown
+        return counts
 
     def count(self, version: int, n: int) -> None:
         """``n`` more requests of ``version`` answered and not timed."""
@@ -217,8 +240,9 @@ class RequestMetrics:
         else:
             times = self._by_key.get(api_key)
             if times is None:
-                times = self._by_key[api_key] = self._times(kafka_request_name(api_key))
-                if api_key in SAMPLED_APIS:
+                sampled = api_key in SAMPLED_APIS
+                times = self._by_key[api_key] = self._times(kafka_request_name(api_key), none_per_answer=sampled)
+                if sampled:
                     self.tags[api_key] = (times, times.counted_errors)
         request.observer_tag = times
         request.error_counts = times.counted_errors
@@ -241,10 +265,10 @@ class RequestMetrics:
         if counted:
             _credit(counted)
 
-    def _times(self, name: str) -> RequestTimes:
+    def _times(self, name: str, none_per_answer: bool = False) -> RequestTimes:
         times = self._by_name.get(name)
         if times is None:
-            times = self._by_name[name] = RequestTimes()
+            times = self._by_name[name] = RequestTimes(none_per_answer=none_per_answer)
         return times
 
 

@@ -145,6 +145,32 @@ def test_each_request_read_gets_its_apis_error_counts_and_a_fetch_counts_under_f
     assert snapshot["FetchConsumer"].errors == {}
 
 
+def test_a_produce_answer_counts_one_none_and_its_handler_only_what_differs() -> None:
+    metrics = RequestMetrics()
+    first = sent(metrics, ApiKey.PRODUCE, 9, 100, 101, 101, 101)
+    written(metrics, 102, first, counted=[first.observer_tag, 9, 4])  # five answers, one NONE each
+    produce = metrics.snapshot()["Produce"]
+    assert produce.error_counts() == {0: 5} and produce.errors == {}
+    # What Produce's handler counts: an answer of three partitions, two NONE and one
+    # NOT_LEADER_OR_FOLLOWER, is one NONE more than one; an acks=0 request one less.
+    counts = first.error_counts
+    assert counts is not None
+    counts[0] = 1 - 1
+    counts[6] = 1
+    written(metrics, 2, counted=[first.observer_tag, 9, 2])
+    assert metrics.snapshot()["Produce"].error_counts() == {0: 7, 6: 1}
+    # A difference counted before its request is (an answer not out yet) shows no fall.
+    counts[0] -= 1
+    assert metrics.snapshot()["Produce"].error_counts() == {0: 7, 6: 1}
+    written(metrics, 3, counted=[first.observer_tag, 9, 1])
+    assert metrics.snapshot()["Produce"].error_counts() == {0: 7, 6: 1}
+    written(metrics, 4, counted=[first.observer_tag, 9, 1])
+    assert metrics.snapshot()["Produce"].error_counts() == {0: 8, 6: 1}
+    # APIs that are not sampled count every code their answers carry.
+    written(metrics, 5, sent(metrics, ApiKey.METADATA, 12, 1, 2, 2, 2))
+    assert metrics.snapshot()["Metadata"].error_counts() == {}
+
+
 def test_a_folds_quantile_samples_are_spread_over_its_requests_and_end_with_the_last() -> None:
     metrics = RequestMetrics()
     n = 4 * SAMPLES_PER_FOLD
