@@ -54,6 +54,7 @@ fetch; fetch reads what unbatched wrote, so it needs it).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import shutil
@@ -180,24 +181,22 @@ def run_generation(args: argparse.Namespace, base: Path, rounds: range, phases: 
             servers["tansu"] = (tansu.bootstrap_servers, {"brokers": [tansu.pid]})
         for r in rounds:
             for phase, settings in phases.items():
-                def run(name: str, r: int = r, phase: str = phase, settings: dict | None = settings) -> dict:
-                    bootstrap = servers[name][0]
-                    groups = measured_groups({n: g for n, (_, g) in servers.items()}, name)
-                    # A fetch phase reads what this round's unbatched phase wrote.
-                    topic = f"bound-{phase.split()[0]}-{r}" if settings is not None else f"bound-unbatched-{r}"
-                    return run_clients(bootstrap, groups, topic, args.clients, args.seconds, producer=settings,
-                                       consumer=SMALL_FETCH)
-
                 names = in_turn(list(servers), r)
-                if settings is not None:
-                    for name in names:
-                        create_topic_admin(servers[name][0], f"bound-{phase.split()[0]}-{r}", args.partitions, 1)
-                if args.together:  # every broker loaded at once, each by its own clients
-                    with ThreadPoolExecutor(len(names)) as pool:
-                        running = [pool.submit(run, name) for name in names]
-                    results = [future.result() for future in running]
+                if settings is None:
+                    topic = f"bound-unbatched-{r}"  # what this round's unbatched phase wrote
                 else:
-                    results = [run(name) for name in names]
+                    topic = f"bound-{phase.split()[0]}-{r}"
+                    for name in names:
+                        create_topic_admin(servers[name][0], topic, args.partitions, 1)
+                all_groups = {n: g for n, (_, g) in servers.items()}
+                runs = [functools.partial(run_clients, servers[name][0], measured_groups(all_groups, name), topic,
+                                          args.clients, args.seconds, producer=settings, consumer=SMALL_FETCH)
+                        for name in names]
+                if args.together:  # every broker loaded at once, each by its own clients
+                    with ThreadPoolExecutor(len(runs)) as pool:
+                        results = list(pool.map(lambda run: run(), runs))
+                else:
+                    results = [run() for run in runs]
                 for name, result in zip(names, results, strict=True):
                     mine.setdefault(name, {}).setdefault(phase, []).append(result)
                     print(f"  round {r + 1} {name} {phase}: {result['requests_per_cpu_s']:,.0f} requests per "

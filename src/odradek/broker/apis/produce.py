@@ -135,10 +135,10 @@ def _count_errors(counts: ErrorCounts, results: dict[TopicPartition, ProducePart
 
 
 def _unanswered(request: Request) -> None:
-    """An acks=0 request: no answer, so not the NONE the metrics take each request's to carry."""
+    """An acks=0 request: no answer, counted as one of no partitions (no NONE)."""
     counts = request.error_counts
     if counts is not None:
-        counts[ErrorCode.none] = counts.get(ErrorCode.none, 0) - 1
+        _count_errors(counts, {}, {})
 
 
 def _up_convert(entries: list[tuple[str, int, memoryview | None]]
