@@ -179,6 +179,7 @@ def run_generation(args: argparse.Namespace, base: Path, rounds: range, phases: 
         if not args.no_tansu:
             tansu = stack.enter_context(TansuBroker(base / "tansu.log"))
             servers["tansu"] = (tansu.bootstrap_servers, {"brokers": [tansu.pid]})
+        all_groups = {n: g for n, (_, g) in servers.items()}  # the processes measured, by broker
         for r in rounds:
             for phase, settings in phases.items():
                 names = in_turn(list(servers), r)
@@ -188,7 +189,6 @@ def run_generation(args: argparse.Namespace, base: Path, rounds: range, phases: 
                     topic = f"bound-{phase.split()[0]}-{r}"
                     for name in names:
                         create_topic_admin(servers[name][0], topic, args.partitions, 1)
-                all_groups = {n: g for n, (_, g) in servers.items()}
                 runs = [functools.partial(run_clients, servers[name][0], measured_groups(all_groups, name), topic,
                                           args.clients, args.seconds, producer=settings, consumer=SMALL_FETCH)
                         for name in names]

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any, Final
 from odradek.broker.quota.throttling import is_follower_fetch
 from odradek.histogram import RESERVOIR_SIZE, Histogram
 from odradek.protocol.api_keys import ApiKey
+from odradek.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from odradek.net.kafka_channel import KafkaChannel, Request
@@ -63,7 +64,7 @@ __all__ = ["RequestMetrics", "RequestTimes", "kafka_request_name"]
 
 _NS_PER_MS: Final = 1e6
 _FETCH: Final = int(ApiKey.FETCH)
-_NONE: Final = 0  # ErrorCode.NONE
+_NONE: Final = int(ErrorCode.none)
 
 
 def kafka_request_name(api_key: int) -> str:
