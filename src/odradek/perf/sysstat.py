@@ -5,7 +5,9 @@ measured window; and how much memory a server holds (``tree_memory``).  On a sha
 is often explained by these, not by the code under test.
 
 Read from ``/proc``: ``<pid>/stat`` of every process (its own utime + stime, and cutime +
-cstime of the children it has reaped), ``<pid>/task/<tid>/schedstat`` (each thread's time
+cstime of the children it has reaped), each process's CPU-time clock (the run time of every
+thread it has had, exited ones too, in ns: a server's CPU to the nanosecond, where ``stat``
+rounds down to 10-ms ticks), ``<pid>/task/<tid>/schedstat`` (each thread's time
 spent runnable on a run queue, not running: the scheduler's delay, which on a machine with
 more runnable threads than CPUs is where latency goes), ``stat``'s ``cpu`` line and
 ``loadavg``, and
@@ -18,7 +20,7 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from odradek.local.cluster import LocalCluster
@@ -41,6 +43,7 @@ __all__ = [
     "parse_pid_stat",
     "parse_schedstat",
     "parse_status_memory",
+    "process_cpu_ns",
     "read_snapshot",
     "tree_memory",
     "usage_between",
@@ -50,6 +53,7 @@ __all__ = [
 CLIENTS = "clients"  # the benchmark's own process and everything under it that is no server
 OTHERS = "others"  # the rest of the machine: other users' work, kernel threads
 _CLK_TCK = os.sysconf("SC_CLK_TCK")
+_PROC = Path("/proc")
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,6 +62,8 @@ class PidStat:
     ppid: int
     ticks: int  # utime + stime + cutime + cstime: its own CPU and that of the children it reaped
     waited_ns: int = 0  # its live threads' time runnable but waiting for a CPU (schedstat)
+    reaped_ticks: int = 0  # cutime + cstime alone
+    own_ns: int | None = None  # its own CPU (every thread's, exited ones too) by its CPU-time clock
 
 
 def parse_pid_stat(text: str) -> PidStat:
@@ -66,7 +72,8 @@ def parse_pid_stat(text: str) -> PidStat:
     pid = int(text[:text.index("(")])
     fields = text[text.rindex(")") + 2:].split()
     # fields[0] is stat(5)'s field 3 (state); ppid is field 4, utime..cstime fields 14-17.
-    return PidStat(pid, int(fields[1]), sum(int(f) for f in fields[11:15]))
+    return PidStat(pid, int(fields[1]), sum(int(f) for f in fields[11:15]),
+                   reaped_ticks=int(fields[13]) + int(fields[14]))
 
 
 def parse_schedstat(text: str) -> int:
@@ -89,13 +96,23 @@ def _threads_waited_ns(task_dir: Path) -> int:
     return waited
 
 
+def process_cpu_ns(pid: int) -> int | None:
+    """The CPU time of every thread ``pid`` has had, live or exited, in ns, without the
+    children it reaped (a broker's own CPU), from its CPU-time clock; None once it exited."""
+    # Linux's id of another process's CPU-time clock, what glibc's clock_getcpuclockid(3)
+    # returns: the pid's complement shifted past the clock's kind, CPUCLOCK_SCHED (2: run time).
+    try:
+        return time.clock_gettime_ns((~pid << 3) | 2)
+    except OSError:
+        return None
+
+
 def process_cpu_seconds(pid: int) -> float:
-    """utime + stime of every thread of ``pid`` so far, in seconds (without the children it
-    reaped: a broker's own CPU)."""
-    with open(f"/proc/{pid}/stat") as fh:
-        text = fh.read()
-    fields = text[text.rindex(")") + 2:].split()
-    return (int(fields[11]) + int(fields[12])) / _CLK_TCK  # fields 14 and 15 of stat(5)
+    """:func:`process_cpu_ns` in seconds; raises ProcessLookupError once ``pid`` exited."""
+    ns = process_cpu_ns(pid)
+    if ns is None:
+        raise ProcessLookupError(pid)
+    return ns / 1e9
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,7 +149,7 @@ class Snapshot:
     load: float
 
 
-def read_snapshot(proc: Path = Path("/proc"), waits: bool = True) -> Snapshot:
+def read_snapshot(proc: Path = _PROC, waits: bool = True) -> Snapshot:
     """Every process's CPU so far (and with ``waits`` its threads' run-queue wait), the
     machine's CPU times and the load average, now."""
     processes = {}
@@ -142,9 +159,9 @@ def read_snapshot(proc: Path = Path("/proc"), waits: bool = True) -> Snapshot:
                 stat = parse_pid_stat((proc / entry.name / "stat").read_text(errors="replace"))
             except (OSError, ValueError, IndexError):
                 continue  # exited while we looked
-            if waits:
-                stat = PidStat(stat.pid, stat.ppid, stat.ticks, _threads_waited_ns(proc / entry.name / "task"))
-            processes[stat.pid] = stat
+            waited = _threads_waited_ns(proc / entry.name / "task") if waits else 0
+            own = process_cpu_ns(stat.pid) if proc == _PROC else None
+            processes[stat.pid] = replace(stat, waited_ns=waited, own_ns=own)
     return Snapshot(time.monotonic(), processes, parse_cpu_times((proc / "stat").read_text()),
                     parse_loadavg((proc / "loadavg").read_text()))
 
@@ -204,6 +221,9 @@ def usage_between(before: Snapshot, after: Snapshot, groups: Mapping[str, Iterab
     A process's ticks include the children it has reaped, so a client process that exited in
     the window still counts: once reaped, its CPU is in its parent's.  The group's root pids
     must outlive the window (a server reaped by the benchmark would count as a client).
+    A group whose processes are the same at both ends, each with its CPU-time clock read,
+    counts in ns (plus the ticks of any child one of them reaped): a server's CPU over a short
+    window, where 10-ms ticks would weigh.
 
     The run-queue waits are of the processes alive at both ends (a reaped process's threads
     and a thread that exited in the window take theirs with them), so they are a lower bound."""
@@ -211,15 +231,21 @@ def usage_between(before: Snapshot, after: Snapshot, groups: Mapping[str, Iterab
     start, end = _members(before, groups, clients_root), _members(after, groups, clients_root)
     cpu_s, waited = {}, {}
     for name in start:
-        ticks = (sum(after.processes[p].ticks for p in end[name])
-                 - sum(before.processes[p].ticks for p in start[name]))
-        cpu_s[name] = ticks / _CLK_TCK
+        cpu_s[name] = _group_cpu_s(before, after, start[name], end[name])
         both = start[name] & end[name]
         waited[name] = max(0, sum(after.processes[p].waited_ns - before.processes[p].waited_ns for p in both)) / 1e9
     busy_s = (after.cpu.busy - before.cpu.busy) / _CLK_TCK
     cpu_s[OTHERS] = max(0.0, busy_s - sum(cpu_s.values()))
     return Usage(after.at - before.at, cpu_s, waited, busy_s, (after.cpu.steal - before.cpu.steal) / _CLK_TCK,
                  after.cpu.cpus, before.load, after.load)
+
+
+def _group_cpu_s(before: Snapshot, after: Snapshot, start: set[int], end: set[int]) -> float:
+    was, now = before.processes, after.processes
+    if start == end and all(was[p].own_ns is not None and now[p].own_ns is not None for p in start):
+        own_ns = sum(now[p].own_ns - was[p].own_ns for p in start)  # type: ignore[operator]
+        return own_ns / 1e9 + sum(now[p].reaped_ticks - was[p].reaped_ticks for p in start) / _CLK_TCK
+    return (sum(now[p].ticks for p in end) - sum(was[p].ticks for p in start)) / _CLK_TCK
 
 
 class UsageWindow:

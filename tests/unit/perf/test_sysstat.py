@@ -27,6 +27,7 @@ from odradek.perf.sysstat import (
     parse_pid_stat,
     parse_schedstat,
     parse_status_memory,
+    process_cpu_ns,
     process_cpu_seconds,
     tree_memory,
     usage_between,
@@ -50,7 +51,7 @@ ctxt 99999
 
 
 def test_pid_stat_takes_ppid_and_all_four_cpu_times_past_a_command_with_parentheses() -> None:
-    assert parse_pid_stat(PID_STAT) == PidStat(4242, 17, 120 + 30 + 7 + 2)
+    assert parse_pid_stat(PID_STAT) == PidStat(4242, 17, 120 + 30 + 7 + 2, reaped_ticks=7 + 2)
 
 
 def test_cpu_line_splits_busy_idle_and_steal_and_counts_cpus() -> None:
@@ -111,6 +112,26 @@ def test_groups_clients_and_others_over_a_window() -> None:
     assert (figures["load_before"], figures["load_after"]) == (1.0, 2.5)
 
 
+def test_a_group_read_by_cpu_time_clocks_counts_nanoseconds_and_its_reaped_childrens_ticks() -> None:
+    def stat(pid: int, ticks: int, own_ns: int | None, reaped: int = 0) -> PidStat:
+        return PidStat(pid, 100, ticks, reaped_ticks=reaped, own_ns=own_ns)
+
+    def snap(at: float, *stats: PidStat) -> Snapshot:
+        return Snapshot(at, {100: PidStat(100, 1, 0), **{s.pid: s for s in stats}}, CpuTimes(10_000, 0, 0, 2), 1.0)
+
+    # Broker 200's clock ran 123.456789 ms, though its ticks moved by 12 (120 ms); it also reaped
+    # a child of 3 ticks.  ZooKeeper 300 gained a child, 301, in the window: ticks alone.
+    before = snap(1.0, stat(200, 500, 5_000_000_000, reaped=4), stat(300, 80, 1_000_000_000))
+    after = snap(2.0, stat(200, 512 + 3, 5_123_456_789, reaped=7), stat(300, 85, 1_050_000_000),
+                 PidStat(301, 300, 2, own_ns=20_000_000))
+    usage = usage_between(before, after, {"brokers": [200], "zookeeper": [300]}, clients_root=100)
+    assert usage.cpu_s["brokers"] == pytest.approx(0.123456789 + 3 / TICK)
+    assert usage.cpu_s["zookeeper"] == pytest.approx((85 + 2 - 80) / TICK)
+    # A process whose clock could not be read (it exited as the snapshot was taken): ticks.
+    gone = snap(2.0, stat(200, 515, None, reaped=7), stat(300, 85, 1_050_000_000))
+    assert usage_between(before, gone, {"brokers": [200]}, clients_root=100).cpu_s["brokers"] == pytest.approx(15 / TICK)
+
+
 def test_measured_groups_put_every_other_server_together() -> None:
     servers = {"current": {"brokers": [1, 2], "zookeeper": [3]}, "baseline": {"brokers": [4], "zookeeper": [5]},
                "tansu": {"brokers": [6]}}
@@ -166,6 +187,25 @@ def test_process_cpu_seconds_counts_this_process_own_cpu() -> None:
     while time.process_time() < deadline:
         pass
     assert process_cpu_seconds(os.getpid()) - before >= 0.03
+
+
+def test_a_process_cpu_clock_keeps_the_time_of_a_thread_that_exited() -> None:
+    # The thread burns 0.2 s and ends; the clock, read after, still holds it (schedstat of the
+    # live threads would not), to better than a 10-ms tick.
+    burn = ("import threading, time\n"
+            "def burn():\n    t0 = time.thread_time()\n    while time.thread_time() - t0 < 0.2: pass\n"
+            "t = threading.Thread(target=burn); t.start(); t.join()\n"
+            "print(time.process_time_ns(), flush=True)\ninput()\n")
+    child = subprocess.Popen([sys.executable, "-c", burn], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert child.stdout is not None
+        own = int(child.stdout.readline())  # what the process itself reads, after the thread ended
+        assert len(os.listdir(f"/proc/{child.pid}/task")) == 1
+        ns = process_cpu_ns(child.pid)
+        assert ns is not None and own >= 0.2e9 and own <= ns < own + 5_000_000
+    finally:
+        child.communicate("\n")
+    assert process_cpu_ns(child.pid) is None
 
 
 STATUS = """Name:\tjava
