@@ -6,6 +6,8 @@ queries all answered."""
 from __future__ import annotations
 
 import datetime
+import gzip
+import http.client
 import json
 import re
 import socket
@@ -69,6 +71,42 @@ def test_cluster_json_names_each_brokers_metrics(cluster: LocalCluster) -> None:
     urls = [b["metrics"] for b in described["brokers"]]
     assert urls == [cluster.metrics_url(b) for b in cluster.brokers.values()]
     assert len(set(urls)) == 3
+
+
+def test_the_metrics_server_speaks_http_as_prometheus_scrapes_it_and_refuses_the_rest(cluster: LocalCluster) -> None:
+    broker = cluster.brokers[min(cluster.brokers)]
+    host, port = cluster.broker_address(broker), broker.metrics_port
+    connection = http.client.HTTPConnection(host, port, timeout=TIMEOUT_S)
+    try:
+        # What Prometheus sends: OpenMetrics preferred, gzip accepted; twice on one connection.
+        accept = ("application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5,*/*;q=0.1")
+        for _ in range(2):
+            connection.request("GET", "/metrics", headers={"Accept": accept, "Accept-Encoding": "gzip"})
+            response = connection.getresponse()
+            body = gzip.decompress(response.read()).decode()
+            assert response.status == 200 and response.getheader("Content-Encoding") == "gzip"
+            assert response.getheader("Content-Type").startswith("application/openmetrics-text")
+            assert body.endswith("# EOF\n") and "kafka_server_replicamanager_leadercount" in body
+        sock = connection.sock
+        connection.request("HEAD", "/metrics")
+        response = connection.getresponse()
+        assert response.status == 200 and int(response.getheader("Content-Length")) > 1000 and response.read() == b""
+        assert connection.sock is sock  # the same connection served all three
+        connection.request("GET", "/nothing/here")
+        response = connection.getresponse()
+        assert (response.status, response.read()) == (404, b"not found: the metrics are at /metrics\n")
+        connection.request("POST", "/metrics", body=b"x" * 100_000)
+        response = connection.getresponse()
+        assert (response.status, response.getheader("Allow")) == (405, "GET, HEAD")
+        assert response.getheader("Connection") == "close"  # its body is left unread
+    finally:
+        connection.close()
+    # Not HTTP at all: a 400 and the connection closes; the broker keeps serving.
+    with socket.create_connection((host, port), timeout=TIMEOUT_S) as sock:
+        sock.sendall(b"\x00\x00\x00\x10garbage that is not a request line\r\n\r\n")
+        answer = b"".join(iter(lambda: sock.recv(65536), b""))
+    assert answer.startswith(b"HTTP/1.1 400 ")
+    assert _scrape(cluster, broker.broker_id).value("kafka_server_replicamanager_leadercount") >= 0
 
 
 def test_exactly_one_active_controller_and_it_is_zookeepers(cluster: LocalCluster) -> None:
