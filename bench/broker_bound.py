@@ -43,12 +43,19 @@ the machine (and the host under it) does then. In turns, one broker's CPU per re
 by 10% and more from one 4-s round to the next on this machine, which is what limits them;
 loaded together the brokers compete for the same CPUs, as evenly as the scheduler shares them.
 
+With ``--rate R`` the producers of every produce phase are paced: R records a second to each
+broker in all (as fast as they go when the broker cannot take that many), instead of as fast as
+they go. Unpaced, the clients take nearly both CPUs and the brokers wait for theirs, and how the
+records fall into requests then moves with the moment's scheduling (a broker kept waiting gets
+fewer, bigger requests), so its CPU per request swings from round to round; paced below the
+machine's capacity, both brokers of a round get the same records at the same pace.
+
 ``--phases`` runs only the phases named (comma-separated: unbatched, one-record, batched,
 fetch; fetch reads what unbatched wrote, so it needs it).
 
     .venv/bin/python bench/broker_bound.py [--clients 3] [--seconds 10] [--partitions 6]
         [--phases unbatched,one-record,batched,fetch] [--metrics]
-        [--baseline REF [--rounds 3] [--generations 1] [--no-tansu] [--together]]
+        [--rate R] [--baseline REF [--rounds 3] [--generations 1] [--no-tansu] [--together]]
 """
 
 from __future__ import annotations
@@ -190,7 +197,8 @@ def run_generation(args: argparse.Namespace, base: Path, rounds: range, phases: 
                     for name in names:
                         create_topic_admin(servers[name][0], topic, args.partitions, 1)
                 runs = [functools.partial(run_clients, servers[name][0], measured_groups(all_groups, name), topic,
-                                          args.clients, args.seconds, producer=settings, consumer=SMALL_FETCH)
+                                          args.clients, args.seconds, producer=settings, consumer=SMALL_FETCH,
+                                          rate=args.rate)
                         for name in names]
                 if args.together:  # every broker loaded at once, each by its own clients
                     with ThreadPoolExecutor(len(runs)) as pool:
@@ -238,12 +246,16 @@ def main() -> None:
                     help="load every broker at once, each with its own --clients processes, instead of in turns")
     ap.add_argument("--phases", default=",".join(phase.split()[0] for phase in PHASES),
                     help="the phases to run, comma-separated (default: all)")
+    ap.add_argument("--rate", type=float, help="pace each produce phase's producers: this many records a second to "
+                    "each broker, in all (default: as fast as they go)")
     ap.add_argument("--dir", help="working directory (default: a temporary one, removed afterwards)")
     ap.add_argument("--metrics", action="store_true",
                     help="the current broker serves /metrics, scraped every 15 s (with --baseline HEAD: their cost)")
     args = ap.parse_args()
     if args.no_tansu and not args.baseline:
         ap.error("--no-tansu leaves nothing to compare with without --baseline")
+    if args.rate is not None and args.rate <= 0:
+        ap.error("--rate takes a number of records a second above 0")
     if args.generations < 1 or (args.generations > 1 and not args.baseline):
         ap.error("--generations takes a number from 1, and more than 1 only with --baseline")
     by_word = {phase.split()[0]: phase for phase in PHASES}
@@ -264,7 +276,9 @@ def main() -> None:
         if args.baseline:
             baseline = stack.enter_context(checkout(REPO, args.baseline))
         print(f"{args.clients} client processes, {args.seconds:.0f} s per phase, {args.partitions} partitions, "
-              f"{RECORD_SIZE}-byte records, {rounds} round(s) x {args.generations} generation(s); "
+              f"{RECORD_SIZE}-byte records"
+              + (f", produce paced at {args.rate:,.0f} records/s a broker" if args.rate else "")
+              + f", {rounds} round(s) x {args.generations} generation(s); "
               f"load average {os.getloadavg()[0]:.2f}; code {code['commit']}"
               + (f", baseline {baseline.ref} = {baseline.commit}" if baseline else "")
               + ("; brokers loaded together" if args.together else "; brokers loaded in turns"), flush=True)
@@ -288,7 +302,7 @@ def main() -> None:
         print("\n" + report_generations(ratios))
     out = RESULTS / f"broker-bound-{stamp}.json"
     out.write_text(json.dumps({"started": stamp, "code": code, "clients": args.clients, "seconds": args.seconds,
-                               "partitions": args.partitions, "cpu_count": os.cpu_count(),
+                               "partitions": args.partitions, "rate": args.rate, "cpu_count": os.cpu_count(),
                                "python": sys.version.split()[0], "rounds": rounds, "generations": args.generations,
                                "together": args.together,
                                "baseline": {"ref": baseline.ref, "commit": baseline.commit} if baseline else None,

@@ -2,7 +2,8 @@
 loop sets the pace, with the broker's CPU over the phase (bench/broker_bound.py,
 bench/vs_kafka.py).
 
-Producers send 100-byte records as fast as they go for a number of seconds; consumers read a
+Producers send 100-byte records as fast as they go for a number of seconds, or paced at a
+given rate (records a second each); consumers read a
 topic from its start, either for a number of seconds (every consumer every partition) or to
 its end (the partitions shared out among them).  Requests are counted by the clients
 themselves (librdkafka's statistics: requests sent per broker and type, and a producer's
@@ -32,7 +33,7 @@ def _requests(stats: dict[str, Any], kind: str) -> int:
 
 
 def _producer(bootstrap: str, topic: str, settings: Mapping[str, object], seconds: float,
-              out: mp.Queue) -> None:  # type: ignore[type-arg]
+              out: mp.Queue, rate: float | None = None) -> None:  # type: ignore[type-arg]
     import confluent_kafka as ck
 
     last: dict[str, Any] = {}
@@ -49,9 +50,15 @@ def _producer(bootstrap: str, topic: str, settings: Mapping[str, object], second
     started = time.monotonic()
     end = started + seconds
     produce, poll = p.produce, p.poll
-    while time.monotonic() < end:
+    sent = 0
+    while (now := time.monotonic()) < end:
+        if rate is not None and sent >= (now - started) * rate:
+            time.sleep(0.001)  # paced: ahead of the rate, so the records owed come in bursts of a millisecond's
+            poll(0)
+            continue
         try:
             produce(topic, value, on_delivery=on_delivery)
+            sent += 1
         except BufferError:
             poll(0.001)
         poll(0)
@@ -94,9 +101,10 @@ def _consumer(bootstrap: str, topic: str, settings: Mapping[str, object], second
 
 def run_clients(bootstrap: str, groups: Mapping[str, Sequence[int]], topic: str, clients: int, seconds: float,
                 producer: Mapping[str, object] | None = None, consumer: Mapping[str, object] | None = None,
-                partitions: int | None = None) -> dict[str, Any]:
+                partitions: int | None = None, rate: float | None = None) -> dict[str, Any]:
     """``clients`` processes against one broker or cluster: producers with ``producer``
-    settings, or else consumers with ``consumer`` settings (for ``seconds``, or to the end of
+    settings (as fast as they go, or ``rate`` records a second in all, shared out among
+    them), or else consumers with ``consumer`` settings (for ``seconds``, or to the end of
     the topic's ``partitions`` when given, shared out among them); the CPU of the brokers
     (``groups["brokers"]``) and of everything else over the phase.
 
@@ -106,7 +114,9 @@ def run_clients(bootstrap: str, groups: Mapping[str, Sequence[int]], topic: str,
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     if producer is not None:
-        procs = [ctx.Process(target=_producer, args=(bootstrap, topic, producer, seconds, out)) for _ in range(clients)]
+        each = rate / clients if rate is not None else None
+        procs = [ctx.Process(target=_producer, args=(bootstrap, topic, producer, seconds, out, each))
+                 for _ in range(clients)]
     else:
         shares = [list(range(partitions))[i::clients] for i in range(clients)] if partitions else [None] * clients
         procs = [ctx.Process(target=_consumer, args=(bootstrap, topic, consumer or {}, seconds, share, out))
