@@ -59,7 +59,7 @@ class MetricsServer:
         self.port: int | None = None
         self._load: EventLoopLoad | None = None
         self._server: asyncio.Server | None = None
-        self._connections: set[asyncio.Task[None]] = set()
+        self._connections: dict[asyncio.Task[None], asyncio.StreamWriter] = {}  # open ones, their handlers
 
     def zk_state_changed(self, state: str) -> None:
         """A ZooKeeper session state listener (expiries and disconnections are counted)."""
@@ -76,9 +76,17 @@ class MetricsServer:
         server, self._server = self._server, None
         if server is not None:
             server.close()
-            for task in list(self._connections):
-                task.cancel()
-            await asyncio.gather(*self._connections, return_exceptions=True)
+            # Closed, a connection's next read finds the end of the stream and its handler ends;
+            # one still reading the metrics is cancelled after a second.
+            for writer in self._connections.values():
+                writer.close()
+            handlers = set(self._connections)
+            if handlers:
+                _done, reading = await asyncio.wait(handlers, timeout=1)
+                for task in reading:
+                    task.cancel()
+                if reading:
+                    await asyncio.wait(reading, timeout=1)
             await server.wait_closed()
         await self.peers.close()
 
@@ -95,15 +103,19 @@ class MetricsServer:
     async def _connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        self._connections.add(task)
+        self._connections[task] = writer
         try:
             await _serve(h11.Connection(h11.SERVER), reader, writer, self._answer)
         except (ConnectionError, TimeoutError, asyncio.IncompleteReadError):
             pass  # the scraper went away, or sent nothing for a minute
+        except asyncio.CancelledError:
+            # Only stop() cancels a handler, and this task is asyncio's own for the connection:
+            # ended quietly (Python 3.11's streams log a cancelled one as an error).
+            pass
         except Exception:
             log.warning("a /metrics connection failed", exc_info=True)
         finally:
-            self._connections.discard(task)
+            del self._connections[task]
             writer.close()
 
     async def _answer(self, request: h11.Request) -> Answer:
@@ -116,6 +128,9 @@ class MetricsServer:
         except TimeoutError:
             log.warning("a /metrics scrape took over %.0f s", SCRAPE_TIMEOUT_S)
             return _plain(503, "the metrics took too long to read")
+        except Exception:
+            log.warning("a /metrics scrape failed", exc_info=True)
+            return _plain(500, "the metrics could not be read (the broker's log says why)")
         headers = {name.decode("ascii"): value.decode("latin-1") for name, value in request.headers}  # h11: lower case
         encoder, content_type = choose_encoder(headers.get("accept", ""))
         body = encoder(_Registry(families))
