@@ -8,7 +8,7 @@ Between two brokers the CPU per request differs by several per cent for as long 
 generations. Here both sides are the same process, the same client connections and the same
 moment of the machine: each cycle is one interval with metrics and one without (their order
 alternating), and its ratio compares them. What is measured per interval, read from /proc:
-the broker's CPU (every thread, /proc/<pid>/task/*/schedstat) and its event loop's (the main
+the broker's CPU (its CPU-time clock: every thread's, exited ones too) and its event loop's (the main
 thread: request handling), over the record bytes appended to the topic's log files (one
 record per request: bytes are requests; converted to requests with the run's bytes per request
 as the clients count them).
@@ -37,12 +37,11 @@ from pathlib import Path
 from typing import Any
 
 from broker_bound import PHASES, SMALL_FETCH
-from metrics_replay import cpu_ns
 
 from odradek.local.cluster import BrokerProcess, LocalCluster
 from odradek.perf.harness import code_version, create_topic_admin, unwind_on_sigterm
 from odradek.perf.load import run_clients
-from odradek.perf.sysstat import cluster_groups
+from odradek.perf.sysstat import cluster_groups, process_cpu_ns
 
 HOOK = Path(__file__).resolve().parent / "flip_hook"
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -105,9 +104,9 @@ def generation(base: Path, args: argparse.Namespace, first_cycle: int) -> dict[s
                 mode_file.write_text(mode)
                 os.kill(pid, signal.SIGHUP)
                 time.sleep(SETTLE_S)
-                c0, l0, b0 = cpu_ns(pid), loop_cpu_ns(pid), log_bytes(base)
+                c0, l0, b0 = process_cpu_ns(pid), loop_cpu_ns(pid), log_bytes(base)
                 time.sleep(args.interval)
-                c1, l1, b1 = cpu_ns(pid), loop_cpu_ns(pid), log_bytes(base)
+                c1, l1, b1 = process_cpu_ns(pid), loop_cpu_ns(pid), log_bytes(base)
                 if b1 == b0:
                     raise SystemExit("nothing was appended in an interval: the load stopped")
                 got[mode] = ((c1 - c0) / (b1 - b0), (l1 - l0) / (b1 - b0))

@@ -8,7 +8,7 @@ counts instructions, which leave out what the real machine adds. This one sits b
 load is what metrics_instructions.py replays (one-record produce v9, acks=1, 100-byte values,
 --per-write requests pipelined on one connection, every answer read before the next write), sent
 to the two brokers in turn in chunks of --chunk requests, the order alternating, --pairs times.
-A broker's CPU is the sum of its threads' run time (/proc/<pid>/task/*/schedstat, nanoseconds),
+A broker's CPU is its CPU-time clock (every thread's run time, exited ones too, in ns),
 read before and after each chunk. Slow spells of the shared machine fall on both brokers of a
 pair alike; what differs from one pair of broker processes to the next is averaged by
 --generations, each a fresh pair sharing a hash seed (the generation's number).
@@ -47,19 +47,11 @@ from odradek.local.cluster import LocalCluster
 from odradek.perf.baseline import BaselineCluster, Checkout, checkout
 from odradek.perf.common import PerfError
 from odradek.perf.harness import code_version, create_topic_admin
+from odradek.perf.sysstat import process_cpu_ns
 
 RESULTS = Path(__file__).resolve().parent / "results"
 LABELS = ("without", "with")
 BASELINE = "baseline with"
-
-
-def cpu_ns(pid: int) -> int:
-    """The run time of every thread of ``pid`` so far."""
-    total = 0
-    for task in os.listdir(f"/proc/{pid}/task"):
-        with contextlib.suppress(FileNotFoundError):  # a thread that ended meanwhile
-            total += int(Path(f"/proc/{pid}/task/{task}/schedstat").read_text().split()[0])
-    return total
 
 
 def replay(sock: socket.socket, burst: bytes, per_write: int, requests: int) -> None:
@@ -106,9 +98,9 @@ def generation(base: Path, args: argparse.Namespace, baseline: Checkout | None) 
             replay(socks[label], burst, args.per_write, args.warmup)
         for n in range(args.pairs):
             for label in turn_order(labels, n):
-                before = cpu_ns(pids[label])
+                before = process_cpu_ns(pids[label])
                 replay(socks[label], burst, args.per_write, args.chunk)
-                spent[label] += cpu_ns(pids[label]) - before
+                spent[label] += process_cpu_ns(pids[label]) - before
     requests = args.pairs * args.chunk
     return {label: spent[label] / requests / 1e3 for label in labels}
 
